@@ -1,0 +1,99 @@
+"""Configuration sections shared by both trainers (head, loss, optimizer, training loop).
+
+Each front end composes these with its own model and data sections into one top-level dataclass;
+``clipmag.config`` loads and checks it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from clipmag.heads import SimilarityHead, build_head
+from clipmag.losses import InfoNCE
+
+HeadName = Literal["cosine", "dot", "qnorm", "dnorm", "learnable"]
+
+
+@dataclass
+class HeadConfig:
+    """The similarity head; ``gq``/``gd`` are the learnable head's starting exponents."""
+
+    name: HeadName = "cosine"
+    gq: float = 0.5
+    gd: float = 0.5
+
+    def build(self) -> SimilarityHead:
+        if self.name == "learnable":
+            return build_head("learnable", gq=self.gq, gd=self.gd)
+        return build_head(self.name)
+
+
+@dataclass
+class LossConfig:
+    """InfoNCE settings (paper defaults: one direction, scale 20 for every head)."""
+
+    direction: Literal["q2d", "d2q", "both"] = "q2d"
+    scale: float = 20.0
+    learnable_scale: bool = False
+    max_scale: float = 100.0
+    label_smoothing: float = 0.0
+
+    def build(self, head: SimilarityHead) -> InfoNCE:
+        return InfoNCE(
+            head,
+            scale=self.scale,
+            direction=self.direction,
+            learnable_scale=self.learnable_scale,
+            max_scale=self.max_scale,
+            label_smoothing=self.label_smoothing,
+        )
+
+
+@dataclass
+class OptimConfig:
+    """AdamW with the paper's betas; gammas and the logit scale get their own group."""
+
+    lr: float = 5e-6
+    betas: tuple[float, ...] = (0.9, 0.98)
+    eps: float = 1e-8
+    weight_decay: float = 0.01
+    gamma_lr: float = 1e-2
+    scale_lr: float | None = None
+    schedule: Literal["cosine", "linear", "constant"] = "cosine"
+    warmup_steps: int = 0
+    clip_grad_norm: float = 1.0
+
+
+@dataclass
+class TrainLoopConfig:
+    """The generic loop: steps, accumulation, precision, logging, checkpoints, guards."""
+
+    output_dir: str = "runs/default"
+    steps: int = 100
+    grad_accum: int = 1
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    log_every: int = 10
+    eval_every: int = 0
+    save_every: int = 50
+    keep_best: bool = True
+    resume: str | None = None
+    tensorboard: bool = True
+    progress: bool = True
+    max_loss: float = 1e4
+    max_norm: float = 1e4
+    gradient_checkpointing: bool = False
+    # Extra copies of the last checkpoint are not kept; "latest" is overwritten atomically.
+    export_final: bool = True
+
+
+@dataclass
+class CoreSections:
+    """Mixin-free bundle used by tests and small tools that only need the core sections."""
+
+    head: HeadConfig = field(default_factory=HeadConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainLoopConfig = field(default_factory=TrainLoopConfig)
