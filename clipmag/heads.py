@@ -24,7 +24,9 @@ from typing import Any
 import torch
 from torch import nn
 
-NORM_FLOOR = 1e-6
+# Far below any real embedding norm, yet large enough that the gradient at an exactly-zero vector
+# (about 1 / NORM_FLOOR) stays finite when it flows back into fp16 activations.
+NORM_FLOOR = 1e-3
 
 
 def _compute_dtype(x: torch.Tensor) -> torch.dtype:
@@ -71,13 +73,15 @@ class SimilarityHead(nn.Module):
 
     def score(self, q: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
         """Unscaled similarity matrix [Nq, Nd] of every query against every document."""
-        tq, td = self.transform_query(q), self.transform_document(d)
-        return tq @ td.to(tq.dtype).transpose(-2, -1)
+        with torch.autocast(device_type=q.device.type, enabled=False):
+            tq, td = self.transform_query(q), self.transform_document(d)
+            return tq @ td.to(tq.dtype).transpose(-2, -1)
 
     def paired(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """Row-wise scores [N]: ``a[i]`` as the query against ``b[i]`` as the document."""
-        ta, tb = self.transform_query(a), self.transform_document(b)
-        return (ta * tb.to(ta.dtype)).sum(dim=-1)
+        with torch.autocast(device_type=a.device.type, enabled=False):
+            ta, tb = self.transform_query(a), self.transform_document(b)
+            return (ta * tb.to(ta.dtype)).sum(dim=-1)
 
     def gammas(self) -> tuple[float, float]:
         gq, gd = self.query_gamma(), self.document_gamma()
@@ -157,10 +161,10 @@ class LearnableHead(SimilarityHead):
         self.raw_d = nn.Parameter(torch.tensor(_logit(float(gd))))
 
     def query_gamma(self) -> torch.Tensor:
-        return torch.sigmoid(self.raw_q.float())
+        return torch.sigmoid(self.raw_q)
 
     def document_gamma(self) -> torch.Tensor:
-        return torch.sigmoid(self.raw_d.float())
+        return torch.sigmoid(self.raw_d)
 
     def gamma_parameters(self) -> list[nn.Parameter]:
         return [self.raw_q, self.raw_d]

@@ -39,7 +39,8 @@ class InfoNCE(nn.Module):
         learnable_scale: train ``log(scale)`` as open_clip does with ``logit_scale``.
         max_scale: clamp of the learnable scale (open_clip: 100).
         label_smoothing: passed to cross-entropy.
-        gather: gather candidates across ranks when torch.distributed is initialised.
+        gather: gather candidates across ranks when torch.distributed is initialised and the
+            module is in training mode (``.eval()`` scores local rows only).
 
     Returns from ``forward`` a dict: ``loss`` (to backpropagate), ``loss_q2d`` / ``loss_d2q``
     (the terms used), ``scale``, ``accuracy`` (top-1 of the first direction used),
@@ -75,11 +76,15 @@ class InfoNCE(nn.Module):
     def current_scale(self) -> torch.Tensor:
         return self.log_scale.clamp(0.0, self.max_log_scale).exp()
 
+    def _gathering(self) -> bool:
+        # Only in training mode: validation runs on one rank and must not wait for the others.
+        return self.gather and self.training
+
     def _gather(self, x: torch.Tensor) -> torch.Tensor:
-        return dist_utils.all_gather_with_grad(x) if self.gather else x
+        return dist_utils.all_gather_with_grad(x) if self._gathering() else x
 
     def _offset(self) -> int:
-        return dist_utils.get_rank() if self.gather else 0
+        return dist_utils.get_rank() if self._gathering() else 0
 
     def forward(self, query: torch.Tensor, documents: torch.Tensor) -> dict[str, torch.Tensor]:
         if documents.dim() == 2:

@@ -1,0 +1,44 @@
+"""Train the toy task with the generic loop; runs as one process or under torchrun.
+
+usage: engine_worker.py OUTPUT_DIR LOCAL_BATCH [key=value ...]  (keys of ToyConfig)
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from clipmag import distributed as dist_utils  # noqa: E402
+from clipmag.config import build_config  # noqa: E402
+from clipmag.engine import train  # noqa: E402
+from clipmag.settings import HeadConfig, LossConfig, OptimConfig, TrainLoopConfig  # noqa: E402
+from toy_task import ToyTask  # noqa: E402
+
+
+@dataclass
+class ToyConfig:
+    head: HeadConfig = field(default_factory=lambda: HeadConfig(name="learnable"))
+    loss: LossConfig = field(default_factory=LossConfig)
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-2, gamma_lr=5e-2))
+    train: TrainLoopConfig = field(default_factory=lambda: TrainLoopConfig(steps=8, log_every=1, save_every=4, eval_every=4, progress=False, tensorboard=False, device="cpu"))
+    negatives: int = 1
+    fail_at: int | None = None
+
+
+def main() -> None:
+    output_dir, local_batch = sys.argv[1], int(sys.argv[2])
+    cfg = build_config(ToyConfig, overrides=[f"train.output_dir={output_dir}", *sys.argv[3:]])
+    ctx = dist_utils.init_distributed(cfg.train.device)
+    head = cfg.head.build()
+    task = ToyTask(head, cfg.loss.build(head), local_batch, cfg.train.seed, cfg.negatives, cfg.fail_at)
+    try:
+        train(task, cfg.train, cfg.optim, cfg, ctx)
+    finally:
+        dist_utils.cleanup()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""Configuration: YAML + command line, checked before any work starts, with named errors."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from clipmag.config import ConfigError, build_config, parse_cli, save_config, to_dict
+from clipmag.settings import CoreSections
+
+SHORT = {"norm": "head.name", "resume": "train.resume"}
+
+
+def test_defaults_yaml_and_overrides_in_order(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("optim:\n  lr: 2.0e-5\n  betas: [0.9, 0.999]\ntrain:\n  steps: 7\n")
+    cfg = parse_cli(CoreSections, ["--config", str(path), "--norm", "dnorm", "train.steps=9", "optim.gamma_lr=1e-3"], SHORT)
+    assert cfg.head.name == "dnorm"
+    assert cfg.optim.lr == 2e-5 and cfg.optim.betas == (0.9, 0.999) and cfg.optim.gamma_lr == 1e-3
+    assert cfg.train.steps == 9
+    assert cfg.train.resume is None
+    assert parse_cli(CoreSections, ["--resume", "latest"], SHORT).train.resume == "latest"
+
+
+def test_resolved_config_round_trips(tmp_path):
+    cfg = parse_cli(CoreSections, ["--norm", "learnable", "head.gq=0.25"], SHORT)
+    save_config(cfg, tmp_path / "config.yaml")
+    again = build_config(CoreSections, tmp_path / "config.yaml")
+    assert to_dict(again) == to_dict(cfg) == yaml.safe_load((tmp_path / "config.yaml").read_text())
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--norm", "cos"], "key 'head.name' expects one of 'cosine', 'dot', 'qnorm', 'dnorm', 'learnable', got 'cos'"),
+        (["optim.lrate=1"], "unknown key 'optim.lrate'; valid keys of 'optim': lr, betas"),
+        (["model=x"], "unknown key 'model'; valid keys of the top level: head, loss, optim, train"),
+        (["train.steps=ten"], "key 'train.steps' expects int, got 'ten'"),
+        (["train.steps=1.5"], "key 'train.steps' expects int, got 1.5"),
+        (["optim.lr"], "expected key=value, got 'optim.lr'"),
+        (["--normalise", "dot"], "unknown flag --normalise; valid flags: --config, --norm, --resume"),
+        (["--config", "/no/such.yaml"], "config file not found: /no/such.yaml"),
+    ],
+)
+def test_bad_configuration_names_the_key(argv, message):
+    with pytest.raises(ConfigError) as err:
+        parse_cli(CoreSections, argv, SHORT)
+    assert message in str(err.value)
+
+
+def test_bad_yaml_key_names_the_file(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("loss:\n  temperature: 0.05\n")
+    with pytest.raises(ConfigError, match=rf"{path}: unknown key 'loss.temperature'; valid keys of 'loss': direction, scale"):
+        build_config(CoreSections, path)

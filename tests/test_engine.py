@@ -1,0 +1,79 @@
+"""The generic loop: exact resume, divergence guard, best/latest checkpoints, and two gloo
+processes matching one process with the doubled batch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from clipmag.checkpoint import load_checkpoint, resolve_resume
+from clipmag.run_logging import read_metrics
+from conftest import REPO
+
+WORKER = str(REPO / "tests" / "engine_worker.py")
+
+
+def _run(args: list[str], nproc: int = 1, check: bool = True) -> subprocess.CompletedProcess:
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"] if nproc > 1 else [sys.executable]
+    proc = subprocess.run([*launcher, WORKER, *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def _losses(run_dir) -> list[float]:
+    return [r["loss"] for r in read_metrics(run_dir / "metrics.jsonl", "train")]
+
+
+def test_run_writes_config_metrics_checkpoints_and_export(tmp_path):
+    _run([str(tmp_path), "8"])
+    assert (tmp_path / "config.yaml").is_file()
+    assert (tmp_path / "checkpoints" / "latest.pt").is_file()
+    assert (tmp_path / "checkpoints" / "best.pt").is_file()
+    assert (tmp_path / "export" / "model.pt").is_file()
+    ckpt = load_checkpoint(tmp_path / "checkpoints" / "latest.pt")
+    assert ckpt["step"] == 8 and ckpt["samples_seen"] == 64
+    assert ckpt["head"]["name"] == "learnable" and ckpt["head"]["gq"] != 0.5
+    records = read_metrics(tmp_path / "metrics.jsonl", "train")
+    assert [r["step"] for r in records] == list(range(1, 9))
+    assert {"loss", "lr", "gamma_q", "gamma_d", "q_norm_mean", "q_norm_cv", "d_norm_cv", "effective_temperature", "samples_per_s"} <= set(records[0])
+
+
+def test_killed_run_resumes_to_the_same_result(tmp_path):
+    full, crashed = tmp_path / "full", tmp_path / "crashed"
+    _run([str(full), "8"])
+    proc = _run([str(crashed), "8", "fail_at=6"], check=False)
+    assert proc.returncode != 0 and "simulated crash" in proc.stderr
+    assert load_checkpoint(crashed / "checkpoints" / "latest.pt")["step"] == 4
+    _run([str(crashed), "8", "train.resume=latest"])
+    assert _losses(crashed) == pytest.approx(_losses(full), rel=1e-6)
+    a = load_checkpoint(full / "checkpoints" / "latest.pt")["state_dict"]
+    b = load_checkpoint(crashed / "checkpoints" / "latest.pt")["state_dict"]
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=1e-6, atol=1e-7)
+
+
+def test_two_processes_match_one_process_with_doubled_batch(tmp_path):
+    _run([str(tmp_path / "one"), "8"])
+    _run([str(tmp_path / "two"), "4"], nproc=2)
+    assert _losses(tmp_path / "two") == pytest.approx(_losses(tmp_path / "one"), rel=1e-4)
+
+
+def test_divergence_stops_with_step_and_statistic(tmp_path):
+    proc = _run([str(tmp_path), "8", "head.name=dot", "train.max_loss=0.5"], check=False)
+    assert proc.returncode != 0
+    assert "training diverged at step 1: loss" in proc.stderr
+    assert not (tmp_path / "checkpoints" / "latest.pt").exists()
+
+
+def test_resume_from_missing_checkpoint_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="train.resume: checkpoint not found"):
+        resolve_resume(str(tmp_path / "nope.pt"), tmp_path)
+    assert resolve_resume("latest", tmp_path) is None
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="not a readable clipmag checkpoint"):
+        load_checkpoint(bad)

@@ -1,0 +1,88 @@
+"""InfoNCE: equals the written-out cross-entropy; layout of hard negatives; scale; equivalence
+of two gloo processes with one process on the concatenated batch."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from clipmag.heads import build_head
+from clipmag.losses import InfoNCE
+from conftest import REPO
+
+
+def _data(n=5, k=0, dim=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, dim, generator=g), torch.randn(n, 1 + k, dim, generator=g)
+
+
+@pytest.mark.parametrize("head_name", ["cosine", "dnorm", "qnorm", "dot"])
+def test_q2d_equals_cross_entropy_over_candidates(head_name):
+    q, docs = _data(k=2)
+    head = build_head(head_name)
+    out = InfoNCE(head, scale=20.0)(q, docs)
+    candidates = torch.cat([docs[:, 0], docs[:, 1:].reshape(-1, 4)])
+    logits = 20.0 * head.score(q, candidates)
+    torch.testing.assert_close(out["loss"], F.cross_entropy(logits, torch.arange(5)))
+    assert set(out) >= {"loss", "loss_q2d", "scale", "accuracy", "logits_pos_mean", "logits_neg_mean", "logits_std"}
+
+
+def test_d2q_ranks_queries_for_each_document_and_both_averages():
+    q, docs = _data(k=1)
+    head = build_head("qnorm")
+    logits = 20.0 * head.score(q, docs[:, 0])
+    d2q = InfoNCE(head, direction="d2q")(q, docs)
+    torch.testing.assert_close(d2q["loss"], F.cross_entropy(logits.T, torch.arange(5)))
+    both = InfoNCE(head, direction="both")(q, docs)
+    torch.testing.assert_close(both["loss"], (both["loss_q2d"] + both["loss_d2q"]) / 2)
+
+
+def test_two_dim_documents_mean_no_hard_negatives():
+    q, docs = _data()
+    loss = InfoNCE(build_head("cosine"))
+    torch.testing.assert_close(loss(q, docs[:, 0])["loss"], loss(q, docs)["loss"])
+
+
+def test_learnable_scale_is_clamped_and_trains():
+    q, docs = _data()
+    loss = InfoNCE(build_head("cosine"), scale=1 / 0.07, learnable_scale=True, max_scale=100.0)
+    assert isinstance(loss.log_scale, torch.nn.Parameter)
+    loss(q, docs)["loss"].backward()
+    assert loss.log_scale.grad is not None
+    with torch.no_grad():
+        loss.log_scale.fill_(math.log(1000.0))
+    assert float(loss.current_scale().detach()) == pytest.approx(100.0)
+
+
+def test_label_smoothing_changes_the_loss():
+    q, docs = _data()
+    plain = InfoNCE(build_head("cosine"))(q, docs)["loss"]
+    smooth = InfoNCE(build_head("cosine"), label_smoothing=0.1)(q, docs)["loss"]
+    assert not torch.isclose(plain, smooth)
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="unknown loss direction 'i2t'; valid: q2d, d2q, both"):
+        InfoNCE(build_head("cosine"), direction="i2t")
+    with pytest.raises(ValueError, match=r"InfoNCE expects query \[N, D\]"):
+        InfoNCE(build_head("cosine"))(torch.randn(3, 4), torch.randn(2, 4))
+
+
+def test_two_gloo_processes_equal_one_process(tmp_path):
+    out = tmp_path / "diffs.json"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(REPO / "tests" / "dist_loss_worker.py"), str(out)]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(out.read_text())
+    assert len(results) == 12
+    for case, diffs in results.items():
+        assert any(k.endswith("raw_q_grad") for k in diffs) == case.startswith("learnable")
+        assert "log_scale_grad" in diffs
+        for name, diff in diffs.items():
+            assert diff < 1e-5, f"{case}: {name} differs by {diff}"
