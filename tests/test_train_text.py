@@ -1,0 +1,151 @@
+"""The text trainer end to end on a tiny BERT: runs, exports, resumes after SIGKILL, and two gloo
+processes match one process with the doubled batch; bad input fails with a clear message."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from clipmag.run_logging import read_metrics
+from conftest import REPO
+from text_fixtures import minilm_path, write_beir
+from text_retrieval.data.codesearch import extract_functions
+from text_retrieval.data.shards import write_text_shards
+
+SCRIPT = str(REPO / "scripts" / "train_text.py")
+
+
+@pytest.fixture(scope="module")
+def tiny_setup(tmp_path_factory):
+    """A 2-layer BERT with MiniLM's tokenizer, real stdlib code-search pairs as shards and a BEIR set."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    root = tmp_path_factory.mktemp("text_train")
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    BertModel(config).save_pretrained(root / "tiny")
+    tokenizer.save_pretrained(root / "tiny")
+    functions = [f for f in extract_functions(Path(logging.__file__).parent) if f.summary][:48]
+    samples = [{"query": f.summary, "positive": f.code} for f in functions]
+    write_text_shards(samples[:40], root / "shards", samples_per_shard=10)
+    corpus = [{"_id": f"d{i}", "title": "", "text": s["positive"]} for i, s in enumerate(samples)]
+    queries = [{"_id": f"q{i}", "text": s["query"]} for i, s in enumerate(samples[40:], start=40)]
+    write_beir(root / "beir", corpus, queries, [(q["_id"], q["_id"].replace("q", "d"), 1) for q in queries])
+    return root
+
+
+def _args(root: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        f"model.name_or_path={root / 'tiny'}", f"data.train={root / 'shards'}", f"data.validation=[{root / 'beir'}]",
+        "data.validation_split=test", f"data.test=[{root / 'beir'}]", "data.batch_size=8", "model.query_max_length=32",
+        "model.document_max_length=64", "train.device=cpu", "train.tensorboard=false", "train.progress=false",
+        "train.steps=6", "train.log_every=1", "train.save_every=2", "train.eval_every=3", "optim.lr=1e-3",
+        f"train.output_dir={out}", *extra,
+    ]
+
+
+def _run(args: list[str], nproc: int = 1, check: bool = True) -> subprocess.CompletedProcess:
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"] if nproc > 1 else [sys.executable]
+    proc = subprocess.run([*launcher, SCRIPT, *args], cwd=REPO, capture_output=True, text=True, timeout=400)
+    if check:
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc
+
+
+def _losses(out: Path) -> list[float]:
+    return [r["loss"] for r in read_metrics(out / "metrics.jsonl", "train")]
+
+
+def test_train_evaluate_export_and_reload(tiny_setup, tmp_path):
+    out = tmp_path / "run"
+    proc = _run(_args(tiny_setup, out, "--norm", "learnable", "optim.gamma_lr=0.05"))
+    assert "NDCG@10" in proc.stdout and "MRR@10" in proc.stdout and "Recall@100" in proc.stdout
+    results = json.loads((out / "results.json").read_text())
+    assert results["head"]["name"] == "learnable" and results["head"]["gq"] != 0.5
+    assert 0.0 <= results["test"]["beir"]["NDCG@10"] <= 1.0
+    assert (out / "checkpoints" / "best.pt").is_file() and (out / "config.yaml").is_file()
+    head_file = json.loads((out / "export" / "clipmag_head.json").read_text())
+    assert head_file["head"]["name"] == "learnable"
+    record = read_metrics(out / "metrics.jsonl", "train")[0]
+    assert {"loss", "lr", "gamma_q", "gamma_d", "q_norm_mean", "q_norm_cv", "d_norm_mean", "d_norm_cv", "effective_temperature", "samples_per_s"} <= set(record)
+    assert any(r["kind"] == "eval" and "NDCG@10" in r for r in read_metrics(out / "metrics.jsonl"))
+    from sentence_transformers import SentenceTransformer
+
+    from text_retrieval.encoder import TextEncoder
+
+    texts = ["def add(a, b): return a + b", "sum two numbers"]
+    ours = TextEncoder.from_pretrained(out / "export").encode(texts, "document", show_progress=False)
+    theirs = SentenceTransformer(str(out / "export"), device="cpu").encode(texts, convert_to_numpy=True)
+    assert ours == pytest.approx(theirs, abs=1e-4)
+
+
+def test_two_processes_match_one_process_with_doubled_batch(tiny_setup, tmp_path):
+    common = ("data.split_by_rank=false", "train.eval_every=0")
+    _run(_args(tiny_setup, tmp_path / "one", *common))
+    _run(_args(tiny_setup, tmp_path / "two", *common, "data.batch_size=4"), nproc=2)
+    assert _losses(tmp_path / "two") == pytest.approx(_losses(tmp_path / "one"), rel=1e-3)
+    one = json.loads((tmp_path / "one" / "results.json").read_text())["test"]["beir"]["NDCG@10"]
+    two = json.loads((tmp_path / "two" / "results.json").read_text())["test"]["beir"]["NDCG@10"]
+    assert two == pytest.approx(one, abs=1e-3)
+
+
+def test_sigkill_then_resume_matches_uninterrupted_run(tiny_setup, tmp_path):
+    steps = ("train.steps=30", "train.save_every=3", "train.eval_every=0")
+    _run(_args(tiny_setup, tmp_path / "full", *steps))
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, SCRIPT, *_args(tiny_setup, killed, *steps)], cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    latest = killed / "checkpoints" / "latest.pt"
+    deadline = time.time() + 300
+    while not latest.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert latest.exists(), "no checkpoint was written before the kill"
+    _run(_args(tiny_setup, killed, *steps, "--resume", "latest"))
+    assert _losses(killed) == pytest.approx(_losses(tmp_path / "full"), rel=1e-5)
+    full = json.loads((tmp_path / "full" / "results.json").read_text())["test"]["beir"]
+    again = json.loads((killed / "results.json").read_text())["test"]["beir"]
+    assert again["NDCG@10"] == pytest.approx(full["NDCG@10"], abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["data.batchsize=8"], "unknown key 'data.batchsize'; valid keys of 'data'"),
+        (["--norm", "cosin"], "key 'head.name' expects one of 'cosine'"),
+        (["--resume", "/no/such/checkpoint.pt"], "train.resume: checkpoint not found: /no/such/checkpoint.pt"),
+    ],
+)
+def test_bad_input_fails_before_training(tiny_setup, tmp_path, extra, message):
+    proc = _run(_args(tiny_setup, tmp_path / "bad", *extra), check=False)
+    assert proc.returncode != 0
+    assert message in proc.stderr
+    assert not (tmp_path / "bad" / "checkpoints").exists()
+
+
+def test_bad_shards_fail_clearly(tiny_setup, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = _run(_args(tiny_setup, tmp_path / "a", f"data.train={empty}"), check=False)
+    assert proc.returncode != 0 and str(empty) in proc.stderr and "shard" in proc.stderr
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    for shard in (tiny_setup / "shards").iterdir():
+        (corrupt / shard.name).write_bytes(shard.read_bytes())
+    (corrupt / "shard-000001.tar").write_bytes(b"\x00garbage" * 100)
+    proc = _run(_args(tiny_setup, tmp_path / "b", f"data.train={corrupt}"), check=False)
+    assert proc.returncode != 0 and "shard-000001.tar" in proc.stderr
+    proc = _run(_args(tiny_setup, tmp_path / "c", f"data.train={corrupt}", "data.allow_corrupt_shards=true", "train.steps=2"))
+    assert "skipped 1 of 4 shards" in proc.stderr

@@ -1,0 +1,206 @@
+"""The text dense-retrieval task for the generic training loop.
+
+``infonce``: (query, positive, hard negatives) from WebDataset shards, InfoNCE in the configured
+direction (paper default q2d, scale 20) with negatives gathered across ranks.
+``sts``: (text_a, text_b, gold in [0, 1]) pairs and an MSE loss on ``sts_scale * head.paired(a, b)``
+(paper.md section 4: scale 1 for cosine, 0.01 on unnormalised scores), the symmetric-task
+experiment where asymmetric heads are expected to fail.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from clipmag import distributed as dist_utils
+from clipmag.diagnostics import magnitude_summary
+from clipmag.losses import InfoNCE
+from text_retrieval.config import TextConfig
+from text_retrieval.data import STSPairs, load_eval_datasets, load_sts_file
+from text_retrieval.data.embedded import build_embedded
+from text_retrieval.data.shards import TextShardStream
+from text_retrieval.encoder import TextEncoder
+from text_retrieval.evaluate import evaluate_retrieval, evaluate_sts
+from text_retrieval.packaged import resolve_model_name
+
+EMBEDDED_PREFIX = "embedded:"
+EMBEDDED_KEYS = {"train": "train_shards", "indomain": "indomain", "outdomain": "outdomain", "sts": "sts_test", "sts_train": "sts_train"}
+
+
+class BiEncoder(nn.Module):
+    """Encoder (with its head) plus the loss; ``forward(batch)`` returns the loss and statistics."""
+
+    def __init__(self, encoder: TextEncoder, loss: InfoNCE, objective: str, hard_negatives: int, sts_scale: float) -> None:
+        super().__init__()
+        self.encoder, self.loss = encoder, loss
+        self.objective, self.hard_negatives, self.sts_scale = objective, hard_negatives, sts_scale
+
+    def _embed(self, texts: list[str], side: str) -> torch.Tensor:
+        tokens = self.encoder.tokenize(texts, side)  # type: ignore[arg-type]
+        return self.encoder.embed({k: v.to(self.encoder.device) for k, v in tokens.items()})
+
+    def forward(self, batch: dict[str, Any]) -> dict[str, Any]:
+        if self.objective == "sts":
+            return self._sts(batch)
+        queries = self._embed(batch["query"], "query")
+        n, k = len(batch["query"]), self.hard_negatives
+        documents = list(batch["positive"])
+        if k:
+            for i, negatives in enumerate(batch["negatives"]):
+                documents.extend(_take_negatives(negatives, k, i))
+        docs = self._embed(documents, "document")
+        grouped = docs[:n].unsqueeze(1) if k == 0 else torch.cat([docs[:n].unsqueeze(1), docs[n:].view(n, k, -1)], dim=1)
+        out = self.loss(queries, grouped)
+        out.update(magnitude_summary(queries, docs[:n], self.encoder.head, float(out["scale"])))
+        return out
+
+    def _sts(self, batch: dict[str, Any]) -> dict[str, Any]:
+        a, b = self._embed(batch["text_a"], "query"), self._embed(batch["text_b"], "query")
+        predicted = self.sts_scale * self.encoder.head.paired(a, b)
+        gold = torch.as_tensor(batch["score"], dtype=predicted.dtype, device=predicted.device)
+        out: dict[str, Any] = {"loss": F.mse_loss(predicted, gold)}
+        out.update(magnitude_summary(a, b, self.encoder.head, self.sts_scale))
+        return out
+
+
+def _take_negatives(negatives: list[str], k: int, row: int) -> list[str]:
+    if not negatives:
+        raise ValueError(f"data.hard_negatives={k} but training sample {row} of this batch has no negatives")
+    return [negatives[j % len(negatives)] for j in range(k)]
+
+
+def default_sts_scale(head_name: str) -> float:
+    """Paper.md section 4: MSE on cosine directly, on unnormalised scores scaled by 0.01."""
+    return 1.0 if head_name == "cosine" else 0.01
+
+
+class TextRetrievalTask:
+    """Builds the encoder, streams the training data, validates and exports."""
+
+    def __init__(self, cfg: TextConfig, ctx: dist_utils.DistributedContext) -> None:
+        self.cfg, self.ctx = cfg, ctx
+        self.primary_metric = "spearman" if cfg.data.objective == "sts" else "NDCG@10"
+        self._embedded: dict[str, Path] | None = None
+        self.validation_sets = [ds for spec in cfg.data.validation for ds in self._load(spec, cfg.data.validation_split)]
+
+    # ---- data --------------------------------------------------------------------------------
+    def embedded_paths(self) -> dict[str, Path]:
+        """Build the embedded default once (rank 0 first, the others wait and reuse it)."""
+        if self._embedded is None:
+            e = self.cfg.data.embedded
+            kwargs = dict(n_train=e.n_train, n_test=e.n_test, n_dev=e.n_dev, corpus_size=e.corpus_size, seed=0)
+            if self.ctx.is_main:
+                self._embedded = build_embedded(e.root, **kwargs)
+            dist_utils.barrier()
+            if not self.ctx.is_main:
+                self._embedded = build_embedded(e.root, **kwargs)
+        return self._embedded
+
+    def resolve(self, spec: str) -> Path:
+        """A dataset path, or ``embedded:<name>`` for a part of the embedded default."""
+        if spec == "embedded":
+            spec = EMBEDDED_PREFIX + ("sts_train" if self.cfg.data.objective == "sts" else "train")
+        if not spec.startswith(EMBEDDED_PREFIX):
+            return Path(spec)
+        name = spec[len(EMBEDDED_PREFIX):]
+        if name not in EMBEDDED_KEYS:
+            raise ValueError(f"unknown embedded dataset {spec!r}; valid: {', '.join(EMBEDDED_PREFIX + k for k in EMBEDDED_KEYS)}")
+        return self.embedded_paths()[EMBEDDED_KEYS[name]]
+
+    def _load(self, spec: str, split: str) -> list[Any]:
+        path = self.resolve(spec)
+        if spec.startswith(EMBEDDED_PREFIX) and path.is_file():
+            return [load_sts_file(path, name=spec[len(EMBEDDED_PREFIX):])]
+        return load_eval_datasets(path, split=split)
+
+    def local_batch_size(self) -> int:
+        return self.cfg.data.batch_size
+
+    def train_batches(self, start_step: int) -> Iterator[dict[str, Any]]:
+        d, rank, world = self.cfg.data, self.ctx.rank, self.ctx.world_size
+        seed = self.cfg.train.seed
+        if d.objective == "sts":
+            return _pair_batches(load_sts_file(self.resolve(d.train)), d.batch_size, seed, rank, world, start_step)
+        if d.split_by_rank:
+            stream = TextShardStream(self.resolve(d.train), d.batch_size, seed, rank, world, d.num_workers, d.allow_corrupt_shards)
+            return stream.batches(start_step)
+        stream = TextShardStream(self.resolve(d.train), d.batch_size * world, seed, 0, 1, d.num_workers, d.allow_corrupt_shards)
+        return (_slice(batch, rank, d.batch_size) for batch in stream.batches(start_step))
+
+    # ---- model -------------------------------------------------------------------------------
+    def build_encoder(self) -> TextEncoder:
+        m = self.cfg.model
+        encoder = TextEncoder.from_pretrained(
+            resolve_model_name(m.name_or_path), norm=self.cfg.head.name, pooling=m.pooling,
+            query_prefix=m.query_prefix, document_prefix=m.document_prefix,
+            query_max_length=m.query_max_length, document_max_length=m.document_max_length,
+        )
+        encoder.head = self.cfg.head.build()  # the configured head, with its starting gammas
+        pooler = getattr(encoder.model, "pooler", None)
+        if isinstance(pooler, nn.Module):
+            # BERT's pooler never feeds our pooling; frozen, DDP does not wait for its gradients.
+            pooler.requires_grad_(False)
+        if self.cfg.train.gradient_checkpointing:
+            encoder.gradient_checkpointing_enable()
+        return encoder
+
+    def build_model(self) -> nn.Module:
+        encoder = self.build_encoder()
+        sts_scale = self.cfg.data.sts_scale or default_sts_scale(self.cfg.head.name)
+        return BiEncoder(encoder, self.cfg.loss.build(encoder.head), self.cfg.data.objective, self.cfg.data.hard_negatives, sts_scale)
+
+    # ---- evaluation and export ---------------------------------------------------------------
+    def evaluate_sets(self, encoder: TextEncoder, datasets: list[Any]) -> dict[str, dict[str, Any]]:
+        """Full results per dataset name (retrieval: NDCG@10, MRR@10, ...; STS: spearman, ...)."""
+        results = {}
+        for ds in datasets:
+            if isinstance(ds, STSPairs):
+                results[ds.name] = evaluate_sts(encoder, ds, batch_size=self.cfg.data.eval_batch_size, show_progress=False)
+            else:
+                results[ds.name] = evaluate_retrieval(encoder, ds, top_k=100, batch_size=self.cfg.data.eval_batch_size, show_progress=False)
+        return results
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        """Validation: the first set's metrics unprefixed (for the best checkpoint), all prefixed."""
+        flat: dict[str, float] = {}
+        for i, (name, result) in enumerate(self.evaluate_sets(model.encoder, self.validation_sets).items()):
+            scalars = {k: float(v) for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            if i == 0:
+                flat.update(scalars)
+            flat.update({f"{name}/{k}": v for k, v in scalars.items()})
+        return flat
+
+    def test(self, encoder: TextEncoder) -> dict[str, dict[str, Any]]:
+        """Results on the configured test sets."""
+        sets = [ds for spec in self.cfg.data.test for ds in self._load(spec, self.cfg.data.test_split)]
+        return self.evaluate_sets(encoder, sets)
+
+    def export(self, model: nn.Module, directory: Path) -> None:
+        model.encoder.save_pretrained(directory)
+
+
+def _slice(batch: dict[str, list], rank: int, size: int) -> dict[str, list]:
+    return {k: v[rank * size : (rank + 1) * size] for k, v in batch.items()}
+
+
+def _pair_batches(pairs: STSPairs, batch_size: int, seed: int, rank: int, world: int, start_step: int) -> Iterator[dict[str, Any]]:
+    """Endless seeded epochs over scored pairs; global batch ``batch_size * world`` sliced by rank.
+
+    Step t of epoch e is fully determined by (seed, e, t), so resuming at ``start_step`` is exact.
+    """
+    global_size = batch_size * world
+    per_epoch = len(pairs) // global_size
+    if per_epoch == 0:
+        raise ValueError(f"{pairs.name}: {len(pairs)} pairs are fewer than one global batch of {global_size}")
+    step = start_step
+    while True:
+        epoch, within = divmod(step, per_epoch)
+        order = np.random.default_rng([seed, epoch]).permutation(len(pairs))
+        rows = order[within * global_size : (within + 1) * global_size][rank * batch_size : (rank + 1) * batch_size]
+        yield {"text_a": [pairs.a[i] for i in rows], "text_b": [pairs.b[i] for i in rows], "score": [float(pairs.scores[i]) for i in rows]}
+        step += 1
