@@ -1,0 +1,23 @@
+"""A stand-in trainer for sweep tests: records its calls, writes results.json, can be made to fail."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+CALLS: list[list[str]] = []
+FAIL_ON: set[str] = set()
+
+
+def main(argv: Sequence[str]) -> None:
+    argv = list(argv)
+    CALLS.append(argv)
+    opts = {argv[i][2:]: argv[i + 1] for i in range(len(argv) - 1) if argv[i].startswith("--")}
+    out = Path(opts["output"])
+    if opts.get("norm") in FAIL_ON:
+        (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+        raise KeyboardInterrupt(f"killed while running {opts['norm']}")
+    score = {"cosine": 0.5, "dot": 0.4, "qnorm": 0.45, "dnorm": 0.48, "learnable": 0.47}[opts["norm"]] + 0.01 * int(opts["seed"])
+    result = {"test": {"toy": {"NDCG@10": score, "MRR@10": score - 0.1}}}
+    (out / "results.json").write_text(json.dumps(result))
