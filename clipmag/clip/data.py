@@ -105,6 +105,14 @@ def validate_shards(pattern: str, what: str = "data.train_shards") -> list[str]:
     return urls
 
 
+def _dataset_size(pattern: str, urls: list[str]) -> tuple[int | None, int]:
+    """open_clip's sample count (``sizes.json`` / ``__len__``); None when not recorded."""
+    try:
+        return get_dataset_size(pattern)
+    except (KeyError, ValueError, OSError):
+        return None, len(urls)
+
+
 def _raise_shard_error(exn: Exception) -> bool:
     raise ShardError(f"reading WebDataset shards failed: {exn!r}") from exn
 
@@ -133,8 +141,8 @@ class ShardStream:
 
     def __init__(self, pattern: str, preprocess: Callable, tokenizer: Callable, batch_size: int, seed: int,
                  rank: int = 0, workers: int = 0, shuffle_buffer: int = 1000) -> None:
-        self.urls = validate_shards(pattern)
-        self.num_samples, self.num_shards = get_dataset_size(self.urls)
+        self.pattern, self.urls = pattern, validate_shards(pattern)
+        self.num_samples, self.num_shards = _dataset_size(pattern, self.urls)
         self.preprocess, self.tokenizer = preprocess, tokenizer
         self.batch_size, self.seed, self.rank = batch_size, seed, rank
         self.workers, self.shuffle_buffer = workers, shuffle_buffer
@@ -142,7 +150,7 @@ class ShardStream:
 
     def _pipeline(self) -> wds.DataPipeline:
         return wds.DataPipeline(
-            ResampledShards2(self.urls, deterministic=True, worker_seed=_WorkerSeed(self.seed, self.rank)),
+            ResampledShards2(self.pattern, deterministic=True, worker_seed=_WorkerSeed(self.seed, self.rank)),
             wds.tarfile_to_samples(handler=_raise_shard_error),
             wds.shuffle(self.shuffle_buffer, initial=min(self.shuffle_buffer, 100), rng=random.Random(self.seed * 7919 + self.rank)),
             wds.select(filter_no_caption_or_no_image),
@@ -217,5 +225,5 @@ class TensorBatches:
 def describe(pattern: str) -> dict[str, Any]:
     """Shard count and sample count (if recorded) of ``pattern``."""
     urls, _ = expand_urls(pattern)
-    samples, shards = get_dataset_size(urls)
+    samples, shards = _dataset_size(pattern, urls)
     return {"shards": shards, "samples": samples}

@@ -63,7 +63,7 @@ class ClipConfig:
     # open_clip's logit scale: learnable, initialised at 1/0.07, clamped at 100.
     loss: LossConfig = field(default_factory=lambda: LossConfig(direction="both", scale=1 / 0.07, learnable_scale=True, max_scale=100.0))
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-3, weight_decay=0.1, eps=1e-6, warmup_steps=30, gamma_lr=1e-2))
-    train: TrainLoopConfig = field(default_factory=lambda: TrainLoopConfig(output_dir="runs/clip", steps=600, log_every=50, save_every=200))
+    train: TrainLoopConfig = field(default_factory=lambda: TrainLoopConfig(output_dir="runs/clip", steps=400, log_every=50, save_every=200))
 
 
 def resolve(cfg: ClipConfig) -> ClipConfig:

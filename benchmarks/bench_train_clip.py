@@ -1,0 +1,97 @@
+"""Training throughput: clipmag's image-text trainer vs open_clip_train's own loop, side by side.
+
+Both train the same open_clip architecture (``clipmag-tiny`` by default) with the same per-step
+batch on the same resampled WebDataset shards (the embedded digits written to a temporary folder),
+on whatever device each picks (CUDA if present). open_clip runs as a subprocess of
+``open_clip_train.main.main`` (its CLI entry point, after registering our JSON architecture, which
+``python -m open_clip_train.main`` alone cannot see); clipmag runs ``scripts/train_clip.py``.
+Throughput is read from each trainer's own log (open_clip: ``Batch (t)`` per log window; clipmag:
+``samples_per_s`` in ``metrics.jsonl``), dropping the first window (start-up) of each.
+
+    python benchmarks/bench_train_clip.py [--steps 60] [--batch-size 128] [--model clipmag-tiny]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from clipmag.clip import embedded, shards  # noqa: E402
+from clipmag.clip.model import MODEL_CONFIG_DIR  # noqa: E402
+
+OPEN_CLIP_LAUNCH = (
+    "import sys, open_clip; open_clip.add_model_config(sys.argv[1]); "
+    "from open_clip_train.main import main; main(sys.argv[2:])"
+)
+
+
+def write_data(directory: Path, n: int) -> str:
+    sets = embedded.build_embedded(n_train=n, n_test=10, n_per_class=1)
+    samples = [(f"{i:07d}", sets.train.pil(i), sets.train.captions[i], None) for i in range(n)]
+    paths = shards.write_shards(samples, directory, shard_size=max(1, n // 4))
+    return str(directory / ("shard-{000000..%06d}.tar" % (len(paths) - 1)))
+
+
+def run(cmd: list[str], log: Path) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    with log.open("w") as f:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:3])} ... failed (exit {proc.returncode}); see {log}:\n{log.read_text()[-3000:]}")
+
+
+def bench_clipmag(pattern: str, args: argparse.Namespace, out: Path) -> float:
+    run([sys.executable, "scripts/train_clip.py", "data.source=shards", f"data.train_shards={pattern}",
+         f"model.name={args.model}", f"data.batch_size={args.batch_size}", f"train.steps={args.steps}",
+         f"train.log_every={args.log_every}", "train.save_every=0", "train.export_final=false",
+         "train.tensorboard=false", "train.progress=false", "train.precision=fp32", f"train.output_dir={out}"], out.with_suffix(".log"))
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    rates = [r["samples_per_s"] for r in records if r["kind"] == "train"][1:]
+    return statistics.mean(rates)
+
+
+def bench_open_clip(pattern: str, args: argparse.Namespace, out: Path) -> float:
+    run([sys.executable, "-c", OPEN_CLIP_LAUNCH, str(MODEL_CONFIG_DIR),
+         "--train-data", pattern, "--dataset-type", "webdataset", "--dataset-resampled",
+         "--train-num-samples", str(args.steps * args.batch_size), "--epochs", "1", "--workers", "0",
+         "--batch-size", str(args.batch_size), "--model", args.model, "--lr", "2e-3", "--warmup", "30", "--wd", "0.1",
+         "--precision", "fp32", "--local-loss", "--gather-with-grad", "--save-frequency", "0",
+         "--log-every-n-steps", str(args.log_every), "--report-to", "", "--logs", str(out.parent), "--name", out.name,
+         "--seed", "0"], out.with_suffix(".log"))
+    text = (out / "out.log").read_text()
+    times = [float(t) for t in re.findall(r"Batch \(t\): ([0-9.]+)", text)][1:]
+    return args.batch_size / statistics.mean(times)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--log-every", type=int, default=10)
+    p.add_argument("--model", default="clipmag-tiny")
+    p.add_argument("--samples", type=int, default=4000)
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench_clip_") as tmp:
+        tmp_path = Path(tmp)
+        pattern = write_data(tmp_path / "shards", args.samples)
+        ours = bench_clipmag(pattern, args, tmp_path / "clipmag")
+        theirs = bench_open_clip(pattern, args, tmp_path / "open_clip")
+    print(f"model {args.model}, batch {args.batch_size}, {args.steps} steps, same shards, fp32")
+    print(f"{'trainer':<22}{'samples/s':>12}")
+    print(f"{'open_clip_train':<22}{theirs:>12.1f}")
+    print(f"{'clipmag':<22}{ours:>12.1f}")
+    print(f"ratio clipmag / open_clip_train: {ours / theirs:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+"""CLIP-benchmark's own CLI on clipmag models (cosine by construction; see clipmag.clip.benchmark).
+
+    python scripts/eval_clip_benchmark.py eval --model_type clipmag --model tiny \
+        --pretrained runs/clip/export --dataset wds/digits_retrieval \
+        --dataset_root runs/shards/wds/{dataset} --task zeroshot_retrieval --recall_k 1 5 10 \
+        --output runs/clip/benchmark_{dataset}.json --num_workers 0 --no_amp
+
+Named so that it does not shadow the ``clip_benchmark`` package it imports.
+"""
+
+import os
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+from clipmag.clip.benchmark import run_cli  # noqa: E402
+
+if __name__ == "__main__":
+    run_cli(sys.argv[1:])

