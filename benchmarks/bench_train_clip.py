@@ -1,8 +1,11 @@
 """Training throughput: clipmag's image-text trainer vs open_clip_train's own loop, side by side.
 
 Both train the same open_clip architecture (``clipmag-tiny`` by default) with the same per-step
-batch on the same resampled WebDataset shards (the embedded digits written to a temporary folder),
-on whatever device each picks (CUDA if present). open_clip runs as a subprocess of
+batch on the same images and captions (the embedded digits written to a temporary folder), on
+whatever device each picks (CUDA if present). clipmag reads them as resampled WebDataset shards;
+open_clip_train reads them through its CSV loader (image files + a tab-separated caption table),
+because its own WebDataset reader (``tarfile_to_samples_nothrow``) fails with webdataset 1.0
+(``KeyError: 'fname'``). Both decode PNGs and tokenize per sample, so the data cost is alike. open_clip runs as a subprocess of
 ``open_clip_train.main.main`` (its CLI entry point, after registering our JSON architecture, which
 ``python -m open_clip_train.main`` alone cannot see); clipmag runs ``scripts/train_clip.py``.
 Throughput is read from each trainer's own log (open_clip: ``Batch (t)`` per log window; clipmag:
@@ -35,11 +38,18 @@ OPEN_CLIP_LAUNCH = (
 )
 
 
-def write_data(directory: Path, n: int) -> str:
+def write_data(directory: Path, n: int) -> tuple[str, str]:
+    """The same samples as WebDataset shards and as PNG files + a CSV; returns (pattern, csv path)."""
     sets = embedded.build_embedded(n_train=n, n_test=10, n_per_class=1)
     samples = [(f"{i:07d}", sets.train.pil(i), sets.train.captions[i], None) for i in range(n)]
-    paths = shards.write_shards(samples, directory, shard_size=max(1, n // 4))
-    return str(directory / ("shard-{000000..%06d}.tar" % (len(paths) - 1)))
+    paths = shards.write_shards(samples, directory / "shards", shard_size=max(1, n // 4))
+    (directory / "png").mkdir(parents=True)
+    rows = ["filepath\ttitle"]
+    for key, image, caption, _ in samples:
+        image.save(directory / "png" / f"{key}.png")
+        rows.append(f"{directory / 'png' / key}.png\t{caption}")
+    (directory / "train.csv").write_text("\n".join(rows) + "\n")
+    return str(directory / "shards" / ("shard-{000000..%06d}.tar" % (len(paths) - 1))), str(directory / "train.csv")
 
 
 def run(cmd: list[str], log: Path) -> None:
@@ -60,10 +70,11 @@ def bench_clipmag(pattern: str, args: argparse.Namespace, out: Path) -> float:
     return statistics.mean(rates)
 
 
-def bench_open_clip(pattern: str, args: argparse.Namespace, out: Path) -> float:
+def bench_open_clip(csv: str, args: argparse.Namespace, out: Path) -> float:
+    epochs = -(-args.steps // (args.samples // args.batch_size))
     run([sys.executable, "-c", OPEN_CLIP_LAUNCH, str(MODEL_CONFIG_DIR),
-         "--train-data", pattern, "--dataset-type", "webdataset", "--dataset-resampled",
-         "--train-num-samples", str(args.steps * args.batch_size), "--epochs", "1", "--workers", "0",
+         "--train-data", csv, "--dataset-type", "csv", "--csv-separator", "\t", "--csv-img-key", "filepath",
+         "--csv-caption-key", "title", "--epochs", str(epochs), "--workers", "0",
          "--batch-size", str(args.batch_size), "--model", args.model, "--lr", "2e-3", "--warmup", "30", "--wd", "0.1",
          "--precision", "fp32", "--local-loss", "--gather-with-grad", "--save-frequency", "0",
          "--log-every-n-steps", str(args.log_every), "--report-to", "", "--logs", str(out.parent), "--name", out.name,
@@ -83,10 +94,10 @@ def main() -> None:
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench_clip_") as tmp:
         tmp_path = Path(tmp)
-        pattern = write_data(tmp_path / "shards", args.samples)
+        pattern, csv = write_data(tmp_path / "data", args.samples)
         ours = bench_clipmag(pattern, args, tmp_path / "clipmag")
-        theirs = bench_open_clip(pattern, args, tmp_path / "open_clip")
-    print(f"model {args.model}, batch {args.batch_size}, {args.steps} steps, same shards, fp32")
+        theirs = bench_open_clip(csv, args, tmp_path / "open_clip")
+    print(f"model {args.model}, batch {args.batch_size}, ~{args.steps} steps, same images and captions, fp32")
     print(f"{'trainer':<22}{'samples/s':>12}")
     print(f"{'open_clip_train':<22}{theirs:>12.1f}")
     print(f"{'clipmag':<22}{ours:>12.1f}")

@@ -83,6 +83,8 @@ def test_state_dict_is_open_clips_and_export_round_trips(micro, tmp_path, learna
         b = loaded.similarity(loaded.encode_image(images), loaded.encode_text(texts))
     assert torch.allclose(a, b, atol=1e-5)
     assert a.shape == (3, 3)
+    warm, _, _, _ = build_open_clip(ClipModelConfig(name="clipmag-micro", pretrained=str(tmp_path / "export")))
+    assert torch.equal(warm.state_dict()["text_projection"], clip.state_dict()["text_projection"])
 
 
 def test_forward_reports_loss_and_magnitude_stats(micro):

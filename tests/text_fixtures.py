@@ -1,4 +1,4 @@
-"""Helpers shared by the text-evaluation tests: shared-data location, a cached MiniLM, tiny datasets.
+"""Fixtures shared by the text-evaluation tests: shared-data location, a cached MiniLM, tiny datasets.
 
 The model is loaded once per test process (``functools.lru_cache``); tests that need a different
 head or setting wrap the same weights in a new ``TextEncoder`` instead of reloading.

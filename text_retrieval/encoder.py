@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 from transformers import AutoModel, AutoTokenizer, BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
 
 from clipmag.heads import SimilarityHead, build_head, head_from_dict
+from text_retrieval.packaged import resolve_model_name
 
 logger = logging.getLogger("clipmag")
 
@@ -123,7 +124,7 @@ class TextEncoder(nn.Module):
         unknown = set(overrides) - set(_OVERRIDES)
         if unknown:
             raise TypeError(f"TextEncoder.from_pretrained: unknown setting(s) {sorted(unknown)}; valid: {', '.join(_OVERRIDES)}")
-        source = str(name_or_path)
+        source = resolve_model_name(str(name_or_path))
         folder = Path(source)
         tokenizer = AutoTokenizer.from_pretrained(source)
         model = AutoModel.from_pretrained(source, **model_kwargs)

@@ -46,8 +46,12 @@ def _head_diagnostics(encoder: TextEncoder) -> dict[str, Any]:
 
 
 def document_norm_effect(doc_norms: np.ndarray, doc_ids: Sequence[str], relevant: set[str],
-                         nonrelevant_sample: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """Cohen's d of document norms, relevant vs a seeded sample of never-relevant documents."""
+                         nonrelevant_sample: int = 1000, seed: int = 0, keep_norms: bool = False) -> dict[str, Any]:
+    """Cohen's d of document norms, relevant vs a seeded sample of never-relevant documents.
+
+    ``keep_norms`` adds both groups' norms (bounded: relevant docs plus the fixed-size sample),
+    which the sweep report draws as histograms.
+    """
     is_relevant = np.fromiter((d in relevant for d in doc_ids), dtype=bool, count=len(doc_ids))
     pool = np.flatnonzero(~is_relevant)
     rng = np.random.default_rng(seed)
@@ -63,6 +67,8 @@ def document_norm_effect(doc_norms: np.ndarray, doc_ids: Sequence[str], relevant
                        "nonrelevant_norm_mean": float(non_norms.mean())})
     else:
         result.update({"cohens_d": None, "band": "undefined (fewer than 2 documents in a group)"})
+    if keep_norms:
+        result.update({"relevant_norms": rel_norms.round(5).tolist(), "nonrelevant_norms": non_norms.round(5).tolist()})
     return result
 
 
@@ -77,6 +83,7 @@ def evaluate_retrieval(
     nonrelevant_sample: int = 1000,
     seed: int = 0,
     show_progress: bool = True,
+    keep_norms: bool = False,
 ) -> dict[str, Any]:
     """Encode, search with ``encoder.head``, and score; flat metric keys plus diagnostics.
 
@@ -107,7 +114,7 @@ def evaluate_retrieval(
         **_head_diagnostics(encoder),
         "query_norm": norm_stats(row_norms(queries)),
         "document_norm": norm_stats(doc_norms),
-        "document_norm_effect": document_norm_effect(doc_norms, dataset.corpus_ids, dataset.relevant_ids(), nonrelevant_sample, seed),
+        "document_norm_effect": document_norm_effect(doc_norms, dataset.corpus_ids, dataset.relevant_ids(), nonrelevant_sample, seed, keep_norms),
     }
     result: dict[str, Any] = {**mean, "num_queries": len(per_query), "num_documents": len(dataset.corpus_ids), "top_k": top_k,
                               "per_query": per_query, "diagnostics": diagnostics, "timings": timings}

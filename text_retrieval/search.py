@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from clipmag.heads import SimilarityHead
 from text_retrieval.encoder import TextEncoder
-from text_retrieval.metrics import Run, drop_excluded, truncate_run
+from text_retrieval.metrics import Run
 
 logger = logging.getLogger("clipmag")
 
@@ -155,6 +155,15 @@ def search(
         scores, positions = index.search(raw, k)
         scores = scores.astype(np.float64) * _query_factor(head, raw)[:, None]  # float64: no new ties
         for row, qid in enumerate(query_ids[start:start + query_batch]):
-            run[qid] = {doc_ids[p]: float(s) for s, p in zip(scores[row], positions[row]) if p >= 0}
-    run = drop_excluded(run, excluded, ignore_identical_ids)
-    return truncate_run(run, top_k)
+            skip = set(excluded.get(qid, ()))
+            if ignore_identical_ids:
+                skip.add(qid)
+            hits: dict[str, float] = {}
+            for score, position in zip(scores[row].tolist(), positions[row].tolist()):
+                if position < 0 or len(hits) == top_k:
+                    break
+                doc_id = doc_ids[position]
+                if doc_id not in skip:
+                    hits[doc_id] = score
+            run[qid] = hits
+    return run

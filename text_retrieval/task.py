@@ -26,7 +26,6 @@ from text_retrieval.data.embedded import build_embedded
 from text_retrieval.data.shards import TextShardStream
 from text_retrieval.encoder import TextEncoder
 from text_retrieval.evaluate import evaluate_retrieval, evaluate_sts
-from text_retrieval.packaged import resolve_model_name
 
 EMBEDDED_PREFIX = "embedded:"
 EMBEDDED_KEYS = {"train": "train_shards", "indomain": "indomain", "outdomain": "outdomain", "sts": "sts_test", "sts_train": "sts_train"}
@@ -136,7 +135,7 @@ class TextRetrievalTask:
     def build_encoder(self) -> TextEncoder:
         m = self.cfg.model
         encoder = TextEncoder.from_pretrained(
-            resolve_model_name(m.name_or_path), norm=self.cfg.head.name, pooling=m.pooling,
+            m.name_or_path, norm=self.cfg.head.name, pooling=m.pooling,
             query_prefix=m.query_prefix, document_prefix=m.document_prefix,
             query_max_length=m.query_max_length, document_max_length=m.document_max_length,
         )
@@ -155,14 +154,15 @@ class TextRetrievalTask:
         return BiEncoder(encoder, self.cfg.loss.build(encoder.head), self.cfg.data.objective, self.cfg.data.hard_negatives, sts_scale)
 
     # ---- evaluation and export ---------------------------------------------------------------
-    def evaluate_sets(self, encoder: TextEncoder, datasets: list[Any]) -> dict[str, dict[str, Any]]:
+    def evaluate_sets(self, encoder: TextEncoder, datasets: list[Any], keep_norms: bool = False) -> dict[str, dict[str, Any]]:
         """Full results per dataset name (retrieval: NDCG@10, MRR@10, ...; STS: spearman, ...)."""
         results = {}
         for ds in datasets:
             if isinstance(ds, STSPairs):
                 results[ds.name] = evaluate_sts(encoder, ds, batch_size=self.cfg.data.eval_batch_size, show_progress=False)
             else:
-                results[ds.name] = evaluate_retrieval(encoder, ds, top_k=100, batch_size=self.cfg.data.eval_batch_size, show_progress=False)
+                results[ds.name] = evaluate_retrieval(encoder, ds, top_k=100, batch_size=self.cfg.data.eval_batch_size,
+                                                     show_progress=False, keep_norms=keep_norms)
         return results
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
@@ -178,7 +178,7 @@ class TextRetrievalTask:
     def test(self, encoder: TextEncoder) -> dict[str, dict[str, Any]]:
         """Results on the configured test sets."""
         sets = [ds for spec in self.cfg.data.test for ds in self._load(spec, self.cfg.data.test_split)]
-        return self.evaluate_sets(encoder, sets)
+        return self.evaluate_sets(encoder, sets, keep_norms=True)
 
     def export(self, model: nn.Module, directory: Path) -> None:
         model.encoder.save_pretrained(directory)

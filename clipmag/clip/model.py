@@ -84,7 +84,7 @@ def resolve_model_name(name: str) -> str:
 
 
 def open_clip_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
-    """Tower weights from an open_clip checkpoint, a bare state dict, or one of ours."""
+    """Tower weights from an open_clip checkpoint, a bare state dict, or one of ours (head keys dropped)."""
     obj = torch.load(path, map_location="cpu", weights_only=False)
     state = obj.get("state_dict", obj) if isinstance(obj, dict) else obj
     state = {k[7:] if k.startswith("module.") else k: v for k, v in state.items()}
@@ -94,14 +94,18 @@ def open_clip_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
 def build_open_clip(cfg: ClipModelConfig) -> tuple[nn.Module, Callable, Callable, Callable]:
     """(open_clip model, train transform, eval transform, tokenizer) for ``cfg``."""
     name = resolve_model_name(cfg.name)
-    local = cfg.pretrained is not None and Path(cfg.pretrained).is_file()
+    local = cfg.pretrained is not None and (Path(cfg.pretrained).is_file() or Path(cfg.pretrained).is_dir())
     tag = None if local else cfg.pretrained
     try:
         model, preprocess_train, preprocess_val = open_clip.create_model_and_transforms(name, pretrained=tag)
     except RuntimeError as err:
         raise ValueError(f"model.pretrained={tag!r} for {name}: {err} (no downloads: give a local checkpoint)") from None
     if local:
-        model.load_state_dict(open_clip_state_dict(cfg.pretrained), strict=True)
+        path = Path(cfg.pretrained)
+        path = path / WEIGHTS_FILE if path.is_dir() else path
+        if not path.is_file():
+            raise ValueError(f"model.pretrained: no {WEIGHTS_FILE} in the folder {cfg.pretrained}")
+        model.load_state_dict(open_clip_state_dict(path), strict=True)
         logger.info("loaded tower weights from %s", cfg.pretrained)
     return model, preprocess_train, preprocess_val, open_clip.get_tokenizer(name)
 

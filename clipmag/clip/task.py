@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Literal, Sequence
@@ -202,7 +201,3 @@ def run(cfg: ClipConfig) -> dict[str, float]:
         return metrics
     finally:
         dist_utils.cleanup()
-
-
-def chance_r1(n: int) -> float:
-    return 1.0 / n if n > 0 else math.nan

@@ -1,4 +1,4 @@
-"""Shared reading helpers for the evaluation data loaders.
+"""Shared reading functions for the evaluation data loaders.
 
 Every loader reports bad input the same way: a :class:`DataFormatError` that names the file, the
 1-based line number and what was expected there, so that a user can open the file at the right

@@ -1,0 +1,13 @@
+"""Predict whether qnorm or dnorm suits a pretrained encoder, before fine-tuning.
+
+    python scripts/predict_norm.py --model all-MiniLM-L6-v2 --data embedded --output runs/predict.json
+
+Two predictors: the paper's query-norm CV ratio (measured after a short probe) and our
+log-magnitude Fisher condition number; ``text_retrieval/predict.py`` defines both.
+"""
+
+from clipmag.entry import run_entry_point
+from text_retrieval.predict import main
+
+if __name__ == "__main__":
+    run_entry_point(main)
