@@ -7,17 +7,12 @@
 """
 
 import os
-import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from clipmag.clip.task import parse_args, run  # noqa: E402
-from clipmag.config import ConfigError  # noqa: E402
-from clipmag.clip.data import ShardError  # noqa: E402
+from clipmag.clip.cli import main  # noqa: E402
+from clipmag.entry import run_entry_point  # noqa: E402
 
 if __name__ == "__main__":
-    try:
-        run(parse_args(sys.argv[1:]))
-    except (ConfigError, ShardError) as err:
-        sys.exit(f"error: {err}")
+    run_entry_point(main)

@@ -102,7 +102,8 @@ def test_objective_sets_direction_and_query_side():
     cfg = parse_args(["--loss", "sym", "--query-side", "text"])
     assert (cfg.loss.direction, cfg.model.query_side) == ("both", "text")
     cfg = parse_args(["--loss", "i2t", "--query-side", "text"])
-    assert cfg.model.query_side == "image"
+    assert cfg.model.query_side == "image" and cfg.data.source == "embedded"
+    assert parse_args(["--train-shards", "x/{0..1}.tar"]).data.source == "shards"
 
 
 @pytest.mark.parametrize(

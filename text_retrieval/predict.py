@@ -38,6 +38,7 @@ import copy
 import logging
 import math
 import random
+import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -166,8 +167,10 @@ def magnitude_fisher(queries: torch.Tensor, documents: torch.Tensor, batches: Se
 def fisher_condition(fisher: np.ndarray, ridge: float = 1e-3) -> dict[str, float]:
     """kappa = (lambda_max + eps) / (lambda_min + eps), eps = ridge * mean eigenvalue."""
     eig = np.linalg.eigvalsh(np.asarray(fisher, dtype=np.float64))
+    if ridge < 0:
+        raise ValueError(f"ridge must be >= 0, got {ridge}")
     eps = ridge * float(eig.mean())
-    if not eps > 0:
+    if not eig[-1] > 0:
         raise ValueError("the Fisher matrix is zero: the loss does not depend on the magnitudes of this data")
     return {"kappa": float((eig[-1] + eps) / (eig[0] + eps)), "lambda_max": float(eig[-1]), "lambda_min": float(eig[0]), "eps": eps}
 
@@ -311,6 +314,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(text + "\n", encoding="utf-8")
     else:
-        print(text)
-    print("\n".join(summary_lines(result)))
+        print(text)  # stdout stays parseable JSON; the summary then goes to stderr
+    print("\n".join(summary_lines(result)), file=sys.stderr if not args.output else sys.stdout)
     return result

@@ -37,13 +37,14 @@ logger = logging.getLogger("clipmag")
 IMAGE_EXTENSIONS = ("jpg", "png", "jpeg", "webp")
 
 
-class ShardError(RuntimeError):
+class ShardError(ValueError):
     """A shard that is missing, not a tar file, or holds no image-caption sample."""
 
 
 @dataclass
 class ClipDataConfig:
-    """Where batches come from. ``source=embedded`` needs nothing else (see ``embedded.py``).
+    """Where batches come from. ``source=auto``: shards when ``train_shards`` is set, else the
+    embedded set (``embedded.py``), which needs nothing else.
 
     ``train_shards`` / ``val_shards``: brace patterns (``data/train-{000..009}.tar``), ``::`` joins
     several. ``batch_size`` is per rank and micro-batch. ``augment`` uses open_clip's training
@@ -52,7 +53,7 @@ class ClipDataConfig:
     ``cls`` field of the validation shards into a zero-shot classification task.
     """
 
-    source: Literal["embedded", "shards"] = "embedded"
+    source: Literal["auto", "embedded", "shards"] = "auto"
     batch_size: int = 128
     eval_batch_size: int = 256
     train_shards: str | None = None

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 import open_clip
+from clipmag.config import ConfigError
 from clipmag.diagnostics import magnitude_summary
 from clipmag.heads import SimilarityHead
 from clipmag.losses import InfoNCE
@@ -99,12 +100,12 @@ def build_open_clip(cfg: ClipModelConfig) -> tuple[nn.Module, Callable, Callable
     try:
         model, preprocess_train, preprocess_val = open_clip.create_model_and_transforms(name, pretrained=tag)
     except RuntimeError as err:
-        raise ValueError(f"model.pretrained={tag!r} for {name}: {err} (no downloads: give a local checkpoint)") from None
+        raise ConfigError(f"model.pretrained={tag!r} for {name}: {err} (no downloads: give a local checkpoint)") from None
     if local:
         path = Path(cfg.pretrained)
         path = path / WEIGHTS_FILE if path.is_dir() else path
         if not path.is_file():
-            raise ValueError(f"model.pretrained: no {WEIGHTS_FILE} in the folder {cfg.pretrained}")
+            raise ConfigError(f"model.pretrained: no {WEIGHTS_FILE} in the folder {cfg.pretrained}")
         model.load_state_dict(open_clip_state_dict(path), strict=True)
         logger.info("loaded tower weights from %s", cfg.pretrained)
     return model, preprocess_train, preprocess_val, open_clip.get_tokenizer(name)

@@ -66,11 +66,13 @@ class ClipConfig:
 
 
 def resolve(cfg: ClipConfig) -> ClipConfig:
-    """Derive loss direction and query side from the objective; reject unusable settings early."""
+    """Derive loss direction, query side and data source; reject unusable settings early."""
     direction = "both" if cfg.objective == "sym" else "q2d"
     side = {"i2t": "image", "t2i": "text"}.get(cfg.objective, cfg.model.query_side)
+    source = cfg.data.source if cfg.data.source != "auto" else ("shards" if cfg.data.train_shards else "embedded")
     cfg = dataclasses.replace(
-        cfg, loss=dataclasses.replace(cfg.loss, direction=direction), model=dataclasses.replace(cfg.model, query_side=side)
+        cfg, loss=dataclasses.replace(cfg.loss, direction=direction), model=dataclasses.replace(cfg.model, query_side=side),
+        data=dataclasses.replace(cfg.data, source=source),
     )
     problems = []
     if cfg.data.batch_size < 2:
@@ -80,7 +82,7 @@ def resolve(cfg: ClipConfig) -> ClipConfig:
     if cfg.data.source == "shards" and not cfg.data.train_shards:
         problems.append("data.source=shards needs data.train_shards (e.g. data/train-{000..009}.tar)")
     if cfg.data.source == "embedded" and cfg.data.train_shards:
-        problems.append("data.train_shards is set but data.source=embedded: add data.source=shards")
+        problems.append("data.train_shards is set but data.source=embedded: drop one of them")
     try:
         resolve_model_name(cfg.model.name)
     except ValueError as err:

@@ -28,7 +28,7 @@ def predictor_section(runs_dir: Path, retrieval: list[TableRow]) -> list[str]:
     if not path.is_file():
         return ["_No predictor output (run scripts/predict_norm.py --output " + str(path) + ")._", ""]
     data = json.loads(path.read_text())
-    verdicts = {name: v for name, v in (data.get("predictors") or {}).items() if isinstance(v, dict) and "verdict" in v}
+    verdicts = {name: v for name, v in data.items() if isinstance(v, dict) and "verdict" in v}
     lines = []
     for group in _groups(retrieval):
         q, d = mean_of(retrieval, group, "NDCG@10", "qnorm"), mean_of(retrieval, group, "NDCG@10", "dnorm")
@@ -38,7 +38,9 @@ def predictor_section(runs_dir: Path, retrieval: list[TableRow]) -> list[str]:
         lines.append(f"Sweep group `{group}`: mean nDCG@10 qnorm {100 * q:.2f} vs dnorm {100 * d:.2f}, winner **{winner}**.")
         for name, v in verdicts.items():
             match = "matches" if v["verdict"] == winner else "does not match"
-            lines.append(f"- {name}: predicted **{v['verdict']}** ({v.get('summary', '')}) - {match} the sweep's winner.")
+            numbers = ", ".join(f"{k} {v[k]:.3g}" for k in ("dcv", "threshold", "kappa_query", "kappa_document") if k in v)
+            lines.append(f"- {name}: predicted **{v['verdict']}** ({numbers}) - {match} the sweep's winner. "
+                         f"Definition: {v.get('definition', 'n/a')}.")
     return (lines or ["_No qnorm/dnorm retrieval results to compare the predictions with._"]) + [""]
 
 

@@ -1,0 +1,144 @@
+"""The qnorm/dnorm predictors: finite, seeded, and a Fisher that matches a hand derivation.
+
+A tiny randomly initialised BERT (hidden 32, 2 layers) with MiniLM's tokenizer keeps every test to
+a few seconds; the real-model numbers come from running the script on MiniLM.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from text_retrieval.predict import fisher_condition, magnitude_fisher, main, predict_norm
+
+N_PAIRS = 32
+WORDS = "open read write parse close send merge sort split join load save copy find list".split()
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory):
+    transformers = pytest.importorskip("transformers")
+    from text_retrieval.packaged import resolve_model_name
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_model_name("all-MiniLM-L6-v2"))
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=4, intermediate_size=64, max_position_embeddings=128)
+    folder = tmp_path_factory.mktemp("tiny_bert")
+    transformers.BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _pairs(n: int = N_PAIRS) -> tuple[list[str], list[str]]:
+    rng = np.random.default_rng(0)
+    queries, documents = [], []
+    for i in range(n):
+        words = list(rng.choice(WORDS, size=3 + i % 5))
+        queries.append(" ".join(words[:3]) + " the file")
+        documents.append("def f(x):\n    return " + " ".join(words) + f" {i}")
+    return queries, documents
+
+
+def _encoder(folder):
+    from text_retrieval.encoder import TextEncoder
+
+    return TextEncoder.from_pretrained(str(folder), pooling="mean", max_length=32)
+
+
+def _numbers(result: dict) -> dict:
+    """The result without timings, for determinism checks."""
+    out = json.loads(json.dumps(result))
+    for part in ("query_cv_ratio", "fisher", "settings"):
+        out[part] = {k: v for k, v in out[part].items() if "seconds" not in k}
+    return out
+
+
+def test_predictors_are_finite_and_seeded(tiny_model_dir):
+    queries, documents = _pairs()
+    first = predict_norm(_encoder(tiny_model_dir), queries, documents, seed=3, probe_steps=2, probe_batch_size=8, fisher_batch_size=8)
+    again = predict_norm(_encoder(tiny_model_dir), queries, documents, seed=3, probe_steps=2, probe_batch_size=8, fisher_batch_size=8)
+    cv, fisher = first["query_cv_ratio"], first["fisher"]
+    for value in (cv["dcv"], cv["cv_pretrained"], cv["cv_after_dnorm"], cv["cv_after_dot"], fisher["kappa_query"], fisher["kappa_document"]):
+        assert math.isfinite(value) and value > 0
+    assert fisher["kappa_query"] >= 1 and fisher["kappa_document"] >= 1
+    assert cv["verdict"] in {"qnorm", "dnorm"} and fisher["verdict"] in {"qnorm", "dnorm"}
+    assert _numbers(first) == _numbers(again)
+    other = predict_norm(_encoder(tiny_model_dir), queries, documents, seed=4, probe_steps=2, probe_batch_size=8, fisher_batch_size=8)
+    assert other["fisher"]["kappa_query"] != fisher["kappa_query"]  # the seed picks the batches
+
+
+def test_probe_does_not_touch_the_encoder(tiny_model_dir):
+    encoder = _encoder(tiny_model_dir)
+    before = {k: v.clone() for k, v in encoder.model.state_dict().items()}
+    predict_norm(encoder, *_pairs(16), probe_steps=1, probe_batch_size=8, fisher_batch_size=8)
+    assert all(torch.equal(before[k], v) for k, v in encoder.model.state_dict().items())
+
+
+def _fisher_by_hand(q: np.ndarray, d: np.ndarray, batches, scale: float = 20.0) -> dict[str, np.ndarray]:
+    """Closed form of both 2x2 Fishers (dot head, q2d, log-norms centred per side).
+
+    With z_ij = scale * q_i.d_j and p_i = softmax(z_i), d loss_i / d a = E_p[z_i] - z_ii for either
+    side's shift a, d loss_i / d b_q = lq_i (E_p[z_i] - z_ii), d loss_i / d b_d = E_p[ld z_i] - ld_i z_ii.
+    """
+    lq, ld = np.log(np.linalg.norm(q, axis=1)), np.log(np.linalg.norm(d, axis=1))
+    lq, ld = lq - lq.mean(), ld - ld.mean()
+    q = q / np.exp(np.log(np.linalg.norm(q, axis=1)) - lq)[:, None]
+    d = d / np.exp(np.log(np.linalg.norm(d, axis=1)) - ld)[:, None]
+    rows = {"query": [], "document": []}
+    for batch in batches:
+        z = scale * q[batch] @ d[batch].T
+        p = np.exp(z - z.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        for k, i in enumerate(batch):
+            shift = p[k] @ z[k] - z[k, k]
+            rows["query"].append([shift, lq[i] * shift])
+            rows["document"].append([shift, p[k] @ (ld[batch] * z[k]) - ld[i] * z[k, k]])
+    return {side: np.asarray(g).T @ np.asarray(g) / len(g) for side, g in rows.items()}
+
+
+def test_fisher_matches_the_hand_derivation():
+    rng = np.random.default_rng(1)
+    q = rng.normal(size=(12, 5)) * rng.uniform(0.5, 2.0, size=(12, 1)) / 3
+    d = rng.normal(size=(12, 5)) * rng.uniform(0.5, 2.0, size=(12, 1)) / 3
+    batches = [[0, 3, 5, 7], [1, 2, 4, 6], [8, 9, 10, 11]]
+    got = magnitude_fisher(torch.from_numpy(q), torch.from_numpy(d), batches)
+    want = _fisher_by_hand(q, d, batches)
+    for side in ("query", "document"):
+        np.testing.assert_allclose(got[side], want[side], rtol=1e-9, atol=1e-12)
+    assert got["query"][0, 0] == pytest.approx(got["document"][0, 0])  # the two shifts are one temperature
+
+
+def test_equal_query_norms_make_the_query_fisher_singular():
+    """Equal norms: the query gain has zero gradient, so lambda_min = 0 and kappa = 1 + 2 / ridge."""
+    rng = np.random.default_rng(2)
+    q = rng.normal(size=(8, 4))
+    q = 1.7 * q / np.linalg.norm(q, axis=1, keepdims=True)
+    d = rng.normal(size=(8, 4)) * rng.uniform(0.5, 2.0, size=(8, 1)) / 2
+    fisher = magnitude_fisher(torch.from_numpy(q), torch.from_numpy(d), [list(range(8))])
+    assert fisher["query"][1, 1] == pytest.approx(0.0, abs=1e-20)
+    cond = fisher_condition(fisher["query"], ridge=1e-2)
+    assert cond["kappa"] == pytest.approx(1 + 2 / 1e-2)
+    assert fisher_condition(np.diag([4.0, 1.0]), ridge=0.0)["kappa"] == pytest.approx(4.0)
+    with pytest.raises(ValueError):
+        fisher_condition(np.zeros((2, 2)))
+
+
+def test_command_writes_json(tiny_model_dir, tmp_path, capsys):
+    queries, documents = _pairs(20)
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps({"query": a, "positive": b}) + "\n" for a, b in zip(queries, documents)), encoding="utf-8")
+    out = tmp_path / "predict.json"
+    main(["--model", str(tiny_model_dir), "--data", str(data), "--n-pairs", "16", "--max-length", "32",
+          "--probe-steps", "1", "--probe-batch-size", "8", "--fisher-batch-size", "8", "--output", str(out)])
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert result["settings"]["n_pairs"] == 16 and result["settings"]["query_max_length"] == 32
+    assert result["settings"]["data"] == str(data) and result["settings"]["seed"] == 0
+    assert {result["query_cv_ratio"]["verdict"], result["fisher"]["verdict"]} <= {"qnorm", "dnorm"}
+    assert "kappa_query" in capsys.readouterr().out
+    with pytest.raises(FileNotFoundError):
+        main(["--model", str(tiny_model_dir), "--data", str(tmp_path / "missing.jsonl")])
