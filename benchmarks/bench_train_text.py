@@ -67,18 +67,26 @@ def default_model() -> str:
 
 @dataclass
 class RoundResult:
-    """One timed window: throughput over it and the length of each step in it."""
+    """One timed window: wall-clock throughput, the length of each step, and samples per second
+    of this process's CPU time (less sensitive than wall time to other jobs on a shared machine)."""
 
     samples_per_s: float
     step_seconds: list[float]
+    samples_per_cpu_s: float
 
 
-def window(marks: list[float], warmup: int, steps: int, batch_size: int) -> RoundResult:
+def mark() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def window(marks: list[tuple[float, float]], warmup: int, steps: int, batch_size: int) -> RoundResult:
     """Throughput between the start of step ``warmup`` and the start of step ``warmup + steps``."""
     if len(marks) < warmup + steps + 1:
         raise RuntimeError(f"expected at least {warmup + steps + 1} step marks, got {len(marks)}")
     timed = marks[warmup : warmup + steps + 1]
-    return RoundResult(steps * batch_size / (timed[-1] - timed[0]), [b - a for a, b in zip(timed, timed[1:])])
+    wall = [w for w, _ in timed]
+    samples = steps * batch_size
+    return RoundResult(samples / (wall[-1] - wall[0]), [b - a for a, b in zip(wall, wall[1:])], samples / (timed[-1][1] - timed[0][1]))
 
 
 # ---- ours ------------------------------------------------------------------------------------
@@ -87,11 +95,11 @@ class MarkedTextTask(TextRetrievalTask):
 
     def __init__(self, cfg: TextConfig, ctx: DistributedContext) -> None:
         super().__init__(cfg, ctx)
-        self.marks: list[float] = []
+        self.marks: list[tuple[float, float]] = []
 
     def train_batches(self, start_step: int) -> Iterator[dict[str, Any]]:
         for batch in super().train_batches(start_step):
-            self.marks.append(time.perf_counter())
+            self.marks.append(mark())
             yield batch
 
 
@@ -149,13 +157,13 @@ def in_order_sampler() -> Callable[..., Any]:
 def run_theirs(args: argparse.Namespace, dataset: Any, work: Path) -> RoundResult:
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
-    from transformers import TrainerCallback
+    from transformers import PrinterCallback, TrainerCallback
 
-    marks: list[float] = []
+    marks: list[tuple[float, float]] = []
 
     class StepMarks(TrainerCallback):
         def on_step_begin(self, *_: Any, **__: Any) -> None:
-            marks.append(time.perf_counter())
+            marks.append(mark())
 
     model = SentenceTransformer(args.model, device="cpu")
     model.max_seq_length = args.max_length
@@ -169,6 +177,7 @@ def run_theirs(args: argparse.Namespace, dataset: Any, work: Path) -> RoundResul
             dataloader_num_workers=0, dataloader_drop_last=True, seed=0, batch_sampler=in_order_sampler(),
         )
         trainer = SentenceTransformerTrainer(model=model, args=training_args, train_dataset=dataset, loss=loss, callbacks=[StepMarks()])
+        trainer.remove_callback(PrinterCallback)  # its log lines would interleave with our table
         trainer.train()
     return window(marks, args.warmup, args.steps, args.batch_size)
 
@@ -188,7 +197,7 @@ def first_batch_losses(args: argparse.Namespace, shards: Path, queries: list[str
     mnrl = MultipleNegativesRankingLoss(theirs, scale=20.0)
     with torch.no_grad():
         our_loss = float(ours({"query": q, "positive": p, "negatives": [[] for _ in q]})["loss"])
-        their_loss = float(mnrl([theirs.tokenize(q), theirs.tokenize(p)], torch.zeros(0)))
+        their_loss = float(mnrl([theirs.preprocess(q), theirs.preprocess(p)], torch.zeros(0)))
     return our_loss, their_loss
 
 
@@ -210,13 +219,16 @@ def report(args: argparse.Namespace, ours: list[RoundResult], theirs: list[Round
     print(f"\n{'round':<7}{'first':<9}{'clipmag sps':>13}{'ST sps':>10}{'ratio':>8}")
     for i, (a, b, r) in enumerate(zip(ours_sps, theirs_sps, ratios)):
         print(f"{i + 1:<7}{'clipmag' if i % 2 == 0 else 'ST':<9}{a:>13.1f}{b:>10.1f}{r:>8.3f}")
-    print(f"\n{'trainer':<24}{'median sps':>12}{'spread':>14}{'median step s':>15}{'step s p10-p90':>16}")
+    print(f"\n{'trainer':<24}{'median sps':>12}{'spread':>14}{'median step s':>15}{'step s p10-p90':>16}{'samples/CPU-s':>15}")
     for name, sps, rounds in (("clipmag Trainer", ours_sps, ours), ("ST Trainer + MNRL", theirs_sps, theirs)):
         steps = sorted(s for r in rounds for s in r.step_seconds)
         p10, p90 = steps[len(steps) // 10], steps[(9 * len(steps)) // 10]
-        print(f"{name:<24}{statistics.median(sps):>12.1f}{spread(sps):>14}{statistics.median(steps):>15.3f}{f'{p10:.3f}-{p90:.3f}':>16}")
+        print(f"{name:<24}{statistics.median(sps):>12.1f}{spread(sps):>14}{statistics.median(steps):>15.3f}{f'{p10:.3f}-{p90:.3f}':>16}"
+              f"{statistics.median(r.samples_per_cpu_s for r in rounds):>15.2f}")
     print(f"\nratio clipmag / sentence-transformers (medians): {statistics.median(ours_sps) / statistics.median(theirs_sps):.3f}"
           f"  (per-round ratios {min(ratios):.3f}-{max(ratios):.3f})")
+    cpu = statistics.median(r.samples_per_cpu_s for r in ours) / statistics.median(r.samples_per_cpu_s for r in theirs)
+    print(f"ratio by CPU time (less load-sensitive): {cpu:.3f}")
 
 
 def main() -> None:
@@ -238,12 +250,15 @@ def main() -> None:
     import transformers
 
     transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
     torch.set_num_threads(args.threads)
     try:
         from datasets import Dataset
+        from datasets.utils.logging import disable_progress_bar
     except ImportError:
         raise SystemExit("sentence-transformers' trainer needs `datasets` and `accelerate`: pip install 'sentence-transformers[train]'")
 
+    disable_progress_bar()
     shards = build_embedded(args.data_root, n_test=150, corpus_size=400)["train_shards"]
     ours: list[RoundResult] = []
     theirs: list[RoundResult] = []

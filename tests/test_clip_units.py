@@ -28,6 +28,8 @@ def test_embedded_is_deterministic_and_captions_name_positions():
     d = a.test.digits[0].tolist()
     assert a.test.captions[0] == f"top left {d[0]}, top right {d[1]}, bottom left {d[2]}, bottom right {d[3]}"
     assert (a.classification.labels[:, None] == a.classification.digits).all()
+    c = embedded.build_embedded(n_train=500, n_test=50, n_per_class=3, seed=1)
+    assert c.test.captions == a.test.captions and np.array_equal(c.test.images, a.test.images)
     assert a.test.pil(0).mode == "RGB"
 
 

@@ -111,15 +111,16 @@ def build_embedded(
     """Build the three splits; the same arguments always give the same arrays."""
     if n_test > 10**4:
         raise ValueError(f"n_test={n_test}: at most 10000 distinct four-digit captions exist")
-    rng = np.random.default_rng(seed)
+    # one independent stream per split: the test sets do not change with the training-set size
+    rng_scans, rng_train, rng_test, rng_cls = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4))
     scans, labels = _load_scans()
-    train_pool, test_pool = _split_scans(labels, rng, test_fraction)
-    train_classes = rng.integers(0, 10, size=(n_train, 4))
-    test_codes = rng.choice(10**4, size=n_test, replace=False)
+    train_pool, test_pool = _split_scans(labels, rng_scans, test_fraction)
+    train_classes = rng_train.integers(0, 10, size=(n_train, 4))
+    test_codes = rng_test.choice(10**4, size=n_test, replace=False)
     test_classes = np.stack([(test_codes // 10 ** (3 - k)) % 10 for k in range(4)], axis=1)
     cls_labels = np.repeat(np.arange(10), n_per_class)
     cls_classes = np.repeat(cls_labels[:, None], 4, axis=1)
-    train = _make_split(scans, labels, train_pool, train_classes, rng)
-    test = _make_split(scans, labels, test_pool, test_classes, rng)
-    cls_split = _make_split(scans, labels, test_pool, cls_classes, rng, label=cls_labels)
+    train = _make_split(scans, labels, train_pool, train_classes, rng_train)
+    test = _make_split(scans, labels, test_pool, test_classes, rng_test)
+    cls_split = _make_split(scans, labels, test_pool, cls_classes, rng_cls, label=cls_labels)
     return EmbeddedDigits(train, test, cls_split)

@@ -76,9 +76,10 @@ def pairs_from_jsonl(path: str | Path) -> list[Sample]:
 
 
 def pairs_from_embedded(root: str | Path) -> list[Sample]:
-    """The embedded default's training pairs, building the set under ``root`` if needed."""
-    paths = build_embedded(root)
-    return pairs_from_jsonl(paths["train_pairs"])
+    """The embedded default's training pairs, building the set under ``root`` only if absent
+    (any existing build's pairs are used, whatever evaluation sizes it was built with)."""
+    existing = Path(root) / "train" / "pairs.jsonl"
+    return pairs_from_jsonl(existing if existing.is_file() else build_embedded(root)["train_pairs"])
 
 
 def shuffled(samples: list[Sample], seed: int) -> list[Sample]:
