@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -28,3 +29,13 @@ def shared_data() -> Path:
     if not path.is_dir():
         pytest.skip(f"shared benchmark data not found at {path} (set CLIPMAG_SHARED_DATA)")
     return path
+
+
+def run_python(script: str | Path, args: list[str], nproc: int = 1, check: bool = True, timeout: int = 400) -> subprocess.CompletedProcess:
+    """Run a script as one process, or under torchrun with ``nproc`` gloo processes, offline."""
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"] if nproc > 1 else [sys.executable]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([*launcher, str(script), *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{script} exited with {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    return proc

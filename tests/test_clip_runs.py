@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO, run_python
+
 MICRO = [
     "model.name=clipmag-micro", "data.embedded_train=512", "data.embedded_test=64", "data.embedded_per_class=4",
     "train.log_every=1", "train.tensorboard=false", "train.progress=false", "train.device=cpu", "optim.warmup_steps=0",
@@ -31,12 +32,7 @@ def _env() -> dict[str, str]:
 
 
 def train(out: Path, *args: str, nproc: int = 1, check: bool = True) -> subprocess.CompletedProcess:
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"] if nproc > 1 else [sys.executable]
-    cmd = [*launcher, str(REPO / "scripts" / "train_clip.py"), *MICRO, f"train.output_dir={out}", *args]
-    proc = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=180)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-    return proc
+    return run_python(REPO / "scripts" / "train_clip.py", [*MICRO, f"train.output_dir={out}", *args], nproc, check, timeout=180)
 
 
 def weights(run: Path) -> dict[str, torch.Tensor]:
@@ -79,8 +75,8 @@ def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path):
 @pytest.fixture(scope="module")
 def digit_shards(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("digits")
-    subprocess.run([sys.executable, str(REPO / "scripts" / "make_clip_shards.py"), "--embedded", "--output", str(out),
-                    "--embedded-train", "300", "--embedded-test", "100", "--embedded-per-class", "5", "--shard-size", "100"], cwd=REPO, env=_env(), check=True, timeout=120)
+    run_python(REPO / "scripts" / "make_clip_shards.py", ["--embedded", "--output", str(out), "--embedded-train", "300",
+                                                            "--embedded-test", "100", "--embedded-per-class", "5", "--shard-size", "100"], timeout=120)
     return out
 
 
@@ -94,12 +90,11 @@ def test_shard_training_then_clip_benchmark_cli(tmp_path, digit_shards):
     for task, name, extra in (("zeroshot_retrieval", "digits_retrieval", ["--recall_k", "1", "5"]),
                               ("zeroshot_classification", "digits_classification", [])):
         out = tmp_path / f"cb_{name}.json"
-        cmd = [sys.executable, str(REPO / "scripts" / "eval_clip_benchmark.py"), "eval", "--model_type", "clipmag",
+        args = ["eval", "--model_type", "clipmag",
                "--model", "micro", "--pretrained", str(run / "export"), "--dataset", f"wds/{name}",
                "--dataset_root", f"{digit_shards}/wds/{{dataset}}", "--task", task, "--output", str(out),
                "--num_workers", "0", "--no_amp", "--batch_size", "64", *extra]
-        bench = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True, timeout=180)
-        assert bench.returncode == 0, bench.stderr[-3000:]
+        bench = run_python(REPO / "scripts" / "eval_clip_benchmark.py", args, timeout=180)
         assert "cosine" in bench.stdout
         metrics = json.loads(out.read_text())["metrics"]
         key = "image_retrieval_recall@1" if task == "zeroshot_retrieval" else "acc1"

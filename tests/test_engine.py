@@ -4,24 +4,19 @@ processes matching one process with the doubled batch."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
 import torch
 
 from clipmag.checkpoint import load_checkpoint, resolve_resume
 from clipmag.run_logging import read_metrics
-from conftest import REPO
+from conftest import REPO, run_python
 
 WORKER = str(REPO / "tests" / "engine_worker.py")
 
 
 def _run(args: list[str], nproc: int = 1, check: bool = True) -> subprocess.CompletedProcess:
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"] if nproc > 1 else [sys.executable]
-    proc = subprocess.run([*launcher, WORKER, *args], cwd=REPO, capture_output=True, text=True, timeout=300)
-    if check:
-        assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc
+    return run_python(WORKER, args, nproc, check)
 
 
 def _losses(run_dir) -> list[float]:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -14,7 +12,7 @@ import torch.nn.functional as F
 
 from clipmag.heads import build_head
 from clipmag.losses import InfoNCE
-from conftest import REPO
+from conftest import REPO, run_python
 
 
 def _data(n=5, k=0, dim=4, seed=0):
@@ -76,9 +74,7 @@ def test_bad_arguments_are_named():
 
 def test_two_gloo_processes_equal_one_process(tmp_path):
     out = tmp_path / "diffs.json"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(REPO / "tests" / "dist_loss_worker.py"), str(out)]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_python(REPO / "tests" / "dist_loss_worker.py", [str(out)], nproc=2)
     results = json.loads(out.read_text())
     assert len(results) == 12
     for case, diffs in results.items():

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from clipmag.run_logging import read_metrics
-from conftest import REPO
+from conftest import REPO, run_python
 from text_fixtures import minilm_path, write_beir
 from text_retrieval.data.codesearch import extract_functions
 from text_retrieval.data.shards import write_text_shards
@@ -56,11 +56,7 @@ def _args(root: Path, out: Path, *extra: str) -> list[str]:
 
 
 def _run(args: list[str], nproc: int = 1, check: bool = True) -> subprocess.CompletedProcess:
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"] if nproc > 1 else [sys.executable]
-    proc = subprocess.run([*launcher, SCRIPT, *args], cwd=REPO, capture_output=True, text=True, timeout=400)
-    if check:
-        assert proc.returncode == 0, proc.stderr[-4000:]
-    return proc
+    return run_python(SCRIPT, args, nproc, check)
 
 
 def _losses(out: Path) -> list[float]:
