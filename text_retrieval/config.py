@@ -33,13 +33,14 @@ class TextModelConfig:
 
 @dataclass
 class EmbeddedDataConfig:
-    """Size of the embedded default set (see text_retrieval/data/embedded.py)."""
+    """Size of the embedded default set (see text_retrieval/data/embedded.py). Every config that
+    shares ``root`` must use the same sizes, or the set is rebuilt; evaluation is sized for CPUs."""
 
     root: str = "runs/data/text-embedded"
     n_train: int = 2500
-    n_test: int = 300
+    n_test: int = 150
     n_dev: int = 100
-    corpus_size: int = 1000
+    corpus_size: int = 400
 
 
 @dataclass

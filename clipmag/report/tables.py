@@ -16,6 +16,15 @@ from clipmag.report.collect import Row
 
 BASELINE = "cosine"
 LOWER_IS_BETTER = {"asymmetry_gap"}
+# Diagnostics describe a model; no head "wins" them and a relative change means nothing.
+DESCRIPTIVE = {"cohens_d_doc_norm", "document_norm_cv", "query_norm_cv", "image_norm_d", "text_norm_d", "asymmetry_gap"}
+HEAD_ORDER = ("cosine", "dot", "qnorm", "dnorm", "learnable")
+
+
+def _column_order(names: list[str]) -> list[str]:
+    """The paper's head order first, then anything else (variants) as first seen."""
+    known = [h for h in HEAD_ORDER if h in names]
+    return known + [n for n in names if n not in known]
 
 
 @dataclass
@@ -67,37 +76,39 @@ def aggregate(rows: list[Row], metrics: tuple[str, ...]) -> list[TableRow]:
             vals = np.array(list(configs[name].values()), dtype=float)
             mean = float(vals.mean())
             change = None
-            if baseline and name != BASELINE:
+            if baseline and name != BASELINE and key[3] not in DESCRIPTIVE:
                 base_mean = float(np.mean(list(baseline.values())))
                 change = (mean - base_mean) / abs(base_mean) if base_mean else None
             p = _paired_p(configs[name], baseline) if baseline and name != BASELINE else None
             cells[name] = Cell(mean, float(vals.std(ddof=1)) if vals.size > 1 else 0.0, int(vals.size), change, p)
-        pick = min if key[3] in LOWER_IS_BETTER else max
-        best = pick(cells, key=lambda n: cells[n].mean)
-        cells[best].best = True
-        table.append(TableRow(*key, cells))
+        if key[3] not in DESCRIPTIVE or key[3] in LOWER_IS_BETTER:
+            pick = min if key[3] in LOWER_IS_BETTER else max
+            cells[pick(cells, key=lambda n: cells[n].mean)].best = True
+        table.append(TableRow(*key, {n: cells[n] for n in _column_order(list(cells))}))
     return table
 
 
 def _fmt(cell: Cell | None, scale: float) -> str:
     if cell is None:
         return ""
-    text = f"{cell.mean * scale:.2f}"
+    digits = 2 if scale != 1 else 3
+    text = f"{cell.mean * scale:.{digits}f}"
     if cell.n > 1:
-        text += f" ± {cell.std * scale:.2f}"
+        text += f" ± {cell.std * scale:.{digits}f}"
     if cell.change_vs_baseline is not None:
         text += f" ({cell.change_vs_baseline:+.0%}"
         text += f", p={cell.p_value:.3f})" if cell.p_value is not None else ")"
     return f"**{text}**" if cell.best else text
 
 
-def to_markdown(table: list[TableRow], scale: float = 100.0) -> str:
-    """Values x ``scale`` (percent points, as the paper reports them)."""
+def to_markdown(table: list[TableRow]) -> str:
+    """Scores x100 (percent points, as the paper reports them); diagnostics as they are."""
     if not table:
         return "_no results_\n"
-    columns = list(dict.fromkeys(name for row in table for name in row.cells))
+    columns = _column_order(list(dict.fromkeys(name for row in table for name in row.cells)))
     lines = ["| group | dataset | metric | " + " | ".join(columns) + " |", "|---" * (3 + len(columns)) + "|"]
     for row in table:
+        scale = 1.0 if row.metric in DESCRIPTIVE else 100.0
         cells = " | ".join(_fmt(row.cells.get(c), scale) for c in columns)
         lines.append(f"| {row.group} | {row.dataset} | {row.metric} | {cells} |")
     return "\n".join(lines) + "\n"
