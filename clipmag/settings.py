@@ -6,7 +6,7 @@ Each front end composes these with its own model and data sections into one top-
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from clipmag.heads import SimilarityHead, build_head
@@ -85,15 +85,6 @@ class TrainLoopConfig:
     max_loss: float = 1e4
     max_norm: float = 1e4
     gradient_checkpointing: bool = False
-    # Extra copies of the last checkpoint are not kept; "latest" is overwritten atomically.
+    # Write <output_dir>/export: the final model with its head, in the front end's format.
     export_final: bool = True
 
-
-@dataclass
-class CoreSections:
-    """Mixin-free bundle used by tests and small tools that only need the core sections."""
-
-    head: HeadConfig = field(default_factory=HeadConfig)
-    loss: LossConfig = field(default_factory=LossConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    train: TrainLoopConfig = field(default_factory=TrainLoopConfig)

@@ -8,7 +8,6 @@ CLIP-benchmark CLI on an exported model; bad shards and configs failing with a c
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -18,17 +17,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO, run_python
+from conftest import REPO, run_python, script_env
 
 MICRO = [
     "model.name=clipmag-micro", "data.embedded_train=512", "data.embedded_test=64", "data.embedded_per_class=4",
     "train.log_every=1", "train.tensorboard=false", "train.progress=false", "train.device=cpu", "optim.warmup_steps=0",
 ]
 pytestmark = pytest.mark.slow
-
-
-def _env() -> dict[str, str]:
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
 
 
 def train(out: Path, *args: str, nproc: int = 1, check: bool = True) -> subprocess.CompletedProcess:
@@ -56,7 +51,7 @@ def test_two_gloo_processes_equal_one_with_doubled_batch(tmp_path):
 def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path):
     args = ["--loss", "i2t", "--norm", "qnorm", "train.steps=30", "train.save_every=3", "data.batch_size=16"]
     cmd = [sys.executable, str(REPO / "scripts" / "train_clip.py"), *MICRO, f"train.output_dir={tmp_path / 'killed'}", *args]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=script_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     latest = tmp_path / "killed" / "checkpoints" / "latest.pt"
     deadline = time.time() + 120
     while not latest.exists() and proc.poll() is None and time.time() < deadline:

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pytest
 import yaml
 
 from clipmag.config import ConfigError, build_config, parse_cli, save_config, to_dict
-from clipmag.settings import CoreSections
+from clipmag.settings import HeadConfig, LossConfig, OptimConfig, TrainLoopConfig
+
+
+@dataclass
+class CoreSections:
+    head: HeadConfig = field(default_factory=HeadConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainLoopConfig = field(default_factory=TrainLoopConfig)
+
 
 SHORT = {"norm": "head.name", "resume": "train.resume"}
 

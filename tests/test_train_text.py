@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from clipmag.run_logging import read_metrics
-from conftest import REPO, run_python
+from conftest import REPO, run_python, script_env
 from text_fixtures import minilm_path, write_beir
 from text_retrieval.data.codesearch import extract_functions
 from text_retrieval.data.shards import write_text_shards
@@ -100,7 +100,7 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tiny_setup, tmp_path):
     steps = ("train.steps=30", "train.save_every=3", "train.eval_every=0")
     _run(_args(tiny_setup, tmp_path / "full", *steps))
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, SCRIPT, *_args(tiny_setup, killed, *steps)], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, SCRIPT, *_args(tiny_setup, killed, *steps)], cwd=REPO, env=script_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     latest = killed / "checkpoints" / "latest.pt"
     deadline = time.time() + 300
