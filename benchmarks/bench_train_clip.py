@@ -11,7 +11,7 @@ because its own WebDataset reader (``tarfile_to_samples_nothrow``) fails with we
 Throughput is read from each trainer's own log (open_clip: ``Batch (t)`` per log window; clipmag:
 ``samples_per_s`` in ``metrics.jsonl``), dropping the first window (start-up) of each.
 
-    python benchmarks/bench_train_clip.py [--steps 60] [--batch-size 128] [--model clipmag-tiny]
+    python benchmarks/bench_train_clip.py [--steps 60] [--batch-size 128] [--model clipmag-tiny] [--workers 0]
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def bench_clipmag(pattern: str, args: argparse.Namespace, out: Path) -> float:
     run([sys.executable, "scripts/train_clip.py", "data.source=shards", f"data.train_shards={pattern}",
          f"model.name={args.model}", f"data.batch_size={args.batch_size}", f"train.steps={args.steps}",
          f"train.log_every={args.log_every}", "train.save_every=0", "train.export_final=false",
-         "train.tensorboard=false", "train.progress=false", "train.precision=fp32", f"train.output_dir={out}"], out.with_suffix(".log"))
+         "train.tensorboard=false", "train.progress=false", "train.precision=fp32", f"data.workers={args.workers}",
+         f"train.output_dir={out}"], out.with_suffix(".log"))
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     rates = [r["samples_per_s"] for r in records if r["kind"] == "train"][1:]
     return statistics.mean(rates)
@@ -74,7 +75,7 @@ def bench_open_clip(csv: str, args: argparse.Namespace, out: Path) -> float:
     epochs = -(-args.steps // (args.samples // args.batch_size))
     run([sys.executable, "-c", OPEN_CLIP_LAUNCH, str(MODEL_CONFIG_DIR),
          "--train-data", csv, "--dataset-type", "csv", "--csv-separator", "\t", "--csv-img-key", "filepath",
-         "--csv-caption-key", "title", "--epochs", str(epochs), "--workers", "0",
+         "--csv-caption-key", "title", "--epochs", str(epochs), "--workers", str(args.workers),
          "--batch-size", str(args.batch_size), "--model", args.model, "--lr", "2e-3", "--warmup", "30", "--wd", "0.1",
          "--precision", "fp32", "--local-loss", "--gather-with-grad", "--save-frequency", "0",
          "--log-every-n-steps", str(args.log_every), "--report-to", "", "--logs", str(out.parent), "--name", out.name,
@@ -91,13 +92,14 @@ def main() -> None:
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--model", default="clipmag-tiny")
     p.add_argument("--samples", type=int, default=4000)
+    p.add_argument("--workers", type=int, default=0, help="data-loader worker processes, the same on both sides")
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench_clip_") as tmp:
         tmp_path = Path(tmp)
         pattern, csv = write_data(tmp_path / "data", args.samples)
         ours = bench_clipmag(pattern, args, tmp_path / "clipmag")
         theirs = bench_open_clip(csv, args, tmp_path / "open_clip")
-    print(f"model {args.model}, batch {args.batch_size}, ~{args.steps} steps, same images and captions, fp32")
+    print(f"model {args.model}, batch {args.batch_size}, ~{args.steps} steps, {args.workers} loader workers, same images and captions, fp32")
     print(f"{'trainer':<22}{'samples/s':>12}")
     print(f"{'open_clip_train':<22}{theirs:>12.1f}")
     print(f"{'clipmag':<22}{ours:>12.1f}")
