@@ -11,7 +11,7 @@ because its own WebDataset reader (``tarfile_to_samples_nothrow``) fails with we
 Throughput is read from each trainer's own log (open_clip: ``Batch (t)`` per log window; clipmag:
 ``samples_per_s`` in ``metrics.jsonl``), dropping the first window (start-up) of each.
 
-    python benchmarks/bench_train_clip.py [--steps 60] [--batch-size 128] [--model clipmag-tiny] [--workers 0]
+    python benchmarks/bench_train_clip.py [--steps 60] [--batch-size 128] [--model clipmag-tiny] [--workers 0] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -93,17 +93,28 @@ def main() -> None:
     p.add_argument("--model", default="clipmag-tiny")
     p.add_argument("--samples", type=int, default=4000)
     p.add_argument("--workers", type=int, default=0, help="data-loader worker processes, the same on both sides")
+    p.add_argument("--repeats", type=int, default=3, help="rounds; the side that goes first alternates")
     args = p.parse_args()
+    rounds = []
     with tempfile.TemporaryDirectory(prefix="bench_clip_") as tmp:
         tmp_path = Path(tmp)
         pattern, csv = write_data(tmp_path / "data", args.samples)
-        ours = bench_clipmag(pattern, args, tmp_path / "clipmag")
-        theirs = bench_open_clip(csv, args, tmp_path / "open_clip")
-    print(f"model {args.model}, batch {args.batch_size}, ~{args.steps} steps, {args.workers} loader workers, same images and captions, fp32")
-    print(f"{'trainer':<22}{'samples/s':>12}")
-    print(f"{'open_clip_train':<22}{theirs:>12.1f}")
-    print(f"{'clipmag':<22}{ours:>12.1f}")
-    print(f"ratio clipmag / open_clip_train: {ours / theirs:.2f}")
+        for r in range(args.repeats):
+            # Alternate the order so drift in background load hits both sides alike.
+            sides = [("clipmag", lambda: bench_clipmag(pattern, args, tmp_path / f"clipmag{r}")),
+                     ("open_clip", lambda: bench_open_clip(csv, args, tmp_path / f"open_clip{r}"))]
+            result = dict((name, fn()) for name, fn in (sides if r % 2 == 0 else sides[::-1]))
+            rounds.append((result["clipmag"], result["open_clip"]))
+            print(f"round {r + 1}: clipmag {result['clipmag']:.1f}  open_clip_train {result['open_clip']:.1f}  "
+                  f"ratio {result['clipmag'] / result['open_clip']:.2f}", flush=True)
+    ours, theirs = statistics.median(o for o, _ in rounds), statistics.median(t for _, t in rounds)
+    ratios = [o / t for o, t in rounds]
+    print(f"model {args.model}, batch {args.batch_size}, ~{args.steps} steps, {args.workers} loader workers, "
+          f"same images and captions, fp32, {args.repeats} rounds")
+    print(f"{'trainer':<22}{'median samples/s':>18}")
+    print(f"{'open_clip_train':<22}{theirs:>18.1f}")
+    print(f"{'clipmag':<22}{ours:>18.1f}")
+    print(f"ratio clipmag / open_clip_train: {statistics.median(ratios):.2f} (per round {min(ratios):.2f}-{max(ratios):.2f})")
 
 
 if __name__ == "__main__":
