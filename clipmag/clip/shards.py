@@ -14,21 +14,15 @@ finds them. Retrieval samples also carry the caption in ``txt`` (one caption per
 from __future__ import annotations
 
 import io
-import json
-import tarfile
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 from PIL import Image
 
+from clipmag.shard_writer import write_tar_shards
+
 Sample = tuple[str, Image.Image | bytes, str, int | None]  # key, image (PIL or encoded bytes), caption, class
-
-
-def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
-    info = tarfile.TarInfo(name)
-    info.size, info.mtime, info.mode = len(data), 0, 0o644  # fixed metadata: byte-identical reruns
-    tar.addfile(info, io.BytesIO(data))
 
 
 def _encode(image: Image.Image | bytes, ext: str) -> bytes:
@@ -42,32 +36,11 @@ def _encode(image: Image.Image | bytes, ext: str) -> bytes:
 def write_shards(samples: Iterable[Sample], directory: str | Path, shard_size: int = 1000, name_format: str = "shard-{:06d}.tar",
                  image_ext: str = "png") -> list[Path]:
     """Write ``samples`` into tar shards of ``shard_size``; records ``sizes.json`` beside them."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    paths: list[Path] = []
-    sizes: dict[str, int] = {}
-    tar: tarfile.TarFile | None = None
-    count = 0
-    for i, (key, image, caption, label) in enumerate(samples):
-        if i % shard_size == 0:
-            if tar is not None:
-                tar.close()
-            paths.append(directory / name_format.format(len(paths)))
-            tar = tarfile.open(paths[-1], "w")
-            sizes[paths[-1].name] = 0
-        assert tar is not None
-        _add(tar, f"{key}.{image_ext}", _encode(image, image_ext))
-        _add(tar, f"{key}.txt", caption.encode("utf-8"))
-        if label is not None:
-            _add(tar, f"{key}.cls", str(int(label)).encode())
-        sizes[paths[-1].name] += 1
-        count += 1
-    if tar is not None:
-        tar.close()
-    if count == 0:
-        raise ValueError("write_shards: no samples")
-    (directory / "sizes.json").write_text(json.dumps(sizes, indent=1))
-    return paths
+    records = (
+        {"__key__": key, image_ext: _encode(image, image_ext), "txt": caption, **({"cls": str(int(label))} if label is not None else {})}
+        for key, image, caption, label in samples
+    )
+    return write_tar_shards(records, directory, shard_size, name_format)
 
 
 def write_benchmark_retrieval(samples: Sequence[Sample], root: str | Path, shard_size: int = 1000) -> Path:

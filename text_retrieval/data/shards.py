@@ -35,14 +35,12 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
-import webdataset as wds
 from webdataset.shardlists import expand_urls
 from webdataset.tariterators import base_plus_ext, group_by_keys, tar_file_iterator
 
-logger = logging.getLogger("clipmag")
+from clipmag.shard_writer import SIZES_FILE, write_tar_shards
 
-SHARD_PATTERN = "shard-%06d.tar"
-SIZES_FILE = "sizes.json"
+logger = logging.getLogger("clipmag")
 
 
 class CorruptShardError(ValueError):
@@ -74,8 +72,6 @@ def write_text_shards(
     shuffles within shards and permutes shard order). Byte-identical output for identical input.
     Existing shards in ``out_dir`` are an error unless ``overwrite``, which removes them first.
     """
-    if samples_per_shard < 1:
-        raise ValueError(f"samples_per_shard must be >= 1, got {samples_per_shard}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     old = sorted(out.glob("shard-*.tar"))
@@ -87,17 +83,11 @@ def write_text_shards(
         raise ValueError(f"no samples to write to {out}")
     for path in old + [out / SIZES_FILE]:
         path.unlink(missing_ok=True)
-    counts: dict[str, int] = {}
-    # Fixed mtime and owner make the tar files reproducible.
-    with wds.ShardWriter(str(out / SHARD_PATTERN), maxcount=samples_per_shard, maxsize=float("inf"), verbose=0, mtime=0.0) as sink:
-        for i, sample in enumerate(_chain(first, iterator)):
-            clean = _clean_sample(sample, f"sample {i}")
-            sink.write({"__key__": f"{i:09d}", "json": json.dumps(clean, ensure_ascii=False).encode("utf-8")})
-            name = Path(sink.fname).name
-            counts[name] = counts.get(name, 0) + 1
-    (out / SIZES_FILE).write_text(json.dumps(counts, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    logger.info("wrote %d samples in %d shards to %s", sum(counts.values()), len(counts), out)
-    return [out / name for name in sorted(counts)]
+    records = ({"__key__": f"{i:09d}", "json": json.dumps(_clean_sample(sample, f"sample {i}"), ensure_ascii=False).encode("utf-8")}
+               for i, sample in enumerate(_chain(first, iterator)))
+    paths = write_tar_shards(records, out, samples_per_shard)
+    logger.info("wrote %d shards to %s", len(paths), out)
+    return paths
 
 
 def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
@@ -178,9 +168,13 @@ class TextShardStream:
         self.skipped_shards: list[str] = []
         sizes = {}
         if allow_corrupt:
+            declared = self._sizes_json(paths)
             for p in paths:
                 try:
-                    sizes[p] = len(load_shard(p))
+                    count = len(load_shard(p))
+                    if p in declared and count != declared[p]:  # a truncated tar can read as a short one
+                        raise CorruptShardError(f"corrupt shard {p}: {count} samples, {SIZES_FILE} says {declared[p]}")
+                    sizes[p] = count
                 except CorruptShardError as exc:
                     self.skipped_shards.append(p)
                     logger.warning("%s; skipping it", exc)
@@ -194,13 +188,19 @@ class TextShardStream:
             raise ValueError(f"no readable samples in the shards of {shard_dir_or_pattern}")
 
     @staticmethod
-    def _declared_sizes(paths: list[str]) -> dict[str, int]:
+    def _sizes_json(paths: list[str]) -> dict[str, int]:
+        """Sample counts that ``sizes.json`` files beside the shards declare."""
         declared: dict[str, int] = {}
         for folder in sorted({os.path.dirname(p) for p in paths}):
             sizes_path = os.path.join(folder, SIZES_FILE)
             if os.path.isfile(sizes_path):
                 with open(sizes_path, encoding="utf-8") as fh:
                     declared.update({os.path.join(folder, k): int(v) for k, v in json.load(fh).items()})
+        return declared
+
+    @classmethod
+    def _declared_sizes(cls, paths: list[str]) -> dict[str, int]:
+        declared = cls._sizes_json(paths)
         return {p: declared[p] if p in declared else _listed_size(p) for p in paths}
 
     @property
