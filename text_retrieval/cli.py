@@ -38,6 +38,7 @@ def main(argv: Sequence[str]) -> dict[str, dict[str, Any]]:
         final_validation = train(task, cfg.train, cfg.optim, cfg, ctx)
         results: dict[str, dict[str, Any]] = {}
         if ctx.is_main:
+            # Test what ships: the exported folder, reloaded with its clipmag_head.json.
             encoder = TextEncoder.from_pretrained(Path(cfg.train.output_dir) / "export").to(ctx.device)
             results = task.test(encoder)
             summary = {name: {k: v for k, v in r.items() if k != "per_query"} for name, r in results.items()}
