@@ -18,6 +18,8 @@ from typing import Any, Literal, Mapping, Sequence, TypeVar, Union, get_args, ge
 
 import yaml
 
+from clipmag.resources import config_path
+
 T = TypeVar("T")
 
 
@@ -160,7 +162,8 @@ def parse_value(text: str) -> Any:
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
+    """A YAML mapping from ``path``, or from the packaged config of that name (``configs/...``)."""
+    path = config_path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:

@@ -1,4 +1,4 @@
-"""Magnitude diagnostics of paper.md section 3: norm spread, Cohen's d, effective temperature.
+"""Magnitude diagnostics of docs/method.md section 3: norm spread, Cohen's d, effective temperature.
 
 Always computed on raw (untransformed) embeddings: for a cosine model the norms before
 normalisation are what tells whether the encoder puts information into magnitude.
@@ -33,7 +33,7 @@ def row_norms(embeddings: torch.Tensor | np.ndarray) -> np.ndarray:
 def norm_stats(norms: ArrayLike) -> dict[str, float]:
     """Mean, standard deviation and coefficient of variation (std / mean) of a set of norms.
 
-    CV >= ~0.1 means an encoder uses magnitude; <= 0.05 is noise (paper.md section 3).
+    CV >= ~0.1 means an encoder uses magnitude; <= 0.05 is noise (docs/method.md section 3).
     """
     x = _as_float64(norms)
     if x.size == 0:

@@ -41,7 +41,8 @@ class Task(Protocol):
 
     def build_model(self) -> nn.Module:
         """Every trainable parameter (encoders, head, loss scale); ``model(batch)`` returns a dict
-        with ``loss`` (mean over this rank's rows) and detached scalar statistics."""
+        with ``loss`` (mean over this rank's rows) and detached scalar statistics. The model owns
+        its head as ``model.head`` and describes it with ``model.head_record()`` (a ``HeadRecord``)."""
 
     def train_batches(self, start_step: int) -> Iterator[Any]:
         """Endless, deterministic stream of this rank's micro-batches from micro-batch ``start_step``."""
@@ -73,13 +74,6 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
-def find_head(model: nn.Module) -> SimilarityHead:
-    heads = [m for m in model.modules() if isinstance(m, SimilarityHead)]
-    if not heads:
-        raise ValueError("the task's model holds no SimilarityHead")
-    return heads[0]
-
-
 def _scalar(value: Any) -> float:
     return float(value.detach().float().mean()) if isinstance(value, torch.Tensor) else float(value)
 
@@ -93,7 +87,7 @@ class Trainer:
         self.ckpt_dir = self.output_dir / ckpt_io.CHECKPOINT_DIR
         seed_everything(loop.seed)
         self.model = task.build_model().to(ctx.device)
-        self.head = find_head(self.model)
+        self.head: SimilarityHead = self.model.head
         self.ddp = DistributedDataParallel(self.model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None) if ctx.is_distributed else None
         self.optimizer = build_optimizer(self.model, optim)
         self.scheduler = build_scheduler(self.optimizer, optim, loop.steps)
@@ -114,7 +108,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.scaler.state_dict(),
-            "head": self.head.to_dict(),
+            "head": self.model.head_record().to_dict(),
             "config": to_dict(self.full_config),
             "rng": ckpt_io.rng_state(),
             "best": self.best,

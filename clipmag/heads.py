@@ -5,7 +5,7 @@ Every head scores a query ``q`` against a document ``d`` as
     s(q, d) = (q / |q|^gq) . (d / |d|^gd)
 
 with per-side exponents ``gq, gd`` in [0, 1]. The four fixed heads are the corners of that square
-(paper.md section 1): cosine (1, 1), dot (0, 0), qnorm (1, 0), dnorm (0, 1); ``learnable`` trains
+(docs/method.md section 1): cosine (1, 1), dot (0, 0), qnorm (1, 0), dnorm (0, 1); ``learnable`` trains
 ``g = sigmoid(raw)`` for both sides, starting at 0.5.
 
 Heads are applied at scoring time and never baked into stored embeddings, so raw norms stay
@@ -19,10 +19,13 @@ autocast, and norms are floored so zero vectors give zero scores instead of NaN.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from clipmag.settings import HeadConfig
 
 # Far below any real embedding norm, yet large enough that the gradient at an exactly-zero vector
 # (about 1 / NORM_FLOOR) stays finite when it flows back into fp16 activations.
@@ -150,7 +153,7 @@ class LearnableHead(SimilarityHead):
 
     ``raw_q`` and ``raw_d`` are meant for their own optimizer group (own learning rate, no weight
     decay): sharing the encoder's tiny learning rate leaves them stuck near their start
-    (paper.md section 1). ``gq = gd = 1`` or ``0`` (raw = +-inf) reproduce the fixed heads.
+    (docs/method.md section 1). ``gq = gd = 1`` or ``0`` (raw = +-inf) reproduce the fixed heads.
     """
 
     name = "learnable"
@@ -191,6 +194,11 @@ def build_head(name: str, **kwargs: Any) -> SimilarityHead:
         return cls(**kwargs)
     except TypeError as err:
         raise ValueError(f"head {name!r}: bad settings {kwargs}: {err}") from None
+
+
+def head_from_config(cfg: HeadConfig) -> SimilarityHead:
+    """The configured head; the starting gammas ``gq`` / ``gd`` apply to the learnable head only."""
+    return build_head("learnable", gq=cfg.gq, gd=cfg.gd) if cfg.name == "learnable" else build_head(cfg.name)
 
 
 def head_from_dict(settings: dict[str, Any]) -> SimilarityHead:

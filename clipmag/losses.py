@@ -16,7 +16,7 @@ axis: ``q2d`` ranks documents for each query, ``d2q`` ranks queries for each pos
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 import torch.nn.functional as F
@@ -24,6 +24,9 @@ from torch import nn
 
 from clipmag import distributed as dist_utils
 from clipmag.heads import SimilarityHead
+
+if TYPE_CHECKING:
+    from clipmag.settings import LossConfig
 
 Direction = Literal["q2d", "d2q", "both"]
 DIRECTIONS: tuple[str, ...] = ("q2d", "d2q", "both")
@@ -131,3 +134,11 @@ def _logit_statistics(logits: torch.Tensor, targets: torch.Tensor, scale: torch.
         "logits_neg_mean": negative.mean() if negative.numel() else positive.new_zeros(()),
         "logits_std": logits.std() if logits.numel() > 1 else logits.new_zeros(()),
     }
+
+
+def infonce_from_config(cfg: LossConfig, head: SimilarityHead) -> InfoNCE:
+    """The configured loss around ``head``; the front end has resolved ``direction=auto`` first."""
+    if cfg.direction == "auto":
+        raise ValueError("loss.direction=auto must be resolved by the front end before the loss is built")
+    return InfoNCE(head, scale=cfg.scale, direction=cfg.direction, learnable_scale=cfg.learnable_scale,
+                   max_scale=cfg.max_scale, label_smoothing=cfg.label_smoothing)

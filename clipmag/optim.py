@@ -1,6 +1,6 @@
 """Optimizer parameter groups and learning-rate schedules shared by both trainers.
 
-Three groups, because they want different treatment (paper.md sections 1-2):
+Three groups, because they want different treatment (docs/method.md sections 1-2):
 - the head's exponents (raw gammas): their own, larger learning rate and no weight decay, so they
   can actually move instead of staying at 0.5;
 - the learnable logit scale: no weight decay (decaying a temperature is meaningless);

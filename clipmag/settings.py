@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from clipmag.heads import SimilarityHead, build_head
-from clipmag.losses import InfoNCE
+from clipmag.heads import HEAD_NAMES
 
-HeadName = Literal["cosine", "dot", "qnorm", "dnorm", "learnable"]
+# The valid names come from the head registry, so a new head needs no edit here.
+HeadName = Literal[HEAD_NAMES]  # type: ignore[valid-type]
 
 
 @dataclass
@@ -23,31 +23,20 @@ class HeadConfig:
     gq: float = 0.5
     gd: float = 0.5
 
-    def build(self) -> SimilarityHead:
-        if self.name == "learnable":
-            return build_head("learnable", gq=self.gq, gd=self.gd)
-        return build_head(self.name)
-
 
 @dataclass
 class LossConfig:
-    """InfoNCE settings (paper defaults: one direction, scale 20 for every head)."""
+    """InfoNCE settings (paper defaults: one direction, scale 20 for every head).
 
-    direction: Literal["q2d", "d2q", "both"] = "q2d"
+    ``direction=auto`` lets the front end derive it from its objective (text: ``q2d``; CLIP:
+    ``both`` for ``sym``, ``q2d`` for ``i2t`` / ``t2i``).
+    """
+
+    direction: Literal["auto", "q2d", "d2q", "both"] = "auto"
     scale: float = 20.0
     learnable_scale: bool = False
     max_scale: float = 100.0
     label_smoothing: float = 0.0
-
-    def build(self, head: SimilarityHead) -> InfoNCE:
-        return InfoNCE(
-            head,
-            scale=self.scale,
-            direction=self.direction,
-            learnable_scale=self.learnable_scale,
-            max_scale=self.max_scale,
-            label_smoothing=self.label_smoothing,
-        )
 
 
 @dataclass
@@ -67,7 +56,14 @@ class OptimConfig:
 
 @dataclass
 class TrainLoopConfig:
-    """The generic loop: steps, accumulation, precision, logging, checkpoints, guards."""
+    """The generic loop: steps, accumulation, precision, logging, checkpoints, guards.
+
+    ``grad_accum`` sums the gradients of that many micro-batches per optimizer step. Each
+    micro-batch's InfoNCE sees only its own in-batch negatives, so accumulation multiplies the
+    samples per step (and the logged ``samples_seen``) but NOT the number of negatives: it is not
+    equivalent to a larger batch for a contrastive loss. For the paper's effective batch, use more
+    ranks (negatives are gathered across them) or a larger ``data.batch_size``.
+    """
 
     output_dir: str = "runs/default"
     steps: int = 100

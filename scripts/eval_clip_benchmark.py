@@ -9,12 +9,12 @@ Named so that it does not shadow the ``clip_benchmark`` package it imports.
 """
 
 import os
-import sys
+
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from clipmag.clip.benchmark import run_cli  # noqa: E402
+from clipmag.clip.benchmark import entry  # noqa: E402
 
 if __name__ == "__main__":
-    run_cli(sys.argv[1:])
+    entry()

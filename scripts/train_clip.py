@@ -1,4 +1,5 @@
-"""Train an open_clip model with a similarity head; no arguments trains the embedded digits run.
+"""Train an open_clip model with a similarity head (also ``clipmag-train-clip``); no arguments
+trains the embedded digits run.
 
     python scripts/train_clip.py                                   # embedded default, sym + cosine
     torchrun --nproc_per_node=2 scripts/train_clip.py --norm qnorm --loss i2t
@@ -11,8 +12,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from clipmag.clip.cli import main  # noqa: E402
-from clipmag.entry import run_entry_point  # noqa: E402
+from clipmag.clip.cli import entry  # noqa: E402
 
 if __name__ == "__main__":
-    run_entry_point(main)
+    entry()

@@ -5,6 +5,7 @@ usage: engine_worker.py OUTPUT_DIR LOCAL_BATCH [key=value ...]  (keys of ToyConf
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from clipmag import distributed as dist_utils  # noqa: E402
 from clipmag.config import build_config  # noqa: E402
 from clipmag.engine import train  # noqa: E402
+from clipmag.heads import head_from_config  # noqa: E402
+from clipmag.losses import infonce_from_config  # noqa: E402
 from clipmag.settings import HeadConfig, LossConfig, OptimConfig, TrainLoopConfig  # noqa: E402
 from toy_task import ToyTask  # noqa: E402
 
@@ -32,8 +35,9 @@ def main() -> None:
     output_dir, local_batch = sys.argv[1], int(sys.argv[2])
     cfg = build_config(ToyConfig, overrides=[f"train.output_dir={output_dir}", *sys.argv[3:]])
     ctx = dist_utils.init_distributed(cfg.train.device)
-    head = cfg.head.build()
-    task = ToyTask(head, cfg.loss.build(head), local_batch, cfg.train.seed, cfg.negatives, cfg.fail_at)
+    head = head_from_config(cfg.head)
+    loss_cfg = dataclasses.replace(cfg.loss, direction="q2d" if cfg.loss.direction == "auto" else cfg.loss.direction)
+    task = ToyTask(head, infonce_from_config(loss_cfg, head), local_batch, cfg.train.seed, cfg.negatives, cfg.fail_at)
     try:
         train(task, cfg.train, cfg.optim, cfg, ctx)
     finally:

@@ -15,6 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
+
+from clipmag.clip.model import load_clipmag
+from clipmag.head_record import HeadRecord
+from clipmag.results import read_results
 import torch
 
 from conftest import REPO, run_python, script_env
@@ -80,8 +84,14 @@ def test_shard_training_then_clip_benchmark_cli(tmp_path, digit_shards):
     proc = train(run, "data.source=shards", f"data.train_shards={digit_shards}/train/shard-{{000000..000002}}.tar",
                  f"data.val_shards={digit_shards}/test/shard-000000.tar", "data.batch_size=16", "train.steps=2", "--norm", "dnorm")
     assert "I->T R@1" in proc.stdout
-    results = json.loads((run / "results.json").read_text())
-    assert results["metrics"]["test_pairs"] == 100
+    results = read_results(run / "results.json")
+    assert results["metrics"]["test"]["test_pairs"] == 100 and results["run"]["front_end"] == "clip"
+    assert results["head"]["head"] == {"name": "dnorm"} and results["head"]["query_side"] == "image"
+    from_checkpoint, _, _ = load_clipmag(run / "checkpoints" / "latest.pt")
+    from_export, _, _ = load_clipmag(run / "export")
+    assert from_checkpoint.head_record() == from_export.head_record() == HeadRecord.from_dict(results["head"])
+    exported = from_export.state_dict()
+    assert all(torch.equal(value, exported[key]) for key, value in from_checkpoint.state_dict().items())
     for task, name, extra in (("zeroshot_retrieval", "digits_retrieval", ["--recall_k", "1", "5"]),
                               ("zeroshot_classification", "digits_classification", [])):
         out = tmp_path / f"cb_{name}.json"

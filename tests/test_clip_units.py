@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from clipmag.clip import embedded
-from clipmag.clip.data import ShardError, TensorBatches, validate_shards
+from clipmag.clip.data import ShardError, validate_shards
 from clipmag.clip.evaluate import caption_relevance, hardest_negative_norm_d, recall_at_k
 from clipmag.clip.model import ClipMagModel, ClipModelConfig, build_open_clip, export_open_clip, load_clipmag
-from clipmag.clip.task import parse_args
+from clipmag.clip.config import parse_args
 from clipmag.config import ConfigError
 from clipmag.heads import build_head
 from clipmag.losses import InfoNCE
@@ -31,15 +31,6 @@ def test_embedded_is_deterministic_and_captions_name_positions():
     c = embedded.build_embedded(n_train=500, n_test=50, n_per_class=3, seed=1)
     assert c.test.captions == a.test.captions and np.array_equal(c.test.images, a.test.images)
     assert a.test.pil(0).mode == "RGB"
-
-
-def test_tensor_batches_two_ranks_equal_one_rank_with_double_batch():
-    x = torch.arange(100)
-    one = TensorBatches((x,), batch_size=8, seed=3).batches(5)
-    r0 = TensorBatches((x,), batch_size=4, seed=3, rank=0, world_size=2).batches(5)
-    r1 = TensorBatches((x,), batch_size=4, seed=3, rank=1, world_size=2).batches(5)
-    for _ in range(30):  # crosses epoch boundaries (12 global batches per epoch)
-        assert torch.equal(next(one)[0], torch.cat([next(r0)[0], next(r1)[0]]))
 
 
 def test_recall_and_norm_effect_size_on_a_handmade_matrix():
@@ -103,8 +94,9 @@ def test_objective_sets_direction_and_query_side():
     assert (cfg.loss.direction, cfg.model.query_side) == ("q2d", "text")
     cfg = parse_args(["--loss", "sym", "--query-side", "text"])
     assert (cfg.loss.direction, cfg.model.query_side) == ("both", "text")
-    cfg = parse_args(["--loss", "i2t", "--query-side", "text"])
+    cfg = parse_args(["--loss", "i2t"])
     assert cfg.model.query_side == "image" and cfg.data.source == "embedded"
+    assert parse_args(["--loss", "sym"]).model.query_side == "image"
     assert parse_args(["--train-shards", "x/{0..1}.tar"]).data.source == "shards"
 
 
@@ -119,6 +111,8 @@ def test_objective_sets_direction_and_query_side():
         (["data.source=shards"], "needs data.train_shards"),
         (["--batch-size", "1"], "batch_size must be >= 2"),
         (["--bogus", "1"], "unknown flag --bogus"),
+        (["--loss", "i2t", "--query-side", "text"], "model.query_side=text contradicts objective=i2t"),
+        (["--loss", "sym", "loss.direction=q2d"], "loss.direction=q2d contradicts objective=sym"),
     ],
 )
 def test_bad_configs_fail_clearly(argv, message):

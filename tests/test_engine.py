@@ -8,6 +8,7 @@ import subprocess
 import pytest
 import torch
 
+from clipmag.head_record import HeadRecord
 from clipmag.checkpoint import load_checkpoint, resolve_resume
 from clipmag.run_logging import read_metrics
 from conftest import REPO, run_python
@@ -31,7 +32,8 @@ def test_run_writes_config_metrics_checkpoints_and_export(tmp_path):
     assert (tmp_path / "export" / "model.pt").is_file()
     ckpt = load_checkpoint(tmp_path / "checkpoints" / "latest.pt")
     assert ckpt["step"] == 8 and ckpt["samples_seen"] == 64
-    assert ckpt["head"]["name"] == "learnable" and ckpt["head"]["gq"] != 0.5
+    record = HeadRecord.from_dict(ckpt["head"])
+    assert record.head_name == "learnable" and record.head["gq"] != 0.5 and record.loss_direction == "q2d"
     records = read_metrics(tmp_path / "metrics.jsonl", "train")
     assert [r["step"] for r in records] == list(range(1, 9))
     assert {"loss", "lr", "gamma_q", "gamma_d", "q_norm_mean", "q_norm_cv", "d_norm_cv", "effective_temperature", "samples_per_s"} <= set(records[0])

@@ -61,7 +61,7 @@ def test_diagnostics_recorded(retrieval_by_head, scifact_small):
 
 
 def test_retrieval_ranking_depends_only_on_document_side(retrieval_by_head):
-    """paper.md Prop. 4.1 on real embeddings: qnorm = dot and dnorm = cosine, query by query."""
+    """docs/method.md Prop. 4.1 on real embeddings: qnorm = dot and dnorm = cosine, query by query."""
     runs = {n: read_trec_run(r["run_file"]) for n, r in retrieval_by_head.items()}
     order = lambda run, q: sorted(run[q], key=lambda d: -run[q][d])  # noqa: E731
     for qid in runs["cosine"]:

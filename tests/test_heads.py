@@ -95,7 +95,7 @@ def test_gradcheck(name):
 
 
 def test_gamma_gradient_is_minus_log_norm_times_score():
-    """d s / d gq = -ln|q| * s (paper.md section 1), seen through g = sigmoid(raw)."""
+    """d s / d gq = -ln|q| * s (docs/method.md section 1), seen through g = sigmoid(raw)."""
     head = build_head("learnable", gq=0.3, gd=0.6).double()
     q, d = _varied(1, 4, 10), _varied(1, 4, 11)
     s = head.score(q, d)[0, 0]

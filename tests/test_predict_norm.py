@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from text_retrieval.predict import fisher_condition, magnitude_fisher, main, predict_norm
+from text_retrieval.predict import fisher_condition, magnitude_fisher, predict_norm
+from text_retrieval.predict_cli import main
 
 N_PAIRS = 32
 WORDS = "open read write parse close send merge sort split join load save copy find list".split()
@@ -60,15 +61,17 @@ def _numbers(result: dict) -> dict:
 
 def test_predictors_are_finite_and_seeded(tiny_model_dir):
     queries, documents = _pairs()
-    first = predict_norm(_encoder(tiny_model_dir), queries, documents, seed=3, probe_steps=2, probe_batch_size=8, fisher_batch_size=8)
-    again = predict_norm(_encoder(tiny_model_dir), queries, documents, seed=3, probe_steps=2, probe_batch_size=8, fisher_batch_size=8)
+    small = {"probe_steps": 2, "probe_batch_size": 8, "fisher_batch_size": 8}
+    first = predict_norm(_encoder(tiny_model_dir), queries, documents, seed=3, **small)
+    again = predict_norm(_encoder(tiny_model_dir), queries, documents, seed=3, **small)
     cv, fisher = first["query_cv_ratio"], first["fisher"]
-    for value in (cv["dcv"], cv["cv_pretrained"], cv["cv_after_dnorm"], cv["cv_after_dot"], fisher["kappa_query"], fisher["kappa_document"]):
+    for value in (cv["dcv"], cv["cv_pretrained"], cv["cv_after_dnorm"], cv["cv_after_dot"],
+                  fisher["kappa_query"], fisher["kappa_document"]):
         assert math.isfinite(value) and value > 0
     assert fisher["kappa_query"] >= 1 and fisher["kappa_document"] >= 1
     assert cv["verdict"] in {"qnorm", "dnorm"} and fisher["verdict"] in {"qnorm", "dnorm"}
     assert _numbers(first) == _numbers(again)
-    other = predict_norm(_encoder(tiny_model_dir), queries, documents, seed=4, probe_steps=2, probe_batch_size=8, fisher_batch_size=8)
+    other = predict_norm(_encoder(tiny_model_dir), queries, documents, seed=4, **small)
     assert other["fisher"]["kappa_query"] != fisher["kappa_query"]  # the seed picks the batches
 
 
@@ -131,7 +134,8 @@ def test_equal_query_norms_make_the_query_fisher_singular():
 def test_command_writes_json(tiny_model_dir, tmp_path, capsys):
     queries, documents = _pairs(20)
     data = tmp_path / "pairs.jsonl"
-    data.write_text("".join(json.dumps({"query": a, "positive": b}) + "\n" for a, b in zip(queries, documents)), encoding="utf-8")
+    data.write_text("".join(json.dumps({"query": a, "positive": b}) + "\n" for a, b in zip(queries, documents)),
+                    encoding="utf-8")
     out = tmp_path / "predict.json"
     main(["--model", str(tiny_model_dir), "--data", str(data), "--n-pairs", "16", "--max-length", "32",
           "--probe-steps", "1", "--probe-batch-size", "8", "--fisher-batch-size", "8", "--output", str(out)])

@@ -9,15 +9,16 @@ import pytest
 from scipy import stats
 
 import toy_frontend
-from clipmag import sweep
-from clipmag.report import build_report
-from clipmag.report.collect import find_cells, tidy_rows
-from clipmag.report.tables import aggregate
+from clipmag.experiments import sweep
+from clipmag.frontends import FRONT_ENDS, FrontEnd
+from clipmag.experiments.report import build_report
+from clipmag.experiments.report.collect import find_cells, tidy_rows
+from clipmag.experiments.report.tables import aggregate
 
 
 @pytest.fixture
 def toy_kind(monkeypatch):
-    monkeypatch.setitem(sweep.FRONT_ENDS, "toy", ("toy_frontend:main", "unused.py"))
+    monkeypatch.setitem(FRONT_ENDS, "toy", FrontEnd("toy", "toy_frontend"))
     toy_frontend.CALLS.clear()
     toy_frontend.FAIL_ON.clear()
     yield
@@ -69,7 +70,7 @@ def test_report_tables_match_scipy_and_mark_the_best(tmp_path, toy_kind):
 
 
 def test_paired_t_test_uses_scipy(tmp_path):
-    from clipmag.report.tables import _paired_p
+    from clipmag.experiments.report.tables import _paired_p
 
     a, b = {0: 0.5, 1: 0.6, 2: 0.55}, {0: 0.4, 1: 0.45, 2: 0.5}
     assert _paired_p(a, b) == pytest.approx(stats.ttest_rel([0.5, 0.6, 0.55], [0.4, 0.45, 0.5]).pvalue)

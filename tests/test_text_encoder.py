@@ -88,7 +88,7 @@ def test_save_and_reload_restores_head_and_settings(tmp_path):
     enc.head = build_head("learnable", gq=0.3, gd=0.8)
     enc.save_pretrained(tmp_path)
     saved = json.loads((tmp_path / HEAD_FILE).read_text())
-    assert saved["pooling"] == "cls" and saved["head"]["name"] == "learnable" and saved["format_version"] == 1
+    assert saved["pooling"] == "cls" and saved["head"]["name"] == "learnable" and saved["format_version"] == 2
     back = TextEncoder.from_pretrained(tmp_path)
     assert (back.pooling, back.query_prefix, back.document_prefix) == ("cls", "q: ", "d: ")
     assert (back.query_max_length, back.document_max_length) == (32, TEST_MAX_LENGTH)

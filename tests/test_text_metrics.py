@@ -100,7 +100,7 @@ def test_faiss_search_matches_brute_force_head_scores(norm):
 
 
 def test_ranking_depends_only_on_document_side():
-    """paper.md Prop. 4.1: qnorm ranks as dot, dnorm ranks as cosine."""
+    """docs/method.md Prop. 4.1: qnorm ranks as dot, dnorm ranks as cosine."""
     docs, queries = _vectors(400, 16, 3), _vectors(30, 16, 4)
     doc_ids, qids = [f"d{i}" for i in range(400)], [f"q{i}" for i in range(30)]
     runs = {n: search(build_index(docs, build_head(n)), queries, qids, doc_ids, build_head(n), top_k=50) for n in ("cosine", "dot", "qnorm", "dnorm")}

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from clipmag.results import read_results
 import torch
 
 from clipmag.run_logging import read_metrics
@@ -67,12 +69,15 @@ def test_train_evaluate_export_and_reload(tiny_setup, tmp_path):
     out = tmp_path / "run"
     proc = _run(_args(tiny_setup, out, "--norm", "learnable", "optim.gamma_lr=0.05"))
     assert "NDCG@10" in proc.stdout and "MRR@10" in proc.stdout and "Recall@100" in proc.stdout
-    results = json.loads((out / "results.json").read_text())
-    assert results["head"]["name"] == "learnable" and results["head"]["gq"] != 0.5
-    assert 0.0 <= results["test"]["beir"]["NDCG@10"] <= 1.0
+    results = read_results(out / "results.json")
+    head = results["head"]  # the whole head record, learned gammas included
+    assert head["head"]["name"] == "learnable" and head["head"]["gq"] != 0.5 and head["loss_direction"] == "q2d"
+    assert head["pooling"] == "mean" and head["scale"] == pytest.approx(20.0)
+    assert results["run"]["front_end"] == "text" and results["checkpoint"].endswith("export")
+    assert 0.0 <= results["metrics"]["beir"]["NDCG@10"] <= 1.0 and "per_query" not in results["metrics"]["beir"]
     assert (out / "checkpoints" / "best.pt").is_file() and (out / "config.yaml").is_file()
     head_file = json.loads((out / "export" / "clipmag_head.json").read_text())
-    assert head_file["head"]["name"] == "learnable"
+    assert head_file == head
     record = read_metrics(out / "metrics.jsonl", "train")[0]
     assert {"loss", "lr", "gamma_q", "gamma_d", "q_norm_mean", "q_norm_cv", "d_norm_mean", "d_norm_cv", "effective_temperature", "samples_per_s"} <= set(record)
     assert any(r["kind"] == "eval" and "NDCG@10" in r for r in read_metrics(out / "metrics.jsonl"))
@@ -84,6 +89,13 @@ def test_train_evaluate_export_and_reload(tiny_setup, tmp_path):
     ours = TextEncoder.from_pretrained(out / "export").encode(texts, "document", show_progress=False)
     theirs = SentenceTransformer(str(out / "export"), device="cpu").encode(texts, convert_to_numpy=True)
     assert ours == pytest.approx(theirs, abs=1e-4)
+    from text_retrieval.evaluate import evaluate_paths
+
+    beir = tiny_setup / "beir"
+    (as_trained,) = evaluate_paths([str(out / "export")], [beir], tmp_path / "eval", show_progress=False)
+    (overridden,) = evaluate_paths([str(out / "export")], [beir], tmp_path / "eval", norm="dnorm", show_progress=False)
+    assert as_trained["config"]["head"] == head["head"] and overridden["config"]["head"] == {"name": "dnorm"}
+    assert as_trained["diagnostics"]["gamma_q"] == pytest.approx(head["head"]["gq"])
 
 
 def test_two_processes_match_one_process_with_doubled_batch(tiny_setup, tmp_path):
@@ -91,8 +103,8 @@ def test_two_processes_match_one_process_with_doubled_batch(tiny_setup, tmp_path
     _run(_args(tiny_setup, tmp_path / "one", *common))
     _run(_args(tiny_setup, tmp_path / "two", *common, "data.batch_size=4"), nproc=2)
     assert _losses(tmp_path / "two") == pytest.approx(_losses(tmp_path / "one"), rel=1e-3)
-    one = json.loads((tmp_path / "one" / "results.json").read_text())["test"]["beir"]["NDCG@10"]
-    two = json.loads((tmp_path / "two" / "results.json").read_text())["test"]["beir"]["NDCG@10"]
+    one = json.loads((tmp_path / "one" / "results.json").read_text())["metrics"]["beir"]["NDCG@10"]
+    two = json.loads((tmp_path / "two" / "results.json").read_text())["metrics"]["beir"]["NDCG@10"]
     assert two == pytest.approx(one, abs=1e-3)
 
 
@@ -111,8 +123,8 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tiny_setup, tmp_path):
     assert latest.exists(), "no checkpoint was written before the kill"
     _run(_args(tiny_setup, killed, *steps, "--resume", "latest"))
     assert _losses(killed) == pytest.approx(_losses(tmp_path / "full"), rel=1e-5)
-    full = json.loads((tmp_path / "full" / "results.json").read_text())["test"]["beir"]
-    again = json.loads((killed / "results.json").read_text())["test"]["beir"]
+    full = json.loads((tmp_path / "full" / "results.json").read_text())["metrics"]["beir"]
+    again = json.loads((killed / "results.json").read_text())["metrics"]["beir"]
     assert again["NDCG@10"] == pytest.approx(full["NDCG@10"], abs=1e-6)
 
 

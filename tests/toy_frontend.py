@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Sequence
+
+from clipmag.head_record import HeadRecord
+from clipmag.results import build_results, write_results
 
 CALLS: list[list[str]] = []
 FAIL_ON: set[str] = set()
@@ -19,5 +21,5 @@ def main(argv: Sequence[str]) -> None:
         (out / "checkpoints").mkdir(parents=True, exist_ok=True)
         raise KeyboardInterrupt(f"killed while running {opts['norm']}")
     score = {"cosine": 0.5, "dot": 0.4, "qnorm": 0.45, "dnorm": 0.48, "learnable": 0.47}[opts["norm"]] + 0.01 * int(opts["seed"])
-    result = {"test": {"toy": {"NDCG@10": score, "MRR@10": score - 0.1}}}
-    (out / "results.json").write_text(json.dumps(result))
+    record = build_results({"front_end": "toy"}, HeadRecord({"name": opts["norm"]}), str(out), {"toy": {"NDCG@10": score, "MRR@10": score - 0.1}}, {}, {})
+    write_results(record, out)

@@ -14,6 +14,7 @@ from torch import nn
 
 from clipmag import distributed as dist_utils
 from clipmag.diagnostics import magnitude_summary
+from clipmag.head_record import HeadRecord
 from clipmag.heads import SimilarityHead
 from clipmag.losses import InfoNCE
 
@@ -43,6 +44,9 @@ class TwoTower(nn.Module):
         out = self.loss(q, d)
         out.update(magnitude_summary(q, d[:, 0], self.head, float(out["scale"])))
         return out
+
+    def head_record(self) -> HeadRecord:
+        return HeadRecord(self.head.to_dict(), "query", self.loss.direction, float(self.loss.current_scale().detach()))
 
 
 class ToyTask:

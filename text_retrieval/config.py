@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -79,3 +80,10 @@ class TextConfig:
     loss: LossConfig = field(default_factory=LossConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainLoopConfig = field(default_factory=lambda: TrainLoopConfig(output_dir="runs/text/default"))
+
+
+def resolve_text_config(cfg: TextConfig) -> TextConfig:
+    """Derive what ``auto`` leaves open: the loss direction is the paper's ``q2d``."""
+    if cfg.loss.direction == "auto":
+        cfg = dataclasses.replace(cfg, loss=dataclasses.replace(cfg.loss, direction="q2d"))
+    return cfg

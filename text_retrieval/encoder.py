@@ -5,8 +5,8 @@ or :meth:`TextEncoder.encode`: stored embeddings stay raw so their norms remain 
 same vectors can be scored under any head. Scoring code calls ``head.transform_query`` /
 ``head.transform_document`` (or ``head.score``) itself.
 
-``save_pretrained`` writes the HF model and tokenizer, ``clipmag_head.json`` (head, pooling,
-prefixes, max lengths) and the sentence-transformers module files without a ``Normalize`` module,
+``save_pretrained`` writes the HF model and tokenizer, ``clipmag_head.json`` (the ``HeadRecord``:
+head, pooling, prefixes, max lengths) and the sentence-transformers module files without a ``Normalize`` module,
 so ``SentenceTransformer(folder)`` yields the same raw embeddings as :meth:`encode`.
 """
 
@@ -24,6 +24,7 @@ from torch import nn
 from tqdm.auto import tqdm
 from transformers import AutoModel, AutoTokenizer, BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
 
+from clipmag.head_record import HEAD_FILE, HeadRecord
 from clipmag.heads import SimilarityHead, build_head, head_from_dict
 from text_retrieval.packaged import resolve_model_name
 
@@ -33,8 +34,6 @@ __all__ = ["TextEncoder", "POOLINGS", "HEAD_FILE", "pool"]
 
 Side = Literal["query", "document"]
 POOLINGS = ("mean", "cls", "last")
-HEAD_FILE = "clipmag_head.json"
-FORMAT_VERSION = 1
 DEFAULT_MAX_LENGTH = 512
 _OVERRIDES = ("query_prefix", "document_prefix", "query_max_length", "document_max_length", "max_length", "head_settings")
 
@@ -110,15 +109,23 @@ class TextEncoder(nn.Module):
 
     # ------------------------------------------------------------------ loading
     @classmethod
-    def from_pretrained(cls, name_or_path: str | Path, norm: str | None = None, pooling: str | None = None, **overrides: Any) -> TextEncoder:
+    def from_pretrained(
+        cls,
+        name_or_path: str | Path,
+        norm: str | None = None,
+        pooling: str | None = None,
+        head: SimilarityHead | None = None,
+        **overrides: Any,
+    ) -> TextEncoder:
         """Load a Hugging Face model (folder or hub name) or a clipmag export.
 
         Settings come, in increasing priority, from: defaults (mean pooling, cosine head, max length
-        min(tokenizer limit, 512)), a sentence-transformers config in the folder, our
-        ``clipmag_head.json``, then the arguments. ``overrides`` accepts ``query_prefix``,
-        ``document_prefix``, ``query_max_length``, ``document_max_length``, ``max_length`` (both
-        sides), ``head_settings`` (e.g. ``{"gq": 0.3}`` for the learnable head) and
-        ``model_kwargs`` (passed to ``AutoModel.from_pretrained``).
+        min(tokenizer limit, 512)), a sentence-transformers config in the folder, the folder's
+        ``HeadRecord`` (``clipmag_head.json``), then the arguments. ``head`` is a ready-built head
+        (a trainer passes the one it configured; it is used as is); ``norm`` names a head instead.
+        ``overrides`` accepts ``query_prefix``, ``document_prefix``, ``query_max_length``,
+        ``document_max_length``, ``max_length`` (both sides), ``head_settings`` (e.g.
+        ``{"gq": 0.3}`` for the learnable head) and ``model_kwargs`` (for ``AutoModel``).
         """
         model_kwargs = dict(overrides.pop("model_kwargs", None) or {})
         unknown = set(overrides) - set(_OVERRIDES)
@@ -136,21 +143,21 @@ class TextEncoder(nn.Module):
         head_dict: dict[str, Any] = {"name": "cosine"}
         if folder.is_dir():
             settings.update(_sentence_transformers_defaults(folder))
-            if (folder / HEAD_FILE).is_file():
-                saved = _read_json(folder / HEAD_FILE)
-                head_dict = saved.get("head", head_dict)
-                settings.update({k: saved[k] for k in settings if k in saved})
+            if HeadRecord.exists(folder):
+                record = HeadRecord.read(folder)
+                head_dict = record.head
+                saved = record.to_dict()
+                settings.update({k: saved[k] for k in settings if saved.get(k) is not None})
         if "max_length" in overrides:
             overrides["query_max_length"] = overrides["document_max_length"] = overrides.pop("max_length")
         head_settings = overrides.pop("head_settings", None)
         settings.update({k: v for k, v in overrides.items() if v is not None})
         if pooling is not None:
             settings["pooling"] = pooling
-        if norm is not None and norm != head_dict.get("name"):
-            head_dict = {"name": norm}
-        if head_settings:
-            head_dict = {**head_dict, **head_settings}
-        head = head_from_dict(head_dict)
+        if head is None:
+            if norm is not None and norm != head_dict.get("name"):
+                head_dict = {"name": norm}
+            head = head_from_dict({**head_dict, **(head_settings or {})})
         logger.info("loaded %s: pooling=%s head=%s max_length=%d/%d", source, settings["pooling"], head.name,
                     settings["query_max_length"], settings["document_max_length"])
         return cls(model, tokenizer, head=head, name_or_path=source, **settings)
@@ -171,13 +178,13 @@ class TextEncoder(nn.Module):
             return self.document_prefix, self.document_max_length
         raise ValueError(f"side must be 'query' or 'document', got {side!r}")
 
-    def config_dict(self) -> dict[str, Any]:
+    def head_record(self) -> HeadRecord:
         """Everything besides the weights that determines the embeddings and scores."""
-        return {
-            "name_or_path": self.name_or_path, "pooling": self.pooling, "head": self.head.to_dict(),
-            "query_prefix": self.query_prefix, "document_prefix": self.document_prefix,
-            "query_max_length": self.query_max_length, "document_max_length": self.document_max_length,
-        }
+        return HeadRecord(
+            head=self.head.to_dict(), pooling=self.pooling, query_prefix=self.query_prefix,
+            document_prefix=self.document_prefix, query_max_length=self.query_max_length,
+            document_max_length=self.document_max_length, model_name=self.name_or_path,
+        )
 
     def weights_fingerprint(self) -> str:
         """Cheap digest of the weights (a strided sample of every tensor): changes when training does."""
@@ -254,15 +261,17 @@ class TextEncoder(nn.Module):
         self.model.gradient_checkpointing_enable(**kwargs)
 
     # ------------------------------------------------------------------ saving
-    def save_pretrained(self, directory: str | Path) -> None:
-        """HF model + tokenizer + ``clipmag_head.json`` + sentence-transformers files (no Normalize)."""
+    def save_pretrained(self, directory: str | Path, record: HeadRecord | None = None) -> None:
+        """HF model + tokenizer + ``clipmag_head.json`` + sentence-transformers files (no Normalize).
+
+        ``record`` is the trainer's fuller record (with the loss direction and scale); by default
+        the encoder's own.
+        """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
-        settings = {"format_version": FORMAT_VERSION, **self.config_dict()}
-        settings.pop("name_or_path")
-        (directory / HEAD_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+        (record or self.head_record()).write(directory)
         modules = [
             {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
             {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},

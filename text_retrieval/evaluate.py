@@ -1,7 +1,7 @@
 """Evaluation pipelines: retrieval (BEIR, BRIGHT) and STS, each scored with the encoder's own head.
 
 ``evaluate_retrieval`` and ``evaluate_sts`` are what a trainer calls for validation; they return
-flat metric keys (``NDCG@10`` ..., ``spearman`` ...) plus the magnitude diagnostics of paper.md
+flat metric keys (``NDCG@10`` ..., ``spearman`` ...) plus the magnitude diagnostics of docs/method.md
 section 3. ``evaluate_paths`` is the command-line pipeline: load, evaluate, write one JSON per
 model x dataset and a TREC run per retrieval set.
 

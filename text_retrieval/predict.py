@@ -3,19 +3,19 @@
 Two predictors, both cheap enough for a CPU (about a minute for MiniLM on 200 pairs at length 64):
 
 **Query-norm CV ratio (the paper's v1 predictor, operationalised as a probe).**
-paper.md section 3 defines ``dCV = CV(query norms under dnorm) / CV(query norms under dot)``
+docs/method.md section 3 defines ``dCV = CV(query norms under dnorm) / CV(query norms under dot)``
 after fine-tuning (Contriever 0.5-2x preferred qnorm, RetroMAE 4-9x preferred dnorm). The norms of
 an untuned model do not depend on the head, so we measure the ratio after a short *probe*: two
 copies of the encoder each take ``probe_steps`` AdamW steps (lr ``probe_lr``, betas 0.9/0.98,
 weight decay 0.01, gradient clipping 1.0, the paper's optimiser) of q2d InfoNCE (scale 20,
 in-batch negatives, batches of ``probe_batch_size`` seeded pairs) under ``dnorm`` and under
 ``dot``, with dropout off so the probe is deterministic and the token-embedding table frozen (its
-dense gradient would cost more than the rest of a CPU step; the norms come from the layers above). CV = std/mean of the raw query norms of
-all n probe queries, re-encoded after the probe. Verdict: ``dnorm`` when dCV exceeds
-``dcv_threshold`` (default sqrt(2 * 4) = 2.83, the geometric midpoint of the paper's two bands),
-else ``qnorm``. A probe of a few steps moves norms far less than 30k steps of fine-tuning, so its
-ratio stays near 1 unless the dnorm gradient spreads query norms quickly; the threshold is the
-paper's and has not been calibrated for a probe. The output says so.
+dense gradient would cost more than the rest of a CPU step; the norms come from the layers above).
+CV = std/mean of the raw query norms of all n probe queries, re-encoded after the probe.
+Verdict: ``dnorm`` when dCV exceeds ``dcv_threshold`` (default sqrt(2 * 4) = 2.83, the geometric
+midpoint of the paper's two bands), else ``qnorm``. A probe of a few steps moves norms far less
+than 30k steps of fine-tuning, so its ratio stays near 1 unless the dnorm gradient spreads query
+norms quickly; the threshold is the paper's and has not been calibrated for a probe. The output says so.
 
 **Log-magnitude Fisher condition number (our own definition; the paper's v2 is not public).**
 On the pretrained encoder (no training), embed the n pairs; rescale each side by the geometric
@@ -30,6 +30,8 @@ seeded batches of ``fisher_batch_size``. For each side the empirical Fisher is t
 A large ``kappa_s`` means the loss cannot tell that side's per-example magnitudes apart from a
 global temperature: its norms carry little learnable signal. Verdict: free the better-conditioned
 side - ``dnorm`` (query magnitude kept) when ``kappa_query < kappa_document``, else ``qnorm``.
+
+The command line (``scripts/predict_norm.py``) lives in :mod:`text_retrieval.predict_cli`.
 """
 
 from __future__ import annotations
@@ -38,10 +40,9 @@ import copy
 import logging
 import math
 import random
-import sys
 import time
-from pathlib import Path
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -103,8 +104,8 @@ def query_cv_probe(encoder: TextEncoder, queries: Sequence[str], documents: Sequ
     batches = _batches(len(queries), batch_size, seed)
     if not batches or steps < 1:
         raise ValueError(f"the probe needs steps >= 1 and at least 2 pairs, got steps={steps}, n={len(queries)}")
-    tokens = [(encoder.tokenize([queries[i] for i in b], "query"), encoder.tokenize([documents[i] for i in b], "document"))
-              for b in batches]
+    tokens = [(encoder.tokenize([queries[i] for i in b], "query"),
+               encoder.tokenize([documents[i] for i in b], "document")) for b in batches]
     if pretrained_queries is None:
         pretrained_queries = encoder.encode(queries, "query", show_progress=False)
     before = norm_stats(row_norms(pretrained_queries))
@@ -121,9 +122,9 @@ def query_cv_probe(encoder: TextEncoder, queries: Sequence[str], documents: Sequ
         "probe_losses": {head: after[head]["losses"] for head in after},
         "threshold": threshold,
         "verdict": "dnorm" if dcv > threshold else "qnorm",
-        "definition": (f"CV of the n query norms after {steps} AdamW steps (lr {lr}, batch {batch_size}) of q2d InfoNCE "
-                       f"under dnorm, divided by the same after the same steps under dot; verdict dnorm if > {threshold:.3g} "
-                       "(paper's band midpoint, not calibrated for a short probe)"),
+        "definition": (f"CV of the n query norms after {steps} AdamW steps (lr {lr}, batch {batch_size}) "
+                       "of q2d InfoNCE under dnorm, divided by the same after the same steps under dot; "
+                       f"verdict dnorm if > {threshold:.3g} (paper's band midpoint, not calibrated for a short probe)"),
     }
 
 
@@ -172,7 +173,14 @@ def fisher_condition(fisher: np.ndarray, ridge: float = 1e-3) -> dict[str, float
     eps = ridge * float(eig.mean())
     if not eig[-1] > 0:
         raise ValueError("the Fisher matrix is zero: the loss does not depend on the magnitudes of this data")
-    return {"kappa": float((eig[-1] + eps) / (eig[0] + eps)), "lambda_max": float(eig[-1]), "lambda_min": float(eig[0]), "eps": eps}
+    return {"kappa": float((eig[-1] + eps) / (eig[0] + eps)), "lambda_max": float(eig[-1]),
+            "lambda_min": float(eig[0]), "eps": eps}
+
+
+def _embed(encoder: TextEncoder, queries: Sequence[str], documents: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Raw query and document embeddings of the pairs, encoded once and shared by both predictors."""
+    return (encoder.encode(queries, "query", show_progress=False),
+            encoder.encode(documents, "document", show_progress=False))
 
 
 def fisher_predictor(encoder: TextEncoder, queries: Sequence[str], documents: Sequence[str], *, batch_size: int = 32,
@@ -186,7 +194,7 @@ def fisher_predictor(encoder: TextEncoder, queries: Sequence[str], documents: Se
     if not batches:
         raise ValueError(f"the Fisher predictor needs at least 2 pairs, got {len(queries)}")
     if embeddings is None:
-        embeddings = (encoder.encode(queries, "query", show_progress=False), encoder.encode(documents, "document", show_progress=False))
+        embeddings = _embed(encoder, queries, documents)
     fisher = magnitude_fisher(torch.from_numpy(embeddings[0]), torch.from_numpy(embeddings[1]), batches)
     conds = {side: fisher_condition(f, ridge) for side, f in fisher.items()}
     kq, kd = conds["query"]["kappa"], conds["document"]["kappa"]
@@ -201,8 +209,8 @@ def fisher_predictor(encoder: TextEncoder, queries: Sequence[str], documents: Se
         "verdict": "dnorm" if kq < kd else "qnorm",
         "definition": ("per side, 2x2 empirical Fisher of q2d InfoNCE (dot head, scale 20, in-batch negatives) w.r.t. "
                        "(a, b) in log|x| -> a + (1+b) log|x| at 0, norms rescaled to geometric mean 1; "
-                       "kappa = (lmax+eps)/(lmin+eps), eps = ridge*mean eigenvalue; dnorm if kappa_query < kappa_document "
-                       "(our definition, not the paper's)"),
+                       "kappa = (lmax+eps)/(lmin+eps), eps = ridge*mean eigenvalue; "
+                       "dnorm if kappa_query < kappa_document (our definition, not the paper's)"),
     }
 
 
@@ -214,10 +222,11 @@ def predict_norm(encoder: TextEncoder, queries: Sequence[str], documents: Sequen
         raise ValueError(f"{len(queries)} queries but {len(documents)} documents")
     torch.manual_seed(seed)
     start = time.perf_counter()
-    embeddings = (encoder.encode(queries, "query", show_progress=False), encoder.encode(documents, "document", show_progress=False))
+    embeddings = _embed(encoder, queries, documents)
     encode_seconds = time.perf_counter() - start
     start = time.perf_counter()
-    fisher = fisher_predictor(encoder, queries, documents, batch_size=fisher_batch_size, seed=seed, ridge=ridge, embeddings=embeddings)
+    fisher = fisher_predictor(encoder, queries, documents, batch_size=fisher_batch_size, seed=seed, ridge=ridge,
+                              embeddings=embeddings)
     fisher["seconds"] = time.perf_counter() - start
     start = time.perf_counter()
     logger.info("query-norm probe: %d steps under dnorm and under dot", probe_steps)
@@ -227,93 +236,7 @@ def predict_norm(encoder: TextEncoder, queries: Sequence[str], documents: Sequen
     settings = {"n_pairs": len(queries), "seed": seed, "pooling": encoder.pooling,
                 "query_max_length": encoder.query_max_length, "document_max_length": encoder.document_max_length,
                 "probe_steps": probe_steps, "probe_lr": probe_lr, "probe_batch_size": probe_batch_size,
-                "fisher_batch_size": fisher_batch_size, "ridge": ridge, "scale": SCALE, "encode_seconds": encode_seconds}
+                "fisher_batch_size": fisher_batch_size, "ridge": ridge, "scale": SCALE,
+                "encode_seconds": encode_seconds}
     return {"settings": settings, "query_cv_ratio": dcv, "fisher": fisher}
 
-
-# ---------------------------------------------------------------------------- command line
-EMBEDDED_ROOT = "runs/data/text-embedded"
-
-
-def load_probe_pairs(spec: str, n: int, seed: int = 0, split: str = "train") -> tuple[list[str], list[str]]:
-    """n seeded (query, positive) pairs from ``embedded``, a shard folder, a BEIR folder or a jsonl file."""
-    from text_retrieval.data.beir import is_beir_folder
-    from text_retrieval.data.pairs import pairs_from_beir, pairs_from_embedded, pairs_from_jsonl, shuffled
-    from text_retrieval.data.shards import TextShardStream
-
-    path = Path(spec)
-    if spec == "embedded":
-        samples = shuffled(pairs_from_embedded(EMBEDDED_ROOT), seed)
-    elif path.is_dir() and is_beir_folder(path):
-        samples = shuffled(pairs_from_beir(path, split), seed)
-    elif path.is_dir():
-        stream = TextShardStream(path, batch_size=min(n, TextShardStream(path, 1).num_samples), seed=seed)
-        batch = next(stream.batches(0))
-        samples = [{"query": q, "positive": p} for q, p in zip(batch["query"], batch["positive"])]
-    elif path.is_file():
-        samples = shuffled(pairs_from_jsonl(path), seed)
-    else:
-        raise FileNotFoundError(f"--data: {spec} is neither 'embedded', a folder (shards or BEIR) nor a jsonl file")
-    samples = samples[:n]
-    if len(samples) < 2:
-        raise ValueError(f"--data {spec}: need at least 2 pairs, found {len(samples)}")
-    return [s["query"] for s in samples], [s["positive"] for s in samples]
-
-
-def summary_lines(result: dict[str, Any]) -> list[str]:
-    """A plain-text summary of a :func:`predict_norm` result."""
-    s, c, f = result["settings"], result["query_cv_ratio"], result["fisher"]
-    return [
-        f"model {s.get('model')} on {s.get('data')}: {s['n_pairs']} pairs, max length {s['query_max_length']}, seed {s['seed']}",
-        f"query-norm CV ratio (paper v1, {s['probe_steps']}-step probe): dCV = {c['cv_after_dnorm']:.4f} / {c['cv_after_dot']:.4f}"
-        f" = {c['dcv']:.3f} (pretrained CV {c['cv_pretrained']:.4f}; threshold {c['threshold']:.2f}) -> {c['verdict']}"
-        f"  [{c['seconds']:.1f} s]",
-        f"log-magnitude Fisher (ours): kappa_query = {f['kappa_query']:.3g}, kappa_document = {f['kappa_document']:.3g}"
-        f" -> {f['verdict']}  [{f['seconds']:.1f} s]",
-        "the probe's threshold comes from the paper's fine-tuned ranges and is uncalibrated for a short probe;"
-        " the Fisher rule is our own definition - check both against a head sweep's winner",
-    ]
-
-
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """``predict_norm.py --model PATH --data DIR``: both predictors, JSON to --output (or stdout)."""
-    import argparse
-    import json
-
-    from text_retrieval.packaged import resolve_model_name
-
-    parser = argparse.ArgumentParser(prog="predict_norm.py", description="Predict whether qnorm or dnorm suits a pretrained encoder.")
-    parser.add_argument("--model", required=True, help="HF folder / hub name, or all-MiniLM-L6-v2 (packaged)")
-    parser.add_argument("--data", required=True, help="'embedded', a WebDataset shard folder, a BEIR folder or a pairs jsonl")
-    parser.add_argument("--split", default="train", help="qrels split of a BEIR folder (default: train)")
-    parser.add_argument("--n-pairs", type=int, default=200)
-    parser.add_argument("--max-length", type=int, default=64)
-    parser.add_argument("--pooling", default=None, help="mean | cls | last (default: the model's own)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--probe-steps", type=int, default=4)
-    parser.add_argument("--probe-lr", type=float, default=1e-4)
-    parser.add_argument("--probe-batch-size", type=int, default=16)
-    parser.add_argument("--fisher-batch-size", type=int, default=32)
-    parser.add_argument("--ridge", type=float, default=1e-3)
-    parser.add_argument("--dcv-threshold", type=float, default=DCV_THRESHOLD)
-    parser.add_argument("--output", default=None, help="write the JSON here instead of printing it")
-    args = parser.parse_args(argv)
-    if args.n_pairs < 2 or args.max_length < 2:
-        raise ValueError(f"--n-pairs and --max-length must be >= 2, got {args.n_pairs}, {args.max_length}")
-
-    queries, documents = load_probe_pairs(args.data, args.n_pairs, args.seed, args.split)
-    encoder = TextEncoder.from_pretrained(resolve_model_name(args.model), pooling=args.pooling, max_length=args.max_length)
-    start = time.perf_counter()
-    result = predict_norm(encoder, queries, documents, seed=args.seed, probe_steps=args.probe_steps, probe_lr=args.probe_lr,
-                          probe_batch_size=args.probe_batch_size, fisher_batch_size=args.fisher_batch_size,
-                          ridge=args.ridge, dcv_threshold=args.dcv_threshold)
-    result["settings"] = {"model": args.model, "data": args.data, **result["settings"],
-                          "seconds": time.perf_counter() - start, "torch_threads": torch.get_num_threads()}
-    text = json.dumps(result, indent=2)
-    if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(text + "\n", encoding="utf-8")
-    else:
-        print(text)  # stdout stays parseable JSON; the summary then goes to stderr
-    print("\n".join(summary_lines(result)), file=sys.stderr if not args.output else sys.stdout)
-    return result

@@ -1,40 +1,29 @@
 """Result records: one JSON per model x dataset (metrics, diagnostics, config, versions) and a table.
 
-A record is self-describing: it names the model, the head with its gammas, pooling, prefixes and
-max lengths, the dataset and its source, the library versions and the timings, so a number can be
-traced back without the command line that produced it.
+A record is self-describing: its ``config`` holds the model's head record (the head with its
+gammas, pooling, prefixes and max lengths) and the evaluation settings; it also names the dataset
+and its source, the library versions and the timings, so a number can be traced back without the
+command line that produced it.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import platform
-import re
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Sequence
 
+from clipmag.naming import slug
+from clipmag.results import package_versions
 from text_retrieval.data import RetrievalDataset, STSPairs
 from text_retrieval.encoder import TextEncoder
 from text_retrieval.metrics import METRICS
 
-__all__ = ["package_versions", "model_label", "build_record", "write_record", "format_table", "STS_METRICS"]
+__all__ = ["model_label", "build_record", "write_record", "format_table", "STS_METRICS"]
 
 STS_METRICS = ("spearman", "pearson", "spearman_reversed", "pearson_reversed", "asymmetry_gap")
 _GENERIC_NAMES = {"model", "models", "final", "best", "latest", "export", "checkpoint", "snapshot"}
-_PACKAGES = ("clipmag", "torch", "transformers", "sentence-transformers", "faiss-cpu", "pytrec-eval-terrier", "numpy", "scipy")
-
-
-def package_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in _PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
 
 
 def model_label(name_or_path: str) -> str:
@@ -57,7 +46,7 @@ def build_record(encoder: TextEncoder, dataset: RetrievalDataset | STSPairs, res
         "kind": dataset.kind,
         "metrics": {k: result[k] for k in keys},
         "diagnostics": result["diagnostics"],
-        "config": {**encoder.config_dict(), **config, "data_source": dataset.source},
+        "config": {**encoder.head_record().to_dict(), **config, "data_source": dataset.source},
         "versions": package_versions(),
         "timings": result["timings"],
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -69,15 +58,11 @@ def build_record(encoder: TextEncoder, dataset: RetrievalDataset | STSPairs, res
     return record
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_") or "x"
-
-
 def write_record(record: dict[str, Any], output: str | Path) -> Path:
     """Write ``<output>/<model>__<dataset>__<head>.json`` and return its path."""
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
-    path = output / f"{_slug(model_label(record['model']))}__{_slug(record['dataset'])}__{record['config']['head']['name']}.json"
+    path = output / f"{slug(model_label(record['model']))}__{slug(record['dataset'])}__{record['config']['head']['name']}.json"
     path.write_text(json.dumps(record, indent=2, allow_nan=True) + "\n", encoding="utf-8")
     return path
 

@@ -16,7 +16,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import time
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -27,6 +26,7 @@ import torch
 from tqdm.auto import tqdm
 
 from clipmag.heads import SimilarityHead
+from clipmag.naming import slug
 from text_retrieval.encoder import TextEncoder
 from text_retrieval.metrics import Run
 
@@ -66,7 +66,7 @@ def corpus_cache_key(encoder: TextEncoder, dataset_name: str, dataset_fingerprin
         "corpus": dataset_fingerprint,
     }
     digest = hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
-    model_tag = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(encoder.name_or_path.rstrip("/")).name) or "model"
+    model_tag = slug(Path(encoder.name_or_path.rstrip("/")).name, fallback="model")
     return f"{dataset_name}__{model_tag}__{digest}", identity
 
 
@@ -137,7 +137,7 @@ def search(
 
     The index is searched with the *raw* query and the scores are then multiplied by the query
     side's positive factor ``|q|^-gq``. That gives the head's scores, and makes the ranking depend
-    on the document side alone bit for bit (paper.md Prop. 4.1: qnorm ranks exactly as dot, dnorm
+    on the document side alone bit for bit (docs/method.md Prop. 4.1: qnorm ranks exactly as dot, dnorm
     exactly as cosine), where transforming the query first would let float rounding reorder
     near-ties deep in the list.
 

@@ -3,23 +3,26 @@
 ``infonce``: (query, positive, hard negatives) from WebDataset shards, InfoNCE in the configured
 direction (paper default q2d, scale 20) with negatives gathered across ranks.
 ``sts``: (text_a, text_b, gold in [0, 1]) pairs and an MSE loss on ``sts_scale * head.paired(a, b)``
-(paper.md section 4: scale 1 for cosine, 0.01 on unnormalised scores), the symmetric-task
+(docs/method.md section 4: scale 1 for cosine, 0.01 on unnormalised scores), the symmetric-task
 experiment where asymmetric heads are expected to fail.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Iterator
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from clipmag import distributed as dist_utils
+from clipmag.batching import SeededBatches, rank_slice
 from clipmag.diagnostics import magnitude_summary
-from clipmag.losses import InfoNCE
+from clipmag.head_record import HeadRecord
+from clipmag.heads import SimilarityHead, head_from_config
+from clipmag.losses import InfoNCE, infonce_from_config
 from text_retrieval.config import TextConfig
 from text_retrieval.data import STSPairs, load_eval_datasets, load_sts_file
 from text_retrieval.data.embedded import build_embedded
@@ -27,6 +30,7 @@ from text_retrieval.data.shards import TextShardStream
 from text_retrieval.encoder import TextEncoder
 from text_retrieval.evaluate import evaluate_retrieval, evaluate_sts
 
+TABLE_KEYS = ("NDCG@10", "MRR@10", "Recall@100", "spearman", "spearman_reversed", "asymmetry_gap")
 EMBEDDED_PREFIX = "embedded:"
 EMBEDDED_KEYS = {"train": "train_shards", "indomain": "indomain", "outdomain": "outdomain", "sts": "sts_test", "sts_train": "sts_train"}
 
@@ -36,8 +40,20 @@ class BiEncoder(nn.Module):
 
     def __init__(self, encoder: TextEncoder, loss: InfoNCE, objective: str, hard_negatives: int, sts_scale: float) -> None:
         super().__init__()
+        if loss.head is not encoder.head:
+            raise ValueError("BiEncoder: the loss must score with the encoder's own head")
         self.encoder, self.loss = encoder, loss
         self.objective, self.hard_negatives, self.sts_scale = objective, hard_negatives, sts_scale
+
+    @property
+    def head(self) -> SimilarityHead:
+        return self.encoder.head
+
+    def head_record(self) -> HeadRecord:
+        """The encoder's record plus the loss it trains with."""
+        scale = self.sts_scale if self.objective == "sts" else float(self.loss.current_scale().detach())
+        direction = None if self.objective == "sts" else self.loss.direction
+        return dataclasses.replace(self.encoder.head_record(), loss_direction=direction, scale=scale)
 
     def _embed(self, texts: list[str], side: str) -> torch.Tensor:
         tokens = self.encoder.tokenize(texts, side)  # type: ignore[arg-type]
@@ -79,7 +95,9 @@ def default_sts_scale(head_name: str) -> float:
 
 
 class TextRetrievalTask:
-    """Builds the encoder, streams the training data, validates and exports."""
+    """Builds the encoder, streams the training data, validates, exports and tests."""
+
+    front_end = "text"
 
     def __init__(self, cfg: TextConfig, ctx: dist_utils.DistributedContext) -> None:
         self.cfg, self.ctx = cfg, ctx
@@ -123,23 +141,24 @@ class TextRetrievalTask:
     def train_batches(self, start_step: int) -> Iterator[dict[str, Any]]:
         d, rank, world = self.cfg.data, self.ctx.rank, self.ctx.world_size
         seed = self.cfg.train.seed
+        train = self.resolve(d.train)
         if d.objective == "sts":
-            return _pair_batches(load_sts_file(self.resolve(d.train)), d.batch_size, seed, rank, world, start_step)
+            return _pair_batches(load_sts_file(train), d.batch_size, seed, rank, world, start_step)
         if d.split_by_rank:
-            stream = TextShardStream(self.resolve(d.train), d.batch_size, seed, rank, world, d.num_workers, d.allow_corrupt_shards)
+            stream = TextShardStream(train, d.batch_size, seed, rank, world, d.num_workers, d.allow_corrupt_shards)
             return stream.batches(start_step)
-        stream = TextShardStream(self.resolve(d.train), d.batch_size * world, seed, 0, 1, d.num_workers, d.allow_corrupt_shards)
+        # one stream of global batches, cut by rank like SeededBatches cuts its permutation
+        stream = TextShardStream(train, d.batch_size * world, seed, 0, 1, d.num_workers, d.allow_corrupt_shards)
         return (_slice(batch, rank, d.batch_size) for batch in stream.batches(start_step))
 
     # ---- model -------------------------------------------------------------------------------
     def build_encoder(self) -> TextEncoder:
         m = self.cfg.model
         encoder = TextEncoder.from_pretrained(
-            m.name_or_path, norm=self.cfg.head.name, pooling=m.pooling,
+            m.name_or_path, head=head_from_config(self.cfg.head), pooling=m.pooling,
             query_prefix=m.query_prefix, document_prefix=m.document_prefix,
             query_max_length=m.query_max_length, document_max_length=m.document_max_length,
         )
-        encoder.head = self.cfg.head.build()  # the configured head, with its starting gammas
         pooler = getattr(encoder.model, "pooler", None)
         if isinstance(pooler, nn.Module):
             # BERT's pooler never feeds our pooling; frozen, DDP does not wait for its gradients.
@@ -151,7 +170,8 @@ class TextRetrievalTask:
     def build_model(self) -> nn.Module:
         encoder = self.build_encoder()
         sts_scale = self.cfg.data.sts_scale or default_sts_scale(self.cfg.head.name)
-        return BiEncoder(encoder, self.cfg.loss.build(encoder.head), self.cfg.data.objective, self.cfg.data.hard_negatives, sts_scale)
+        loss = infonce_from_config(self.cfg.loss, encoder.head)
+        return BiEncoder(encoder, loss, self.cfg.data.objective, self.cfg.data.hard_negatives, sts_scale)
 
     # ---- evaluation and export ---------------------------------------------------------------
     def evaluate_sets(self, encoder: TextEncoder, datasets: list[Any], keep_norms: bool = False) -> dict[str, dict[str, Any]]:
@@ -176,31 +196,38 @@ class TextRetrievalTask:
         return flat
 
     def test(self, encoder: TextEncoder) -> dict[str, dict[str, Any]]:
-        """Results on the configured test sets."""
+        """Results on the configured test sets (per-query scores dropped: they are in the run files)."""
         sets = [ds for spec in self.cfg.data.test for ds in self._load(spec, self.cfg.data.test_split)]
-        return self.evaluate_sets(encoder, sets, keep_norms=True)
+        results = self.evaluate_sets(encoder, sets, keep_norms=True)
+        return {name: {k: v for k, v in r.items() if k != "per_query"} for name, r in results.items()}
 
-    def export(self, model: nn.Module, directory: Path) -> None:
-        model.encoder.save_pretrained(directory)
+    def export(self, model: BiEncoder, directory: Path) -> None:
+        model.encoder.save_pretrained(directory, record=model.head_record())
+
+    def load_export(self, directory: Path) -> TextEncoder:
+        """The export as a user loads it: the head and settings come from its ``clipmag_head.json``."""
+        return TextEncoder.from_pretrained(directory)
+
+    def run_identity(self) -> dict[str, Any]:
+        return {"objective": self.cfg.data.objective, "model": self.cfg.model.name_or_path}
+
+    def format_results(self, metrics: dict[str, dict[str, Any]]) -> str:
+        """One row per test set, the metrics it has."""
+        lines = [f"test results (head: {self.cfg.head.name})"]
+        for name, result in metrics.items():
+            cells = [f"{k} {result[k]:.4f}" for k in TABLE_KEYS if isinstance(result.get(k), float)]
+            lines.append(f"  {name:<24} " + "  ".join(cells))
+        return "\n".join(lines)
 
 
 def _slice(batch: dict[str, list], rank: int, size: int) -> dict[str, list]:
-    return {k: v[rank * size : (rank + 1) * size] for k, v in batch.items()}
+    part = rank_slice(rank, size)
+    return {k: v[part] for k, v in batch.items()}
 
 
-def _pair_batches(pairs: STSPairs, batch_size: int, seed: int, rank: int, world: int, start_step: int) -> Iterator[dict[str, Any]]:
-    """Endless seeded epochs over scored pairs; global batch ``batch_size * world`` sliced by rank.
-
-    Step t of epoch e is fully determined by (seed, e, t), so resuming at ``start_step`` is exact.
-    """
-    global_size = batch_size * world
-    per_epoch = len(pairs) // global_size
-    if per_epoch == 0:
-        raise ValueError(f"{pairs.name}: {len(pairs)} pairs are fewer than one global batch of {global_size}")
-    step = start_step
-    while True:
-        epoch, within = divmod(step, per_epoch)
-        order = np.random.default_rng([seed, epoch]).permutation(len(pairs))
-        rows = order[within * global_size : (within + 1) * global_size][rank * batch_size : (rank + 1) * batch_size]
-        yield {"text_a": [pairs.a[i] for i in rows], "text_b": [pairs.b[i] for i in rows], "score": [float(pairs.scores[i]) for i in rows]}
-        step += 1
+def _pair_batches(pairs: STSPairs, batch_size: int, seed: int, rank: int, world: int,
+                  start_step: int) -> Iterator[dict[str, Any]]:
+    """Endless seeded epochs over scored pairs, global batches sliced by rank; exact on resume."""
+    batches = SeededBatches(len(pairs), batch_size, seed, rank, world, what=pairs.name)
+    return ({"text_a": [pairs.a[i] for i in rows], "text_b": [pairs.b[i] for i in rows],
+             "score": [float(pairs.scores[i]) for i in rows]} for rows in batches.stream(start_step))

@@ -55,3 +55,8 @@ def run_cli(argv: Sequence[str]) -> None:
     finally:
         sys.argv = saved
     print(COSINE_NOTE, flush=True)
+
+
+def entry() -> None:
+    """Console script ``clipmag-eval-clip-benchmark``: CLIP-benchmark's CLI with our model type."""
+    run_cli(sys.argv[1:])

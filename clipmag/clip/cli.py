@@ -1,15 +1,29 @@
-"""Command-line entry of the image-text trainer (``scripts/train_clip.py``, sweeps in-process).
+"""Command line of the image-text trainer (``scripts/train_clip.py``, ``clipmag-train-clip``, sweeps).
 
 ``main(argv)`` parses ``[--config YAML] [--flag value ...] [key=value ...]`` into a checked
-``ClipConfig`` and trains; under torchrun every rank calls it. Returns the final metrics.
+``ClipConfig`` and hands it to the core run driver; under torchrun every rank calls it.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
-from .task import parse_args, run
+from clipmag.entry import run_entry_point
+from clipmag.run import run_training
+
+from .config import parse_args
+from .task import ClipTask
 
 
-def main(argv: Sequence[str]) -> dict[str, float]:
-    return run(parse_args(argv))
+def main(argv: Sequence[str]) -> dict[str, Any]:
+    """Train, test the export and write ``results.json``; returns the results record (rank 0)."""
+    return run_training(parse_args(argv), ClipTask)
+
+
+def entry() -> None:
+    """Console script ``clipmag-train-clip``."""
+    run_entry_point(main)
+
+
+if __name__ == "__main__":  # torchrun -m clipmag.clip.cli
+    entry()

@@ -9,36 +9,36 @@ and tokenizers are reused as they are; two things differ on purpose:
 
 - Errors fail loudly. open_clip logs and skips unreadable samples (``log_and_continue``), which
   with resampling can spin forever on a folder of broken shards. Here every shard is checked
-  before training starts and a read error during training raises ``ShardError`` naming the shard.
+  before training starts, and shards are read through ``clipmag.shards.read_samples`` (the reader
+  the text front end uses too): a read error, or a shard with fewer samples than ``sizes.json``
+  declares, raises ``ShardError`` naming the shard.
 - Determinism per rank. The shard draw is seeded with ``(seed, rank, worker)`` and the batch
   stream can start at any micro-batch (fast-forward), so a resumed run sees the same data.
 
-``TensorBatches`` serves data that fits in memory (the embedded set): a seeded permutation per
-epoch, global batches cut into per-rank slices, so N ranks with batch b see exactly the batches of
-one rank with batch N*b.
+Data that fits in memory (the embedded set) is batched by ``clipmag.batching.SeededBatches``.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
-import tarfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal
+from typing import Any, Literal
 
 import torch
 import webdataset as wds
-from open_clip_train.data import ResampledShards2, expand_urls, filter_no_caption_or_no_image, get_dataset_size
+from open_clip_train.data import ResampledShards2, filter_no_caption_or_no_image, get_dataset_size
 from torch.utils.data import get_worker_info
+
+from clipmag.shards import ShardError, declared_sizes, expand_shards, read_samples
 
 logger = logging.getLogger("clipmag")
 
 IMAGE_EXTENSIONS = ("jpg", "png", "jpeg", "webp")
-
-
-class ShardError(ValueError):
-    """A shard that is missing, not a tar file, or holds no image-caption sample."""
+CHECKED_SAMPLES = 256  # how far into a shard validate_shards looks for an image-caption sample
 
 
 @dataclass
@@ -73,49 +73,59 @@ def _is_remote(url: str) -> bool:
     return "://" in url or url.startswith("pipe:")
 
 
+def _has_image_and_caption(sample: dict[str, Any]) -> bool:
+    return "txt" in sample and any(ext in sample for ext in IMAGE_EXTENSIONS)
+
+
 def validate_shards(pattern: str, what: str = "data.train_shards") -> list[str]:
-    """Expand ``pattern`` and check that every local shard is a tar with an image-caption sample."""
-    try:
-        urls, _ = expand_urls(pattern)
-    except Exception as err:  # braceexpand raises on malformed patterns
-        raise ShardError(f"{what}: cannot expand {pattern!r}: {err}") from None
-    if not urls:
-        raise ShardError(f"{what}: {pattern!r} names no shards")
+    """Expand ``pattern`` and check that every local shard is a tar with an image-caption sample,
+    so that a bad path fails before the model is built rather than inside a DataLoader worker."""
+    urls = expand_shards(pattern, what)
     for url in urls:
         if _is_remote(url):
             continue
-        path = Path(url)
-        if not path.is_file():
+        if not Path(url).is_file():
             raise ShardError(f"{what}: shard not found: {url}")
         try:
-            with tarfile.open(path) as tar:
-                suffixes: dict[str, set[str]] = {}
-                for i, member in enumerate(tar):
-                    key, _, ext = Path(member.name).name.partition(".")
-                    suffixes.setdefault(str(Path(member.name).parent / key), set()).add(ext.lower())
-                    if any("txt" in s and s & set(IMAGE_EXTENSIONS) for s in suffixes.values()):
-                        break
-                    if i >= 256:
-                        raise ShardError(f"{what}: {url}: no image-caption sample among its first 256 files")
-                else:
-                    raise ShardError(
-                        f"{what}: {url} holds no sample with an image ({'/'.join(IMAGE_EXTENSIONS)}) and a caption (txt)"
-                    )
-        except (tarfile.TarError, OSError, EOFError) as err:
-            raise ShardError(f"{what}: {url} is not a readable tar file ({type(err).__name__}: {err})") from None
+            found = any(_has_image_and_caption(s) for s in itertools.islice(read_samples(url), CHECKED_SAMPLES))
+        except ShardError as err:
+            raise ShardError(f"{what}: {err}") from None
+        if not found:
+            raise ShardError(f"{what}: {url} holds no sample with an image ({'/'.join(IMAGE_EXTENSIONS)}) and a "
+                             f"caption (txt) among its first {CHECKED_SAMPLES} samples")
     return urls
 
 
-def _dataset_size(pattern: str, urls: list[str]) -> tuple[int | None, int]:
-    """open_clip's sample count (``sizes.json`` / ``__len__``); None when not recorded."""
+def _dataset_size(pattern: str, urls: list[str]) -> int | None:
+    """Recorded sample count: ``sizes.json`` beside the shards, else open_clip's other record (a
+    ``__len__`` file); None when there is neither."""
+    declared = declared_sizes(urls)
+    if all(url in declared for url in urls):
+        return sum(declared[url] for url in urls)
     try:
-        return get_dataset_size(pattern)
-    except (KeyError, ValueError, OSError):
-        return None, len(urls)
+        return get_dataset_size(pattern)[0]
+    except (KeyError, ValueError, OSError, SyntaxError):
+        return None
 
 
-def _raise_shard_error(exn: Exception) -> bool:
-    raise ShardError(f"reading WebDataset shards failed: {exn!r}") from exn
+class _ShardSamples:
+    """Pipeline stage ``{"url": ...}`` -> samples through the shared reader, which names a broken
+    shard and checks counts against ``sizes.json``; an object, so DataLoader workers can pickle it."""
+
+    def __init__(self, urls: list[str]) -> None:
+        self.sizes = declared_sizes([url for url in urls if not _is_remote(url)])
+
+    def __call__(self, shards: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for shard in shards:
+            yield from read_samples(shard["url"], self.sizes.get(shard["url"]))
+
+
+def _raise_decode_error(exn: Exception) -> bool:
+    """webdataset's decode handler: a sample that does not decode is an error naming its shard
+    (webdataset's ``DecodingError`` carries the url and key), never a sample silently skipped."""
+    cause = exn.__cause__ or exn
+    where = f"corrupt shard {getattr(exn, 'url', None) or '(unknown)'}: sample {getattr(exn, 'key', None)!r}"
+    raise ShardError(f"{where} does not decode ({type(cause).__name__}: {cause})") from exn
 
 
 class _WorkerSeed:
@@ -143,7 +153,7 @@ class ShardStream:
     def __init__(self, pattern: str, preprocess: Callable, tokenizer: Callable, batch_size: int, seed: int,
                  rank: int = 0, workers: int = 0, shuffle_buffer: int = 1000) -> None:
         self.pattern, self.urls = pattern, validate_shards(pattern)
-        self.num_samples, self.num_shards = _dataset_size(pattern, self.urls)
+        self.num_samples, self.num_shards = _dataset_size(pattern, self.urls), len(self.urls)
         self.preprocess, self.tokenizer = preprocess, tokenizer
         self.batch_size, self.seed, self.rank = batch_size, seed, rank
         self.workers, self.shuffle_buffer = workers, shuffle_buffer
@@ -152,10 +162,11 @@ class ShardStream:
     def _pipeline(self) -> wds.DataPipeline:
         return wds.DataPipeline(
             ResampledShards2(self.pattern, deterministic=True, worker_seed=_WorkerSeed(self.seed, self.rank)),
-            wds.tarfile_to_samples(handler=_raise_shard_error),
-            wds.shuffle(self.shuffle_buffer, initial=min(self.shuffle_buffer, 100), rng=random.Random(self.seed * 7919 + self.rank)),
+            _ShardSamples(self.urls),
+            wds.shuffle(self.shuffle_buffer, initial=min(self.shuffle_buffer, 100),
+                        rng=random.Random(self.seed * 7919 + self.rank)),
             wds.select(filter_no_caption_or_no_image),
-            wds.decode("pilrgb", handler=_raise_shard_error),
+            wds.decode("pilrgb", handler=_raise_decode_error),
             wds.rename(image=";".join(IMAGE_EXTENSIONS), text="txt"),
             wds.map_dict(image=self.preprocess, text=_Tokenize(self.tokenizer)),
             wds.to_tuple("image", "text"),
@@ -176,9 +187,9 @@ def read_eval_shards(pattern: str, preprocess: Callable) -> tuple[torch.Tensor, 
     urls = validate_shards(pattern, what="data.val_shards")
     pipeline = wds.DataPipeline(
         wds.SimpleShardList(urls),
-        wds.tarfile_to_samples(handler=_raise_shard_error),
+        _ShardSamples(urls),
         wds.select(filter_no_caption_or_no_image),
-        wds.decode("pilrgb", handler=_raise_shard_error),
+        wds.decode("pilrgb", handler=_raise_decode_error),
     )
     images, captions, labels = [], [], []
     for sample in pipeline:
@@ -189,42 +200,3 @@ def read_eval_shards(pattern: str, preprocess: Callable) -> tuple[torch.Tensor, 
     if not images:
         raise ShardError(f"data.val_shards: {pattern!r} yielded no samples")
     return torch.stack(images), captions, torch.tensor(labels, dtype=torch.long)
-
-
-class TensorBatches:
-    """Deterministic batches over in-memory tensors, sliced per rank from a global batch."""
-
-    def __init__(self, tensors: tuple[torch.Tensor, ...], batch_size: int, seed: int, rank: int = 0, world_size: int = 1) -> None:
-        n = tensors[0].shape[0]
-        if any(t.shape[0] != n for t in tensors):
-            raise ValueError("TensorBatches: all tensors need the same first dimension")
-        self.global_batch = batch_size * world_size
-        if self.global_batch > n:
-            raise ValueError(f"global batch {self.global_batch} exceeds the {n} training samples")
-        self.tensors, self.batch_size, self.seed, self.rank = tensors, batch_size, seed, rank
-        self.per_epoch = n // self.global_batch
-
-    def batch(self, step: int, perm_cache: dict[int, torch.Tensor] | None = None) -> tuple[torch.Tensor, ...]:
-        epoch, j = divmod(step, self.per_epoch)
-        cache = perm_cache if perm_cache is not None else {}
-        if epoch not in cache:
-            cache.clear()
-            gen = torch.Generator().manual_seed(self.seed * 100_003 + epoch)
-            cache[epoch] = torch.randperm(self.tensors[0].shape[0], generator=gen)
-        start = j * self.global_batch + self.rank * self.batch_size
-        idx = cache[epoch][start : start + self.batch_size]
-        return tuple(t[idx] for t in self.tensors)
-
-    def batches(self, start_step: int = 0) -> Iterator[tuple[torch.Tensor, ...]]:
-        cache: dict[int, torch.Tensor] = {}
-        step = start_step
-        while True:
-            yield self.batch(step, cache)
-            step += 1
-
-
-def describe(pattern: str) -> dict[str, Any]:
-    """Shard count and sample count (if recorded) of ``pattern``."""
-    urls, _ = expand_urls(pattern)
-    samples, shards = _dataset_size(pattern, urls)
-    return {"shards": shards, "samples": samples}

@@ -1,4 +1,4 @@
-"""Head-aware image-text evaluation: the columns of paper.md section 5, plus zero-shot accuracy.
+"""Head-aware image-text evaluation: the columns of docs/method.md section 5, plus zero-shot accuracy.
 
 Stock CLIP evaluation (and CLIP-benchmark) L2-normalises both towers, so it measures cosine
 whatever the model was trained with. Here every number is computed twice: with cosine and with the
@@ -10,7 +10,7 @@ Matches. A text is a correct answer for an image when its caption is identical t
 caption (with unique captions this is plain index matching; with repeated captions no duplicate
 is counted as a miss).
 
-Cohen's d of norms (paper.md section 3 asks us to define the unmatched set). For every query we
+Cohen's d of norms (docs/method.md section 3 asks us to define the unmatched set). For every query we
 compare the raw norm of its matched candidate with that of its *hardest unmatched* candidate (the
 highest-cosine non-match): one value per query in each group. d > 0 means matched candidates are
 longer than the distractors cosine confuses them with, i.e. magnitude carries retrieval signal.

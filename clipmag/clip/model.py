@@ -2,7 +2,7 @@
 
 Stock open_clip L2-normalises both towers inside ``forward`` and so can only train cosine. Here the
 towers are called with ``normalize=False`` and the raw features go to ``InfoNCE``, whose head
-decides how much of each side's magnitude survives (paper.md section 1). Which tower is the
+decides how much of each side's magnitude survives (docs/method.md section 1). Which tower is the
 *query* follows the objective: the image for ``i2t``, the text for ``t2i``; ``sym`` trains both
 softmax axes and takes the query side from the config.
 
@@ -16,6 +16,7 @@ and writes the head to ``clipmag_head.json`` beside the weights.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -29,14 +30,15 @@ from torch import nn
 
 import open_clip
 from clipmag.config import ConfigError
+from clipmag.resources import packaged_configs
 from clipmag.diagnostics import magnitude_summary
+from clipmag.head_record import HeadRecord
 from clipmag.heads import SimilarityHead
 from clipmag.losses import InfoNCE
 
 logger = logging.getLogger("clipmag")
 
-MODEL_CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "clip" / "models"
-HEAD_FILE = "clipmag_head.json"
+MODEL_CONFIG_DIR = packaged_configs() / "clip" / "models"
 WEIGHTS_FILE = "open_clip_pytorch_model.bin"
 OPEN_CLIP_CONFIG_FILE = "open_clip_config.json"
 HEAD_PREFIX = "clipmag_head."
@@ -51,12 +53,12 @@ class ClipModelConfig:
     (``clipmag-tiny``) or a path to an open_clip JSON model config. ``pretrained``: an open_clip
     tag (needs its weights in the local cache: nothing is downloaded) or a local checkpoint
     (ours or open_clip's); ``None`` is random init. ``query_side`` is the query tower of the
-    ``sym`` objective (``i2t`` / ``t2i`` fix it).
+    ``sym`` objective (``auto``: image); ``i2t`` / ``t2i`` fix it.
     """
 
     name: str = "clipmag-tiny"
     pretrained: str | None = None
-    query_side: Side = "image"
+    query_side: Literal["auto", "image", "text"] = "auto"
 
 
 def register_model_configs(directory: str | Path = MODEL_CONFIG_DIR) -> None:
@@ -186,18 +188,15 @@ class ClipMagModel(nn.Module):
             mapped["clip.logit_scale"] = self.loss.log_scale.detach().clone().reshape(self.clip.logit_scale.shape)
         return super().load_state_dict(mapped, strict=strict, assign=assign)
 
-    def head_record(self) -> dict[str, Any]:
+    def head_record(self) -> HeadRecord:
         """Everything a scorer needs besides the weights: head settings, query side, scale."""
-        return {
-            "head": self.head.to_dict(),
-            "query_side": self.query_side,
-            "loss_direction": self.loss.direction,
-            "scale": float(self.loss.current_scale().detach()),
-            "model_name": self.model_name,
-        }
+        return HeadRecord(
+            head=self.head.to_dict(), query_side=self.query_side, loss_direction=self.loss.direction,
+            scale=float(self.loss.current_scale().detach()), model_name=self.model_name,
+        )
 
 
-def export_open_clip(model: ClipMagModel, directory: str | Path, extra: Mapping[str, Any] | None = None) -> Path:
+def export_open_clip(model: ClipMagModel, directory: str | Path) -> Path:
     """Write open_clip-loadable weights + config and the head record to ``directory``.
 
     ``open_clip.create_model_and_transforms("local-dir:<directory>")`` loads the towers;
@@ -211,22 +210,14 @@ def export_open_clip(model: ClipMagModel, directory: str | Path, extra: Mapping[
     preprocess = dict(getattr(model.clip.visual, "preprocess_cfg", {}) or {})
     cfg = {"model_cfg": open_clip.get_model_config(name), "preprocess_cfg": preprocess}
     (directory / OPEN_CLIP_CONFIG_FILE).write_text(json.dumps(cfg, indent=2))
-    record = {**model.head_record(), **(dict(extra) if extra else {})}
-    (directory / HEAD_FILE).write_text(json.dumps(record, indent=2))
+    model.head_record().write(directory)
     return directory
 
 
-def scale_from_record(record: Mapping[str, Any]) -> float:
-    scale = float(record.get("scale", 1.0))
-    return scale if math.isfinite(scale) and scale > 0 else 1.0
-
-
-def _model_from_record(clip: nn.Module, record: Mapping[str, Any], name: str) -> ClipMagModel:
-    from clipmag.heads import head_from_dict
-
-    direction = record.get("loss_direction", "both")
-    loss = InfoNCE(head_from_dict(record["head"]), scale=scale_from_record(record), direction=direction, gather=False)
-    return ClipMagModel(clip, loss, record.get("query_side", "image"), name)
+def _model_from_record(clip: nn.Module, record: HeadRecord, name: str) -> ClipMagModel:
+    scale = record.scale if record.scale is not None and math.isfinite(record.scale) and record.scale > 0 else 1.0
+    loss = InfoNCE(record.build_head(), scale=scale, direction=record.loss_direction or "both", gather=False)
+    return ClipMagModel(clip, loss, record.query_side or "image", name)
 
 
 def load_clipmag(path: str | Path, device: str | torch.device = "cpu") -> tuple[ClipMagModel, Callable, Callable]:
@@ -234,14 +225,14 @@ def load_clipmag(path: str | Path, device: str | torch.device = "cpu") -> tuple[
 
     An export folder holds ``open_clip_config.json``, the weights and ``clipmag_head.json``; a
     checkpoint (``checkpoints/latest.pt`` or ``best.pt``, or the run folder) holds the resolved
-    config and the head. Either way the head the model was trained with comes back.
+    config and the head record. Either way the head the model was trained with comes back.
     """
     path = Path(path)
-    if path.is_dir() and (path / HEAD_FILE).is_file():
-        record = json.loads((path / HEAD_FILE).read_text())
+    if path.is_dir() and HeadRecord.exists(path):
+        record = HeadRecord.read(path)
         clip, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{path}")
         tokenizer = open_clip.get_tokenizer(f"local-dir:{path}")
-        model = _model_from_record(clip, record, record.get("model_name", "local"))
+        model = _model_from_record(clip, record, record.model_name or "local")
         return model.to(device).eval(), preprocess, tokenizer
     if path.is_dir():
         path = path / "checkpoints" / "latest.pt"
@@ -252,11 +243,14 @@ def load_clipmag(path: str | Path, device: str | torch.device = "cpu") -> tuple[
         raise ValueError(f"{path}: not a clipmag checkpoint (needs 'head' and 'config' entries)")
     model_cfg = ckpt["config"]["model"]
     clip, _, preprocess, tokenizer = build_open_clip(ClipModelConfig(name=model_cfg["name"]))
-    objective = ckpt["config"].get("objective", "sym")
-    side = {"i2t": "image", "t2i": "text"}.get(objective, model_cfg.get("query_side", "image"))
-    loss_cfg = ckpt["config"].get("loss", {})
-    record = {"head": ckpt["head"], "query_side": side, "loss_direction": loss_cfg.get("direction", "both"),
-              "scale": math.exp(float(ckpt["state_dict"]["logit_scale"]))}
+    record = HeadRecord.from_dict(ckpt["head"], source=f"{path}: 'head'")
+    if record.query_side is None:  # a format-1 checkpoint kept only the head: the rest is in its config
+        objective = ckpt["config"].get("objective", "sym")
+        record = dataclasses.replace(
+            record, query_side={"i2t": "image", "t2i": "text"}.get(objective, model_cfg.get("query_side", "image")),
+            loss_direction=ckpt["config"].get("loss", {}).get("direction", "both"),
+            scale=math.exp(float(ckpt["state_dict"]["logit_scale"])),
+        )
     model = _model_from_record(clip, record, resolve_model_name(model_cfg["name"]))
     model.load_state_dict(ckpt["state_dict"])
     return model.to(device).eval(), preprocess, tokenizer

@@ -14,13 +14,13 @@ finds them. Retrieval samples also carry the caption in ``txt`` (one caption per
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 from PIL import Image
 
-from clipmag.shard_writer import write_tar_shards
+from clipmag.shards import write_tar_shards
 
 Sample = tuple[str, Image.Image | bytes, str, int | None]  # key, image (PIL or encoded bytes), caption, class
 
@@ -33,11 +33,12 @@ def _encode(image: Image.Image | bytes, ext: str) -> bytes:
     return buf.getvalue()
 
 
-def write_shards(samples: Iterable[Sample], directory: str | Path, shard_size: int = 1000, name_format: str = "shard-{:06d}.tar",
-                 image_ext: str = "png") -> list[Path]:
+def write_shards(samples: Iterable[Sample], directory: str | Path, shard_size: int = 1000,
+                 name_format: str = "shard-{:06d}.tar", image_ext: str = "png") -> list[Path]:
     """Write ``samples`` into tar shards of ``shard_size``; records ``sizes.json`` beside them."""
     records = (
-        {"__key__": key, image_ext: _encode(image, image_ext), "txt": caption, **({"cls": str(int(label))} if label is not None else {})}
+        {"__key__": key, image_ext: _encode(image, image_ext), "txt": caption,
+         **({"cls": str(int(label))} if label is not None else {})}
         for key, image, caption, label in samples
     )
     return write_tar_shards(records, directory, shard_size, name_format)

@@ -1,105 +1,35 @@
-"""The image-text training task for the generic engine, and the run entry point.
-
-``ClipConfig`` is the whole run: the objective (``i2t``, ``t2i`` or ``sym``), the open_clip
-architecture, the data, and the shared head / loss / optimizer / loop sections. Its defaults are
-the embedded run (composite digits, ``clipmag-tiny``), sized to train in a few minutes on two CPU
-cores, so ``python scripts/train_clip.py`` with no arguments is a complete experiment.
-
-Objective -> roles (paper.md section 5): ``i2t`` makes the image the query and ranks texts
-(InfoNCE ``q2d``); ``t2i`` makes the text the query; ``sym`` averages both softmax axes
-(``both``) with ``model.query_side`` as the query. The loss direction and the query side are
-derived from the objective when the config is resolved, and the resolved values are what is saved.
+"""The image-text training task for the generic engine: the open_clip model with its head, the
+batches (embedded digits or WebDataset shards), head-aware evaluation, export and test.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Literal, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 
-from clipmag import distributed as dist_utils
-from clipmag.config import ConfigError, parse_cli
+from clipmag.batching import SeededBatches
 from clipmag.distributed import DistributedContext
-from clipmag.settings import HeadConfig, LossConfig, OptimConfig, TrainLoopConfig
+from clipmag.heads import head_from_config
+from clipmag.losses import infonce_from_config
 
 from . import embedded as embedded_set
-from .data import ClipDataConfig, ShardError, ShardStream, TensorBatches, read_eval_shards, validate_shards
+from .config import ClipConfig
+from .data import ShardError, ShardStream, read_eval_shards, validate_shards
 from .evaluate import caption_relevance, encode, format_results, retrieval_metrics, zero_shot_metrics
-from .model import ClipMagModel, ClipModelConfig, build_open_clip, export_open_clip, resolve_model_name
+from .model import ClipMagModel, build_open_clip, export_open_clip, load_clipmag, resolve_model_name
 
 logger = logging.getLogger("clipmag")
-
-Objective = Literal["sym", "i2t", "t2i"]
-SHORTHANDS = {
-    "norm": "head.name",
-    "loss": "objective",
-    "model": "model.name",
-    "pretrained": "model.pretrained",
-    "query_side": "model.query_side",
-    "resume": "train.resume",
-    "output": "train.output_dir",
-    "steps": "train.steps",
-    "seed": "train.seed",
-    "batch_size": "data.batch_size",
-    "train_shards": "data.train_shards",
-    "val_shards": "data.val_shards",
-}
-
-
-@dataclass
-class ClipConfig:
-    """One image-text run. Defaults: the embedded digits set, symmetric loss, cosine head."""
-
-    objective: Objective = "sym"
-    model: ClipModelConfig = field(default_factory=ClipModelConfig)
-    data: ClipDataConfig = field(default_factory=ClipDataConfig)
-    head: HeadConfig = field(default_factory=HeadConfig)
-    # open_clip's logit scale: learnable, initialised at 1/0.07, clamped at 100.
-    loss: LossConfig = field(default_factory=lambda: LossConfig(direction="both", scale=1 / 0.07, learnable_scale=True, max_scale=100.0))
-    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=2e-3, weight_decay=0.1, eps=1e-6, warmup_steps=30, gamma_lr=1e-2))
-    train: TrainLoopConfig = field(default_factory=lambda: TrainLoopConfig(output_dir="runs/clip", steps=400, log_every=50, save_every=200))
-
-
-def resolve(cfg: ClipConfig) -> ClipConfig:
-    """Derive loss direction, query side and data source; reject unusable settings early."""
-    direction = "both" if cfg.objective == "sym" else "q2d"
-    side = {"i2t": "image", "t2i": "text"}.get(cfg.objective, cfg.model.query_side)
-    source = cfg.data.source if cfg.data.source != "auto" else ("shards" if cfg.data.train_shards else "embedded")
-    cfg = dataclasses.replace(
-        cfg, loss=dataclasses.replace(cfg.loss, direction=direction), model=dataclasses.replace(cfg.model, query_side=side),
-        data=dataclasses.replace(cfg.data, source=source),
-    )
-    problems = []
-    if cfg.data.batch_size < 2:
-        problems.append(f"data.batch_size must be >= 2 for in-batch negatives, got {cfg.data.batch_size}")
-    if cfg.train.steps < 1:
-        problems.append(f"train.steps must be >= 1, got {cfg.train.steps}")
-    if cfg.data.source == "shards" and not cfg.data.train_shards:
-        problems.append("data.source=shards needs data.train_shards (e.g. data/train-{000..009}.tar)")
-    if cfg.data.source == "embedded" and cfg.data.train_shards:
-        problems.append("data.train_shards is set but data.source=embedded: drop one of them")
-    try:
-        resolve_model_name(cfg.model.name)
-    except ValueError as err:
-        problems.append(str(err))
-    if problems:
-        raise ConfigError("; ".join(problems))
-    return cfg
-
-
-def parse_args(argv: Sequence[str]) -> ClipConfig:
-    return resolve(parse_cli(ClipConfig, argv, SHORTHANDS))
+TEST_SET = "test"
 
 
 class ClipTask:
     """The engine's task: builds the open_clip model with its head, serves batches, evaluates."""
 
     primary_metric = "mean_r1_head"
+    front_end = "clip"
 
     def __init__(self, cfg: ClipConfig, ctx: DistributedContext) -> None:
         self.cfg, self.ctx = cfg, ctx
@@ -144,17 +74,18 @@ class ClipTask:
                 self.cls_images, self.cls_labels = images, labels
 
     def train_batches(self, start_step: int) -> Iterator[Any]:
-        if self.cfg.data.source == "embedded":
-            batches = TensorBatches(self.train_tensors, self.cfg.data.batch_size, self.cfg.train.seed, self.ctx.rank, self.ctx.world_size)
-            return batches.batches(start_step)
-        return self.stream.batches(start_step)
+        if self.cfg.data.source != "embedded":
+            return self.stream.batches(start_step)
+        order = SeededBatches(len(self.train_tensors[0]), self.cfg.data.batch_size, self.cfg.train.seed, self.ctx.rank,
+                              self.ctx.world_size, what="embedded training set (data.embedded_train)")
+        return (tuple(t[torch.from_numpy(rows)] for t in self.train_tensors) for rows in order.stream(start_step))
 
     def local_batch_size(self) -> int:
         return self.cfg.data.batch_size
 
     # ---- model -------------------------------------------------------------------------------
     def build_model(self) -> ClipMagModel:
-        loss = self.cfg.loss.build(self.cfg.head.build())
+        loss = infonce_from_config(self.cfg.loss, head_from_config(self.cfg.head))
         return ClipMagModel(self.clip, loss, self.cfg.model.query_side, self.model_name)
 
     def evaluate(self, model: ClipMagModel) -> dict[str, float]:
@@ -172,8 +103,25 @@ class ClipTask:
         return metrics
 
     def export(self, model: ClipMagModel, directory: Path) -> None:
-        export_open_clip(model, directory, extra={"objective": self.cfg.objective})
+        export_open_clip(model, directory)
         logger.info("exported open_clip weights and head to %s", directory)
+
+    # ---- test phase (the core run driver) ----------------------------------------------------
+    def load_export(self, directory: Path) -> ClipMagModel:
+        return load_clipmag(directory, self.ctx.device)[0]
+
+    def test(self, model: ClipMagModel) -> dict[str, dict[str, Any]]:
+        metrics = self.evaluate(model)
+        return {TEST_SET: metrics} if metrics else {}
+
+    def run_identity(self) -> dict[str, Any]:
+        return {"objective": self.cfg.objective, "model": self.cfg.model.name, "query_side": self.cfg.model.query_side}
+
+    def format_results(self, metrics: dict[str, dict[str, Any]]) -> str:
+        found = metrics.get(TEST_SET, {})
+        n = int(found.get("test_pairs", 0)) or None
+        title = f"{self.cfg.objective} objective, head {self.cfg.head.name}, query side {self.cfg.model.query_side}"
+        return title + "\n" + format_results(found, self.cfg.head.name, n)
 
 
 def _lines(path: str) -> list[str]:
@@ -181,25 +129,3 @@ def _lines(path: str) -> list[str]:
     if not p.is_file():
         raise ShardError(f"file not found: {path}")
     return [line.strip() for line in p.read_text().splitlines() if line.strip()]
-
-
-def run(cfg: ClipConfig) -> dict[str, float]:
-    """Train (or resume) one run under torchrun or alone; print and save the head-aware results."""
-    from clipmag.engine import train
-    from clipmag.run_logging import setup_logging
-
-    ctx = dist_utils.init_distributed(cfg.train.device)
-    setup_logging(cfg.train.output_dir, ctx.rank)
-    try:
-        task = ClipTask(cfg, ctx)
-        metrics = train(task, cfg.train, cfg.optim, cfg, ctx)
-        if ctx.is_main and metrics:
-            out = Path(cfg.train.output_dir)
-            record = {"objective": cfg.objective, "head": cfg.head.name, "model": cfg.model.name, "metrics": metrics}
-            (out / "results.json").write_text(json.dumps(record, indent=2, default=float))
-            n = int(metrics.get("test_pairs", 0)) or None
-            print(f"\n{cfg.objective} objective, head {cfg.head.name}, query side {cfg.model.query_side}")
-            print(format_results(metrics, cfg.head.name, n))
-        return metrics
-    finally:
-        dist_utils.cleanup()

@@ -21,6 +21,9 @@ arithmetic instead:
 
 Resuming skips whole shards by their sizes and reads only the shard it resumes inside.
 The order depends on ``num_workers``: resume with the value the run started with.
+
+Writing, pattern expansion, ``sizes.json``, the count check and the tar reading are the ones the
+image-text front end uses (``clipmag.shards``); a broken shard is a ``ShardError`` naming it.
 """
 
 from __future__ import annotations
@@ -29,22 +32,26 @@ import glob
 import json
 import logging
 import os
-import tarfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
-from webdataset.shardlists import expand_urls
-from webdataset.tariterators import base_plus_ext, group_by_keys, tar_file_iterator
 
-from clipmag.shard_writer import SIZES_FILE, write_tar_shards
+from clipmag.shards import (
+    SIZES_FILE,
+    ShardError,
+    declared_sizes,
+    expand_shards,
+    listed_samples,
+    read_samples,
+    write_tar_shards,
+)
 
 logger = logging.getLogger("clipmag")
 
-
-class CorruptShardError(ValueError):
-    """A shard that cannot be read or holds a malformed sample; the message names the shard."""
+CorruptShardError = ShardError  # the name this reader's errors had before both front ends shared one
 
 
 def _clean_sample(sample: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -83,7 +90,7 @@ def write_text_shards(
         raise ValueError(f"no samples to write to {out}")
     for path in old + [out / SIZES_FILE]:
         path.unlink(missing_ok=True)
-    records = ({"__key__": f"{i:09d}", "json": json.dumps(_clean_sample(sample, f"sample {i}"), ensure_ascii=False).encode("utf-8")}
+    records = ({"__key__": f"{i:09d}", "json": json.dumps(_clean_sample(sample, f"sample {i}"), ensure_ascii=False)}
                for i, sample in enumerate(_chain(first, iterator)))
     paths = write_tar_shards(records, out, samples_per_shard)
     logger.info("wrote %d shards to %s", len(paths), out)
@@ -107,33 +114,27 @@ def resolve_shards(spec: str | Path | Sequence[str | Path]) -> list[str]:
     elif any(c in str(spec) for c in "*?["):
         paths = sorted(glob.glob(str(spec)))
     else:
-        paths = expand_urls(str(spec))
+        paths = expand_shards(str(spec), what="text shards")
     if not paths:
         raise FileNotFoundError(f"no WebDataset shards match {spec}")
     missing = [p for p in paths if not os.path.isfile(p)]
     if missing:
-        raise FileNotFoundError(f"shard not found: {missing[0]}" + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise FileNotFoundError(f"shard not found: {missing[0]}{more}")
     return paths
 
 
-def load_shard(path: str) -> list[dict[str, Any]]:
-    """All samples of one shard, in stored order; ``CorruptShardError`` naming it otherwise."""
+def load_shard(path: str, expected: int | None = None) -> list[dict[str, Any]]:
+    """All samples of one shard, in stored order; ``expected`` is the count ``sizes.json`` declares.
+
+    ``ShardError`` naming the shard when it cannot be read, holds another number of samples, or
+    holds a sample that is not one ``<key>.json`` of ``{"query", "positive", "negatives"}``.
+    """
+    raw = list(read_samples(path, expected))
     try:
-        with open(path, "rb") as fh:
-            files = ({**f, "__url__": path} for f in tar_file_iterator(fh))
-            raw = list(group_by_keys(files))
         return [_clean_sample(json.loads(s["json"]), f"sample {s['__key__']}") for s in raw]
-    except (tarfile.TarError, OSError, KeyError, ValueError, EOFError) as exc:
-        raise CorruptShardError(f"corrupt shard {path}: {type(exc).__name__}: {exc}") from exc
-
-
-def _listed_size(path: str) -> int:
-    """Sample count from the tar headers alone (no decoding)."""
-    try:
-        with tarfile.open(path) as tar:
-            return len({base_plus_ext(m.name)[0] for m in tar.getmembers() if m.isreg()})
-    except (tarfile.TarError, OSError, EOFError) as exc:
-        raise CorruptShardError(f"corrupt shard {path}: {type(exc).__name__}: {exc}") from exc
+    except (KeyError, ValueError) as exc:
+        raise ShardError(f"corrupt shard {path}: {type(exc).__name__}: {exc}") from exc
 
 
 def _identity(x: Any) -> Any:
@@ -160,7 +161,8 @@ class TextShardStream:
         allow_corrupt: bool = False,
     ) -> None:
         if batch_size < 1 or world_size < 1 or not 0 <= rank < world_size or num_workers < 0:
-            raise ValueError(f"bad stream settings: batch_size={batch_size}, rank={rank}, world_size={world_size}, num_workers={num_workers}")
+            raise ValueError(f"bad stream settings: batch_size={batch_size}, rank={rank}, world_size={world_size}, "
+                             f"num_workers={num_workers}")
         self.batch_size, self.seed, self.rank, self.world_size = batch_size, seed, rank, world_size
         self.num_workers = num_workers
         self.streams_per_rank = max(1, num_workers)
@@ -168,14 +170,11 @@ class TextShardStream:
         self.skipped_shards: list[str] = []
         sizes = {}
         if allow_corrupt:
-            declared = self._sizes_json(paths)
+            declared = declared_sizes(paths)
             for p in paths:
                 try:
-                    count = len(load_shard(p))
-                    if p in declared and count != declared[p]:  # a truncated tar can read as a short one
-                        raise CorruptShardError(f"corrupt shard {p}: {count} samples, {SIZES_FILE} says {declared[p]}")
-                    sizes[p] = count
-                except CorruptShardError as exc:
+                    sizes[p] = len(load_shard(p, declared.get(p)))
+                except ShardError as exc:
                     self.skipped_shards.append(p)
                     logger.warning("%s; skipping it", exc)
             if self.skipped_shards:
@@ -188,20 +187,10 @@ class TextShardStream:
             raise ValueError(f"no readable samples in the shards of {shard_dir_or_pattern}")
 
     @staticmethod
-    def _sizes_json(paths: list[str]) -> dict[str, int]:
-        """Sample counts that ``sizes.json`` files beside the shards declare."""
-        declared: dict[str, int] = {}
-        for folder in sorted({os.path.dirname(p) for p in paths}):
-            sizes_path = os.path.join(folder, SIZES_FILE)
-            if os.path.isfile(sizes_path):
-                with open(sizes_path, encoding="utf-8") as fh:
-                    declared.update({os.path.join(folder, k): int(v) for k, v in json.load(fh).items()})
-        return declared
-
-    @classmethod
-    def _declared_sizes(cls, paths: list[str]) -> dict[str, int]:
-        declared = cls._sizes_json(paths)
-        return {p: declared[p] if p in declared else _listed_size(p) for p in paths}
+    def _declared_sizes(paths: list[str]) -> dict[str, int]:
+        """Counts from ``sizes.json``, else from the tar headers: no shard is decoded up front."""
+        declared = declared_sizes(paths)
+        return {p: declared[p] if p in declared else listed_samples(p) for p in paths}
 
     @property
     def num_samples(self) -> int:
@@ -227,9 +216,7 @@ class TextShardStream:
             if skip >= size:
                 skip -= size
             else:
-                samples = load_shard(self.shards[index])
-                if len(samples) != size:
-                    raise CorruptShardError(f"corrupt shard {self.shards[index]}: {len(samples)} samples, {SIZES_FILE} says {size}")
+                samples = load_shard(self.shards[index], size)
                 order = np.random.default_rng([self.seed, 1_000_003, position]).permutation(size)
                 for j in order[skip:]:
                     yield samples[j]

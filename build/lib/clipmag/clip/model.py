@@ -1,0 +1,256 @@
+"""An open_clip model with a similarity head: raw tower features, the head decides each side.
+
+Stock open_clip L2-normalises both towers inside ``forward`` and so can only train cosine. Here the
+towers are called with ``normalize=False`` and the raw features go to ``InfoNCE``, whose head
+decides how much of each side's magnitude survives (docs/method.md section 1). Which tower is the
+*query* follows the objective: the image for ``i2t``, the text for ``t2i``; ``sym`` trains both
+softmax axes and takes the query side from the config.
+
+Checkpoint compatibility. ``ClipMagModel.state_dict()`` uses open_clip's own key names (no wrapper
+prefix), so a checkpoint's ``state_dict`` loads into the bare open_clip model. The learnable logit
+scale *is* open_clip's ``logit_scale`` parameter (shared with the loss); a fixed scale is written
+into it too, so open_clip consumers see the temperature the model was trained with. Only a
+learnable head adds keys (``clipmag_head.raw_q`` / ``raw_d``); ``export_open_clip`` leaves them out
+and writes the head to ``clipmag_head.json`` beside the weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Literal, Mapping
+
+import torch
+from torch import nn
+
+import open_clip
+from clipmag.config import ConfigError
+from clipmag.resources import packaged_configs
+from clipmag.diagnostics import magnitude_summary
+from clipmag.head_record import HeadRecord
+from clipmag.heads import SimilarityHead
+from clipmag.losses import InfoNCE
+
+logger = logging.getLogger("clipmag")
+
+MODEL_CONFIG_DIR = packaged_configs() / "clip" / "models"
+WEIGHTS_FILE = "open_clip_pytorch_model.bin"
+OPEN_CLIP_CONFIG_FILE = "open_clip_config.json"
+HEAD_PREFIX = "clipmag_head."
+Side = Literal["image", "text"]
+
+
+@dataclass
+class ClipModelConfig:
+    """The open_clip architecture and where its weights come from.
+
+    ``name``: an open_clip architecture (``ViT-B-32``), one of ours in ``configs/clip/models``
+    (``clipmag-tiny``) or a path to an open_clip JSON model config. ``pretrained``: an open_clip
+    tag (needs its weights in the local cache: nothing is downloaded) or a local checkpoint
+    (ours or open_clip's); ``None`` is random init. ``query_side`` is the query tower of the
+    ``sym`` objective (``auto``: image); ``i2t`` / ``t2i`` fix it.
+    """
+
+    name: str = "clipmag-tiny"
+    pretrained: str | None = None
+    query_side: Literal["auto", "image", "text"] = "auto"
+
+
+def register_model_configs(directory: str | Path = MODEL_CONFIG_DIR) -> None:
+    """Make our JSON architectures known to open_clip (idempotent)."""
+    directory = Path(directory)
+    if directory.is_dir() and directory not in open_clip.factory._MODEL_CONFIG_PATHS:
+        open_clip.add_model_config(directory)
+
+
+def resolve_model_name(name: str) -> str:
+    """An open_clip architecture name for ``name`` (a JSON file path gets registered first)."""
+    register_model_configs()
+    path = Path(name)
+    if name.endswith(".json"):
+        if not path.is_file():
+            raise ValueError(f"model.name: JSON model config not found: {name}")
+        open_clip.add_model_config(path)
+        return path.stem
+    if name not in open_clip.list_models():
+        ours = sorted(p.stem for p in MODEL_CONFIG_DIR.glob("*.json"))
+        raise ValueError(
+            f"model.name: unknown open_clip architecture {name!r}; ours: {', '.join(ours)}; "
+            f"or any of open_clip.list_models(), or a path to a JSON model config"
+        )
+    return name
+
+
+def open_clip_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
+    """Tower weights from an open_clip checkpoint, a bare state dict, or one of ours (head keys dropped)."""
+    obj = torch.load(path, map_location="cpu", weights_only=False)
+    state = obj.get("state_dict", obj) if isinstance(obj, dict) else obj
+    state = {k[7:] if k.startswith("module.") else k: v for k, v in state.items()}
+    return {k: v for k, v in state.items() if not k.startswith(HEAD_PREFIX)}
+
+
+def build_open_clip(cfg: ClipModelConfig) -> tuple[nn.Module, Callable, Callable, Callable]:
+    """(open_clip model, train transform, eval transform, tokenizer) for ``cfg``."""
+    name = resolve_model_name(cfg.name)
+    local = cfg.pretrained is not None and (Path(cfg.pretrained).is_file() or Path(cfg.pretrained).is_dir())
+    tag = None if local else cfg.pretrained
+    try:
+        model, preprocess_train, preprocess_val = open_clip.create_model_and_transforms(name, pretrained=tag)
+    except RuntimeError as err:
+        raise ConfigError(f"model.pretrained={tag!r} for {name}: {err} (no downloads: give a local checkpoint)") from None
+    if local:
+        path = Path(cfg.pretrained)
+        path = path / WEIGHTS_FILE if path.is_dir() else path
+        if not path.is_file():
+            raise ConfigError(f"model.pretrained: no {WEIGHTS_FILE} in the folder {cfg.pretrained}")
+        model.load_state_dict(open_clip_state_dict(path), strict=True)
+        logger.info("loaded tower weights from %s", cfg.pretrained)
+    return model, preprocess_train, preprocess_val, open_clip.get_tokenizer(name)
+
+
+class ClipMagModel(nn.Module):
+    """open_clip towers + InfoNCE (with its head); ``model((images, texts))`` returns loss and stats."""
+
+    def __init__(self, clip: nn.Module, loss: InfoNCE, query_side: Side, model_name: str) -> None:
+        super().__init__()
+        if query_side not in ("image", "text"):
+            raise ValueError(f"query_side must be 'image' or 'text', got {query_side!r}")
+        self.clip, self.loss, self.query_side, self.model_name = clip, loss, query_side, model_name
+        with torch.no_grad():
+            clip.logit_scale.copy_(loss.log_scale.detach().reshape(clip.logit_scale.shape))
+        if isinstance(loss.log_scale, nn.Parameter):
+            loss.log_scale = clip.logit_scale  # one parameter, open_clip's name, open_clip's clamp
+        else:
+            clip.logit_scale.requires_grad_(False)
+        if getattr(clip, "logit_bias", None) is not None:
+            clip.logit_bias.requires_grad_(False)  # a SigLIP bias has no role in InfoNCE
+
+    @property
+    def head(self) -> SimilarityHead:
+        return self.loss.head
+
+    def encode_image(self, images: torch.Tensor) -> torch.Tensor:
+        return self.clip.encode_image(images, normalize=False)
+
+    def encode_text(self, texts: torch.Tensor) -> torch.Tensor:
+        return self.clip.encode_text(texts, normalize=False)
+
+    def as_query_document(self, image_features: torch.Tensor, text_features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return (image_features, text_features) if self.query_side == "image" else (text_features, image_features)
+
+    def similarity(self, image_features: torch.Tensor, text_features: torch.Tensor, head: SimilarityHead | None = None) -> torch.Tensor:
+        """[N_images, N_texts] head scores with the trained query side (rows rank texts, columns images)."""
+        head = head or self.head
+        if self.query_side == "image":
+            return head.score(image_features, text_features)
+        return head.score(text_features, image_features).t()
+
+    def forward(self, batch: tuple[torch.Tensor, ...]) -> dict[str, Any]:
+        """``batch = (images, tokens, ...)`` on any device; images may be stored in half precision."""
+        device = self.clip.logit_scale.device
+        images, texts = batch[0].to(device, torch.float32, non_blocking=True), batch[1].to(device, non_blocking=True)
+        image_features, text_features = self.encode_image(images), self.encode_text(texts)
+        query, documents = self.as_query_document(image_features, text_features)
+        out: dict[str, Any] = dict(self.loss(query, documents))
+        stats = magnitude_summary(query.detach(), documents.detach(), self.head, float(out["scale"]))
+        out.update(stats)
+        out["image_norm_mean"] = stats["q_norm_mean"] if self.query_side == "image" else stats["d_norm_mean"]
+        out["text_norm_mean"] = stats["d_norm_mean"] if self.query_side == "image" else stats["q_norm_mean"]
+        return out
+
+    # ---- open_clip-compatible state ----------------------------------------------------------
+    def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+        if args or kwargs:  # nested use by a parent module: keep the real layout
+            return super().state_dict(*args, **kwargs)
+        out: dict[str, Any] = OrderedDict()
+        for key, value in super().state_dict().items():
+            if key.startswith("clip."):
+                out[key[len("clip.") :]] = value
+            elif key.startswith("loss.head."):
+                out[HEAD_PREFIX + key[len("loss.head.") :]] = value
+        return out
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False):  # type: ignore[override]
+        mapped: dict[str, Any] = {}
+        for key, value in state_dict.items():
+            if key.startswith("clip.") or key.startswith("loss."):
+                return super().load_state_dict(state_dict, strict=strict, assign=assign)
+            mapped[("loss.head." + key[len(HEAD_PREFIX) :]) if key.startswith(HEAD_PREFIX) else "clip." + key] = value
+        if isinstance(self.loss.log_scale, nn.Parameter):
+            mapped["loss.log_scale"] = mapped.get("clip.logit_scale", self.loss.log_scale.detach())
+        else:
+            mapped["loss.log_scale"] = self.loss.log_scale.detach().clone()
+            mapped["clip.logit_scale"] = self.loss.log_scale.detach().clone().reshape(self.clip.logit_scale.shape)
+        return super().load_state_dict(mapped, strict=strict, assign=assign)
+
+    def head_record(self) -> HeadRecord:
+        """Everything a scorer needs besides the weights: head settings, query side, scale."""
+        return HeadRecord(
+            head=self.head.to_dict(), query_side=self.query_side, loss_direction=self.loss.direction,
+            scale=float(self.loss.current_scale().detach()), model_name=self.model_name,
+        )
+
+
+def export_open_clip(model: ClipMagModel, directory: str | Path) -> Path:
+    """Write open_clip-loadable weights + config and the head record to ``directory``.
+
+    ``open_clip.create_model_and_transforms("local-dir:<directory>")`` loads the towers;
+    ``load_clipmag`` also restores the head.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    weights = {k: v.detach().cpu() for k, v in model.state_dict().items() if not k.startswith(HEAD_PREFIX)}
+    torch.save(weights, directory / WEIGHTS_FILE)
+    name = model.model_name
+    preprocess = dict(getattr(model.clip.visual, "preprocess_cfg", {}) or {})
+    cfg = {"model_cfg": open_clip.get_model_config(name), "preprocess_cfg": preprocess}
+    (directory / OPEN_CLIP_CONFIG_FILE).write_text(json.dumps(cfg, indent=2))
+    model.head_record().write(directory)
+    return directory
+
+
+def _model_from_record(clip: nn.Module, record: HeadRecord, name: str) -> ClipMagModel:
+    scale = record.scale if record.scale is not None and math.isfinite(record.scale) and record.scale > 0 else 1.0
+    loss = InfoNCE(record.build_head(), scale=scale, direction=record.loss_direction or "both", gather=False)
+    return ClipMagModel(clip, loss, record.query_side or "image", name)
+
+
+def load_clipmag(path: str | Path, device: str | torch.device = "cpu") -> tuple[ClipMagModel, Callable, Callable]:
+    """(model with its head, eval transform, tokenizer) from an export folder or a training checkpoint.
+
+    An export folder holds ``open_clip_config.json``, the weights and ``clipmag_head.json``; a
+    checkpoint (``checkpoints/latest.pt`` or ``best.pt``, or the run folder) holds the resolved
+    config and the head record. Either way the head the model was trained with comes back.
+    """
+    path = Path(path)
+    if path.is_dir() and HeadRecord.exists(path):
+        record = HeadRecord.read(path)
+        clip, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{path}")
+        tokenizer = open_clip.get_tokenizer(f"local-dir:{path}")
+        model = _model_from_record(clip, record, record.model_name or "local")
+        return model.to(device).eval(), preprocess, tokenizer
+    if path.is_dir():
+        path = path / "checkpoints" / "latest.pt"
+    if not path.is_file():
+        raise FileNotFoundError(f"no clipmag model at {path}: expected an export folder or a checkpoint file")
+    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    if not isinstance(ckpt, dict) or "head" not in ckpt or "config" not in ckpt:
+        raise ValueError(f"{path}: not a clipmag checkpoint (needs 'head' and 'config' entries)")
+    model_cfg = ckpt["config"]["model"]
+    clip, _, preprocess, tokenizer = build_open_clip(ClipModelConfig(name=model_cfg["name"]))
+    record = HeadRecord.from_dict(ckpt["head"], source=f"{path}: 'head'")
+    if record.query_side is None:  # a format-1 checkpoint kept only the head: the rest is in its config
+        objective = ckpt["config"].get("objective", "sym")
+        record = dataclasses.replace(
+            record, query_side={"i2t": "image", "t2i": "text"}.get(objective, model_cfg.get("query_side", "image")),
+            loss_direction=ckpt["config"].get("loss", {}).get("direction", "both"),
+            scale=math.exp(float(ckpt["state_dict"]["logit_scale"])),
+        )
+    model = _model_from_record(clip, record, resolve_model_name(model_cfg["name"]))
+    model.load_state_dict(ckpt["state_dict"])
+    return model.to(device).eval(), preprocess, tokenizer

@@ -1,0 +1,248 @@
+"""The generic training loop shared by the text and the image-text trainers.
+
+The loop owns everything that is not specific to a modality: seeding, DDP, AdamW groups and the
+schedule, gradient accumulation, autocast, clipping, the divergence guard, logging, validation,
+atomic checkpoints and exact resume, and the final export. A front end supplies a small ``Task``.
+
+Exact resume: the model, optimizer, scheduler, scaler and RNG states are saved at a step
+boundary, and the task's batch stream is a deterministic function of the micro-batch index, so
+a run killed and resumed from ``latest`` repeats the uninterrupted run step for step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any, Iterator, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from tqdm.auto import tqdm
+
+from clipmag import checkpoint as ckpt_io
+from clipmag import distributed as dist_utils
+from clipmag.config import save_config, to_dict
+from clipmag.distributed import DistributedContext
+from clipmag.heads import SimilarityHead
+from clipmag.optim import build_optimizer, build_scheduler
+from clipmag.run_logging import MetricsWriter, logger
+from clipmag.settings import OptimConfig, TrainLoopConfig
+
+
+class Task(Protocol):
+    """What a front end provides to the loop."""
+
+    primary_metric: str | None
+
+    def build_model(self) -> nn.Module:
+        """Every trainable parameter (encoders, head, loss scale); ``model(batch)`` returns a dict
+        with ``loss`` (mean over this rank's rows) and detached scalar statistics. The model owns
+        its head as ``model.head`` and describes it with ``model.head_record()`` (a ``HeadRecord``)."""
+
+    def train_batches(self, start_step: int) -> Iterator[Any]:
+        """Endless, deterministic stream of this rank's micro-batches from micro-batch ``start_step``."""
+
+    def local_batch_size(self) -> int:
+        """Samples per micro-batch on one rank."""
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        """Validation metrics (rank 0, unwrapped model in eval mode, no grad)."""
+
+    def export(self, model: nn.Module, directory: Path) -> None:
+        """Write the final model with its head to ``directory`` (rank 0)."""
+
+
+class TrainingDiverged(RuntimeError):
+    """Raised before a checkpoint could store a blown-up model."""
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """None for fp32; bf16 by default on GPU (paper recipe), fp32 on CPU."""
+    if precision == "auto":
+        return torch.bfloat16 if device.type == "cuda" else None
+    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def _scalar(value: Any) -> float:
+    return float(value.detach().float().mean()) if isinstance(value, torch.Tensor) else float(value)
+
+
+class Trainer:
+    """One training run. ``fit()`` trains, validates, checkpoints and exports."""
+
+    def __init__(self, task: Task, loop: TrainLoopConfig, optim: OptimConfig, full_config: Any, ctx: DistributedContext) -> None:
+        self.task, self.loop, self.optim_cfg, self.full_config, self.ctx = task, loop, optim, full_config, ctx
+        self.output_dir = Path(loop.output_dir)
+        self.ckpt_dir = self.output_dir / ckpt_io.CHECKPOINT_DIR
+        seed_everything(loop.seed)
+        self.model = task.build_model().to(ctx.device)
+        self.head: SimilarityHead = self.model.head
+        self.ddp = DistributedDataParallel(self.model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None) if ctx.is_distributed else None
+        self.optimizer = build_optimizer(self.model, optim)
+        self.scheduler = build_scheduler(self.optimizer, optim, loop.steps)
+        self.amp_dtype = autocast_dtype(loop.precision, ctx.device)
+        self.scaler = torch.amp.GradScaler(ctx.device.type, enabled=self.amp_dtype is torch.float16)
+        self.step, self.samples_seen = 0, 0
+        self.best: float | None = None
+        self.writer = MetricsWriter(self.output_dir, loop.tensorboard) if ctx.is_main else None
+
+    # ---- checkpoints -------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        return {
+            "epoch": self.step,  # open_clip's key; we count optimizer steps
+            "step": self.step,
+            "samples_seen": self.samples_seen,
+            "name": self.output_dir.name,
+            "state_dict": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "head": self.model.head_record().to_dict(),
+            "config": to_dict(self.full_config),
+            "rng": ckpt_io.rng_state(),
+            "best": self.best,
+        }
+
+    def save(self) -> None:
+        if self.ctx.is_main:
+            ckpt_io.atomic_save(self.state(), self.ckpt_dir / ckpt_io.LATEST)
+        dist_utils.barrier()
+
+    def restore(self, path: Path) -> None:
+        ckpt = ckpt_io.load_checkpoint(path)
+        self.model.load_state_dict(ckpt["state_dict"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.scheduler.load_state_dict(ckpt["scheduler"])
+        self.scaler.load_state_dict(ckpt["scaler"])
+        ckpt_io.restore_rng_state(ckpt["rng"])
+        self.step, self.samples_seen, self.best = ckpt["step"], ckpt["samples_seen"], ckpt.get("best")
+        if self.writer is not None:
+            self.writer.truncate_after(self.step)
+        logger.info("resumed from %s at step %d (%d samples seen)", path, self.step, self.samples_seen)
+
+    # ---- one optimizer step ------------------------------------------------------------------
+    def _train_step(self, batches: Iterator[Any]) -> dict[str, float]:
+        accum = self.loop.grad_accum
+        module = self.ddp or self.model
+        sums: dict[str, float] = {}
+        for micro in range(accum):
+            batch = next(batches)
+            sync = self.ddp is None or micro == accum - 1
+            with (contextlib.nullcontext() if sync else self.ddp.no_sync()):
+                with torch.autocast(self.ctx.device.type, dtype=self.amp_dtype or torch.float32, enabled=self.amp_dtype is not None):
+                    out = module(batch)
+                self.scaler.scale(out["loss"] / accum).backward()
+            for key, value in out.items():
+                sums[key] = sums.get(key, 0.0) + _scalar(value) / accum
+        self.scaler.unscale_(self.optimizer)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim_cfg.clip_grad_norm or math.inf)
+        self._guard(sums)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        sums["grad_norm"] = float(grad_norm)
+        return sums
+
+    def _guard(self, stats: dict[str, float]) -> None:
+        """Stop a run whose loss or norms blew up, on every rank at once, before it is saved."""
+        keys = [k for k in ("loss", "q_norm_mean", "d_norm_mean") if k in stats]
+        values = dist_utils.all_reduce_mean(torch.tensor([stats[k] for k in keys], dtype=torch.float64, device=self.ctx.device))
+        limits = {"loss": self.loop.max_loss, "q_norm_mean": self.loop.max_norm, "d_norm_mean": self.loop.max_norm}
+        for key, value in zip(keys, values.tolist()):
+            if not math.isfinite(value) or value > limits[key]:
+                raise TrainingDiverged(
+                    f"training diverged at step {self.step + 1}: {key} = {value:.4g} "
+                    f"(limit {limits[key]:.4g}); the last good checkpoint is {self.ckpt_dir / ckpt_io.LATEST}. "
+                    f"Try a lower learning rate, a smaller scale, or a normalised head."
+                )
+
+    # ---- validation --------------------------------------------------------------------------
+    def validate(self) -> dict[str, float]:
+        metrics: dict[str, float] = {}
+        if self.ctx.is_main:
+            self.model.eval()
+            with torch.no_grad():
+                metrics = self.task.evaluate(self.model)
+            self.model.train()
+            if self.writer is not None and metrics:
+                self.writer.write(self.step, "eval", metrics)
+            logger.info("step %d eval: %s", self.step, ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float)))
+        dist_utils.barrier()
+        return metrics
+
+    def _maybe_keep_best(self, metrics: dict[str, float]) -> None:
+        key = self.task.primary_metric
+        if not (self.loop.keep_best and key and key in metrics):
+            return
+        if self.best is None or metrics[key] > self.best:
+            self.best = metrics[key]
+            if self.ctx.is_main:
+                ckpt_io.atomic_save(self.state(), self.ckpt_dir / ckpt_io.BEST)
+                logger.info("new best %s %.4f at step %d", key, self.best, self.step)
+
+    # ---- the loop ----------------------------------------------------------------------------
+    def fit(self) -> dict[str, float]:
+        loop = self.loop
+        if self.ctx.is_main:
+            save_config(self.full_config, self.output_dir / "config.yaml")
+        resume_path = ckpt_io.resolve_resume(loop.resume, self.output_dir)
+        if resume_path is not None:
+            self.restore(resume_path)
+        global_batch = self.task.local_batch_size() * loop.grad_accum * self.ctx.world_size
+        batches = self.task.train_batches(self.step * loop.grad_accum)
+        self.model.train()
+        bar = tqdm(total=loop.steps, initial=self.step, desc="train", disable=not (loop.progress and self.ctx.is_main), dynamic_ncols=True)
+        metrics: dict[str, float] = {}
+        window_start, window_samples = time.perf_counter(), 0
+        while self.step < loop.steps:
+            stats = self._train_step(batches)
+            self.step += 1
+            self.samples_seen += global_batch
+            window_samples += global_batch
+            bar.update(1)
+            if self.step % loop.log_every == 0 or self.step == loop.steps:
+                stats = self._reduce(stats)
+                elapsed = time.perf_counter() - window_start
+                stats.update(lr=self.scheduler.get_last_lr()[0], samples_seen=self.samples_seen, samples_per_s=window_samples / max(elapsed, 1e-9))
+                window_start, window_samples = time.perf_counter(), 0
+                bar.set_postfix(loss=f"{stats['loss']:.4f}", sps=f"{stats['samples_per_s']:.1f}")
+                if self.writer is not None:
+                    self.writer.write(self.step, "train", stats)
+                logger.info("step %d/%d loss %.4f gammas (%.4f, %.4f) %.1f samples/s", self.step, loop.steps, stats["loss"], *self.head.gammas(), stats["samples_per_s"])
+            if loop.eval_every and self.step % loop.eval_every == 0 and self.step < loop.steps:
+                metrics = self.validate()
+                self._maybe_keep_best(metrics)
+            if loop.save_every and self.step % loop.save_every == 0 and self.step < loop.steps:
+                self.save()
+        bar.close()
+        metrics = self.validate()
+        self._maybe_keep_best(metrics)
+        self.save()
+        if loop.export_final and self.ctx.is_main:
+            self.task.export(self.model, self.output_dir / "export")
+        dist_utils.barrier()
+        if self.writer is not None:
+            self.writer.close()
+        return metrics
+
+    def _reduce(self, stats: dict[str, float]) -> dict[str, float]:
+        keys = sorted(stats)
+        values = dist_utils.all_reduce_mean(torch.tensor([stats[k] for k in keys], dtype=torch.float64, device=self.ctx.device))
+        return dict(zip(keys, values.tolist()))
+
+
+def train(task: Task, loop: TrainLoopConfig, optim: OptimConfig, full_config: Any, ctx: DistributedContext) -> dict[str, float]:
+    """Train ``task`` to ``loop.steps`` (resuming when asked) and return the final validation metrics."""
+    return Trainer(task, loop, optim, full_config, ctx).fit()

@@ -1,0 +1,27 @@
+"""Entry-point wrapper: user errors end with one clear line, not a traceback from deep inside.
+
+Configuration, data-format, missing-file and divergence errors are the user's to fix; their
+messages already name the key, file or step. Set ``CLIPMAG_DEBUG=1`` to see the traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable, Sequence
+
+from clipmag.config import ConfigError
+from clipmag.engine import TrainingDiverged
+
+USER_ERRORS: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError, ValueError, TrainingDiverged)
+
+
+def run_entry_point(main: Callable[[Sequence[str]], Any], argv: Sequence[str] | None = None) -> None:
+    """Call ``main(argv)``; on a user error print ``error: <message>`` and exit with status 2."""
+    try:
+        main(sys.argv[1:] if argv is None else argv)
+    except USER_ERRORS as err:
+        if os.environ.get("CLIPMAG_DEBUG"):
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None

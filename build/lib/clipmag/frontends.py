@@ -1,0 +1,42 @@
+"""The registry of trainers ("front ends") that sweeps and tools launch by name.
+
+Each entry names a module with ``main(argv)``; the same module runs under ``torchrun -m``, so
+a launcher never needs a script path and an installed clipmag works from any directory. A
+project of its own registers its trainer with ``register_front_end("mine", "my_pkg.cli")``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+
+@dataclass(frozen=True)
+class FrontEnd:
+    """A trainer: ``module.main(argv)`` trains one run; ``python -m module`` does the same."""
+
+    name: str
+    module: str
+
+    @property
+    def main(self) -> Callable[[Sequence[str]], Any]:
+        return importlib.import_module(self.module).main
+
+
+FRONT_ENDS: dict[str, FrontEnd] = {}
+
+
+def register_front_end(name: str, module: str) -> FrontEnd:
+    FRONT_ENDS[name] = FrontEnd(name, module)
+    return FRONT_ENDS[name]
+
+
+def get_front_end(name: str) -> FrontEnd:
+    if name not in FRONT_ENDS:
+        raise ValueError(f"unknown front end {name!r}; valid: {', '.join(FRONT_ENDS)}")
+    return FRONT_ENDS[name]
+
+
+register_front_end("text", "text_retrieval.cli")
+register_front_end("clip", "clipmag.clip.cli")

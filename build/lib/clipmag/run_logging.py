@@ -1,0 +1,84 @@
+"""The "clipmag" logger and a run's metric sinks (console, metrics.jsonl, TensorBoard).
+
+Library code logs through ``logging.getLogger("clipmag")`` and never configures the root logger.
+Only rank 0 writes files; other ranks keep warnings on the console.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+LOGGER_NAME = "clipmag"
+logger = logging.getLogger(LOGGER_NAME)
+
+
+def setup_logging(output_dir: str | Path | None = None, rank: int = 0, level: int = logging.INFO) -> logging.Logger:
+    """Console handler (rank 0 at ``level``, other ranks warnings only) and ``out.log`` in the run folder."""
+    log = logging.getLogger(LOGGER_NAME)
+    log.setLevel(level if rank == 0 else logging.WARNING)
+    log.propagate = False
+    for handler in list(log.handlers):
+        log.removeHandler(handler)
+        handler.close()
+    fmt = logging.Formatter(f"%(asctime)s [rank {rank}] %(levelname)s %(message)s", "%H:%M:%S")
+    console = logging.StreamHandler(sys.stderr)
+    console.setFormatter(fmt)
+    log.addHandler(console)
+    if output_dir is not None and rank == 0:
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
+        file_handler = logging.FileHandler(Path(output_dir) / "out.log")
+        file_handler.setFormatter(fmt)
+        log.addHandler(file_handler)
+    return log
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+class MetricsWriter:
+    """Appends one JSON object per record to ``metrics.jsonl`` and mirrors scalars to TensorBoard."""
+
+    def __init__(self, output_dir: str | Path, tensorboard: bool = True) -> None:
+        self.path = Path(output_dir) / "metrics.jsonl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._tb = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(str(Path(output_dir) / "tensorboard"))
+
+    def write(self, step: int, kind: str, values: Mapping[str, Any]) -> None:
+        record = {"step": step, "kind": kind, **{k: _plain(v) for k, v in values.items()}}
+        with self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        if self._tb is not None:
+            for key, value in record.items():
+                if key not in ("step", "kind") and isinstance(value, (int, float)) and not isinstance(value, bool):
+                    self._tb.add_scalar(f"{kind}/{key}", value, step)
+
+    def truncate_after(self, step: int) -> None:
+        """Drop records past ``step`` (a resumed run rewrites the steps it repeats)."""
+        if not self.path.exists():
+            return
+        kept = [line for line in self.path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
+        self.path.write_text("".join(line + "\n" for line in kept))
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+
+
+def read_metrics(path: str | Path, kind: str | None = None) -> list[dict[str, Any]]:
+    """Records of a ``metrics.jsonl`` (optionally only those of one kind)."""
+    records = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    return [r for r in records if kind is None or r["kind"] == kind]

@@ -1,0 +1,33 @@
+"""Command line of the text trainer: parse the config, then the core run driver does the rest."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from clipmag.config import parse_cli
+from clipmag.entry import run_entry_point
+from clipmag.resources import config_path
+from clipmag.run import run_training
+from text_retrieval.config import TEXT_SHORTHANDS, TextConfig, resolve_text_config
+from text_retrieval.task import TextRetrievalTask
+
+DEFAULT_CONFIG = "configs/text/default.yaml"
+
+
+def parse_args(argv: Sequence[str]) -> TextConfig:
+    """``[--config YAML] [--flag value ...] [key=value ...]`` on top of the packaged default config."""
+    return resolve_text_config(parse_cli(TextConfig, argv, TEXT_SHORTHANDS, default_config=config_path(DEFAULT_CONFIG)))
+
+
+def main(argv: Sequence[str]) -> dict[str, Any]:
+    """Train, test the export and write ``results.json``; returns the results record (rank 0)."""
+    return run_training(parse_args(argv), TextRetrievalTask)
+
+
+def entry() -> None:
+    """Console script ``clipmag-train-text``."""
+    run_entry_point(main)
+
+
+if __name__ == "__main__":  # torchrun -m text_retrieval.cli
+    entry()

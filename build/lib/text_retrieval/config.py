@@ -1,0 +1,89 @@
+"""The text trainer's configuration: model and data sections next to the shared core sections."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Literal
+
+from clipmag.settings import HeadConfig, LossConfig, OptimConfig, TrainLoopConfig
+
+# Command-line shorthands of scripts/train_text.py.
+TEXT_SHORTHANDS = {
+    "norm": "head.name",
+    "model": "model.name_or_path",
+    "objective": "data.objective",
+    "steps": "train.steps",
+    "seed": "train.seed",
+    "output": "train.output_dir",
+    "resume": "train.resume",
+}
+
+
+@dataclass
+class TextModelConfig:
+    """The encoder. ``all-MiniLM-L6-v2`` resolves to the copy packaged on PyPI (works offline)."""
+
+    name_or_path: str = "all-MiniLM-L6-v2"
+    pooling: Literal["mean", "cls", "last"] = "mean"
+    query_prefix: str = ""
+    document_prefix: str = ""
+    query_max_length: int = 64
+    document_max_length: int = 128
+
+
+@dataclass
+class EmbeddedDataConfig:
+    """Size of the embedded default set (see text_retrieval/data/embedded.py). Every config that
+    shares ``root`` must use the same sizes, or the set is rebuilt; evaluation is sized for CPUs."""
+
+    root: str = "runs/data/text-embedded"
+    n_train: int = 2500
+    n_test: int = 150
+    n_dev: int = 100
+    corpus_size: int = 400
+
+
+@dataclass
+class TextDataConfig:
+    """Training data and evaluation sets.
+
+    ``train``: a shard folder/pattern (``scripts/make_text_shards.py``) for ``infonce``, an STS file
+    (text_a, text_b, score) for ``sts``; ``embedded`` uses the embedded default. Evaluation
+    entries are dataset paths (BEIR, BRIGHT, STS) or ``embedded:indomain``, ``embedded:outdomain``,
+    ``embedded:sts``. ``validation`` runs during training (best checkpoint), ``test`` after it.
+    ``split_by_rank=False`` makes every rank read the global batch and keep its slice, so results
+    do not depend on the number of processes (cheap for text; used by the equivalence tests).
+    """
+
+    objective: Literal["infonce", "sts"] = "infonce"
+    train: str = "embedded"
+    batch_size: int = 32
+    hard_negatives: int = 0
+    num_workers: int = 0
+    allow_corrupt_shards: bool = False
+    split_by_rank: bool = True
+    sts_scale: float | None = None
+    validation: list[str] = field(default_factory=lambda: ["embedded:indomain"])
+    validation_split: str = "dev"
+    test: list[str] = field(default_factory=lambda: ["embedded:indomain", "embedded:outdomain"])
+    test_split: str = "test"
+    eval_batch_size: int = 64
+    embedded: EmbeddedDataConfig = field(default_factory=EmbeddedDataConfig)
+
+
+@dataclass
+class TextConfig:
+    model: TextModelConfig = field(default_factory=TextModelConfig)
+    data: TextDataConfig = field(default_factory=TextDataConfig)
+    head: HeadConfig = field(default_factory=HeadConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainLoopConfig = field(default_factory=lambda: TrainLoopConfig(output_dir="runs/text/default"))
+
+
+def resolve_text_config(cfg: TextConfig) -> TextConfig:
+    """Derive what ``auto`` leaves open: the loss direction is the paper's ``q2d``."""
+    if cfg.loss.direction == "auto":
+        cfg = dataclasses.replace(cfg, loss=dataclasses.replace(cfg.loss, direction="q2d"))
+    return cfg

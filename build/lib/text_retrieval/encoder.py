@@ -1,0 +1,299 @@
+"""A text encoder: any Hugging Face ``AutoModel`` + pooling + a similarity head that travels with it.
+
+The head is an attribute (``encoder.head``) and is never applied inside :meth:`TextEncoder.embed`
+or :meth:`TextEncoder.encode`: stored embeddings stay raw so their norms remain observable, and the
+same vectors can be scored under any head. Scoring code calls ``head.transform_query`` /
+``head.transform_document`` (or ``head.score``) itself.
+
+``save_pretrained`` writes the HF model and tokenizer, ``clipmag_head.json`` (the ``HeadRecord``:
+head, pooling, prefixes, max lengths) and the sentence-transformers module files without a ``Normalize`` module,
+so ``SentenceTransformer(folder)`` yields the same raw embeddings as :meth:`encode`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any, Literal, Mapping, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+from transformers import AutoModel, AutoTokenizer, BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
+
+from clipmag.head_record import HEAD_FILE, HeadRecord
+from clipmag.heads import SimilarityHead, build_head, head_from_dict
+from text_retrieval.packaged import resolve_model_name
+
+logger = logging.getLogger("clipmag")
+
+__all__ = ["TextEncoder", "POOLINGS", "HEAD_FILE", "pool"]
+
+Side = Literal["query", "document"]
+POOLINGS = ("mean", "cls", "last")
+DEFAULT_MAX_LENGTH = 512
+_OVERRIDES = ("query_prefix", "document_prefix", "query_max_length", "document_max_length", "max_length", "head_settings")
+
+
+def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """Pool token states [N, L, D] into [N, D]; padding never contributes.
+
+    ``last`` takes the last position whose mask is 1, which is correct for right padding (index
+    ``length - 1``) and left padding (the final position) alike.
+    """
+    if pooling == "mean":
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        summed = (hidden * mask).sum(dim=1, dtype=torch.float32)
+        return summed / mask.sum(dim=1, dtype=torch.float32).clamp_min(1e-9)
+    if pooling == "cls":
+        return hidden[:, 0].float()
+    if pooling == "last":
+        positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
+        last = (attention_mask.long() * (positions + 1)).argmax(dim=1)
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last].float()
+    raise ValueError(f"unknown pooling {pooling!r}; valid: {', '.join(POOLINGS)}")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _sentence_transformers_defaults(folder: Path) -> dict[str, Any]:
+    """Pooling and max length from a sentence-transformers folder, when the model came as one."""
+    found: dict[str, Any] = {}
+    if (folder / "sentence_bert_config.json").is_file():
+        length = _read_json(folder / "sentence_bert_config.json").get("max_seq_length")
+        if length:
+            found["query_max_length"] = found["document_max_length"] = int(length)
+    if (folder / "1_Pooling" / "config.json").is_file():
+        cfg = _read_json(folder / "1_Pooling" / "config.json")
+        for key, mode in (("pooling_mode_mean_tokens", "mean"), ("pooling_mode_cls_token", "cls"), ("pooling_mode_lasttoken", "last")):
+            if cfg.get(key):
+                found["pooling"] = mode
+                break
+    return found
+
+
+class TextEncoder(nn.Module):
+    """HF transformer + pooling, with per-side prefixes and max lengths, and a similarity head."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        head: SimilarityHead | None = None,
+        pooling: str = "mean",
+        query_prefix: str = "",
+        document_prefix: str = "",
+        query_max_length: int = DEFAULT_MAX_LENGTH,
+        document_max_length: int = DEFAULT_MAX_LENGTH,
+        name_or_path: str = "",
+    ) -> None:
+        super().__init__()
+        if pooling not in POOLINGS:
+            raise ValueError(f"unknown pooling {pooling!r}; valid: {', '.join(POOLINGS)}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.head = head if head is not None else build_head("cosine")
+        self.pooling = pooling
+        self.query_prefix, self.document_prefix = query_prefix, document_prefix
+        self.query_max_length, self.document_max_length = int(query_max_length), int(document_max_length)
+        self.name_or_path = name_or_path or str(getattr(model.config, "_name_or_path", ""))
+        if tokenizer.pad_token is None:
+            # decoder models (e.g. Qwen3) often ship without one; the mask hides it anyway
+            tokenizer.pad_token = tokenizer.eos_token
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str | Path,
+        norm: str | None = None,
+        pooling: str | None = None,
+        head: SimilarityHead | None = None,
+        **overrides: Any,
+    ) -> TextEncoder:
+        """Load a Hugging Face model (folder or hub name) or a clipmag export.
+
+        Settings come, in increasing priority, from: defaults (mean pooling, cosine head, max length
+        min(tokenizer limit, 512)), a sentence-transformers config in the folder, the folder's
+        ``HeadRecord`` (``clipmag_head.json``), then the arguments. ``head`` is a ready-built head
+        (a trainer passes the one it configured; it is used as is); ``norm`` names a head instead.
+        ``overrides`` accepts ``query_prefix``, ``document_prefix``, ``query_max_length``,
+        ``document_max_length``, ``max_length`` (both sides), ``head_settings`` (e.g.
+        ``{"gq": 0.3}`` for the learnable head) and ``model_kwargs`` (for ``AutoModel``).
+        """
+        model_kwargs = dict(overrides.pop("model_kwargs", None) or {})
+        unknown = set(overrides) - set(_OVERRIDES)
+        if unknown:
+            raise TypeError(f"TextEncoder.from_pretrained: unknown setting(s) {sorted(unknown)}; valid: {', '.join(_OVERRIDES)}")
+        source = resolve_model_name(str(name_or_path))
+        folder = Path(source)
+        tokenizer = AutoTokenizer.from_pretrained(source)
+        model = AutoModel.from_pretrained(source, **model_kwargs)
+
+        limit = getattr(tokenizer, "model_max_length", DEFAULT_MAX_LENGTH) or DEFAULT_MAX_LENGTH
+        settings: dict[str, Any] = {"pooling": "mean", "query_prefix": "", "document_prefix": "",
+                                    "query_max_length": min(int(limit), DEFAULT_MAX_LENGTH)}
+        settings["document_max_length"] = settings["query_max_length"]
+        head_dict: dict[str, Any] = {"name": "cosine"}
+        if folder.is_dir():
+            settings.update(_sentence_transformers_defaults(folder))
+            if HeadRecord.exists(folder):
+                record = HeadRecord.read(folder)
+                head_dict = record.head
+                saved = record.to_dict()
+                settings.update({k: saved[k] for k in settings if saved.get(k) is not None})
+        if "max_length" in overrides:
+            overrides["query_max_length"] = overrides["document_max_length"] = overrides.pop("max_length")
+        head_settings = overrides.pop("head_settings", None)
+        settings.update({k: v for k, v in overrides.items() if v is not None})
+        if pooling is not None:
+            settings["pooling"] = pooling
+        if head is None:
+            if norm is not None and norm != head_dict.get("name"):
+                head_dict = {"name": norm}
+            head = head_from_dict({**head_dict, **(head_settings or {})})
+        logger.info("loaded %s: pooling=%s head=%s max_length=%d/%d", source, settings["pooling"], head.name,
+                    settings["query_max_length"], settings["document_max_length"])
+        return cls(model, tokenizer, head=head, name_or_path=source, **settings)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    def side_settings(self, side: Side) -> tuple[str, int]:
+        if side == "query":
+            return self.query_prefix, self.query_max_length
+        if side == "document":
+            return self.document_prefix, self.document_max_length
+        raise ValueError(f"side must be 'query' or 'document', got {side!r}")
+
+    def head_record(self) -> HeadRecord:
+        """Everything besides the weights that determines the embeddings and scores."""
+        return HeadRecord(
+            head=self.head.to_dict(), pooling=self.pooling, query_prefix=self.query_prefix,
+            document_prefix=self.document_prefix, query_max_length=self.query_max_length,
+            document_max_length=self.document_max_length, model_name=self.name_or_path,
+        )
+
+    def weights_fingerprint(self) -> str:
+        """Cheap digest of the weights (a strided sample of every tensor): changes when training does."""
+        digest = hashlib.sha1()
+        with torch.no_grad():
+            for name, tensor in self.model.state_dict().items():
+                flat = tensor.detach().reshape(-1)
+                step = max(1, flat.numel() // 256)
+                digest.update(name.encode() + flat[::step].to("cpu", torch.float32).numpy().tobytes())
+        return digest.hexdigest()[:16]
+
+    # ------------------------------------------------------------------ encoding
+    def tokenize(self, texts: Sequence[str], side: Side) -> BatchEncoding:
+        """Tokenize with the side's prefix and max length, padded to the longest text."""
+        prefix, max_length = self.side_settings(side)
+        return self.tokenizer([prefix + t for t in texts], padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+
+    def embed(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Raw pooled embeddings [N, D] (with gradient; no head applied)."""
+        inputs = {k: v for k, v in batch.items() if v is not None}
+        output = self.model(**inputs)
+        return pool(output.last_hidden_state, inputs["attention_mask"], self.pooling)
+
+    forward = embed
+
+    def _pad(self, features: list[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
+        longest = max(len(f["input_ids"]) for f in features)
+        left = self.tokenizer.padding_side == "left"
+        fill = {"input_ids": self.tokenizer.pad_token_id, "attention_mask": 0}
+        batch: dict[str, torch.Tensor] = {}
+        for key in features[0]:
+            rows = []
+            for f in features:
+                pad = [fill.get(key, 0)] * (longest - len(f[key]))
+                rows.append(pad + f[key] if left else f[key] + pad)
+            batch[key] = torch.tensor(rows, dtype=torch.long)
+        return batch
+
+    @torch.inference_mode()
+    def encode(self, texts: Sequence[str], side: Side, batch_size: int = 64, show_progress: bool = True) -> np.ndarray:
+        """Raw embeddings [N, D] float32, in input order.
+
+        Texts are tokenized once, sorted longest first (so batches hold similar lengths and an
+        out-of-memory shows up on the first batch), padded per batch, and put back in input order.
+        fp32 on CPU; bf16 autocast on CUDA with pooling in fp32.
+        """
+        if isinstance(texts, str):
+            raise TypeError("encode expects a list of texts, got a single string")
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        prefix, max_length = self.side_settings(side)
+        tokens = self.tokenizer([prefix + t for t in texts], truncation=True, max_length=max_length)
+        keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in tokens]
+        order = np.argsort([-len(ids) for ids in tokens["input_ids"]], kind="stable")
+        was_training = self.model.training
+        self.model.eval()
+        device = self.device
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        try:
+            starts = range(0, len(texts), batch_size)
+            for start in tqdm(starts, desc=f"encode {side} texts", disable=not show_progress, unit="batch"):
+                index = order[start:start + batch_size]
+                batch = self._pad([{k: tokens[k][i] for k in keys} for i in index])
+                batch = {k: v.to(device) for k, v in batch.items()}
+                with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+                    vectors = self.embed(batch)
+                out[index] = vectors.float().cpu().numpy()
+        finally:
+            self.model.train(was_training)
+        return out
+
+    def gradient_checkpointing_enable(self, **kwargs: Any) -> None:
+        self.model.gradient_checkpointing_enable(**kwargs)
+
+    # ------------------------------------------------------------------ saving
+    def save_pretrained(self, directory: str | Path, record: HeadRecord | None = None) -> None:
+        """HF model + tokenizer + ``clipmag_head.json`` + sentence-transformers files (no Normalize).
+
+        ``record`` is the trainer's fuller record (with the loss direction and scale); by default
+        the encoder's own.
+        """
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
+        (record or self.head_record()).write(directory)
+        modules = [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        ]
+        (directory / "modules.json").write_text(json.dumps(modules, indent=2) + "\n", encoding="utf-8")
+        if self.query_max_length != self.document_max_length:
+            logger.warning("sentence-transformers keeps one max length; writing the document side's (%d)", self.document_max_length)
+        sbert = {"max_seq_length": self.document_max_length, "do_lower_case": False}
+        (directory / "sentence_bert_config.json").write_text(json.dumps(sbert, indent=2) + "\n", encoding="utf-8")
+        pooling_dir = directory / "1_Pooling"
+        pooling_dir.mkdir(exist_ok=True)
+        pooling_cfg = {
+            "word_embedding_dimension": self.dim,
+            "pooling_mode_cls_token": self.pooling == "cls",
+            "pooling_mode_mean_tokens": self.pooling == "mean",
+            "pooling_mode_max_tokens": False,
+            "pooling_mode_mean_sqrt_len_tokens": False,
+            "pooling_mode_weightedmean_tokens": False,
+            "pooling_mode_lasttoken": self.pooling == "last",
+            "include_prompt": True,
+        }
+        (pooling_dir / "config.json").write_text(json.dumps(pooling_cfg, indent=2) + "\n", encoding="utf-8")
+        st_config = {"prompts": {"query": self.query_prefix, "document": self.document_prefix}, "default_prompt_name": None,
+                     "similarity_fn_name": "cosine" if self.head.name == "cosine" else "dot"}
+        (directory / "config_sentence_transformers.json").write_text(json.dumps(st_config, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,233 @@
+"""The text dense-retrieval task for the generic training loop.
+
+``infonce``: (query, positive, hard negatives) from WebDataset shards, InfoNCE in the configured
+direction (paper default q2d, scale 20) with negatives gathered across ranks.
+``sts``: (text_a, text_b, gold in [0, 1]) pairs and an MSE loss on ``sts_scale * head.paired(a, b)``
+(docs/method.md section 4: scale 1 for cosine, 0.01 on unnormalised scores), the symmetric-task
+experiment where asymmetric heads are expected to fail.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from clipmag import distributed as dist_utils
+from clipmag.batching import SeededBatches, rank_slice
+from clipmag.diagnostics import magnitude_summary
+from clipmag.head_record import HeadRecord
+from clipmag.heads import SimilarityHead, head_from_config
+from clipmag.losses import InfoNCE, infonce_from_config
+from text_retrieval.config import TextConfig
+from text_retrieval.data import STSPairs, load_eval_datasets, load_sts_file
+from text_retrieval.data.embedded import build_embedded
+from text_retrieval.data.shards import TextShardStream
+from text_retrieval.encoder import TextEncoder
+from text_retrieval.evaluate import evaluate_retrieval, evaluate_sts
+
+TABLE_KEYS = ("NDCG@10", "MRR@10", "Recall@100", "spearman", "spearman_reversed", "asymmetry_gap")
+EMBEDDED_PREFIX = "embedded:"
+EMBEDDED_KEYS = {"train": "train_shards", "indomain": "indomain", "outdomain": "outdomain", "sts": "sts_test", "sts_train": "sts_train"}
+
+
+class BiEncoder(nn.Module):
+    """Encoder (with its head) plus the loss; ``forward(batch)`` returns the loss and statistics."""
+
+    def __init__(self, encoder: TextEncoder, loss: InfoNCE, objective: str, hard_negatives: int, sts_scale: float) -> None:
+        super().__init__()
+        if loss.head is not encoder.head:
+            raise ValueError("BiEncoder: the loss must score with the encoder's own head")
+        self.encoder, self.loss = encoder, loss
+        self.objective, self.hard_negatives, self.sts_scale = objective, hard_negatives, sts_scale
+
+    @property
+    def head(self) -> SimilarityHead:
+        return self.encoder.head
+
+    def head_record(self) -> HeadRecord:
+        """The encoder's record plus the loss it trains with."""
+        scale = self.sts_scale if self.objective == "sts" else float(self.loss.current_scale().detach())
+        direction = None if self.objective == "sts" else self.loss.direction
+        return dataclasses.replace(self.encoder.head_record(), loss_direction=direction, scale=scale)
+
+    def _embed(self, texts: list[str], side: str) -> torch.Tensor:
+        tokens = self.encoder.tokenize(texts, side)  # type: ignore[arg-type]
+        return self.encoder.embed({k: v.to(self.encoder.device) for k, v in tokens.items()})
+
+    def forward(self, batch: dict[str, Any]) -> dict[str, Any]:
+        if self.objective == "sts":
+            return self._sts(batch)
+        queries = self._embed(batch["query"], "query")
+        n, k = len(batch["query"]), self.hard_negatives
+        documents = list(batch["positive"])
+        if k:
+            for i, negatives in enumerate(batch["negatives"]):
+                documents.extend(_take_negatives(negatives, k, i))
+        docs = self._embed(documents, "document")
+        grouped = docs[:n].unsqueeze(1) if k == 0 else torch.cat([docs[:n].unsqueeze(1), docs[n:].view(n, k, -1)], dim=1)
+        out = self.loss(queries, grouped)
+        out.update(magnitude_summary(queries, docs[:n], self.encoder.head, float(out["scale"])))
+        return out
+
+    def _sts(self, batch: dict[str, Any]) -> dict[str, Any]:
+        a, b = self._embed(batch["text_a"], "query"), self._embed(batch["text_b"], "query")
+        predicted = self.sts_scale * self.encoder.head.paired(a, b)
+        gold = torch.as_tensor(batch["score"], dtype=predicted.dtype, device=predicted.device)
+        out: dict[str, Any] = {"loss": F.mse_loss(predicted, gold)}
+        out.update(magnitude_summary(a, b, self.encoder.head, self.sts_scale))
+        return out
+
+
+def _take_negatives(negatives: list[str], k: int, row: int) -> list[str]:
+    if not negatives:
+        raise ValueError(f"data.hard_negatives={k} but training sample {row} of this batch has no negatives")
+    return [negatives[j % len(negatives)] for j in range(k)]
+
+
+def default_sts_scale(head_name: str) -> float:
+    """Paper.md section 4: MSE on cosine directly, on unnormalised scores scaled by 0.01."""
+    return 1.0 if head_name == "cosine" else 0.01
+
+
+class TextRetrievalTask:
+    """Builds the encoder, streams the training data, validates, exports and tests."""
+
+    front_end = "text"
+
+    def __init__(self, cfg: TextConfig, ctx: dist_utils.DistributedContext) -> None:
+        self.cfg, self.ctx = cfg, ctx
+        self.primary_metric = "spearman" if cfg.data.objective == "sts" else "NDCG@10"
+        self._embedded: dict[str, Path] | None = None
+        self.validation_sets = [ds for spec in cfg.data.validation for ds in self._load(spec, cfg.data.validation_split)]
+
+    # ---- data --------------------------------------------------------------------------------
+    def embedded_paths(self) -> dict[str, Path]:
+        """Build the embedded default once (rank 0 first, the others wait and reuse it)."""
+        if self._embedded is None:
+            e = self.cfg.data.embedded
+            kwargs = dict(n_train=e.n_train, n_test=e.n_test, n_dev=e.n_dev, corpus_size=e.corpus_size, seed=0)
+            if self.ctx.is_main:
+                self._embedded = build_embedded(e.root, **kwargs)
+            dist_utils.barrier()
+            if not self.ctx.is_main:
+                self._embedded = build_embedded(e.root, **kwargs)
+        return self._embedded
+
+    def resolve(self, spec: str) -> Path:
+        """A dataset path, or ``embedded:<name>`` for a part of the embedded default."""
+        if spec == "embedded":
+            spec = EMBEDDED_PREFIX + ("sts_train" if self.cfg.data.objective == "sts" else "train")
+        if not spec.startswith(EMBEDDED_PREFIX):
+            return Path(spec)
+        name = spec[len(EMBEDDED_PREFIX):]
+        if name not in EMBEDDED_KEYS:
+            raise ValueError(f"unknown embedded dataset {spec!r}; valid: {', '.join(EMBEDDED_PREFIX + k for k in EMBEDDED_KEYS)}")
+        return self.embedded_paths()[EMBEDDED_KEYS[name]]
+
+    def _load(self, spec: str, split: str) -> list[Any]:
+        path = self.resolve(spec)
+        if spec.startswith(EMBEDDED_PREFIX) and path.is_file():
+            return [load_sts_file(path, name=spec[len(EMBEDDED_PREFIX):])]
+        return load_eval_datasets(path, split=split)
+
+    def local_batch_size(self) -> int:
+        return self.cfg.data.batch_size
+
+    def train_batches(self, start_step: int) -> Iterator[dict[str, Any]]:
+        d, rank, world = self.cfg.data, self.ctx.rank, self.ctx.world_size
+        seed = self.cfg.train.seed
+        train = self.resolve(d.train)
+        if d.objective == "sts":
+            return _pair_batches(load_sts_file(train), d.batch_size, seed, rank, world, start_step)
+        if d.split_by_rank:
+            stream = TextShardStream(train, d.batch_size, seed, rank, world, d.num_workers, d.allow_corrupt_shards)
+            return stream.batches(start_step)
+        # one stream of global batches, cut by rank like SeededBatches cuts its permutation
+        stream = TextShardStream(train, d.batch_size * world, seed, 0, 1, d.num_workers, d.allow_corrupt_shards)
+        return (_slice(batch, rank, d.batch_size) for batch in stream.batches(start_step))
+
+    # ---- model -------------------------------------------------------------------------------
+    def build_encoder(self) -> TextEncoder:
+        m = self.cfg.model
+        encoder = TextEncoder.from_pretrained(
+            m.name_or_path, head=head_from_config(self.cfg.head), pooling=m.pooling,
+            query_prefix=m.query_prefix, document_prefix=m.document_prefix,
+            query_max_length=m.query_max_length, document_max_length=m.document_max_length,
+        )
+        pooler = getattr(encoder.model, "pooler", None)
+        if isinstance(pooler, nn.Module):
+            # BERT's pooler never feeds our pooling; frozen, DDP does not wait for its gradients.
+            pooler.requires_grad_(False)
+        if self.cfg.train.gradient_checkpointing:
+            encoder.gradient_checkpointing_enable()
+        return encoder
+
+    def build_model(self) -> nn.Module:
+        encoder = self.build_encoder()
+        sts_scale = self.cfg.data.sts_scale or default_sts_scale(self.cfg.head.name)
+        loss = infonce_from_config(self.cfg.loss, encoder.head)
+        return BiEncoder(encoder, loss, self.cfg.data.objective, self.cfg.data.hard_negatives, sts_scale)
+
+    # ---- evaluation and export ---------------------------------------------------------------
+    def evaluate_sets(self, encoder: TextEncoder, datasets: list[Any], keep_norms: bool = False) -> dict[str, dict[str, Any]]:
+        """Full results per dataset name (retrieval: NDCG@10, MRR@10, ...; STS: spearman, ...)."""
+        results = {}
+        for ds in datasets:
+            if isinstance(ds, STSPairs):
+                results[ds.name] = evaluate_sts(encoder, ds, batch_size=self.cfg.data.eval_batch_size, show_progress=False)
+            else:
+                results[ds.name] = evaluate_retrieval(encoder, ds, top_k=100, batch_size=self.cfg.data.eval_batch_size,
+                                                     show_progress=False, keep_norms=keep_norms)
+        return results
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        """Validation: the first set's metrics unprefixed (for the best checkpoint), all prefixed."""
+        flat: dict[str, float] = {}
+        for i, (name, result) in enumerate(self.evaluate_sets(model.encoder, self.validation_sets).items()):
+            scalars = {k: float(v) for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            if i == 0:
+                flat.update(scalars)
+            flat.update({f"{name}/{k}": v for k, v in scalars.items()})
+        return flat
+
+    def test(self, encoder: TextEncoder) -> dict[str, dict[str, Any]]:
+        """Results on the configured test sets (per-query scores dropped: they are in the run files)."""
+        sets = [ds for spec in self.cfg.data.test for ds in self._load(spec, self.cfg.data.test_split)]
+        results = self.evaluate_sets(encoder, sets, keep_norms=True)
+        return {name: {k: v for k, v in r.items() if k != "per_query"} for name, r in results.items()}
+
+    def export(self, model: BiEncoder, directory: Path) -> None:
+        model.encoder.save_pretrained(directory, record=model.head_record())
+
+    def load_export(self, directory: Path) -> TextEncoder:
+        """The export as a user loads it: the head and settings come from its ``clipmag_head.json``."""
+        return TextEncoder.from_pretrained(directory)
+
+    def run_identity(self) -> dict[str, Any]:
+        return {"objective": self.cfg.data.objective, "model": self.cfg.model.name_or_path}
+
+    def format_results(self, metrics: dict[str, dict[str, Any]]) -> str:
+        """One row per test set, the metrics it has."""
+        lines = [f"test results (head: {self.cfg.head.name})"]
+        for name, result in metrics.items():
+            cells = [f"{k} {result[k]:.4f}" for k in TABLE_KEYS if isinstance(result.get(k), float)]
+            lines.append(f"  {name:<24} " + "  ".join(cells))
+        return "\n".join(lines)
+
+
+def _slice(batch: dict[str, list], rank: int, size: int) -> dict[str, list]:
+    part = rank_slice(rank, size)
+    return {k: v[part] for k, v in batch.items()}
+
+
+def _pair_batches(pairs: STSPairs, batch_size: int, seed: int, rank: int, world: int,
+                  start_step: int) -> Iterator[dict[str, Any]]:
+    """Endless seeded epochs over scored pairs, global batches sliced by rank; exact on resume."""
+    batches = SeededBatches(len(pairs), batch_size, seed, rank, world, what=pairs.name)
+    return ({"text_a": [pairs.a[i] for i in rows], "text_b": [pairs.b[i] for i in rows],
+             "score": [float(pairs.scores[i]) for i in rows]} for rows in batches.stream(start_step))

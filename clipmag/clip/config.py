@@ -1,0 +1,105 @@
+"""The image-text trainer's configuration: plain data sections and their resolution.
+
+``ClipConfig`` is the whole run: the objective (``i2t``, ``t2i`` or ``sym``), the open_clip
+architecture, the data, and the shared head / loss / optimizer / loop sections. Its defaults are
+the embedded run (composite digits, ``clipmag-tiny``), sized to train in a few minutes on two CPU
+cores, so ``python scripts/train_clip.py`` with no arguments is a complete experiment.
+
+Objective -> roles (docs/method.md section 5): ``i2t`` makes the image the query and ranks texts
+(InfoNCE ``q2d``); ``t2i`` makes the text the query; ``sym`` averages both softmax axes
+(``both``) with ``model.query_side`` as the query (image unless set). ``loss.direction`` and
+``model.query_side`` default to ``auto`` and are derived from the objective by ``resolve``; a
+value that contradicts the objective is an error. The resolved values are what is saved.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Literal, Sequence
+
+from clipmag.config import ConfigError, parse_cli
+from clipmag.settings import HeadConfig, LossConfig, OptimConfig, TrainLoopConfig
+
+from .data import ClipDataConfig
+from .model import ClipModelConfig, resolve_model_name
+
+Objective = Literal["sym", "i2t", "t2i"]
+SHORTHANDS = {
+    "norm": "head.name",
+    "loss": "objective",
+    "model": "model.name",
+    "pretrained": "model.pretrained",
+    "query_side": "model.query_side",
+    "resume": "train.resume",
+    "output": "train.output_dir",
+    "steps": "train.steps",
+    "seed": "train.seed",
+    "batch_size": "data.batch_size",
+    "train_shards": "data.train_shards",
+    "val_shards": "data.val_shards",
+}
+DIRECTION = {"sym": "both", "i2t": "q2d", "t2i": "q2d"}
+QUERY_SIDE = {"i2t": "image", "t2i": "text"}
+
+
+@dataclass
+class ClipConfig:
+    """One image-text run. Defaults: the embedded digits set, symmetric loss, cosine head."""
+
+    objective: Objective = "sym"
+    model: ClipModelConfig = field(default_factory=ClipModelConfig)
+    data: ClipDataConfig = field(default_factory=ClipDataConfig)
+    head: HeadConfig = field(default_factory=HeadConfig)
+    # open_clip's logit scale: learnable, initialised at 1/0.07, clamped at 100.
+    loss: LossConfig = field(default_factory=lambda: LossConfig(scale=1 / 0.07, learnable_scale=True, max_scale=100.0))
+    optim: OptimConfig = field(
+        default_factory=lambda: OptimConfig(lr=2e-3, weight_decay=0.1, eps=1e-6, warmup_steps=30, gamma_lr=1e-2)
+    )
+    train: TrainLoopConfig = field(
+        default_factory=lambda: TrainLoopConfig(output_dir="runs/clip", steps=400, log_every=50, save_every=200)
+    )
+
+
+def _derived(key: str, given: str, derived: str, objective: str, problems: list[str]) -> str:
+    """``derived`` for ``auto``; the given value when it agrees, else a problem naming the key."""
+    if given not in ("auto", derived):
+        problems.append(f"{key}={given} contradicts objective={objective} (which trains {key}={derived}); "
+                        f"drop {key} or set it to auto")
+    return derived
+
+
+def resolve(cfg: ClipConfig) -> ClipConfig:
+    """Derive loss direction, query side and data source; reject unusable settings early."""
+    problems: list[str] = []
+    direction = _derived("loss.direction", cfg.loss.direction, DIRECTION[cfg.objective], cfg.objective, problems)
+    side = cfg.model.query_side
+    if cfg.objective in QUERY_SIDE:
+        side = _derived("model.query_side", side, QUERY_SIDE[cfg.objective], cfg.objective, problems)
+    elif side == "auto":
+        side = "image"
+    source = cfg.data.source if cfg.data.source != "auto" else ("shards" if cfg.data.train_shards else "embedded")
+    cfg = dataclasses.replace(
+        cfg, loss=dataclasses.replace(cfg.loss, direction=direction), model=dataclasses.replace(cfg.model, query_side=side),
+        data=dataclasses.replace(cfg.data, source=source),
+    )
+    if cfg.data.batch_size < 2:
+        problems.append(f"data.batch_size must be >= 2 for in-batch negatives, got {cfg.data.batch_size}")
+    if cfg.train.steps < 1:
+        problems.append(f"train.steps must be >= 1, got {cfg.train.steps}")
+    if cfg.data.source == "shards" and not cfg.data.train_shards:
+        problems.append("data.source=shards needs data.train_shards (e.g. data/train-{000..009}.tar)")
+    if cfg.data.source == "embedded" and cfg.data.train_shards:
+        problems.append("data.train_shards is set but data.source=embedded: drop one of them")
+    try:
+        resolve_model_name(cfg.model.name)
+    except ValueError as err:
+        problems.append(str(err))
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return cfg
+
+
+def parse_args(argv: Sequence[str]) -> ClipConfig:
+    """``[--config YAML] [--flag value ...] [key=value ...]`` -> a resolved, checked config."""
+    return resolve(parse_cli(ClipConfig, argv, SHORTHANDS))

@@ -1,0 +1,107 @@
+"""Read a sweep's run folders into tidy rows: one (cell, dataset, metric, value) per row.
+
+A cell folder holds ``cell.json`` (written by the sweep: group, kind, model, head, variant, seed)
+and ``results.json`` (written by the run driver, ``clipmag.results``): metrics per dataset and the
+head record of the tested model, from which the report takes the head (a CLIP variant set by
+``--config`` names no head in its cell).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from clipmag.experiments.sweep import CELL_FILE
+from clipmag.results import RESULTS_FILE, read_results
+
+TEXT_METRICS = ("NDCG@10", "MRR@10", "Recall@100", "MAP@100", "spearman", "pearson", "spearman_reversed", "pearson_reversed", "asymmetry_gap")
+CLIP_METRICS = ("i2t_r1_cosine", "t2i_r1_cosine", "i2t_r1_head", "t2i_r1_head", "i2t_r5_head", "t2i_r5_head",
+                "i2t_r10_head", "t2i_r10_head", "image_norm_d", "text_norm_d", "zeroshot_acc1_cosine", "zeroshot_acc1_head")
+
+
+@dataclass
+class Row:
+    group: str
+    kind: str
+    model: str
+    config: str  # the head, or the variant name
+    seed: int
+    dataset: str
+    metric: str
+    value: float
+
+
+@dataclass
+class CellResult:
+    directory: Path
+    cell: dict[str, Any]
+    results: dict[str, Any]
+
+    @property
+    def head(self) -> str:
+        """The head the tested model scored with, from its head record."""
+        return str(self.results["head"]["head"]["name"])
+
+    @property
+    def config(self) -> str:
+        return self.cell.get("variant") or self.head
+
+
+def find_cells(runs_dir: str | Path) -> list[CellResult]:
+    """Every finished cell under ``runs_dir`` (unfinished ones have no results yet)."""
+    found = []
+    for cell_file in sorted(Path(runs_dir).rglob(CELL_FILE)):
+        results_file = cell_file.parent / RESULTS_FILE
+        if results_file.is_file():
+            found.append(CellResult(cell_file.parent, json.loads(cell_file.read_text()), read_results(results_file)))
+    return found
+
+
+def _diagnostic_rows(result: dict[str, Any]) -> dict[str, float]:
+    diag = result.get("diagnostics") or {}
+    out = {}
+    effect = diag.get("document_norm_effect") or {}
+    if isinstance(effect.get("cohens_d"), (int, float)):
+        out["cohens_d_doc_norm"] = float(effect["cohens_d"])
+    for side in ("query_norm", "document_norm"):
+        if isinstance(diag.get(side), dict) and "cv" in diag[side]:
+            out[f"{side}_cv"] = float(diag[side]["cv"])
+    return out
+
+
+def tidy_rows(cells: list[CellResult]) -> list[Row]:
+    rows: list[Row] = []
+    for c in cells:
+        base = dict(group=c.cell["group"], kind=c.cell["kind"], model=c.cell.get("model") or "default", config=c.config, seed=int(c.cell["seed"]))
+        for dataset, result in c.results["metrics"].items():
+            values = {m: result[m] for m in (*TEXT_METRICS, *CLIP_METRICS) if isinstance(result.get(m), (int, float))}
+            values.update(_diagnostic_rows(result))
+            rows += [Row(**base, dataset=dataset, metric=m, value=float(v)) for m, v in values.items()]
+    return rows
+
+
+def gamma_trajectories(cells: list[CellResult]) -> dict[str, list[tuple[int, float, float]]]:
+    """(step, gamma_q, gamma_d) per learnable cell, from its ``metrics.jsonl``."""
+    out = {}
+    for c in cells:
+        path = c.directory / "metrics.jsonl"
+        if c.head != "learnable" or not path.is_file():
+            continue
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        out[f"{c.cell['group']}/seed{c.cell['seed']}"] = [
+            (r["step"], r["gamma_q"], r["gamma_d"]) for r in records if r.get("kind") == "train" and "gamma_q" in r
+        ]
+    return out
+
+
+def document_norm_samples(cells: list[CellResult]) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """Relevant vs non-relevant document norms per (head, dataset), when the results kept them."""
+    out = {}
+    for c in cells:
+        for dataset, result in c.results["metrics"].items():
+            effect = ((result.get("diagnostics") or {}).get("document_norm_effect") or {})
+            if "relevant_norms" in effect and "nonrelevant_norms" in effect:
+                out.setdefault((c.config, dataset), {"relevant": effect["relevant_norms"], "nonrelevant": effect["nonrelevant_norms"]})
+    return out

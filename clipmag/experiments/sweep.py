@@ -1,0 +1,136 @@
+"""Head sweeps: a grid of heads x seeds x models (x named variants) for the text or CLIP trainer.
+
+Each cell trains in its own run folder, ``<output_dir>/<group>/<model>/<head or variant>/seed<N>``,
+with its resolved config. A cell is finished when its ``results.json`` exists; a rerun of the same
+sweep skips finished cells and continues an interrupted cell from its latest checkpoint, so a
+killed sweep resumes where it stopped. Cells run one after another in this process (cheap on a
+laptop: the libraries are imported once) or each under ``torchrun`` with ``nproc_per_node``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Sequence
+
+from clipmag.config import build_config
+from clipmag.naming import slug
+from clipmag.frontends import FRONT_ENDS, get_front_end
+from clipmag.results import RESULTS_FILE
+from clipmag.run_logging import logger
+
+CELL_FILE = "cell.json"
+
+
+@dataclass
+class SweepVariant:
+    """A named set of extra arguments (e.g. a CLIP loss direction with a head)."""
+
+    name: str
+    args: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SweepGroup:
+    """One grid. ``heads`` and ``variants`` multiply; leave one empty to use only the other."""
+
+    name: str
+    kind: str = "text"  # a registered front end (clipmag.frontends)
+    config: str | None = None
+    heads: list[str] = field(default_factory=list)
+    variants: list[SweepVariant] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=lambda: [0])
+    args: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SweepConfig:
+    name: str = "sweep"
+    output_dir: str = "runs/sweep"
+    launcher: Literal["inprocess", "torchrun"] = "inprocess"
+    nproc_per_node: int = 1
+    groups: list[SweepGroup] = field(default_factory=list)
+
+
+@dataclass
+class Cell:
+    group: str
+    kind: str
+    model: str | None
+    head: str | None
+    variant: str | None
+    seed: int
+    directory: Path
+    argv: list[str]
+
+    @property
+    def label(self) -> str:
+        return "/".join(x for x in (self.group, self.model, self.variant or self.head, f"seed{self.seed}") if x)
+
+    def describe(self) -> dict:
+        return {"group": self.group, "kind": self.kind, "model": self.model, "head": self.head,
+                "variant": self.variant, "seed": self.seed, "argv": self.argv}
+
+
+def expand(cfg: SweepConfig) -> list[Cell]:
+    """Every cell of every group, in a stable order."""
+    cells: list[Cell] = []
+    root = Path(cfg.output_dir)
+    for group in cfg.groups:
+        if group.kind not in FRONT_ENDS:
+            raise ValueError(f"sweep group {group.name!r}: unknown kind {group.kind!r}; valid: {', '.join(FRONT_ENDS)}")
+        variants = group.variants or [SweepVariant(name="")]
+        heads = group.heads or [None]
+        models = group.models or [None]
+        for model in models:
+            for head in heads:
+                for variant in variants:
+                    for seed in group.seeds:
+                        name = "-".join(x for x in (head, variant.name) if x) or "default"
+                        directory = root / group.name / (slug(Path(model.rstrip("/")).name or model) if model else "default") / name / f"seed{seed}"
+                        argv = ["--config", group.config] if group.config else []
+                        argv += [*group.args, *variant.args]
+                        argv += ["--norm", head] if head else []
+                        argv += ["--model", model] if model else []
+                        argv += ["--seed", str(seed), "--output", str(directory), "--resume", "latest"]
+                        cells.append(Cell(group.name, group.kind, model, head, variant.name or None, seed, directory, argv))
+    return cells
+
+
+def run_cell(cell: Cell, launcher: str, nproc: int) -> None:
+    cell.directory.mkdir(parents=True, exist_ok=True)
+    (cell.directory / CELL_FILE).write_text(json.dumps(cell.describe(), indent=1))
+    front_end = get_front_end(cell.kind)
+    if launcher == "inprocess":
+        front_end.main(cell.argv)
+        return
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+           "-m", front_end.module, *cell.argv]
+    proc = subprocess.run(cmd)
+    if proc.returncode != 0:
+        raise RuntimeError(f"sweep cell {cell.label} failed with exit status {proc.returncode}: {' '.join(cmd)}")
+
+
+def run_sweep(cfg: SweepConfig, only: Sequence[str] = ()) -> list[Cell]:
+    """Run every unfinished cell (optionally only the groups named in ``only``)."""
+    cells = [c for c in expand(cfg) if not only or c.group in only]
+    Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
+    total = len(cells)
+    for i, cell in enumerate(cells, 1):
+        if (cell.directory / RESULTS_FILE).is_file():
+            logger.info("[%d/%d] %s: finished earlier, skipped", i, total, cell.label)
+            continue
+        logger.info("[%d/%d] %s: running", i, total, cell.label)
+        start = time.perf_counter()
+        run_cell(cell, cfg.launcher, cfg.nproc_per_node)
+        logger.info("[%d/%d] %s: done in %.0f s", i, total, cell.label, time.perf_counter() - start)
+    return cells
+
+
+def load_sweep_config(path: str | Path, overrides: Sequence[str] = ()) -> SweepConfig:
+    return build_config(SweepConfig, path, overrides)

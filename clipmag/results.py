@@ -1,0 +1,91 @@
+"""The one ``results.json`` schema of every training run (text, CLIP, sweep cell).
+
+Readers (the report, later evaluators) read one shape, whatever front end wrote it::
+
+    {
+      "format_version": 1,
+      "run": {"front_end": "text", "output_dir": ..., "objective": ..., "model": ...,
+              "seed": 0, "steps": 30, "world_size": 1},
+      "head": {...},                      # the HeadRecord of the tested model, learned gammas included
+      "checkpoint": "runs/x/export",      # what was tested
+      "validation": {"NDCG@10": ...},     # the last validation during training (flat)
+      "metrics": {"<dataset>": {"<metric>": value, ..., "diagnostics": {...}}},
+      "timings": {"train_seconds": ..., "test_seconds": ...},
+      "versions": {"python": ..., "clipmag": ..., "torch": ..., ...},
+      "created": "2026-11-30T12:00:00"
+    }
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Mapping
+
+from clipmag.head_record import HeadRecord
+
+RESULTS_FILE = "results.json"
+RESULTS_VERSION = 1
+_PACKAGES = ("clipmag", "torch", "transformers", "sentence-transformers", "open_clip_torch", "faiss-cpu",
+             "pytrec-eval-terrier", "numpy", "scipy")
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of Python and the libraries that decide a number (``not installed`` when absent)."""
+    versions = {"python": platform.python_version()}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def build_results(
+    run: Mapping[str, Any],
+    head: HeadRecord,
+    checkpoint: str,
+    metrics: Mapping[str, Mapping[str, Any]],
+    validation: Mapping[str, Any],
+    timings: Mapping[str, float],
+) -> dict[str, Any]:
+    """A results record in the schema above."""
+    return {
+        "format_version": RESULTS_VERSION,
+        "run": dict(run),
+        "head": head.to_dict(),
+        "checkpoint": checkpoint,
+        "validation": dict(validation),
+        "metrics": {name: dict(values) for name, values in metrics.items()},
+        "timings": dict(timings),
+        "versions": package_versions(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+
+
+def write_results(record: Mapping[str, Any], directory: str | Path) -> Path:
+    """Write ``<directory>/results.json`` atomically (a sweep treats its presence as "finished")."""
+    path = Path(directory) / RESULTS_FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record, indent=1, default=str, allow_nan=True) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def read_results(path: str | Path) -> dict[str, Any]:
+    """Read and check a ``results.json``; the error names the file and the missing key."""
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON: {err}") from None
+    if not isinstance(record, dict) or record.get("format_version") != RESULTS_VERSION:
+        raise ValueError(f"{path}: expected a clipmag results file with format_version {RESULTS_VERSION}")
+    for key in ("run", "head", "metrics"):
+        if key not in record:
+            raise ValueError(f"{path}: missing key {key!r}")
+    HeadRecord.from_dict(record["head"], source=f"{path}: 'head'")
+    return record
