@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: venv test demo clean
+.PHONY: venv lint test demo clean
 
 venv: $(VENV)/.installed
 
@@ -16,7 +16,11 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -e '.[test]'
 	touch $@
 
-test: venv
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: lint
 	$(BIN)/python -m pytest -q
 
 demo: venv

@@ -29,7 +29,9 @@ from text_retrieval.encoder import TextEncoder  # noqa: E402
 from text_retrieval.search import build_index, search  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = Path(os.environ.get("CLIPMAG_SHARED_DATA", REPO.parent / "shared" / "data")) / "beir" / "scifact" / "corpus.jsonl"
+DEFAULT_DATA = (
+    Path(os.environ.get("CLIPMAG_SHARED_DATA", REPO.parent / "shared" / "data")) / "beir" / "scifact" / "corpus.jsonl"
+)
 
 
 def default_model() -> str:
@@ -75,7 +77,10 @@ def bench_encode(args: argparse.Namespace) -> None:
                 a = out
             else:
                 b = out
-    print(f"encode {len(texts)} docs, max_length {args.max_length}, batch {args.batch_size}, {device} ({precision}), torch threads {torch.get_num_threads()}")
+    print(
+        f"encode {len(texts)} docs, max_length {args.max_length}, batch {args.batch_size}, {device} ({precision}), "
+        f"torch threads {torch.get_num_threads()}"
+    )
     for name, seconds in best.items():
         print(f"  {name:<22} {seconds:8.2f} s  {len(texts) / seconds:8.1f} docs/s")
     print(f"  throughput ratio ours / sentence-transformers: {best['sentence-transformers'] / best['ours']:.2f}x")
@@ -84,7 +89,9 @@ def bench_encode(args: argparse.Namespace) -> None:
 
 def bench_search(args: argparse.Namespace) -> None:
     rng = np.random.default_rng(0)
-    docs = rng.standard_normal((args.search_docs, args.dim), dtype=np.float32) * rng.uniform(0.5, 2, (args.search_docs, 1)).astype(np.float32)
+    docs = rng.standard_normal((args.search_docs, args.dim), dtype=np.float32) * rng.uniform(
+        0.5, 2, (args.search_docs, 1)
+    ).astype(np.float32)
     queries = rng.standard_normal((args.queries, args.dim), dtype=np.float32)
     head = build_head("qnorm")
     doc_ids, qids = [str(i) for i in range(len(docs))], [str(i) for i in range(len(queries))]
@@ -101,7 +108,7 @@ def bench_search(args: argparse.Namespace) -> None:
 
     start = time.perf_counter()
     td, tq = head.transform_document(torch.from_numpy(docs)), head.transform_query(torch.from_numpy(queries))
-    tops = [torch.topk(tq[i:i + 256] @ td.T, args.top_k, dim=1).indices for i in range(0, len(tq), 256)]
+    tops = [torch.topk(tq[i : i + 256] @ td.T, args.top_k, dim=1).indices for i in range(0, len(tq), 256)]
     brute = torch.cat(tops)
     torch_s = time.perf_counter() - start
 

@@ -5,13 +5,15 @@ batch on the same images and captions (the embedded digits written to a temporar
 whatever device each picks (CUDA if present). clipmag reads them as resampled WebDataset shards;
 open_clip_train reads them through its CSV loader (image files + a tab-separated caption table),
 because its own WebDataset reader (``tarfile_to_samples_nothrow``) fails with webdataset 1.0
-(``KeyError: 'fname'``). Both decode PNGs and tokenize per sample, so the data cost is alike. open_clip runs as a subprocess of
-``open_clip_train.main.main`` (its CLI entry point, after registering our JSON architecture, which
-``python -m open_clip_train.main`` alone cannot see); clipmag runs ``scripts/train_clip.py``.
+(``KeyError: 'fname'``). Both decode PNGs and tokenize per sample, so the data cost is alike.
+open_clip runs as a subprocess of ``open_clip_train.main.main`` (its CLI entry point, after
+registering our JSON architecture, which ``python -m open_clip_train.main`` alone cannot see);
+clipmag runs ``scripts/train_clip.py``.
 Throughput is read from each trainer's own log (open_clip: ``Batch (t)`` per log window; clipmag:
 ``samples_per_s`` in ``metrics.jsonl``), dropping the first window (start-up) of each.
 
-    python benchmarks/bench_train_clip.py [--steps 60] [--batch-size 128] [--model clipmag-tiny] [--workers 0] [--repeats 3]
+    python benchmarks/bench_train_clip.py [--steps 60] [--batch-size 128] [--model clipmag-tiny] \
+        [--workers 0] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def write_data(directory: Path, n: int) -> tuple[str, str]:
         image.save(directory / "png" / f"{key}.png")
         rows.append(f"{directory / 'png' / key}.png\t{caption}")
     (directory / "train.csv").write_text("\n".join(rows) + "\n")
-    return str(directory / "shards" / ("shard-{000000..%06d}.tar" % (len(paths) - 1))), str(directory / "train.csv")
+    return str(directory / "shards" / f"shard-{{000000..{len(paths) - 1:06d}}}.tar"), str(directory / "train.csv")
 
 
 def run(cmd: list[str], log: Path) -> None:
@@ -57,15 +59,32 @@ def run(cmd: list[str], log: Path) -> None:
     with log.open("w") as f:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd[:3])} ... failed (exit {proc.returncode}); see {log}:\n{log.read_text()[-3000:]}")
+        raise SystemExit(
+            f"{' '.join(cmd[:3])} ... failed (exit {proc.returncode}); see {log}:\n{log.read_text()[-3000:]}"
+        )
 
 
 def bench_clipmag(pattern: str, args: argparse.Namespace, out: Path) -> float:
-    run([sys.executable, "scripts/train_clip.py", "data.source=shards", f"data.train_shards={pattern}",
-         f"model.name={args.model}", f"data.batch_size={args.batch_size}", f"train.steps={args.steps}",
-         f"train.log_every={args.log_every}", "train.save_every=0", "train.export_final=false",
-         "train.tensorboard=false", "train.progress=false", "train.precision=fp32", f"data.workers={args.workers}",
-         f"train.output_dir={out}"], out.with_suffix(".log"))
+    run(
+        [
+            sys.executable,
+            "scripts/train_clip.py",
+            "data.source=shards",
+            f"data.train_shards={pattern}",
+            f"model.name={args.model}",
+            f"data.batch_size={args.batch_size}",
+            f"train.steps={args.steps}",
+            f"train.log_every={args.log_every}",
+            "train.save_every=0",
+            "train.export_final=false",
+            "train.tensorboard=false",
+            "train.progress=false",
+            "train.precision=fp32",
+            f"data.workers={args.workers}",
+            f"train.output_dir={out}",
+        ],
+        out.with_suffix(".log"),
+    )
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     rates = [r["samples_per_s"] for r in records if r["kind"] == "train"][1:]
     return statistics.mean(rates)
@@ -73,13 +92,55 @@ def bench_clipmag(pattern: str, args: argparse.Namespace, out: Path) -> float:
 
 def bench_open_clip(csv: str, args: argparse.Namespace, out: Path) -> float:
     epochs = -(-args.steps // (args.samples // args.batch_size))
-    run([sys.executable, "-c", OPEN_CLIP_LAUNCH, str(MODEL_CONFIG_DIR),
-         "--train-data", csv, "--dataset-type", "csv", "--csv-separator", "\t", "--csv-img-key", "filepath",
-         "--csv-caption-key", "title", "--epochs", str(epochs), "--workers", str(args.workers),
-         "--batch-size", str(args.batch_size), "--model", args.model, "--lr", "2e-3", "--warmup", "30", "--wd", "0.1",
-         "--precision", "fp32", "--local-loss", "--gather-with-grad", "--save-frequency", "0",
-         "--log-every-n-steps", str(args.log_every), "--report-to", "", "--logs", str(out.parent), "--name", out.name,
-         "--seed", "0"], out.with_suffix(".log"))
+    run(
+        [
+            sys.executable,
+            "-c",
+            OPEN_CLIP_LAUNCH,
+            str(MODEL_CONFIG_DIR),
+            "--train-data",
+            csv,
+            "--dataset-type",
+            "csv",
+            "--csv-separator",
+            "\t",
+            "--csv-img-key",
+            "filepath",
+            "--csv-caption-key",
+            "title",
+            "--epochs",
+            str(epochs),
+            "--workers",
+            str(args.workers),
+            "--batch-size",
+            str(args.batch_size),
+            "--model",
+            args.model,
+            "--lr",
+            "2e-3",
+            "--warmup",
+            "30",
+            "--wd",
+            "0.1",
+            "--precision",
+            "fp32",
+            "--local-loss",
+            "--gather-with-grad",
+            "--save-frequency",
+            "0",
+            "--log-every-n-steps",
+            str(args.log_every),
+            "--report-to",
+            "",
+            "--logs",
+            str(out.parent),
+            "--name",
+            out.name,
+            "--seed",
+            "0",
+        ],
+        out.with_suffix(".log"),
+    )
     text = (out / "out.log").read_text()
     times = [float(t) for t in re.findall(r"Batch \(t\): ([0-9.]+)", text)][1:]
     return args.batch_size / statistics.mean(times)
@@ -101,20 +162,30 @@ def main() -> None:
         pattern, csv = write_data(tmp_path / "data", args.samples)
         for r in range(args.repeats):
             # Alternate the order so drift in background load hits both sides alike.
-            sides = [("clipmag", lambda: bench_clipmag(pattern, args, tmp_path / f"clipmag{r}")),
-                     ("open_clip", lambda: bench_open_clip(csv, args, tmp_path / f"open_clip{r}"))]
+            sides = [
+                ("clipmag", lambda r=r: bench_clipmag(pattern, args, tmp_path / f"clipmag{r}")),
+                ("open_clip", lambda r=r: bench_open_clip(csv, args, tmp_path / f"open_clip{r}")),
+            ]
             result = dict((name, fn()) for name, fn in (sides if r % 2 == 0 else sides[::-1]))
             rounds.append((result["clipmag"], result["open_clip"]))
-            print(f"round {r + 1}: clipmag {result['clipmag']:.1f}  open_clip_train {result['open_clip']:.1f}  "
-                  f"ratio {result['clipmag'] / result['open_clip']:.2f}", flush=True)
+            print(
+                f"round {r + 1}: clipmag {result['clipmag']:.1f}  open_clip_train {result['open_clip']:.1f}  "
+                f"ratio {result['clipmag'] / result['open_clip']:.2f}",
+                flush=True,
+            )
     ours, theirs = statistics.median(o for o, _ in rounds), statistics.median(t for _, t in rounds)
     ratios = [o / t for o, t in rounds]
-    print(f"model {args.model}, batch {args.batch_size}, ~{args.steps} steps, {args.workers} loader workers, "
-          f"same images and captions, fp32, {args.repeats} rounds")
+    print(
+        f"model {args.model}, batch {args.batch_size}, ~{args.steps} steps, {args.workers} loader workers, "
+        f"same images and captions, fp32, {args.repeats} rounds"
+    )
     print(f"{'trainer':<22}{'median samples/s':>18}")
     print(f"{'open_clip_train':<22}{theirs:>18.1f}")
     print(f"{'clipmag':<22}{ours:>18.1f}")
-    print(f"ratio clipmag / open_clip_train: {statistics.median(ratios):.2f} (per round {min(ratios):.2f}-{max(ratios):.2f})")
+    print(
+        f"ratio clipmag / open_clip_train: {statistics.median(ratios):.2f} "
+        f"(per round {min(ratios):.2f}-{max(ratios):.2f})"
+    )
 
 
 if __name__ == "__main__":

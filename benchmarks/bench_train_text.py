@@ -36,9 +36,10 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -86,7 +87,9 @@ def window(marks: list[tuple[float, float]], warmup: int, steps: int, batch_size
     timed = marks[warmup : warmup + steps + 1]
     wall = [w for w, _ in timed]
     samples = steps * batch_size
-    return RoundResult(samples / (wall[-1] - wall[0]), [b - a for a, b in zip(wall, wall[1:])], samples / (timed[-1][1] - timed[0][1]))
+    return RoundResult(
+        samples / (wall[-1] - wall[0]), [b - a for a, b in zip(wall, wall[1:])], samples / (timed[-1][1] - timed[0][1])
+    )
 
 
 # ---- ours ------------------------------------------------------------------------------------
@@ -105,18 +108,49 @@ class MarkedTextTask(TextRetrievalTask):
 
 def our_config(args: argparse.Namespace, shards: Path, total_steps: int, output_dir: Path) -> TextConfig:
     """Our run: cosine head, InfoNCE q2d scale 20, AdamW, clip 1.0, fp32; nothing but training."""
-    return build_config(TextConfig, base={
-        "model": {"name_or_path": args.model, "pooling": "mean",
-                  "query_max_length": args.max_length, "document_max_length": args.max_length},
-        "data": {"objective": "infonce", "train": str(shards), "batch_size": args.batch_size,
-                 "hard_negatives": 0, "num_workers": 0, "validation": [], "test": []},
-        "head": {"name": "cosine"},
-        "loss": {"direction": "q2d", "scale": 20.0, "learnable_scale": False},
-        "optim": {"lr": args.lr, "weight_decay": 0.01, "schedule": "cosine", "warmup_steps": 0, "clip_grad_norm": 1.0},
-        "train": {"output_dir": str(output_dir), "steps": total_steps, "device": "cpu", "precision": "fp32",
-                  "log_every": 10, "eval_every": 0, "save_every": 0, "keep_best": False,
-                  "tensorboard": False, "progress": False, "export_final": False, "seed": 0},
-    })
+    return build_config(
+        TextConfig,
+        base={
+            "model": {
+                "name_or_path": args.model,
+                "pooling": "mean",
+                "query_max_length": args.max_length,
+                "document_max_length": args.max_length,
+            },
+            "data": {
+                "objective": "infonce",
+                "train": str(shards),
+                "batch_size": args.batch_size,
+                "hard_negatives": 0,
+                "num_workers": 0,
+                "validation": [],
+                "test": [],
+            },
+            "head": {"name": "cosine"},
+            "loss": {"direction": "q2d", "scale": 20.0, "learnable_scale": False},
+            "optim": {
+                "lr": args.lr,
+                "weight_decay": 0.01,
+                "schedule": "cosine",
+                "warmup_steps": 0,
+                "clip_grad_norm": 1.0,
+            },
+            "train": {
+                "output_dir": str(output_dir),
+                "steps": total_steps,
+                "device": "cpu",
+                "precision": "fp32",
+                "log_every": 10,
+                "eval_every": 0,
+                "save_every": 0,
+                "keep_best": False,
+                "tensorboard": False,
+                "progress": False,
+                "export_final": False,
+                "seed": 0,
+            },
+        },
+    )
 
 
 def run_ours(args: argparse.Namespace, shards: Path, work: Path) -> RoundResult:
@@ -155,7 +189,11 @@ def in_order_sampler() -> Callable[..., Any]:
 
 
 def run_theirs(args: argparse.Namespace, dataset: Any, work: Path) -> RoundResult:
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers import (
+        SentenceTransformer,
+        SentenceTransformerTrainer,
+        SentenceTransformerTrainingArguments,
+    )
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from transformers import PrinterCallback, TrainerCallback
 
@@ -170,20 +208,42 @@ def run_theirs(args: argparse.Namespace, dataset: Any, work: Path) -> RoundResul
     loss = MultipleNegativesRankingLoss(model, scale=20.0)
     with tempfile.TemporaryDirectory(dir=work, prefix="theirs_") as out:
         training_args = SentenceTransformerTrainingArguments(
-            output_dir=out, max_steps=args.warmup + args.steps + 1, per_device_train_batch_size=args.batch_size,
-            learning_rate=args.lr, weight_decay=0.01, adam_beta1=0.9, adam_beta2=0.98, adam_epsilon=1e-8,
-            lr_scheduler_type="cosine", warmup_steps=0, max_grad_norm=1.0, fp16=False, bf16=False, use_cpu=True,
-            logging_steps=10, eval_strategy="no", save_strategy="no", report_to="none", disable_tqdm=True,
-            dataloader_num_workers=0, dataloader_drop_last=True, seed=0, batch_sampler=in_order_sampler(),
+            output_dir=out,
+            max_steps=args.warmup + args.steps + 1,
+            per_device_train_batch_size=args.batch_size,
+            learning_rate=args.lr,
+            weight_decay=0.01,
+            adam_beta1=0.9,
+            adam_beta2=0.98,
+            adam_epsilon=1e-8,
+            lr_scheduler_type="cosine",
+            warmup_steps=0,
+            max_grad_norm=1.0,
+            fp16=False,
+            bf16=False,
+            use_cpu=True,
+            logging_steps=10,
+            eval_strategy="no",
+            save_strategy="no",
+            report_to="none",
+            disable_tqdm=True,
+            dataloader_num_workers=0,
+            dataloader_drop_last=True,
+            seed=0,
+            batch_sampler=in_order_sampler(),
         )
-        trainer = SentenceTransformerTrainer(model=model, args=training_args, train_dataset=dataset, loss=loss, callbacks=[StepMarks()])
+        trainer = SentenceTransformerTrainer(
+            model=model, args=training_args, train_dataset=dataset, loss=loss, callbacks=[StepMarks()]
+        )
         trainer.remove_callback(PrinterCallback)  # its log lines would interleave with our table
         trainer.train()
     return window(marks, args.warmup, args.steps, args.batch_size)
 
 
 # ---- checks and report -----------------------------------------------------------------------
-def first_batch_losses(args: argparse.Namespace, shards: Path, queries: list[str], positives: list[str], work: Path) -> tuple[float, float]:
+def first_batch_losses(
+    args: argparse.Namespace, shards: Path, queries: list[str], positives: list[str], work: Path
+) -> tuple[float, float]:
     """Both losses on the first batch with dropout off: equal values mean the same model, texts,
     truncation and loss, so the throughputs compare the same work."""
     from sentence_transformers import SentenceTransformer
@@ -205,28 +265,40 @@ def spread(values: list[float]) -> str:
     return f"{min(values):.1f}-{max(values):.1f}"
 
 
-def report(args: argparse.Namespace, ours: list[RoundResult], theirs: list[RoundResult], losses: tuple[float, float]) -> None:
+def report(
+    args: argparse.Namespace, ours: list[RoundResult], theirs: list[RoundResult], losses: tuple[float, float]
+) -> None:
     import sentence_transformers
     import transformers
 
     ours_sps = [r.samples_per_s for r in ours]
     theirs_sps = [r.samples_per_s for r in theirs]
     ratios = [a / b for a, b in zip(ours_sps, theirs_sps)]
-    print(f"\nall-MiniLM-L6-v2, batch {args.batch_size}, max length {args.max_length}, {args.steps} timed steps "
-          f"after {args.warmup} warm-up, {args.repeats} round(s), fp32 CPU, {torch.get_num_threads()} threads "
-          f"(torch {torch.__version__}, transformers {transformers.__version__}, sentence-transformers {sentence_transformers.__version__})")
+    print(
+        f"\nall-MiniLM-L6-v2, batch {args.batch_size}, max length {args.max_length}, {args.steps} timed steps "
+        f"after {args.warmup} warm-up, {args.repeats} round(s), fp32 CPU, {torch.get_num_threads()} threads "
+        f"(torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"sentence-transformers {sentence_transformers.__version__})"
+    )
     print(f"first-batch loss, dropout off: clipmag {losses[0]:.5f}  sentence-transformers {losses[1]:.5f}")
     print(f"\n{'round':<7}{'first':<9}{'clipmag sps':>13}{'ST sps':>10}{'ratio':>8}")
     for i, (a, b, r) in enumerate(zip(ours_sps, theirs_sps, ratios)):
         print(f"{i + 1:<7}{'clipmag' if i % 2 == 0 else 'ST':<9}{a:>13.1f}{b:>10.1f}{r:>8.3f}")
-    print(f"\n{'trainer':<24}{'median sps':>12}{'spread':>14}{'median step s':>15}{'step s p10-p90':>16}{'samples/CPU-s':>15}")
+    header = f"{'trainer':<24}{'median sps':>12}{'spread':>14}{'median step s':>15}{'step s p10-p90':>16}"
+    print(f"\n{header}{'samples/CPU-s':>15}")
     for name, sps, rounds in (("clipmag Trainer", ours_sps, ours), ("ST Trainer + MNRL", theirs_sps, theirs)):
         steps = sorted(s for r in rounds for s in r.step_seconds)
         p10, p90 = steps[len(steps) // 10], steps[(9 * len(steps)) // 10]
-        print(f"{name:<24}{statistics.median(sps):>12.1f}{spread(sps):>14}{statistics.median(steps):>15.3f}{f'{p10:.3f}-{p90:.3f}':>16}"
-              f"{statistics.median(r.samples_per_cpu_s for r in rounds):>15.2f}")
-    print(f"\nratio clipmag / sentence-transformers (medians): {statistics.median(ours_sps) / statistics.median(theirs_sps):.3f}"
-          f"  (per-round ratios {min(ratios):.3f}-{max(ratios):.3f})")
+        print(
+            f"{name:<24}{statistics.median(sps):>12.1f}{spread(sps):>14}{statistics.median(steps):>15.3f}"
+            f"{f'{p10:.3f}-{p90:.3f}':>16}"
+            f"{statistics.median(r.samples_per_cpu_s for r in rounds):>15.2f}"
+        )
+    print(
+        "\nratio clipmag / sentence-transformers (medians): "
+        f"{statistics.median(ours_sps) / statistics.median(theirs_sps):.3f}"
+        f"  (per-round ratios {min(ratios):.3f}-{max(ratios):.3f})"
+    )
     cpu = statistics.median(r.samples_per_cpu_s for r in ours) / statistics.median(r.samples_per_cpu_s for r in theirs)
     print(f"ratio by CPU time (less load-sensitive): {cpu:.3f}")
 
@@ -255,8 +327,11 @@ def main() -> None:
     try:
         from datasets import Dataset
         from datasets.utils.logging import disable_progress_bar
-    except ImportError:
-        raise SystemExit("sentence-transformers' trainer needs `datasets` and `accelerate`: pip install 'sentence-transformers[train]'")
+    except ImportError as err:
+        raise SystemExit(
+            "sentence-transformers' trainer needs `datasets` and `accelerate`: "
+            "pip install 'sentence-transformers[train]'"
+        ) from err
 
     disable_progress_bar()
     shards = build_embedded(args.data_root, n_test=150, corpus_size=400)["train_shards"]

@@ -46,11 +46,19 @@ def main() -> int:
         run = read_trec_run(record["run_file"])
         direct = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"}).evaluate(run)
         value = float(np.mean([v["ndcg_cut_10"] for v in direct.values()]))
-        checks.append((f"{head}: pytrec_eval on run file == ours", value == record["metrics"]["NDCG@10"], f"{value:.6f}"))
+        checks.append(
+            (f"{head}: pytrec_eval on run file == ours", value == record["metrics"]["NDCG@10"], f"{value:.6f}")
+        )
     for head in ("qnorm", "dnorm"):
         m = sts[head]["metrics"]
         ok = m["asymmetry_gap"] > 0 and m["spearman"] != m["spearman_reversed"]
-        checks.append((f"{head}: STS asymmetric", ok, f"gap {m['asymmetry_gap']:.4f}, {m['spearman']:.4f} vs {m['spearman_reversed']:.4f}"))
+        checks.append(
+            (
+                f"{head}: STS asymmetric",
+                ok,
+                f"gap {m['asymmetry_gap']:.4f}, {m['spearman']:.4f} vs {m['spearman_reversed']:.4f}",
+            )
+        )
     for a, b in (("qnorm", "dot"), ("dnorm", "cosine")):
         ra, rb = read_trec_run(ret[a]["run_file"]), read_trec_run(ret[b]["run_file"])
         order = lambda run, q: sorted(run[q], key=lambda d: (-run[q][d], d))  # noqa: E731

@@ -28,11 +28,20 @@ def rank_slice(rank: int, batch_size: int) -> slice:
 class SeededBatches:
     """Sample indices of each step's batch for one rank; ``what`` names the data in errors."""
 
-    def __init__(self, num_samples: int, batch_size: int, seed: int, rank: int = 0, world_size: int = 1,
-                 what: str = "training set") -> None:
+    def __init__(
+        self,
+        num_samples: int,
+        batch_size: int,
+        seed: int,
+        rank: int = 0,
+        world_size: int = 1,
+        what: str = "training set",
+    ) -> None:
         if batch_size < 1 or world_size < 1 or not 0 <= rank < world_size:
-            raise ValueError(f"{what}: need batch_size >= 1 and 0 <= rank < world_size, got "
-                             f"batch_size={batch_size}, rank={rank}, world_size={world_size}")
+            raise ValueError(
+                f"{what}: need batch_size >= 1 and 0 <= rank < world_size, got "
+                f"batch_size={batch_size}, rank={rank}, world_size={world_size}"
+            )
         self.num_samples, self.batch_size, self.seed = num_samples, batch_size, seed
         self.rank, self.world_size = rank, world_size
         self.global_batch = batch_size * world_size
@@ -47,7 +56,7 @@ class SeededBatches:
         return np.random.default_rng([self.seed, epoch]).permutation(self.num_samples)
 
     def _take(self, order: np.ndarray, within: int) -> np.ndarray:
-        return order[within * self.global_batch:][rank_slice(self.rank, self.batch_size)]
+        return order[within * self.global_batch :][rank_slice(self.rank, self.batch_size)]
 
     def indices(self, step: int) -> np.ndarray:
         """Indices of this rank's batch at ``step`` (0-based, counted across epochs)."""

@@ -9,6 +9,7 @@ consumer of the model needs (``head``, the resolved ``config``).
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+logger = logging.getLogger("clipmag")
 
 CHECKPOINT_DIR = "checkpoints"
 LATEST = "latest.pt"
@@ -50,6 +53,24 @@ def restore_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def rank_rng_state(saved: dict[str, Any] | list[dict[str, Any]], rank: int, world_size: int) -> dict[str, Any]:
+    """This rank's RNG state from a checkpoint (a list in rank order; one dict in older files).
+
+    A run resumed on another number of ranks cannot repeat its random draws exactly; it still
+    resumes, with rank ``r`` taking saved state ``r mod saved ranks``, and says so.
+    """
+    if isinstance(saved, dict):
+        return saved
+    if len(saved) != world_size:
+        logger.warning(
+            "checkpoint holds RNG states of %d ranks, resuming on %d: random draws will differ "
+            "from the uninterrupted run",
+            len(saved),
+            world_size,
+        )
+    return saved[rank % len(saved)]
+
+
 def resolve_resume(resume: str | None, output_dir: str | Path) -> Path | None:
     """Map ``--resume`` to a checkpoint file.
 
@@ -65,7 +86,9 @@ def resolve_resume(resume: str | None, output_dir: str | Path) -> Path | None:
     if path.is_dir():
         path = path / CHECKPOINT_DIR / LATEST
     if not path.is_file():
-        raise FileNotFoundError(f"train.resume: checkpoint not found: {resume} (expected a .pt file, a run folder, or 'latest')")
+        raise FileNotFoundError(
+            f"train.resume: checkpoint not found: {resume} (expected a .pt file, a run folder, or 'latest')"
+        )
     return path
 
 

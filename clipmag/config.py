@@ -13,8 +13,9 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence, TypeVar, Union, get_args, get_origin
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
 
@@ -176,7 +177,10 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
 
 
 def build_config(
-    cls: type[T], yaml_path: str | Path | None = None, overrides: Sequence[str] = (), base: Mapping[str, Any] | None = None
+    cls: type[T],
+    yaml_path: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    base: Mapping[str, Any] | None = None,
 ) -> T:
     """Dataclass defaults <- ``base`` <- YAML file <- ``key=value`` overrides, all type-checked."""
     cfg = to_dict(cls())

@@ -7,7 +7,7 @@ normalisation are what tells whether the encoder puts information into magnitude
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch

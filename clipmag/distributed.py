@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import datetime
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -137,3 +139,28 @@ def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     if get_world_size() > 1:
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return tensor
+
+
+def all_gather_objects(obj: Any) -> list[Any]:
+    """``obj`` from every rank, in rank order (``[obj]`` without torch.distributed)."""
+    if get_world_size() == 1:
+        return [obj]
+    gathered: list[Any] = [None] * get_world_size()
+    dist.all_gather_object(gathered, obj)
+    return gathered
+
+
+def average_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:
+    """Average ``.grad`` over ranks in place, as DDP does (for steps that bypass DDP's hooks)."""
+    if get_world_size() == 1:
+        return
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not grads:
+        return
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+    flat /= get_world_size()
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset : offset + g.numel()].view_as(g))
+        offset += g.numel()

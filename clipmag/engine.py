@@ -11,17 +11,15 @@ a run killed and resumed from ``latest`` repeats the uninterrupted run step for 
 
 from __future__ import annotations
 
-import contextlib
-import math
 import random
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from clipmag import checkpoint as ckpt_io
@@ -30,6 +28,8 @@ from clipmag.config import save_config, to_dict
 from clipmag.distributed import DistributedContext
 from clipmag.heads import SimilarityHead
 from clipmag.optim import build_optimizer, build_scheduler
+from clipmag.optimizer_step import OptimizerStep
+from clipmag.precision import autocast_dtype
 from clipmag.run_logging import MetricsWriter, logger
 from clipmag.settings import OptimConfig, TrainLoopConfig
 
@@ -57,48 +57,45 @@ class Task(Protocol):
         """Write the final model with its head to ``directory`` (rank 0)."""
 
 
-class TrainingDiverged(RuntimeError):
-    """Raised before a checkpoint could store a blown-up model."""
-
-
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
 
 
-def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """None for fp32; bf16 by default on GPU (paper recipe), fp32 on CPU."""
-    if precision == "auto":
-        return torch.bfloat16 if device.type == "cuda" else None
-    return {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-
-
-def _scalar(value: Any) -> float:
-    return float(value.detach().float().mean()) if isinstance(value, torch.Tensor) else float(value)
-
-
 class Trainer:
     """One training run. ``fit()`` trains, validates, checkpoints and exports."""
 
-    def __init__(self, task: Task, loop: TrainLoopConfig, optim: OptimConfig, full_config: Any, ctx: DistributedContext) -> None:
+    def __init__(
+        self, task: Task, loop: TrainLoopConfig, optim: OptimConfig, full_config: Any, ctx: DistributedContext
+    ) -> None:
         self.task, self.loop, self.optim_cfg, self.full_config, self.ctx = task, loop, optim, full_config, ctx
         self.output_dir = Path(loop.output_dir)
         self.ckpt_dir = self.output_dir / ckpt_io.CHECKPOINT_DIR
-        seed_everything(loop.seed)
+        seed_everything(loop.seed)  # identical initial weights on every rank
         self.model = task.build_model().to(ctx.device)
+        seed_everything(loop.seed + ctx.rank)  # open_clip's rule: per-rank dropout and augmentation
         self.head: SimilarityHead = self.model.head
-        self.ddp = DistributedDataParallel(self.model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None) if ctx.is_distributed else None
         self.optimizer = build_optimizer(self.model, optim)
         self.scheduler = build_scheduler(self.optimizer, optim, loop.steps)
-        self.amp_dtype = autocast_dtype(loop.precision, ctx.device)
-        self.scaler = torch.amp.GradScaler(ctx.device.type, enabled=self.amp_dtype is torch.float16)
+        self.optimizer_step = OptimizerStep(
+            self.model,
+            self.optimizer,
+            self.scheduler,
+            loop,
+            optim,
+            ctx,
+            autocast_dtype(loop.precision, ctx.device),
+            self.ckpt_dir / ckpt_io.LATEST,
+        )
         self.step, self.samples_seen = 0, 0
         self.best: float | None = None
+        self.tested: dict[str, Any] = {}
         self.writer = MetricsWriter(self.output_dir, loop.tensorboard) if ctx.is_main else None
 
     # ---- checkpoints -------------------------------------------------------------------------
-    def state(self) -> dict[str, Any]:
+    def state(self, rng: list[dict[str, Any]]) -> dict[str, Any]:
+        """Everything a resumed run needs; ``rng`` holds every rank's RNG state, in rank order."""
         return {
             "epoch": self.step,  # open_clip's key; we count optimizer steps
             "step": self.step,
@@ -107,16 +104,17 @@ class Trainer:
             "state_dict": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
-            "scaler": self.scaler.state_dict(),
+            "scaler": self.optimizer_step.scaler.state_dict(),
             "head": self.model.head_record().to_dict(),
             "config": to_dict(self.full_config),
-            "rng": ckpt_io.rng_state(),
+            "rng": rng,
             "best": self.best,
         }
 
     def save(self) -> None:
+        rng = dist_utils.all_gather_objects(ckpt_io.rng_state())
         if self.ctx.is_main:
-            ckpt_io.atomic_save(self.state(), self.ckpt_dir / ckpt_io.LATEST)
+            ckpt_io.atomic_save(self.state(rng), self.ckpt_dir / ckpt_io.LATEST)
         dist_utils.barrier()
 
     def restore(self, path: Path) -> None:
@@ -124,49 +122,12 @@ class Trainer:
         self.model.load_state_dict(ckpt["state_dict"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.scheduler.load_state_dict(ckpt["scheduler"])
-        self.scaler.load_state_dict(ckpt["scaler"])
-        ckpt_io.restore_rng_state(ckpt["rng"])
+        self.optimizer_step.scaler.load_state_dict(ckpt["scaler"])
+        ckpt_io.restore_rng_state(ckpt_io.rank_rng_state(ckpt["rng"], self.ctx.rank, self.ctx.world_size))
         self.step, self.samples_seen, self.best = ckpt["step"], ckpt["samples_seen"], ckpt.get("best")
         if self.writer is not None:
             self.writer.truncate_after(self.step)
         logger.info("resumed from %s at step %d (%d samples seen)", path, self.step, self.samples_seen)
-
-    # ---- one optimizer step ------------------------------------------------------------------
-    def _train_step(self, batches: Iterator[Any]) -> dict[str, float]:
-        accum = self.loop.grad_accum
-        module = self.ddp or self.model
-        sums: dict[str, float] = {}
-        for micro in range(accum):
-            batch = next(batches)
-            sync = self.ddp is None or micro == accum - 1
-            with (contextlib.nullcontext() if sync else self.ddp.no_sync()):
-                with torch.autocast(self.ctx.device.type, dtype=self.amp_dtype or torch.float32, enabled=self.amp_dtype is not None):
-                    out = module(batch)
-                self.scaler.scale(out["loss"] / accum).backward()
-            for key, value in out.items():
-                sums[key] = sums.get(key, 0.0) + _scalar(value) / accum
-        self.scaler.unscale_(self.optimizer)
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.optim_cfg.clip_grad_norm or math.inf)
-        self._guard(sums)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.scheduler.step()
-        sums["grad_norm"] = float(grad_norm)
-        return sums
-
-    def _guard(self, stats: dict[str, float]) -> None:
-        """Stop a run whose loss or norms blew up, on every rank at once, before it is saved."""
-        keys = [k for k in ("loss", "q_norm_mean", "d_norm_mean") if k in stats]
-        values = dist_utils.all_reduce_mean(torch.tensor([stats[k] for k in keys], dtype=torch.float64, device=self.ctx.device))
-        limits = {"loss": self.loop.max_loss, "q_norm_mean": self.loop.max_norm, "d_norm_mean": self.loop.max_norm}
-        for key, value in zip(keys, values.tolist()):
-            if not math.isfinite(value) or value > limits[key]:
-                raise TrainingDiverged(
-                    f"training diverged at step {self.step + 1}: {key} = {value:.4g} "
-                    f"(limit {limits[key]:.4g}); the last good checkpoint is {self.ckpt_dir / ckpt_io.LATEST}. "
-                    f"Try a lower learning rate, a smaller scale, or a normalised head."
-                )
 
     # ---- validation --------------------------------------------------------------------------
     def validate(self) -> dict[str, float]:
@@ -178,7 +139,11 @@ class Trainer:
             self.model.train()
             if self.writer is not None and metrics:
                 self.writer.write(self.step, "eval", metrics)
-            logger.info("step %d eval: %s", self.step, ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float)))
+            logger.info(
+                "step %d eval: %s",
+                self.step,
+                ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float)),
+            )
         dist_utils.barrier()
         return metrics
 
@@ -188,8 +153,8 @@ class Trainer:
             return
         if self.best is None or metrics[key] > self.best:
             self.best = metrics[key]
-            if self.ctx.is_main:
-                ckpt_io.atomic_save(self.state(), self.ckpt_dir / ckpt_io.BEST)
+            if self.ctx.is_main:  # for testing, not resuming: rank 0's RNG state is enough
+                ckpt_io.atomic_save(self.state([ckpt_io.rng_state()]), self.ckpt_dir / ckpt_io.BEST)
                 logger.info("new best %s %.4f at step %d", key, self.best, self.step)
 
     # ---- the loop ----------------------------------------------------------------------------
@@ -203,11 +168,17 @@ class Trainer:
         global_batch = self.task.local_batch_size() * loop.grad_accum * self.ctx.world_size
         batches = self.task.train_batches(self.step * loop.grad_accum)
         self.model.train()
-        bar = tqdm(total=loop.steps, initial=self.step, desc="train", disable=not (loop.progress and self.ctx.is_main), dynamic_ncols=True)
+        bar = tqdm(
+            total=loop.steps,
+            initial=self.step,
+            desc="train",
+            disable=not (loop.progress and self.ctx.is_main),
+            dynamic_ncols=True,
+        )
         metrics: dict[str, float] = {}
         window_start, window_samples = time.perf_counter(), 0
         while self.step < loop.steps:
-            stats = self._train_step(batches)
+            stats = self.optimizer_step(batches, self.step)
             self.step += 1
             self.samples_seen += global_batch
             window_samples += global_batch
@@ -215,12 +186,23 @@ class Trainer:
             if self.step % loop.log_every == 0 or self.step == loop.steps:
                 stats = self._reduce(stats)
                 elapsed = time.perf_counter() - window_start
-                stats.update(lr=self.scheduler.get_last_lr()[0], samples_seen=self.samples_seen, samples_per_s=window_samples / max(elapsed, 1e-9))
+                stats.update(
+                    lr=self.scheduler.get_last_lr()[0],
+                    samples_seen=self.samples_seen,
+                    samples_per_s=window_samples / max(elapsed, 1e-9),
+                )
                 window_start, window_samples = time.perf_counter(), 0
                 bar.set_postfix(loss=f"{stats['loss']:.4f}", sps=f"{stats['samples_per_s']:.1f}")
                 if self.writer is not None:
                     self.writer.write(self.step, "train", stats)
-                logger.info("step %d/%d loss %.4f gammas (%.4f, %.4f) %.1f samples/s", self.step, loop.steps, stats["loss"], *self.head.gammas(), stats["samples_per_s"])
+                logger.info(
+                    "step %d/%d loss %.4f gammas (%.4f, %.4f) %.1f samples/s",
+                    self.step,
+                    loop.steps,
+                    stats["loss"],
+                    *self.head.gammas(),
+                    stats["samples_per_s"],
+                )
             if loop.eval_every and self.step % loop.eval_every == 0 and self.step < loop.steps:
                 metrics = self.validate()
                 self._maybe_keep_best(metrics)
@@ -230,6 +212,8 @@ class Trainer:
         metrics = self.validate()
         self._maybe_keep_best(metrics)
         self.save()
+        if self.ctx.is_main:
+            self.tested = self._select_tested()
         if loop.export_final and self.ctx.is_main:
             self.task.export(self.model, self.output_dir / "export")
         dist_utils.barrier()
@@ -237,12 +221,29 @@ class Trainer:
             self.writer.close()
         return metrics
 
+    def _select_tested(self) -> dict[str, Any]:
+        """The best checkpoint by the primary metric when validation ran, else the final model.
+
+        The chosen weights are loaded into ``self.model``, so the export is the model that is tested.
+        """
+        best = self.ckpt_dir / ckpt_io.BEST
+        if self.best is None or not best.is_file():
+            return {"selection": "final", "step": self.step, "reason": "no validation metric was recorded"}
+        ckpt = ckpt_io.load_checkpoint(best)
+        self.model.load_state_dict(ckpt["state_dict"])
+        logger.info("testing the best checkpoint: step %d, %s %.4f", ckpt["step"], self.task.primary_metric, self.best)
+        return {"selection": "best", "step": ckpt["step"], "metric": self.task.primary_metric, "value": self.best}
+
     def _reduce(self, stats: dict[str, float]) -> dict[str, float]:
         keys = sorted(stats)
-        values = dist_utils.all_reduce_mean(torch.tensor([stats[k] for k in keys], dtype=torch.float64, device=self.ctx.device))
+        values = dist_utils.all_reduce_mean(
+            torch.tensor([stats[k] for k in keys], dtype=torch.float64, device=self.ctx.device)
+        )
         return dict(zip(keys, values.tolist()))
 
 
-def train(task: Task, loop: TrainLoopConfig, optim: OptimConfig, full_config: Any, ctx: DistributedContext) -> dict[str, float]:
+def train(
+    task: Task, loop: TrainLoopConfig, optim: OptimConfig, full_config: Any, ctx: DistributedContext
+) -> dict[str, float]:
     """Train ``task`` to ``loop.steps`` (resuming when asked) and return the final validation metrics."""
     return Trainer(task, loop, optim, full_config, ctx).fit()

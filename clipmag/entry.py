@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from clipmag.config import ConfigError
-from clipmag.engine import TrainingDiverged
+from clipmag.optimizer_step import TrainingDiverged
 
 USER_ERRORS: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError, ValueError, TrainingDiverged)
 

@@ -8,8 +8,9 @@ project of its own registers its trainer with ``register_front_end("mine", "my_p
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 
 @dataclass(frozen=True)

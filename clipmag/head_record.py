@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from clipmag.heads import SimilarityHead, head_from_dict
 
@@ -76,7 +77,9 @@ class HeadRecord:
             values = {"head": values}
         version = int(values.pop("format_version", 1))
         if version > FORMAT_VERSION:
-            raise HeadRecordError(f"{source}: format_version {version} is newer than this clipmag reads ({FORMAT_VERSION})")
+            raise HeadRecordError(
+                f"{source}: format_version {version} is newer than this clipmag reads ({FORMAT_VERSION})"
+            )
         known = {f.name for f in dataclasses.fields(cls)}
         head = values.get("head")
         if not isinstance(head, Mapping) or "name" not in head:

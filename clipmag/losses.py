@@ -70,14 +70,22 @@ class InfoNCE(nn.Module):
         self.label_smoothing = label_smoothing
         self.gather = gather
         self.max_log_scale = math.log(max_scale)
-        log_scale = torch.tensor(math.log(scale))
         if learnable_scale:
-            self.log_scale = nn.Parameter(log_scale)
+            self.log_scale = nn.Parameter(torch.tensor(min(math.log(scale), self.max_log_scale)))
         else:
-            self.register_buffer("log_scale", log_scale)
+            self.register_buffer("log_scale", torch.tensor(math.log(scale)))
 
     def current_scale(self) -> torch.Tensor:
-        return self.log_scale.clamp(0.0, self.max_log_scale).exp()
+        return self.log_scale.exp()
+
+    @torch.no_grad()
+    def clamp_scale_(self) -> None:
+        """Clamp a learnable scale to [1, max_scale] after an optimizer step (open_clip's rule).
+
+        Clamping inside the forward instead would zero its gradient at the cap and pin it there.
+        """
+        if isinstance(self.log_scale, nn.Parameter):
+            self.log_scale.clamp_(0.0, self.max_log_scale)
 
     def _gathering(self) -> bool:
         # Only in training mode: validation runs on one rank and must not wait for the others.
@@ -140,5 +148,11 @@ def infonce_from_config(cfg: LossConfig, head: SimilarityHead) -> InfoNCE:
     """The configured loss around ``head``; the front end has resolved ``direction=auto`` first."""
     if cfg.direction == "auto":
         raise ValueError("loss.direction=auto must be resolved by the front end before the loss is built")
-    return InfoNCE(head, scale=cfg.scale, direction=cfg.direction, learnable_scale=cfg.learnable_scale,
-                   max_scale=cfg.max_scale, label_smoothing=cfg.label_smoothing)
+    return InfoNCE(
+        head,
+        scale=cfg.scale,
+        direction=cfg.direction,
+        learnable_scale=cfg.learnable_scale,
+        max_scale=cfg.max_scale,
+        label_smoothing=cfg.label_smoothing,
+    )

@@ -73,7 +73,9 @@ def lr_factor(step: int, total_steps: int, schedule: str, warmup_steps: int = 0)
     raise ValueError(f"unknown schedule {schedule!r}; valid: cosine, linear, constant")
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, cfg: OptimConfig, total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, cfg: OptimConfig, total_steps: int
+) -> torch.optim.lr_scheduler.LambdaLR:
     """Every group follows the same shape relative to its own base learning rate."""
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: lr_factor(step, total_steps, cfg.schedule, cfg.warmup_steps)

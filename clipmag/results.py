@@ -7,7 +7,8 @@ Readers (the report, later evaluators) read one shape, whatever front end wrote 
       "run": {"front_end": "text", "output_dir": ..., "objective": ..., "model": ...,
               "seed": 0, "steps": 30, "world_size": 1},
       "head": {...},                      # the HeadRecord of the tested model, learned gammas included
-      "checkpoint": "runs/x/export",      # what was tested
+      "checkpoint": {"path": "runs/x/export", "selection": "best", "step": 500,
+                     "metric": "NDCG@10", "value": 0.61},   # what was tested, and why
       "validation": {"NDCG@10": ...},     # the last validation during training (flat)
       "metrics": {"<dataset>": {"<metric>": value, ..., "diagnostics": {...}}},
       "timings": {"train_seconds": ..., "test_seconds": ...},
@@ -21,16 +22,26 @@ from __future__ import annotations
 import json
 import platform
 import time
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from clipmag.head_record import HeadRecord
 
 RESULTS_FILE = "results.json"
 RESULTS_VERSION = 1
-_PACKAGES = ("clipmag", "torch", "transformers", "sentence-transformers", "open_clip_torch", "faiss-cpu",
-             "pytrec-eval-terrier", "numpy", "scipy")
+_PACKAGES = (
+    "clipmag",
+    "torch",
+    "transformers",
+    "sentence-transformers",
+    "open_clip_torch",
+    "faiss-cpu",
+    "pytrec-eval-terrier",
+    "numpy",
+    "scipy",
+)
 
 
 def package_versions() -> dict[str, str]:
@@ -47,7 +58,7 @@ def package_versions() -> dict[str, str]:
 def build_results(
     run: Mapping[str, Any],
     head: HeadRecord,
-    checkpoint: str,
+    checkpoint: Mapping[str, Any],
     metrics: Mapping[str, Mapping[str, Any]],
     validation: Mapping[str, Any],
     timings: Mapping[str, float],
@@ -57,7 +68,7 @@ def build_results(
         "format_version": RESULTS_VERSION,
         "run": dict(run),
         "head": head.to_dict(),
-        "checkpoint": checkpoint,
+        "checkpoint": dict(checkpoint),
         "validation": dict(validation),
         "metrics": {name: dict(values) for name, values in metrics.items()},
         "timings": dict(timings),

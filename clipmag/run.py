@@ -8,8 +8,9 @@ logging, the training loop, the test phase, the results record and cleanup - hap
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -70,17 +71,25 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
         if cfg.train.export_final:  # test what ships, with the record that ships
             tested = output_dir / EXPORT_DIR
             model, record = task.load_export(tested).to(ctx.device), HeadRecord.read(tested)
-        else:
-            tested = output_dir / ckpt_io.CHECKPOINT_DIR / ckpt_io.LATEST
+        else:  # the trainer's model holds the selected weights
+            selected = ckpt_io.BEST if trainer.tested["selection"] == "best" else ckpt_io.LATEST
+            tested = output_dir / ckpt_io.CHECKPOINT_DIR / selected
             model, record = trainer.model, trainer.model.head_record()
         model.eval()
         start = time.perf_counter()
         with torch.no_grad():
             metrics = task.test(model)
-        run = {"front_end": task.front_end, "output_dir": str(output_dir), **task.run_identity(),
-               "seed": cfg.train.seed, "steps": cfg.train.steps, "world_size": ctx.world_size}
+        run = {
+            "front_end": task.front_end,
+            "output_dir": str(output_dir),
+            **task.run_identity(),
+            "seed": cfg.train.seed,
+            "steps": cfg.train.steps,
+            "world_size": ctx.world_size,
+        }
         timings = {"train_seconds": train_seconds, "test_seconds": time.perf_counter() - start}
-        results = build_results(run, record, str(tested), metrics, validation, timings)
+        checkpoint = {"path": str(tested), **trainer.tested}
+        results = build_results(run, record, checkpoint, metrics, validation, timings)
         write_results(results, output_dir)
         logger.info("results written to %s", output_dir / "results.json")
         print(task.format_results(metrics), flush=True)

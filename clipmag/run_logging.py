@@ -10,8 +10,9 @@ import json
 import logging
 import math
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 LOGGER_NAME = "clipmag"
 logger = logging.getLogger(LOGGER_NAME)

@@ -63,11 +63,18 @@ class TrainLoopConfig:
     samples per step (and the logged ``samples_seen``) but NOT the number of negatives: it is not
     equivalent to a larger batch for a contrastive loss. For the paper's effective batch, use more
     ranks (negatives are gathered across them) or a larger ``data.batch_size``.
+
+    ``chunk_size=N`` (0 = off) keeps the loss of the whole micro-batch - every in-batch and
+    cross-rank negative - but holds activations for only N rows at a time (gradient caching,
+    ``clipmag/grad_cache.py``): an exact large batch on small memory, at the cost of a second
+    forward pass. The two combine: ``data.batch_size`` rows per micro-batch, cut into chunks of
+    ``chunk_size``, ``grad_accum`` micro-batches per optimizer step.
     """
 
     output_dir: str = "runs/default"
     steps: int = 100
     grad_accum: int = 1
+    chunk_size: int = 0
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
@@ -83,4 +90,3 @@ class TrainLoopConfig:
     gradient_checkpointing: bool = False
     # Write <output_dir>/export: the final model with its head, in the front end's format.
     export_final: bool = True
-

@@ -38,8 +38,12 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def write_tar_shards(records: Iterable[Mapping[str, bytes | str]], directory: str | Path, per_shard: int,
-                     name_format: str = "shard-{:06d}.tar") -> list[Path]:
+def write_tar_shards(
+    records: Iterable[Mapping[str, bytes | str]],
+    directory: str | Path,
+    per_shard: int,
+    name_format: str = "shard-{:06d}.tar",
+) -> list[Path]:
     """Write ``records`` (``{"__key__": key, ext: bytes, ...}``) into shards of ``per_shard`` samples.
 
     Returns the shard paths in order; raises ValueError when there is no record.

@@ -10,7 +10,6 @@ Named so that it does not shadow the ``clip_benchmark`` package it imports.
 
 import os
 
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 

@@ -1,6 +1,6 @@
 """Collect a sweep's runs into report.md with tables and figures (also ``clipmag-report``).
 
-    python scripts/report.py runs/demo
+python scripts/report.py runs/demo
 """
 
 from clipmag.experiments.cli import report_entry

@@ -1,6 +1,6 @@
 """Run a grid of heads x seeds x models (also ``clipmag-sweep``); finished cells are skipped.
 
-    python scripts/sweep.py --config configs/sweeps/demo.yaml [--only GROUP ...] [key=value ...]
+python scripts/sweep.py --config configs/sweeps/demo.yaml [--only GROUP ...] [key=value ...]
 """
 
 from clipmag.experiments.cli import sweep_entry

@@ -34,13 +34,27 @@ def shared_data() -> Path:
 def script_env() -> dict[str, str]:
     """Environment of every script a test starts: offline, one thread per process (as torchrun
     sets it), so runs that are compared with each other do the same arithmetic in the same order."""
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    return {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(REPO),
+    }
 
 
-def run_python(script: str | Path, args: list[str], nproc: int = 1, check: bool = True, timeout: int = 400) -> subprocess.CompletedProcess:
+def run_python(
+    script: str | Path, args: list[str], nproc: int = 1, check: bool = True, timeout: int = 400
+) -> subprocess.CompletedProcess:
     """Run a script as one process, or under torchrun with ``nproc`` gloo processes, offline."""
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"] if nproc > 1 else [sys.executable]
-    proc = subprocess.run([*launcher, str(script), *args], cwd=REPO, env=script_env(), capture_output=True, text=True, timeout=timeout)
+    launcher = (
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
+        if nproc > 1
+        else [sys.executable]
+    )
+    proc = subprocess.run(
+        [*launcher, str(script), *args], cwd=REPO, env=script_env(), capture_output=True, text=True, timeout=timeout
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"{script} exited with {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
     return proc

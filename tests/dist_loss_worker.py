@@ -20,7 +20,9 @@ BATCH, DIM = 4, 5
 
 def run_case(head_name: str, direction: str, negatives: int, rank: int, world: int) -> dict[str, float]:
     g = torch.Generator().manual_seed(7)
-    q_all = torch.randn(BATCH * world, DIM, generator=g, dtype=torch.float64) * torch.rand(BATCH * world, 1, generator=g, dtype=torch.float64).add(0.5)
+    q_all = torch.randn(BATCH * world, DIM, generator=g, dtype=torch.float64) * torch.rand(
+        BATCH * world, 1, generator=g, dtype=torch.float64
+    ).add(0.5)
     d_all = torch.randn(BATCH * world, 1 + negatives, DIM, generator=g, dtype=torch.float64)
 
     def make_loss(gather: bool) -> InfoNCE:
@@ -58,7 +60,9 @@ def main() -> None:
     for head in ("learnable", "qnorm"):
         for direction in ("q2d", "d2q", "both"):
             for negatives in (0, 2):
-                results[f"{head}-{direction}-neg{negatives}"] = run_case(head, direction, negatives, ctx.rank, ctx.world_size)
+                results[f"{head}-{direction}-neg{negatives}"] = run_case(
+                    head, direction, negatives, ctx.rank, ctx.world_size
+                )
     if ctx.is_main:
         with open(sys.argv[1], "w") as f:
             json.dump(results, f, indent=1)

@@ -12,13 +12,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from toy_task import ToyTask  # noqa: E402
+
 from clipmag import distributed as dist_utils  # noqa: E402
 from clipmag.config import build_config  # noqa: E402
 from clipmag.engine import train  # noqa: E402
 from clipmag.heads import head_from_config  # noqa: E402
 from clipmag.losses import infonce_from_config  # noqa: E402
 from clipmag.settings import HeadConfig, LossConfig, OptimConfig, TrainLoopConfig  # noqa: E402
-from toy_task import ToyTask  # noqa: E402
 
 
 @dataclass
@@ -26,9 +27,23 @@ class ToyConfig:
     head: HeadConfig = field(default_factory=lambda: HeadConfig(name="learnable"))
     loss: LossConfig = field(default_factory=LossConfig)
     optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=1e-2, gamma_lr=5e-2))
-    train: TrainLoopConfig = field(default_factory=lambda: TrainLoopConfig(steps=8, log_every=1, save_every=4, eval_every=4, progress=False, tensorboard=False, device="cpu"))
+    train: TrainLoopConfig = field(
+        default_factory=lambda: TrainLoopConfig(
+            steps=8,
+            log_every=1,
+            save_every=4,
+            eval_every=4,
+            progress=False,
+            tensorboard=False,
+            device="cpu",
+            precision="fp32",  # the equivalence tests compare against exact fp32 arithmetic
+        )
+    )
     negatives: int = 1
     fail_at: int | None = None
+    nan_gradient_at: int | None = None
+    peak_eval: int | None = None
+    dropout: float = 0.0
 
 
 def main() -> None:
@@ -37,7 +52,17 @@ def main() -> None:
     ctx = dist_utils.init_distributed(cfg.train.device)
     head = head_from_config(cfg.head)
     loss_cfg = dataclasses.replace(cfg.loss, direction="q2d" if cfg.loss.direction == "auto" else cfg.loss.direction)
-    task = ToyTask(head, infonce_from_config(loss_cfg, head), local_batch, cfg.train.seed, cfg.negatives, cfg.fail_at)
+    task = ToyTask(
+        head,
+        infonce_from_config(loss_cfg, head),
+        local_batch,
+        cfg.train.seed,
+        cfg.negatives,
+        cfg.fail_at,
+        cfg.nan_gradient_at,
+        cfg.peak_eval,
+        cfg.dropout,
+    )
     try:
         train(task, cfg.train, cfg.optim, cfg, ctx)
     finally:

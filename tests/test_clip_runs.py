@@ -15,23 +15,31 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
+from conftest import REPO, run_python, script_env
 
 from clipmag.clip.model import load_clipmag
 from clipmag.head_record import HeadRecord
 from clipmag.results import read_results
-import torch
-
-from conftest import REPO, run_python, script_env
 
 MICRO = [
-    "model.name=clipmag-micro", "data.embedded_train=512", "data.embedded_test=64", "data.embedded_per_class=4",
-    "train.log_every=1", "train.tensorboard=false", "train.progress=false", "train.device=cpu", "optim.warmup_steps=0",
+    "model.name=clipmag-micro",
+    "data.embedded_train=512",
+    "data.embedded_test=64",
+    "data.embedded_per_class=4",
+    "train.log_every=1",
+    "train.tensorboard=false",
+    "train.progress=false",
+    "train.device=cpu",
+    "optim.warmup_steps=0",
 ]
 pytestmark = pytest.mark.slow
 
 
 def train(out: Path, *args: str, nproc: int = 1, check: bool = True) -> subprocess.CompletedProcess:
-    return run_python(REPO / "scripts" / "train_clip.py", [*MICRO, f"train.output_dir={out}", *args], nproc, check, timeout=180)
+    return run_python(
+        REPO / "scripts" / "train_clip.py", [*MICRO, f"train.output_dir={out}", *args], nproc, check, timeout=180
+    )
 
 
 def weights(run: Path) -> dict[str, torch.Tensor]:
@@ -54,7 +62,13 @@ def test_two_gloo_processes_equal_one_with_doubled_batch(tmp_path):
 
 def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path):
     args = ["--loss", "i2t", "--norm", "qnorm", "train.steps=30", "train.save_every=3", "data.batch_size=16"]
-    cmd = [sys.executable, str(REPO / "scripts" / "train_clip.py"), *MICRO, f"train.output_dir={tmp_path / 'killed'}", *args]
+    cmd = [
+        sys.executable,
+        str(REPO / "scripts" / "train_clip.py"),
+        *MICRO,
+        f"train.output_dir={tmp_path / 'killed'}",
+        *args,
+    ]
     proc = subprocess.Popen(cmd, cwd=REPO, env=script_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     latest = tmp_path / "killed" / "checkpoints" / "latest.pt"
     deadline = time.time() + 120
@@ -74,15 +88,38 @@ def test_resume_after_sigkill_matches_uninterrupted_run(tmp_path):
 @pytest.fixture(scope="module")
 def digit_shards(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("digits")
-    run_python(REPO / "scripts" / "make_clip_shards.py", ["--embedded", "--output", str(out), "--embedded-train", "300",
-                                                            "--embedded-test", "100", "--embedded-per-class", "5", "--shard-size", "100"], timeout=120)
+    run_python(
+        REPO / "scripts" / "make_clip_shards.py",
+        [
+            "--embedded",
+            "--output",
+            str(out),
+            "--embedded-train",
+            "300",
+            "--embedded-test",
+            "100",
+            "--embedded-per-class",
+            "5",
+            "--shard-size",
+            "100",
+        ],
+        timeout=120,
+    )
     return out
 
 
 def test_shard_training_then_clip_benchmark_cli(tmp_path, digit_shards):
     run = tmp_path / "run"
-    proc = train(run, "data.source=shards", f"data.train_shards={digit_shards}/train/shard-{{000000..000002}}.tar",
-                 f"data.val_shards={digit_shards}/test/shard-000000.tar", "data.batch_size=16", "train.steps=2", "--norm", "dnorm")
+    proc = train(
+        run,
+        "data.source=shards",
+        f"data.train_shards={digit_shards}/train/shard-{{000000..000002}}.tar",
+        f"data.val_shards={digit_shards}/test/shard-000000.tar",
+        "data.batch_size=16",
+        "train.steps=2",
+        "--norm",
+        "dnorm",
+    )
     assert "I->T R@1" in proc.stdout
     results = read_results(run / "results.json")
     assert results["metrics"]["test"]["test_pairs"] == 100 and results["run"]["front_end"] == "clip"
@@ -92,13 +129,34 @@ def test_shard_training_then_clip_benchmark_cli(tmp_path, digit_shards):
     assert from_checkpoint.head_record() == from_export.head_record() == HeadRecord.from_dict(results["head"])
     exported = from_export.state_dict()
     assert all(torch.equal(value, exported[key]) for key, value in from_checkpoint.state_dict().items())
-    for task, name, extra in (("zeroshot_retrieval", "digits_retrieval", ["--recall_k", "1", "5"]),
-                              ("zeroshot_classification", "digits_classification", [])):
+    for task, name, extra in (
+        ("zeroshot_retrieval", "digits_retrieval", ["--recall_k", "1", "5"]),
+        ("zeroshot_classification", "digits_classification", []),
+    ):
         out = tmp_path / f"cb_{name}.json"
-        args = ["eval", "--model_type", "clipmag",
-               "--model", "micro", "--pretrained", str(run / "export"), "--dataset", f"wds/{name}",
-               "--dataset_root", f"{digit_shards}/wds/{{dataset}}", "--task", task, "--output", str(out),
-               "--num_workers", "0", "--no_amp", "--batch_size", "64", *extra]
+        args = [
+            "eval",
+            "--model_type",
+            "clipmag",
+            "--model",
+            "micro",
+            "--pretrained",
+            str(run / "export"),
+            "--dataset",
+            f"wds/{name}",
+            "--dataset_root",
+            f"{digit_shards}/wds/{{dataset}}",
+            "--task",
+            task,
+            "--output",
+            str(out),
+            "--num_workers",
+            "0",
+            "--no_amp",
+            "--batch_size",
+            "64",
+            *extra,
+        ]
         bench = run_python(REPO / "scripts" / "eval_clip_benchmark.py", args, timeout=180)
         assert "cosine" in bench.stdout
         metrics = json.loads(out.read_text())["metrics"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import tarfile
 
 import numpy as np
@@ -10,39 +11,13 @@ import pytest
 import torch
 
 from clipmag.clip import embedded
-from clipmag.clip.data import ShardError, validate_shards
-from clipmag.clip.evaluate import caption_relevance, hardest_negative_norm_d, recall_at_k
-from clipmag.clip.model import ClipMagModel, ClipModelConfig, build_open_clip, export_open_clip, load_clipmag
 from clipmag.clip.config import parse_args
+from clipmag.clip.data import ShardError, validate_shards
+from clipmag.clip.evaluate import hardest_negative_norm_d, image_text_recall, retrieval_metrics
+from clipmag.clip.model import ClipMagModel, ClipModelConfig, build_open_clip, export_open_clip, load_clipmag
 from clipmag.config import ConfigError
 from clipmag.heads import build_head
 from clipmag.losses import InfoNCE
-
-
-def test_embedded_is_deterministic_and_captions_name_positions():
-    a = embedded.build_embedded(n_train=200, n_test=50, n_per_class=3, seed=1)
-    b = embedded.build_embedded(n_train=200, n_test=50, n_per_class=3, seed=1)
-    assert np.array_equal(a.train.images, b.train.images) and a.test.captions == b.test.captions
-    assert len(set(a.test.captions)) == 50  # every test caption unique
-    assert a.train.images.shape == (200, 16, 16) and a.train.images.dtype == np.uint8
-    d = a.test.digits[0].tolist()
-    assert a.test.captions[0] == f"top left {d[0]}, top right {d[1]}, bottom left {d[2]}, bottom right {d[3]}"
-    assert (a.classification.labels[:, None] == a.classification.digits).all()
-    c = embedded.build_embedded(n_train=500, n_test=50, n_per_class=3, seed=1)
-    assert c.test.captions == a.test.captions and np.array_equal(c.test.images, a.test.images)
-    assert a.test.pil(0).mode == "RGB"
-
-
-def test_recall_and_norm_effect_size_on_a_handmade_matrix():
-    scores = torch.tensor([[0.9, 0.1, 0.0], [0.8, 0.7, 0.0], [0.0, 0.5, 0.4]])
-    relevant = torch.eye(3, dtype=torch.bool)
-    r = recall_at_k(scores, relevant, ks=(1, 2))
-    assert r[1] == pytest.approx(1 / 3) and r[2] == pytest.approx(1.0)
-    rel = caption_relevance(["a", "b", "a"], ["a", "b", "a"])
-    assert rel.tolist() == [[True, False, True], [False, True, False], [True, False, True]]
-    norms = torch.tensor([3.0, 1.0, 2.0, 1.5])
-    cos = torch.tensor([[1.0, 0.9, 0, 0], [0.9, 1.0, 0, 0], [0, 0, 1.0, 0.9], [0, 0, 0.8, 1.0]])
-    assert hardest_negative_norm_d(cos, torch.eye(4, dtype=torch.bool), norms) == pytest.approx(0.0)
 
 
 @pytest.fixture(scope="module")
@@ -52,10 +27,104 @@ def micro():
     return clip, preprocess, tokenizer
 
 
+def test_embedded_has_several_captions_per_image_and_disjoint_splits(micro):
+    a = embedded.build_embedded(n_train=200, n_val=30, n_test=50, n_per_class=3, seed=1)
+    b = embedded.build_embedded(n_train=200, n_val=30, n_test=50, n_per_class=3, seed=1)
+    assert np.array_equal(a.train.images, b.train.images) and a.test.captions == b.test.captions
+    assert a.train.images.shape == (200, 16, 16) and a.train.images.dtype == np.uint8
+    n_templates = len(embedded.CAPTION_TEMPLATES)
+    assert n_templates >= 5 and all(len(c) == n_templates for c in a.test.captions)
+    d = a.test.digits[0].tolist()
+    assert a.test.captions[0][0] == f"top left {d[0]}, top right {d[1]}, bottom left {d[2]}, bottom right {d[3]}"
+    assert a.test.captions[0][1].startswith(f"bottom right {d[3]}")  # the same digits in another order
+    evaluation = [c for split in (a.val, a.test) for captions in split.captions for c in captions]
+    assert len(set(evaluation)) == len(evaluation)  # every caption names one image of one split
+    tuples = {tuple(r) for r in a.val.digits.tolist()}
+    assert not tuples & {tuple(r) for r in a.test.digits.tolist()} and len(tuples) == 30
+    assert (a.classification.labels[:, None] == a.classification.digits).all()
+    c = embedded.build_embedded(n_train=500, n_val=80, n_test=50, n_per_class=3, seed=1)
+    assert c.test.captions == a.test.captions and np.array_equal(c.test.images, a.test.images)
+    assert a.test.pil(0).mode == "RGB"
+    tokenizer = micro[2]
+    direct = tokenizer([c for captions in a.train.captions for c in captions]).view(200, n_templates, -1)
+    assert torch.equal(a.train.caption_tokens(tokenizer), direct)  # the fast path is the tokenizer
+
+
+def test_image_text_recall_follows_the_coco_protocol():
+    n_images, per_image = 100, 5
+    owner = torch.arange(n_images).repeat_interleave(per_image)
+    perfect = (owner[None, :] == torch.arange(n_images)[:, None]).float()
+    assert set(image_text_recall(perfect, owner).values()) == {1.0}
+    shuffle = torch.randperm(len(owner), generator=torch.Generator().manual_seed(0))
+    assert set(image_text_recall(perfect[:, shuffle], owner[shuffle]).values()) == {1.0}
+    scores = torch.randn(n_images, len(owner), generator=torch.Generator().manual_seed(1))
+    assert image_text_recall(scores[:, shuffle], owner[shuffle]) == image_text_recall(scores, owner)
+    # a caption ranked first by one image is a hit for that image only
+    one = torch.zeros(2, 4)
+    one[0, 3], one[1, 0] = 1.0, 1.0
+    r = image_text_recall(one, torch.tensor([0, 0, 1, 1]), ks=(1,))
+    assert r == {"I->T R@1": 0.0, "T->I R@1": 0.5}
+
+
+def test_image_text_recall_of_random_scores_is_chance():
+    """Random scores: I->T R@k = 1 - C(T-c, k) / C(T, k) for c captions of T, T->I R@k = k / N.
+    Over 20 draws of 200 images x 5 captions the standard error of each mean is below 0.5 points;
+    the tolerance is 4 standard errors."""
+    n_images, per_image, trials = 200, 5, 20
+    owner = torch.arange(n_images).repeat_interleave(per_image)
+    n_texts = len(owner)
+    runs = [image_text_recall(torch.rand(n_images, n_texts), owner) for _ in range(trials)]
+    for k in (1, 5, 10):
+        i2t = 1 - math.comb(n_texts - per_image, k) / math.comb(n_texts, k)
+        t2i = k / n_images
+        for key, expected, rows in (("I->T", i2t, n_images), ("T->I", t2i, n_texts)):
+            mean = float(np.mean([r[f"{key} R@{k}"] for r in runs]))
+            stderr = math.sqrt(expected * (1 - expected) / (rows * trials))
+            assert abs(mean - expected) <= 4 * stderr, (key, k, mean, expected)
+
+
+@pytest.mark.parametrize(
+    "scores, owner, message",
+    [
+        (torch.zeros(3), torch.zeros(3, dtype=torch.long), "must be \\[N_images, N_texts\\]"),
+        (torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), "one entry per text \\(3\\)"),
+        (torch.zeros(2, 3), torch.zeros(3), "integer image rows"),
+        (torch.zeros(2, 3), torch.tensor([0, 1, 2]), "must lie in \\[0, 2\\)"),
+        (torch.zeros(2, 3), torch.tensor([0, 0, 0]), "1 image rows have no text"),
+        (torch.full((1, 1), float("nan")), torch.tensor([0]), "NaN"),
+    ],
+)
+def test_image_text_recall_rejects_inputs_without_meaning(scores, owner, message):
+    with pytest.raises(ValueError, match=message):
+        image_text_recall(scores, owner)
+
+
+def test_retrieval_columns_come_from_the_scorer_and_norm_effect_size():
+    torch.manual_seed(0)
+    images, texts = torch.randn(6, 4), torch.randn(12, 4)
+    owner = torch.arange(6).repeat(2)  # the second caption of every image comes after all first ones
+    model = ClipMagModel(
+        build_open_clip(ClipModelConfig(name="clipmag-micro"))[0], InfoNCE(build_head("dot")), "image", "clipmag-micro"
+    )
+    metrics = retrieval_metrics(model, images, texts, owner)
+    cosine = image_text_recall(
+        torch.nn.functional.normalize(images, dim=1) @ torch.nn.functional.normalize(texts, dim=1).t(), owner
+    )
+    dot = image_text_recall(images @ texts.t(), owner)
+    for k in (1, 5, 10):
+        assert metrics[f"i2t_r{k}_cosine"] == cosine[f"I->T R@{k}"] and metrics[f"t2i_r{k}_head"] == dot[f"T->I R@{k}"]
+    assert (metrics["n_images"], metrics["n_texts"]) == (6, 12)
+    norms = torch.tensor([3.0, 1.0, 2.0, 1.5])
+    cos = torch.tensor([[1.0, 0.9, 0, 0], [0.9, 1.0, 0, 0], [0, 0, 1.0, 0.9], [0, 0, 0.8, 1.0]])
+    assert hardest_negative_norm_d(cos, torch.eye(4, dtype=torch.bool), norms) == pytest.approx(0.0)
+
+
 @pytest.mark.parametrize("learnable", [True, False])
 def test_state_dict_is_open_clips_and_export_round_trips(micro, tmp_path, learnable):
     clip, preprocess, tokenizer = micro
-    loss = InfoNCE(build_head("learnable" if learnable else "qnorm"), scale=10.0, direction="q2d", learnable_scale=learnable)
+    loss = InfoNCE(
+        build_head("learnable" if learnable else "qnorm"), scale=10.0, direction="q2d", learnable_scale=learnable
+    )
     model = ClipMagModel(clip, loss, "text", "clipmag-micro")
     if learnable:
         assert loss.log_scale is clip.logit_scale
@@ -85,7 +154,15 @@ def test_forward_reports_loss_and_magnitude_stats(micro):
     model = ClipMagModel(clip, InfoNCE(build_head("dnorm"), direction="both"), "image", "clipmag-micro")
     out = model((torch.randn(4, 3, 16, 16).half(), tokenizer(["a", "b", "c", "d"])))
     assert out["loss"].requires_grad and out["loss"].ndim == 0
-    for key in ("q_norm_mean", "d_norm_mean", "gamma_q", "gamma_d", "effective_temperature", "image_norm_mean", "text_norm_mean"):
+    for key in (
+        "q_norm_mean",
+        "d_norm_mean",
+        "gamma_q",
+        "gamma_d",
+        "effective_temperature",
+        "image_norm_mean",
+        "text_norm_mean",
+    ):
         assert key in out
 
 
@@ -97,7 +174,8 @@ def test_objective_sets_direction_and_query_side():
     cfg = parse_args(["--loss", "i2t"])
     assert cfg.model.query_side == "image" and cfg.data.source == "embedded"
     assert parse_args(["--loss", "sym"]).model.query_side == "image"
-    assert parse_args(["--train-shards", "x/{0..1}.tar"]).data.source == "shards"
+    cfg = parse_args(["--train-shards", "x/{0..1}.tar", "--val-shards", "x/val", "--test-shards", "x/test"])
+    assert cfg.data.source == "shards" and (cfg.data.val_shards, cfg.data.test_shards) == ("x/val", "x/test")
 
 
 @pytest.mark.parametrize(
@@ -109,6 +187,9 @@ def test_objective_sets_direction_and_query_side():
         (["--model", "ViT-Q-99"], "unknown open_clip architecture"),
         (["--model", "missing/model.json"], "JSON model config not found"),
         (["data.source=shards"], "needs data.train_shards"),
+        (["--train-shards", "t", "--val-shards", "v", "--test-shards", "v"], "validation would pick the checkpoint"),
+        (["--test-shards", "data/test"], "data.test_shards is set but data.source=embedded"),
+        (["data.embedded_val=5000", "data.embedded_test=5001"], "at most 10000 distinct"),
         (["--batch-size", "1"], "batch_size must be >= 2"),
         (["--bogus", "1"], "unknown flag --bogus"),
         (["--loss", "i2t", "--query-side", "text"], "model.query_side=text contradicts objective=i2t"),

@@ -25,7 +25,9 @@ SHORT = {"norm": "head.name", "resume": "train.resume"}
 def test_defaults_yaml_and_overrides_in_order(tmp_path):
     path = tmp_path / "run.yaml"
     path.write_text("optim:\n  lr: 2.0e-5\n  betas: [0.9, 0.999]\ntrain:\n  steps: 7\n")
-    cfg = parse_cli(CoreSections, ["--config", str(path), "--norm", "dnorm", "train.steps=9", "optim.gamma_lr=1e-3"], SHORT)
+    cfg = parse_cli(
+        CoreSections, ["--config", str(path), "--norm", "dnorm", "train.steps=9", "optim.gamma_lr=1e-3"], SHORT
+    )
     assert cfg.head.name == "dnorm"
     assert cfg.optim.lr == 2e-5 and cfg.optim.betas == (0.9, 0.999) and cfg.optim.gamma_lr == 1e-3
     assert cfg.train.steps == 9
@@ -62,5 +64,7 @@ def test_bad_configuration_names_the_key(argv, message):
 def test_bad_yaml_key_names_the_file(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("loss:\n  temperature: 0.05\n")
-    with pytest.raises(ConfigError, match=rf"{path}: unknown key 'loss.temperature'; valid keys of 'loss': direction, scale"):
+    with pytest.raises(
+        ConfigError, match=rf"{path}: unknown key 'loss.temperature'; valid keys of 'loss': direction, scale"
+    ):
         build_config(CoreSections, path)

@@ -7,11 +7,11 @@ import subprocess
 
 import pytest
 import torch
-
-from clipmag.head_record import HeadRecord
-from clipmag.checkpoint import load_checkpoint, resolve_resume
-from clipmag.run_logging import read_metrics
 from conftest import REPO, run_python
+
+from clipmag.checkpoint import load_checkpoint, resolve_resume
+from clipmag.head_record import HeadRecord
+from clipmag.run_logging import read_metrics
 
 WORKER = str(REPO / "tests" / "engine_worker.py")
 
@@ -36,7 +36,17 @@ def test_run_writes_config_metrics_checkpoints_and_export(tmp_path):
     assert record.head_name == "learnable" and record.head["gq"] != 0.5 and record.loss_direction == "q2d"
     records = read_metrics(tmp_path / "metrics.jsonl", "train")
     assert [r["step"] for r in records] == list(range(1, 9))
-    assert {"loss", "lr", "gamma_q", "gamma_d", "q_norm_mean", "q_norm_cv", "d_norm_cv", "effective_temperature", "samples_per_s"} <= set(records[0])
+    assert {
+        "loss",
+        "lr",
+        "gamma_q",
+        "gamma_d",
+        "q_norm_mean",
+        "q_norm_cv",
+        "d_norm_cv",
+        "effective_temperature",
+        "samples_per_s",
+    } <= set(records[0])
 
 
 def test_killed_run_resumes_to_the_same_result(tmp_path):
@@ -74,3 +84,42 @@ def test_resume_from_missing_checkpoint_is_a_clear_error(tmp_path):
     bad.write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="not a readable clipmag checkpoint"):
         load_checkpoint(bad)
+
+
+def test_chunked_steps_match_the_unchunked_batch_on_one_and_two_processes(tmp_path):
+    _run([str(tmp_path / "plain"), "8"])
+    _run([str(tmp_path / "chunked"), "8", "train.chunk_size=3"])
+    _run([str(tmp_path / "two"), "4", "train.chunk_size=3"], nproc=2)
+    assert _losses(tmp_path / "chunked") == pytest.approx(_losses(tmp_path / "plain"), rel=1e-5)
+    assert _losses(tmp_path / "two") == pytest.approx(_losses(tmp_path / "plain"), rel=1e-4)
+
+
+def test_nan_gradient_stops_before_the_step_and_is_never_saved(tmp_path):
+    proc = _run([str(tmp_path), "8", "nan_gradient_at=5", "train.save_every=2"], check=False)
+    assert proc.returncode != 0 and "training diverged at step 6: grad_norm = nan" in proc.stderr
+    ckpt = load_checkpoint(tmp_path / "checkpoints" / "latest.pt")
+    assert ckpt["step"] < 6 and all(torch.isfinite(v).all() for v in ckpt["state_dict"].values())
+
+
+def test_the_best_validation_step_is_what_gets_exported(tmp_path):
+    _run([str(tmp_path), "8", "peak_eval=2", "train.eval_every=2"])  # evaluations at steps 2, 4, 6, 8
+    best = load_checkpoint(tmp_path / "checkpoints" / "best.pt")
+    latest = load_checkpoint(tmp_path / "checkpoints" / "latest.pt")
+    exported = torch.load(tmp_path / "export" / "model.pt", weights_only=False)["state_dict"]
+    assert best["step"] == 4 and latest["step"] == 8
+    assert all(torch.equal(exported[k], best["state_dict"][k]) for k in exported)
+    assert not all(torch.equal(exported[k], latest["state_dict"][k]) for k in exported)
+
+
+def test_two_process_crash_resumes_to_the_same_weights_with_dropout(tmp_path):
+    common = ["dropout=0.3", "train.save_every=2"]
+    _run([str(tmp_path / "straight"), "4", *common], nproc=2)
+    proc = _run([str(tmp_path / "crashed"), "4", *common, "fail_at=5"], nproc=2, check=False)
+    assert proc.returncode != 0
+    ckpt = load_checkpoint(tmp_path / "crashed" / "checkpoints" / "latest.pt")
+    assert ckpt["step"] == 4 and len(ckpt["rng"]) == 2  # every rank's RNG state
+    _run([str(tmp_path / "crashed"), "4", *common, "train.resume=latest"], nproc=2)
+    a = load_checkpoint(tmp_path / "straight" / "checkpoints" / "latest.pt")["state_dict"]
+    b = load_checkpoint(tmp_path / "crashed" / "checkpoints" / "latest.pt")["state_dict"]
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=1e-6, atol=1e-6)

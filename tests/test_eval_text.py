@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 import pytrec_eval
-
 from text_fixtures import REPO, STSB, minilm_encoder, minilm_path, require, scifact_subset
+
 from text_retrieval.data import load_beir, load_sts_file
 from text_retrieval.data.sts import STSPairs
 from text_retrieval.evaluate import document_norm_effect, evaluate_retrieval, evaluate_sts
@@ -32,8 +32,17 @@ def sts_small():
 def retrieval_by_head(scifact_small, tmp_path_factory):
     """One corpus encoding shared by four heads through the cache (heads apply at scoring time)."""
     out, cache = tmp_path_factory.mktemp("runs"), tmp_path_factory.mktemp("cache")
-    results = {n: evaluate_retrieval(minilm_encoder(n), scifact_small, top_k=100, cache_dir=cache, run_file=out / f"{n}.trec",
-                                     show_progress=False) for n in ("cosine", "dot", "qnorm", "dnorm")}
+    results = {
+        n: evaluate_retrieval(
+            minilm_encoder(n),
+            scifact_small,
+            top_k=100,
+            cache_dir=cache,
+            run_file=out / f"{n}.trec",
+            show_progress=False,
+        )
+        for n in ("cosine", "dot", "qnorm", "dnorm")
+    }
     assert len(list(cache.iterdir())) == 1
     return results
 
@@ -97,13 +106,33 @@ def test_sts_orders_and_asymmetry(sts_small):
 def test_cli_writes_json_per_model_and_dataset(tmp_path, scifact_small, sts_small, monkeypatch, capsys):
     beir_dir = scifact_subset(tmp_path / "tiny", n_queries=5, n_docs=40)
     sts_file = tmp_path / "pairs.tsv"
-    sts_file.write_text("".join(f"{a}\t{b}\t{s}\n" for a, b, s in zip(sts_small.a[:30], sts_small.b[:30], sts_small.scores[:30])))
+    sts_file.write_text(
+        "".join(f"{a}\t{b}\t{s}\n" for a, b, s in zip(sts_small.a[:30], sts_small.b[:30], sts_small.scores[:30]))
+    )
     monkeypatch.syspath_prepend(str(REPO / "scripts"))
     import eval_text
 
     out = tmp_path / "out"
-    eval_text.main(["--model", minilm_path(), "--data", str(beir_dir), str(sts_file), "--norm", "qnorm", "--max-length", "32",
-                    "--top-k", "20", "--output", str(out), "--cache-dir", str(tmp_path / "cache"), "--quiet"])
+    eval_text.main(
+        [
+            "--model",
+            minilm_path(),
+            "--data",
+            str(beir_dir),
+            str(sts_file),
+            "--norm",
+            "qnorm",
+            "--max-length",
+            "32",
+            "--top-k",
+            "20",
+            "--output",
+            str(out),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--quiet",
+        ]
+    )
     files = sorted(out.glob("*.json"))
     assert len(files) == 2
     records = {json.loads(f.read_text())["task"]: json.loads(f.read_text()) for f in files}

@@ -23,16 +23,29 @@ def test_round_trip_keeps_learned_gammas(tmp_path):
 
 
 def test_format_1_text_export_loads(tmp_path):
-    old = {"format_version": 1, "head": {"name": "qnorm"}, "pooling": "cls", "query_prefix": "q: ", "document_prefix": "",
-           "query_max_length": 32, "document_max_length": 64}
+    old = {
+        "format_version": 1,
+        "head": {"name": "qnorm"},
+        "pooling": "cls",
+        "query_prefix": "q: ",
+        "document_prefix": "",
+        "query_max_length": 32,
+        "document_max_length": 64,
+    }
     (tmp_path / HEAD_FILE).write_text(json.dumps(old))
     record = HeadRecord.read(tmp_path)
     assert (record.head_name, record.pooling, record.query_max_length, record.query_side) == ("qnorm", "cls", 32, None)
 
 
 def test_format_1_clip_export_and_bare_head_load():
-    old_clip = {"head": {"name": "dnorm"}, "query_side": "text", "loss_direction": "q2d", "scale": 20.0,
-                "model_name": "clipmag-tiny", "objective": "t2i"}
+    old_clip = {
+        "head": {"name": "dnorm"},
+        "query_side": "text",
+        "loss_direction": "q2d",
+        "scale": 20.0,
+        "model_name": "clipmag-tiny",
+        "objective": "t2i",
+    }
     record = HeadRecord.from_dict(old_clip)
     assert (record.head_name, record.query_side, record.scale) == ("dnorm", "text", 20.0)
     assert HeadRecord.from_dict({"name": "learnable", "gq": 0.2, "gd": 0.4}).head["gq"] == 0.2

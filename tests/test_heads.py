@@ -87,9 +87,14 @@ def test_gradcheck(name):
         raw_q, raw_d = head.raw_q, head.raw_d
 
         def by_gamma(rq, rd):
-            return scale_by_norm_power(q.detach(), torch.sigmoid(rq)) @ scale_by_norm_power(d.detach(), torch.sigmoid(rd)).T
+            return (
+                scale_by_norm_power(q.detach(), torch.sigmoid(rq))
+                @ scale_by_norm_power(d.detach(), torch.sigmoid(rd)).T
+            )
 
-        assert torch.autograd.gradcheck(by_gamma, (raw_q.detach().clone().requires_grad_(), raw_d.detach().clone().requires_grad_()))
+        assert torch.autograd.gradcheck(
+            by_gamma, (raw_q.detach().clone().requires_grad_(), raw_d.detach().clone().requires_grad_())
+        )
         head.score(q, d).sum().backward()
         assert raw_q.grad is not None and raw_d.grad is not None and raw_q.grad.abs() > 0
 
@@ -131,7 +136,9 @@ def test_settings_round_trip(name):
 
 
 def test_unknown_head_lists_valid_names():
-    with pytest.raises(ValueError, match="unknown similarity head 'cos'; valid heads: cosine, dot, qnorm, dnorm, learnable"):
+    with pytest.raises(
+        ValueError, match="unknown similarity head 'cos'; valid heads: cosine, dot, qnorm, dnorm, learnable"
+    ):
         build_head("cos")
     with pytest.raises(ValueError, match="takes no settings"):
         build_head("dot", gq=0.1)

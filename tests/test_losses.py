@@ -9,10 +9,10 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import REPO, run_python
 
 from clipmag.heads import build_head
 from clipmag.losses import InfoNCE
-from conftest import REPO, run_python
 
 
 def _data(n=5, k=0, dim=4, seed=0):
@@ -82,3 +82,16 @@ def test_two_gloo_processes_equal_one_process(tmp_path):
         assert "log_scale_grad" in diffs
         for name, diff in diffs.items():
             assert diff < 1e-5, f"{case}: {name} differs by {diff}"
+
+
+def test_learnable_scale_is_clamped_after_the_step_not_in_the_forward():
+    head = build_head("cosine")
+    loss = InfoNCE(head, scale=500.0, learnable_scale=True, max_scale=100.0)
+    assert float(loss.current_scale()) == pytest.approx(100.0)  # the start is clamped
+    q, d = torch.randn(6, 4), torch.randn(6, 4)
+    loss(q, d)["loss"].backward()
+    assert loss.log_scale.grad is not None and float(loss.log_scale.grad) != 0.0  # not pinned at the cap
+    with torch.no_grad():
+        loss.log_scale.add_(1.0)
+    loss.clamp_scale_()
+    assert float(loss.current_scale()) == pytest.approx(100.0)

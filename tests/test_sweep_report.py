@@ -6,14 +6,14 @@ import json
 
 import numpy as np
 import pytest
+import toy_frontend
 from scipy import stats
 
-import toy_frontend
 from clipmag.experiments import sweep
-from clipmag.frontends import FRONT_ENDS, FrontEnd
 from clipmag.experiments.report import build_report
 from clipmag.experiments.report.collect import find_cells, tidy_rows
 from clipmag.experiments.report.tables import aggregate
+from clipmag.frontends import FRONT_ENDS, FrontEnd
 
 
 @pytest.fixture
@@ -59,7 +59,9 @@ def test_report_tables_match_scipy_and_mark_the_best(tmp_path, toy_kind):
     table = aggregate(tidy_rows(find_cells(cfg.output_dir)), ("NDCG@10",))
     (row,) = table
     cos, q = np.array([0.5, 0.51]), np.array([0.45, 0.46])
-    assert row.cells["cosine"].mean == pytest.approx(cos.mean()) and row.cells["cosine"].std == pytest.approx(cos.std(ddof=1))
+    assert row.cells["cosine"].mean == pytest.approx(cos.mean()) and row.cells["cosine"].std == pytest.approx(
+        cos.std(ddof=1)
+    )
     assert row.cells["qnorm"].change_vs_baseline == pytest.approx((q.mean() - cos.mean()) / cos.mean())
     assert row.cells["qnorm"].p_value is None  # constant differences: the paired t-test is undefined
     assert row.cells["cosine"].best and not row.cells["dnorm"].best

@@ -8,11 +8,23 @@ import logging
 import shutil
 
 import pytest
-
 from text_fixtures import CRANFIELD, SCIFACT, SICK, STS12_16, STSB, require, write_beir
-from text_retrieval.data import DataFormatError, detect_kind, load_beir, load_bright, load_eval_datasets, load_sts, load_sts_file
 
-CORPUS = [{"_id": "d1", "title": "T1", "text": "one"}, {"_id": "d2", "title": "", "text": "two"}, {"_id": "d3", "text": "three"}]
+from text_retrieval.data import (
+    DataFormatError,
+    detect_kind,
+    load_beir,
+    load_bright,
+    load_eval_datasets,
+    load_sts,
+    load_sts_file,
+)
+
+CORPUS = [
+    {"_id": "d1", "title": "T1", "text": "one"},
+    {"_id": "d2", "title": "", "text": "two"},
+    {"_id": "d3", "text": "three"},
+]
 QUERIES = [{"_id": "q1", "text": "first"}, {"_id": "q2", "text": "second"}, {"_id": "q9", "text": "unjudged"}]
 QRELS = [("q1", "d1", 1), ("q1", "d2", 0), ("q2", "d3", 2)]
 
@@ -52,7 +64,9 @@ def test_malformed_corpus_line_names_file_and_line(tmp_path):
     lines = (folder / "corpus.jsonl").read_text().splitlines()
     lines[1] = '{"_id": "d2", "text": "unterminated'
     (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n")
-    with pytest.raises(DataFormatError, match=r"corpus\.jsonl, line 2: expected one JSON object per line, found invalid JSON"):
+    with pytest.raises(
+        DataFormatError, match=r"corpus\.jsonl, line 2: expected one JSON object per line, found invalid JSON"
+    ):
         load_beir(folder)
     lines[1] = '{"title": "no id", "text": "x"}'
     (folder / "corpus.jsonl").write_text("\n".join(lines) + "\n")
@@ -110,7 +124,9 @@ def test_bright_excluded_ids(tmp_path):
     assert ds.excluded == {"0": {"doc0"}} and not ds.ignore_identical_ids
     examples[1]["gold_ids"] = ["doc9"]
     _write_bright(folder, examples, docs)
-    with pytest.raises(DataFormatError, match=r"examples\.jsonl, line 2: expected gold ids present in documents\.jsonl"):
+    with pytest.raises(
+        DataFormatError, match=r"examples\.jsonl, line 2: expected gold ids present in documents\.jsonl"
+    ):
         load_bright(folder)
 
 
@@ -139,7 +155,9 @@ def test_generic_tsv_and_errors(tmp_path):
     assert detect_kind(good) == "sts"
     bad = tmp_path / "bad.tsv"
     bad.write_text("a\tb\t0.5\nc\td\tvery\n")
-    with pytest.raises(DataFormatError, match=r"bad\.tsv, line 2: expected a numeric gold score in field 3, found 'very'"):
+    with pytest.raises(
+        DataFormatError, match=r"bad\.tsv, line 2: expected a numeric gold score in field 3, found 'very'"
+    ):
         load_sts_file(bad)
     short = tmp_path / "short.tsv"
     short.write_text("a\tb\t0.5\nonly one field\n")

@@ -21,9 +21,30 @@ from text_retrieval.data.sts import load_sts
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 MODULES = [
-    "json", "csv.py", "textwrap.py", "fractions.py", "shlex.py", "calendar.py", "ipaddress.py", "difflib.py",
-    "configparser.py", "argparse.py", "gettext.py", "string.py", "tarfile.py", "pathlib", "pathlib.py", "tokenize.py",
-    "heapq.py", "bisect.py", "glob.py", "fnmatch.py", "pprint.py", "base64.py", "quopri.py", "uu.py",
+    "json",
+    "csv.py",
+    "textwrap.py",
+    "fractions.py",
+    "shlex.py",
+    "calendar.py",
+    "ipaddress.py",
+    "difflib.py",
+    "configparser.py",
+    "argparse.py",
+    "gettext.py",
+    "string.py",
+    "tarfile.py",
+    "pathlib",
+    "pathlib.py",
+    "tokenize.py",
+    "heapq.py",
+    "bisect.py",
+    "glob.py",
+    "fnmatch.py",
+    "pprint.py",
+    "base64.py",
+    "quopri.py",
+    "uu.py",
 ]
 SMALL = dict(seed=0, n_train=60, n_test=20, n_dev=10, corpus_size=60, max_module_queries=40, samples_per_shard=16)
 
@@ -105,11 +126,11 @@ def test_docstring_summary_and_extraction(tmp_path):
     assert summarize_docstring("Return self.") is None
     src = tmp_path / "mod.py"
     src.write_text(
-        'class A:\n'
-        '    def area(self, w, h):\n'
+        "class A:\n"
+        "    def area(self, w, h):\n"
         '        """Compute the area of a rectangle quickly.\n\n        Details.\n        """\n\n'
-        '        s = w * h\n'
-        '        return s\n\n'
+        "        s = w * h\n"
+        "        return s\n\n"
         '    def stub(self):\n        """A stub that does nothing at all."""\n        pass\n'
     )
     (fn,) = extract_file(src, tmp_path)

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 import torch
-
 from text_fixtures import TEST_MAX_LENGTH, minilm_encoder, minilm_path
+
 from text_retrieval.encoder import HEAD_FILE, TextEncoder, pool
 
 TEXTS = [
@@ -62,13 +62,18 @@ def test_embed_has_gradient_and_matches_encode():
 
 
 def test_prefixes_and_max_lengths_are_per_side():
-    enc = minilm_encoder(query_prefix="query: ", document_prefix="passage: ", query_max_length=8, document_max_length=TEST_MAX_LENGTH)
+    enc = minilm_encoder(
+        query_prefix="query: ", document_prefix="passage: ", query_max_length=8, document_max_length=TEST_MAX_LENGTH
+    )
     q = enc.tokenize([TEXTS[2]], "query")
     d = enc.tokenize([TEXTS[2]], "document")
     assert q["input_ids"].shape[1] == 8 and d["input_ids"].shape[1] > 8
     assert enc.tokenizer.decode(q["input_ids"][0]).startswith("[CLS] query :")
     assert enc.tokenizer.decode(d["input_ids"][0]).startswith("[CLS] passage :")
-    assert not np.allclose(enc.encode(["same text"], "query", show_progress=False), enc.encode(["same text"], "document", show_progress=False))
+    assert not np.allclose(
+        enc.encode(["same text"], "query", show_progress=False),
+        enc.encode(["same text"], "document", show_progress=False),
+    )
     with pytest.raises(ValueError, match="side must be"):
         enc.tokenize(["a"], "passage")
 
@@ -93,7 +98,9 @@ def test_save_and_reload_restores_head_and_settings(tmp_path):
     assert (back.pooling, back.query_prefix, back.document_prefix) == ("cls", "q: ", "d: ")
     assert (back.query_max_length, back.document_max_length) == (32, TEST_MAX_LENGTH)
     np.testing.assert_allclose(back.head.gammas(), (0.3, 0.8), atol=1e-6)
-    np.testing.assert_allclose(back.encode(TEXTS, "query", show_progress=False), enc.encode(TEXTS, "query", show_progress=False), atol=1e-5)
+    np.testing.assert_allclose(
+        back.encode(TEXTS, "query", show_progress=False), enc.encode(TEXTS, "query", show_progress=False), atol=1e-5
+    )
     overridden = TextEncoder.from_pretrained(tmp_path, norm="dnorm", pooling="mean", query_max_length=16)
     assert (overridden.head.name, overridden.pooling, overridden.query_max_length) == ("dnorm", "mean", 16)
 

@@ -6,23 +6,33 @@ import numpy as np
 import pytest
 import pytrec_eval
 import torch
+from text_fixtures import CRANFIELD, require
 
 from clipmag.heads import build_head
-from text_fixtures import CRANFIELD, require
 from text_retrieval.metrics import drop_excluded, evaluate_run, read_trec_run, truncate_run, write_trec_run
 from text_retrieval.search import build_index, encode_corpus, search
 
 
 def _random_run(qrels, doc_ids, rng, depth=150):
-    return {q: {d: float(s) for d, s in zip(rng.choice(doc_ids, size=min(depth, len(doc_ids)), replace=False), rng.random(depth))} for q in qrels}
+    return {
+        q: {
+            d: float(s)
+            for d, s in zip(rng.choice(doc_ids, size=min(depth, len(doc_ids)), replace=False), rng.random(depth))
+        }
+        for q in qrels
+    }
 
 
 def _direct_means(qrels, run):
     measures = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10", "recall.100", "map_cut.100"}).evaluate(run)
     top10 = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(truncate_run(run, 10))
     mean = lambda res, key: float(np.mean([v[key] for v in res.values()]))  # noqa: E731
-    return {"NDCG@10": mean(measures, "ndcg_cut_10"), "Recall@100": mean(measures, "recall_100"),
-            "MAP@100": mean(measures, "map_cut_100"), "MRR@10": mean(top10, "recip_rank")}
+    return {
+        "NDCG@10": mean(measures, "ndcg_cut_10"),
+        "Recall@100": mean(measures, "recall_100"),
+        "MAP@100": mean(measures, "map_cut_100"),
+        "MRR@10": mean(top10, "recip_rank"),
+    }
 
 
 def test_graded_synthetic_qrels_match_pytrec_eval():
@@ -103,7 +113,10 @@ def test_ranking_depends_only_on_document_side():
     """docs/method.md Prop. 4.1: qnorm ranks as dot, dnorm ranks as cosine."""
     docs, queries = _vectors(400, 16, 3), _vectors(30, 16, 4)
     doc_ids, qids = [f"d{i}" for i in range(400)], [f"q{i}" for i in range(30)]
-    runs = {n: search(build_index(docs, build_head(n)), queries, qids, doc_ids, build_head(n), top_k=50) for n in ("cosine", "dot", "qnorm", "dnorm")}
+    runs = {
+        n: search(build_index(docs, build_head(n)), queries, qids, doc_ids, build_head(n), top_k=50)
+        for n in ("cosine", "dot", "qnorm", "dnorm")
+    }
     for qid in qids:
         assert list(runs["qnorm"][qid]) == list(runs["dot"][qid])
         assert list(runs["dnorm"][qid]) == list(runs["cosine"][qid])
@@ -115,8 +128,16 @@ def test_search_refills_top_k_after_exclusions():
     docs = _vectors(50, 8, 5)
     doc_ids = [f"d{i}" for i in range(49)] + ["q0"]
     queries = docs[[49, 3]] * 3  # q0 is its own best hit
-    run = search(build_index(docs, head), queries, ["q0", "q1"], doc_ids, head, top_k=10,
-                 excluded={"q1": {"d3", "d4"}}, ignore_identical_ids=True)
+    run = search(
+        build_index(docs, head),
+        queries,
+        ["q0", "q1"],
+        doc_ids,
+        head,
+        top_k=10,
+        excluded={"q1": {"d3", "d4"}},
+        ignore_identical_ids=True,
+    )
     assert len(run["q0"]) == len(run["q1"]) == 10
     assert "q0" not in run["q0"] and not {"d3", "d4"} & set(run["q1"])
 

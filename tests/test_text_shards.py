@@ -16,7 +16,9 @@ from text_retrieval.data.common import DataFormatError
 from text_retrieval.data.pairs import pairs_from_beir, pairs_from_jsonl
 from text_retrieval.data.shards import CorruptShardError, TextShardStream, load_shard, write_text_shards
 
-_spec = importlib.util.spec_from_file_location("make_text_shards", Path(__file__).parents[1] / "scripts" / "make_text_shards.py")
+_spec = importlib.util.spec_from_file_location(
+    "make_text_shards", Path(__file__).parents[1] / "scripts" / "make_text_shards.py"
+)
 _cli = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_cli)
 make_shards_main = _cli.main
@@ -152,7 +154,9 @@ def test_pairs_from_beir_train_qrels(tmp_path):
     (folder / "corpus.jsonl").write_text(
         "".join(json.dumps({"_id": d, "title": "", "text": f"doc {d}"}) + "\n" for d in ("d1", "d2", "d3"))
     )
-    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": f"query {q}"}) + "\n" for q in ("q1", "q2")))
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": f"query {q}"}) + "\n" for q in ("q1", "q2"))
+    )
     (folder / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td3\t1\nq2\td2\t0\n")
     assert pairs_from_beir(folder, "train") == [
         {"query": "query q1", "positive": "doc d1", "negatives": []},

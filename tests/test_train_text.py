@@ -4,7 +4,6 @@ processes match one process with the doubled batch; bad input fails with a clear
 from __future__ import annotations
 
 import json
-import logging
 import os
 import signal
 import subprocess
@@ -13,15 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
+from conftest import REPO, run_python, script_env
+from text_fixtures import minilm_path, write_code_search_set
 
 from clipmag.results import read_results
-import torch
-
 from clipmag.run_logging import read_metrics
-from conftest import REPO, run_python, script_env
-from text_fixtures import minilm_path, write_beir
-from text_retrieval.data.codesearch import extract_functions
-from text_retrieval.data.shards import write_text_shards
 
 SCRIPT = str(REPO / "scripts" / "train_text.py")
 
@@ -34,26 +30,42 @@ def tiny_setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("text_train")
     tokenizer = AutoTokenizer.from_pretrained(minilm_path())
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     BertModel(config).save_pretrained(root / "tiny")
     tokenizer.save_pretrained(root / "tiny")
-    functions = [f for f in extract_functions(Path(logging.__file__).parent) if f.summary][:48]
-    samples = [{"query": f.summary, "positive": f.code} for f in functions]
-    write_text_shards(samples[:40], root / "shards", samples_per_shard=10)
-    corpus = [{"_id": f"d{i}", "title": "", "text": s["positive"]} for i, s in enumerate(samples)]
-    queries = [{"_id": f"q{i}", "text": s["query"]} for i, s in enumerate(samples[40:], start=40)]
-    write_beir(root / "beir", corpus, queries, [(q["_id"], q["_id"].replace("q", "d"), 1) for q in queries])
+    write_code_search_set(root)
     return root
 
 
 def _args(root: Path, out: Path, *extra: str) -> list[str]:
     return [
-        f"model.name_or_path={root / 'tiny'}", f"data.train={root / 'shards'}", f"data.validation=[{root / 'beir'}]",
-        "data.validation_split=test", f"data.test=[{root / 'beir'}]", "data.batch_size=8", "model.query_max_length=32",
-        "model.document_max_length=64", "train.device=cpu", "train.tensorboard=false", "train.progress=false",
-        "train.steps=6", "train.log_every=1", "train.save_every=2", "train.eval_every=3", "optim.lr=1e-3",
-        f"train.output_dir={out}", *extra,
+        f"model.name_or_path={root / 'tiny'}",
+        f"data.train={root / 'shards'}",
+        f"data.validation=[{root / 'beir'}]",
+        "data.validation_split=test",
+        f"data.test=[{root / 'beir'}]",
+        "data.batch_size=8",
+        "model.query_max_length=32",
+        "model.document_max_length=64",
+        "train.device=cpu",
+        "train.tensorboard=false",
+        "train.progress=false",
+        "train.steps=6",
+        "train.log_every=1",
+        "train.save_every=2",
+        "train.eval_every=3",
+        "optim.lr=1e-3",
+        f"train.output_dir={out}",
+        *extra,
     ]
 
 
@@ -73,13 +85,24 @@ def test_train_evaluate_export_and_reload(tiny_setup, tmp_path):
     head = results["head"]  # the whole head record, learned gammas included
     assert head["head"]["name"] == "learnable" and head["head"]["gq"] != 0.5 and head["loss_direction"] == "q2d"
     assert head["pooling"] == "mean" and head["scale"] == pytest.approx(20.0)
-    assert results["run"]["front_end"] == "text" and results["checkpoint"].endswith("export")
+    assert results["run"]["front_end"] == "text" and results["checkpoint"]["path"].endswith("export")
     assert 0.0 <= results["metrics"]["beir"]["NDCG@10"] <= 1.0 and "per_query" not in results["metrics"]["beir"]
     assert (out / "checkpoints" / "best.pt").is_file() and (out / "config.yaml").is_file()
     head_file = json.loads((out / "export" / "clipmag_head.json").read_text())
     assert head_file == head
     record = read_metrics(out / "metrics.jsonl", "train")[0]
-    assert {"loss", "lr", "gamma_q", "gamma_d", "q_norm_mean", "q_norm_cv", "d_norm_mean", "d_norm_cv", "effective_temperature", "samples_per_s"} <= set(record)
+    assert {
+        "loss",
+        "lr",
+        "gamma_q",
+        "gamma_d",
+        "q_norm_mean",
+        "q_norm_cv",
+        "d_norm_mean",
+        "d_norm_cv",
+        "effective_temperature",
+        "samples_per_s",
+    } <= set(record)
     assert any(r["kind"] == "eval" and "NDCG@10" in r for r in read_metrics(out / "metrics.jsonl"))
     from sentence_transformers import SentenceTransformer
 
@@ -112,8 +135,14 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tiny_setup, tmp_path):
     steps = ("train.steps=30", "train.save_every=3", "train.eval_every=0")
     _run(_args(tiny_setup, tmp_path / "full", *steps))
     killed = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, SCRIPT, *_args(tiny_setup, killed, *steps)], cwd=REPO, env=script_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, SCRIPT, *_args(tiny_setup, killed, *steps)],
+        cwd=REPO,
+        env=script_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     latest = killed / "checkpoints" / "latest.pt"
     deadline = time.time() + 300
     while not latest.exists() and proc.poll() is None and time.time() < deadline:
@@ -155,5 +184,7 @@ def test_bad_shards_fail_clearly(tiny_setup, tmp_path):
     (corrupt / "shard-000001.tar").write_bytes(b"\x00garbage" * 100)
     proc = _run(_args(tiny_setup, tmp_path / "b", f"data.train={corrupt}"), check=False)
     assert proc.returncode != 0 and "shard-000001.tar" in proc.stderr
-    proc = _run(_args(tiny_setup, tmp_path / "c", f"data.train={corrupt}", "data.allow_corrupt_shards=true", "train.steps=2"))
+    proc = _run(
+        _args(tiny_setup, tmp_path / "c", f"data.train={corrupt}", "data.allow_corrupt_shards=true", "train.steps=2")
+    )
     assert "skipped 1 of 4 shards" in proc.stderr

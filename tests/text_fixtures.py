@@ -53,12 +53,19 @@ def minilm_encoder(norm: str = "cosine", **settings):
     from text_retrieval.encoder import TextEncoder
 
     base = _minilm()
-    kwargs = dict(pooling="mean", query_max_length=TEST_MAX_LENGTH, document_max_length=TEST_MAX_LENGTH, name_or_path=base.name_or_path)
+    kwargs = dict(
+        pooling="mean",
+        query_max_length=TEST_MAX_LENGTH,
+        document_max_length=TEST_MAX_LENGTH,
+        name_or_path=base.name_or_path,
+    )
     kwargs.update(settings)
     return TextEncoder(base.model, base.tokenizer, head=build_head(norm), **kwargs)
 
 
-def write_beir(folder: Path, corpus: list[dict], queries: list[dict], qrels: list[tuple[str, str, int]], split: str = "test") -> Path:
+def write_beir(
+    folder: Path, corpus: list[dict], queries: list[dict], qrels: list[tuple[str, str, int]], split: str = "test"
+) -> Path:
     """Write a BEIR-layout folder from Python objects."""
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
     (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in corpus), encoding="utf-8")
@@ -76,9 +83,29 @@ def scifact_subset(folder: Path, n_queries: int = 20, n_docs: int = 150) -> Path
     full = load_beir(SCIFACT, split="test")
     qids = full.query_ids[:n_queries]
     keep = {d for q in qids for d in full.qrels[q]}
-    raw = [json.loads(line) for line in (SCIFACT / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    raw = [
+        json.loads(line) for line in (SCIFACT / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
     corpus = [d for d in raw if d["_id"] in keep]
     corpus += [d for d in raw if d["_id"] not in keep][: max(0, n_docs - len(corpus))]
     queries = [{"_id": q, "text": full.queries[q]} for q in qids]
     qrels = [(q, d, g) for q in qids for d, g in full.qrels[q].items()]
     return write_beir(folder, corpus, queries, qrels)
+
+
+def write_code_search_set(root: Path) -> list[dict[str, str]]:
+    """48 real (docstring summary, code) pairs from the stdlib ``logging`` package: the first 40 as
+    training shards in ``root/shards``, and a BEIR set in ``root/beir`` (all 48 functions as the
+    corpus, the last 8 summaries as queries). Returns the pairs."""
+    import logging
+
+    from text_retrieval.data.codesearch import extract_functions
+    from text_retrieval.data.shards import write_text_shards
+
+    functions = [f for f in extract_functions(Path(logging.__file__).parent) if f.summary][:48]
+    samples = [{"query": f.summary, "positive": f.code} for f in functions]
+    write_text_shards(samples[:40], root / "shards", samples_per_shard=10)
+    corpus = [{"_id": f"d{i}", "title": "", "text": s["positive"]} for i, s in enumerate(samples)]
+    queries = [{"_id": f"q{i}", "text": s["query"]} for i, s in enumerate(samples[40:], start=40)]
+    write_beir(root / "beir", corpus, queries, [(q["_id"], q["_id"].replace("q", "d"), 1) for q in queries])
+    return samples

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from clipmag.head_record import HeadRecord
 from clipmag.results import build_results, write_results
@@ -20,6 +20,15 @@ def main(argv: Sequence[str]) -> None:
     if opts.get("norm") in FAIL_ON:
         (out / "checkpoints").mkdir(parents=True, exist_ok=True)
         raise KeyboardInterrupt(f"killed while running {opts['norm']}")
-    score = {"cosine": 0.5, "dot": 0.4, "qnorm": 0.45, "dnorm": 0.48, "learnable": 0.47}[opts["norm"]] + 0.01 * int(opts["seed"])
-    record = build_results({"front_end": "toy"}, HeadRecord({"name": opts["norm"]}), str(out), {"toy": {"NDCG@10": score, "MRR@10": score - 0.1}}, {}, {})
+    score = {"cosine": 0.5, "dot": 0.4, "qnorm": 0.45, "dnorm": 0.48, "learnable": 0.47}[opts["norm"]] + 0.01 * int(
+        opts["seed"]
+    )
+    record = build_results(
+        {"front_end": "toy"},
+        HeadRecord({"name": opts["norm"]}),
+        {"path": str(out)},
+        {"toy": {"NDCG@10": score, "MRR@10": score - 0.1}},
+        {},
+        {},
+    )
     write_results(record, out)

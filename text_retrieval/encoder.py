@@ -13,19 +13,21 @@ so ``SentenceTransformer(folder)`` yields the same raw embeddings as :meth:`enco
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import torch
 from torch import nn
 from tqdm.auto import tqdm
-from transformers import AutoModel, AutoTokenizer, BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoConfig, AutoModel, AutoTokenizer, BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
 
 from clipmag.head_record import HEAD_FILE, HeadRecord
 from clipmag.heads import SimilarityHead, build_head, head_from_dict
+from clipmag.precision import autocast, autocast_dtype, check_precision
+from text_retrieval.hf_files import append_eos, sentence_transformers_settings, write_sentence_transformers_files
 from text_retrieval.packaged import resolve_model_name
 
 logger = logging.getLogger("clipmag")
@@ -35,7 +37,14 @@ __all__ = ["TextEncoder", "POOLINGS", "HEAD_FILE", "pool"]
 Side = Literal["query", "document"]
 POOLINGS = ("mean", "cls", "last")
 DEFAULT_MAX_LENGTH = 512
-_OVERRIDES = ("query_prefix", "document_prefix", "query_max_length", "document_max_length", "max_length", "head_settings")
+_OVERRIDES = (
+    "query_prefix",
+    "document_prefix",
+    "query_max_length",
+    "document_max_length",
+    "max_length",
+    "head_settings",
+)
 
 
 def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
@@ -57,27 +66,6 @@ def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> to
     raise ValueError(f"unknown pooling {pooling!r}; valid: {', '.join(POOLINGS)}")
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
-
-
-def _sentence_transformers_defaults(folder: Path) -> dict[str, Any]:
-    """Pooling and max length from a sentence-transformers folder, when the model came as one."""
-    found: dict[str, Any] = {}
-    if (folder / "sentence_bert_config.json").is_file():
-        length = _read_json(folder / "sentence_bert_config.json").get("max_seq_length")
-        if length:
-            found["query_max_length"] = found["document_max_length"] = int(length)
-    if (folder / "1_Pooling" / "config.json").is_file():
-        cfg = _read_json(folder / "1_Pooling" / "config.json")
-        for key, mode in (("pooling_mode_mean_tokens", "mean"), ("pooling_mode_cls_token", "cls"), ("pooling_mode_lasttoken", "last")):
-            if cfg.get(key):
-                found["pooling"] = mode
-                break
-    return found
-
-
 class TextEncoder(nn.Module):
     """HF transformer + pooling, with per-side prefixes and max lengths, and a similarity head."""
 
@@ -92,6 +80,7 @@ class TextEncoder(nn.Module):
         query_max_length: int = DEFAULT_MAX_LENGTH,
         document_max_length: int = DEFAULT_MAX_LENGTH,
         name_or_path: str = "",
+        precision: str = "auto",
     ) -> None:
         super().__init__()
         if pooling not in POOLINGS:
@@ -103,9 +92,12 @@ class TextEncoder(nn.Module):
         self.query_prefix, self.document_prefix = query_prefix, document_prefix
         self.query_max_length, self.document_max_length = int(query_max_length), int(document_max_length)
         self.name_or_path = name_or_path or str(getattr(model.config, "_name_or_path", ""))
+        self.precision = check_precision(precision)  # what encode() computes in; training: train.precision
         if tokenizer.pad_token is None:
             # decoder models (e.g. Qwen3) often ship without one; the mask hides it anyway
             tokenizer.pad_token = tokenizer.eos_token
+        if pooling == "last" and append_eos(tokenizer):
+            logger.info("last-token pooling: appending %r to every text (the tokenizer adds none)", tokenizer.eos_token)
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -115,39 +107,54 @@ class TextEncoder(nn.Module):
         norm: str | None = None,
         pooling: str | None = None,
         head: SimilarityHead | None = None,
+        random_init_seed: int | None = None,
+        precision: str = "auto",
         **overrides: Any,
     ) -> TextEncoder:
         """Load a Hugging Face model (folder or hub name) or a clipmag export.
 
         Settings come, in increasing priority, from: defaults (mean pooling, cosine head, max length
-        min(tokenizer limit, 512)), a sentence-transformers config in the folder, the folder's
+        min(tokenizer limit, 512)), the model's sentence-transformers config (folder or hub), the folder's
         ``HeadRecord`` (``clipmag_head.json``), then the arguments. ``head`` is a ready-built head
         (a trainer passes the one it configured; it is used as is); ``norm`` names a head instead.
         ``overrides`` accepts ``query_prefix``, ``document_prefix``, ``query_max_length``,
         ``document_max_length``, ``max_length`` (both sides), ``head_settings`` (e.g.
         ``{"gq": 0.3}`` for the learnable head) and ``model_kwargs`` (for ``AutoModel``).
+        ``random_init_seed`` keeps the architecture and tokenizer but draws fresh weights with that
+        seed (in a forked RNG, so the caller's random state is untouched and every rank agrees).
+        ``precision``: what :meth:`encode` computes in (``auto``: bf16 where native; ``clipmag.precision``).
         """
         model_kwargs = dict(overrides.pop("model_kwargs", None) or {})
         unknown = set(overrides) - set(_OVERRIDES)
         if unknown:
-            raise TypeError(f"TextEncoder.from_pretrained: unknown setting(s) {sorted(unknown)}; valid: {', '.join(_OVERRIDES)}")
+            raise TypeError(
+                f"TextEncoder.from_pretrained: unknown setting(s) {sorted(unknown)}; valid: {', '.join(_OVERRIDES)}"
+            )
         source = resolve_model_name(str(name_or_path))
         folder = Path(source)
         tokenizer = AutoTokenizer.from_pretrained(source)
-        model = AutoModel.from_pretrained(source, **model_kwargs)
+        if random_init_seed is None:
+            model = AutoModel.from_pretrained(source, **model_kwargs)
+        else:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(random_init_seed)
+                model = AutoModel.from_config(AutoConfig.from_pretrained(source), **model_kwargs)
 
         limit = getattr(tokenizer, "model_max_length", DEFAULT_MAX_LENGTH) or DEFAULT_MAX_LENGTH
-        settings: dict[str, Any] = {"pooling": "mean", "query_prefix": "", "document_prefix": "",
-                                    "query_max_length": min(int(limit), DEFAULT_MAX_LENGTH)}
+        settings: dict[str, Any] = {
+            "pooling": "mean",
+            "query_prefix": "",
+            "document_prefix": "",
+            "query_max_length": min(int(limit), DEFAULT_MAX_LENGTH),
+        }
         settings["document_max_length"] = settings["query_max_length"]
         head_dict: dict[str, Any] = {"name": "cosine"}
-        if folder.is_dir():
-            settings.update(_sentence_transformers_defaults(folder))
-            if HeadRecord.exists(folder):
-                record = HeadRecord.read(folder)
-                head_dict = record.head
-                saved = record.to_dict()
-                settings.update({k: saved[k] for k in settings if saved.get(k) is not None})
+        settings.update(sentence_transformers_settings(source))
+        if HeadRecord.exists(folder):
+            record = HeadRecord.read(folder)
+            head_dict = record.head
+            saved = record.to_dict()
+            settings.update({k: saved[k] for k in settings if saved.get(k) is not None})
         if "max_length" in overrides:
             overrides["query_max_length"] = overrides["document_max_length"] = overrides.pop("max_length")
         head_settings = overrides.pop("head_settings", None)
@@ -158,9 +165,9 @@ class TextEncoder(nn.Module):
             if norm is not None and norm != head_dict.get("name"):
                 head_dict = {"name": norm}
             head = head_from_dict({**head_dict, **(head_settings or {})})
-        logger.info("loaded %s: pooling=%s head=%s max_length=%d/%d", source, settings["pooling"], head.name,
-                    settings["query_max_length"], settings["document_max_length"])
-        return cls(model, tokenizer, head=head, name_or_path=source, **settings)
+        lengths = f"{settings['query_max_length']}/{settings['document_max_length']}"
+        logger.info("loaded %s: pooling=%s head=%s max_length=%s", source, settings["pooling"], head.name, lengths)
+        return cls(model, tokenizer, head=head, name_or_path=source, precision=precision, **settings)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -181,9 +188,13 @@ class TextEncoder(nn.Module):
     def head_record(self) -> HeadRecord:
         """Everything besides the weights that determines the embeddings and scores."""
         return HeadRecord(
-            head=self.head.to_dict(), pooling=self.pooling, query_prefix=self.query_prefix,
-            document_prefix=self.document_prefix, query_max_length=self.query_max_length,
-            document_max_length=self.document_max_length, model_name=self.name_or_path,
+            head=self.head.to_dict(),
+            pooling=self.pooling,
+            query_prefix=self.query_prefix,
+            document_prefix=self.document_prefix,
+            query_max_length=self.query_max_length,
+            document_max_length=self.document_max_length,
+            model_name=self.name_or_path,
         )
 
     def weights_fingerprint(self) -> str:
@@ -200,7 +211,9 @@ class TextEncoder(nn.Module):
     def tokenize(self, texts: Sequence[str], side: Side) -> BatchEncoding:
         """Tokenize with the side's prefix and max length, padded to the longest text."""
         prefix, max_length = self.side_settings(side)
-        return self.tokenizer([prefix + t for t in texts], padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+        return self.tokenizer(
+            [prefix + t for t in texts], padding=True, truncation=True, max_length=max_length, return_tensors="pt"
+        )
 
     def embed(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Raw pooled embeddings [N, D] (with gradient; no head applied)."""
@@ -229,7 +242,7 @@ class TextEncoder(nn.Module):
 
         Texts are tokenized once, sorted longest first (so batches hold similar lengths and an
         out-of-memory shows up on the first batch), padded per batch, and put back in input order.
-        fp32 on CPU; bf16 autocast on CUDA with pooling in fp32.
+        Matmuls run in ``self.precision`` (``auto``: bf16 autocast where native); pooling stays fp32.
         """
         if isinstance(texts, str):
             raise TypeError("encode expects a list of texts, got a single string")
@@ -247,10 +260,10 @@ class TextEncoder(nn.Module):
         try:
             starts = range(0, len(texts), batch_size)
             for start in tqdm(starts, desc=f"encode {side} texts", disable=not show_progress, unit="batch"):
-                index = order[start:start + batch_size]
+                index = order[start : start + batch_size]
                 batch = self._pad([{k: tokens[k][i] for k in keys} for i in index])
                 batch = {k: v.to(device) for k, v in batch.items()}
-                with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+                with autocast(device, autocast_dtype(self.precision, device)):
                     vectors = self.embed(batch)
                 out[index] = vectors.float().cpu().numpy()
         finally:
@@ -272,28 +285,15 @@ class TextEncoder(nn.Module):
         self.model.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
         (record or self.head_record()).write(directory)
-        modules = [
-            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        ]
-        (directory / "modules.json").write_text(json.dumps(modules, indent=2) + "\n", encoding="utf-8")
         if self.query_max_length != self.document_max_length:
-            logger.warning("sentence-transformers keeps one max length; writing the document side's (%d)", self.document_max_length)
-        sbert = {"max_seq_length": self.document_max_length, "do_lower_case": False}
-        (directory / "sentence_bert_config.json").write_text(json.dumps(sbert, indent=2) + "\n", encoding="utf-8")
-        pooling_dir = directory / "1_Pooling"
-        pooling_dir.mkdir(exist_ok=True)
-        pooling_cfg = {
-            "word_embedding_dimension": self.dim,
-            "pooling_mode_cls_token": self.pooling == "cls",
-            "pooling_mode_mean_tokens": self.pooling == "mean",
-            "pooling_mode_max_tokens": False,
-            "pooling_mode_mean_sqrt_len_tokens": False,
-            "pooling_mode_weightedmean_tokens": False,
-            "pooling_mode_lasttoken": self.pooling == "last",
-            "include_prompt": True,
-        }
-        (pooling_dir / "config.json").write_text(json.dumps(pooling_cfg, indent=2) + "\n", encoding="utf-8")
-        st_config = {"prompts": {"query": self.query_prefix, "document": self.document_prefix}, "default_prompt_name": None,
-                     "similarity_fn_name": "cosine" if self.head.name == "cosine" else "dot"}
-        (directory / "config_sentence_transformers.json").write_text(json.dumps(st_config, indent=2) + "\n", encoding="utf-8")
+            logger.warning(
+                "sentence-transformers keeps one max length; writing the document side's (%d)", self.document_max_length
+            )
+        write_sentence_transformers_files(
+            directory,
+            pooling=self.pooling,
+            dim=self.dim,
+            max_length=self.document_max_length,
+            prompts={"query": self.query_prefix, "document": self.document_prefix},
+            similarity="cosine" if self.head.name == "cosine" else "dot",
+        )

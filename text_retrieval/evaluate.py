@@ -1,9 +1,9 @@
 """Evaluation pipelines: retrieval (BEIR, BRIGHT) and STS, each scored with the encoder's own head.
 
 ``evaluate_retrieval`` and ``evaluate_sts`` are what a trainer calls for validation; they return
-flat metric keys (``NDCG@10`` ..., ``spearman`` ...) plus the magnitude diagnostics of docs/method.md
-section 3. ``evaluate_paths`` is the command-line pipeline: load, evaluate, write one JSON per
-model x dataset and a TREC run per retrieval set.
+flat metric keys (``NDCG@10`` ..., ``Recall@1`` for BRIGHT, ``spearman`` ...) plus the magnitude
+diagnostics of docs/method.md section 3. ``evaluate_paths`` is the command-line pipeline: load,
+evaluate, write one JSON per model x dataset and a TREC run per retrieval set.
 
 Cohen's d of document norms (the paper leaves the non-relevant set undefined) is defined here as:
 raw norms of every document judged relevant (gain > 0) to some evaluated query, versus a uniform
@@ -16,16 +16,19 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from scipy import stats
 
 from clipmag.diagnostics import cohens_d, effect_size_band, norm_stats, row_norms
-from text_retrieval.data import RetrievalDataset, STSPairs, load_eval_datasets
+from text_retrieval.bright_scores import add_recall_at_1, bright_summary
+from text_retrieval.data import BrightDataset, EvalSettings, RetrievalDataset, STSPairs, load_eval_datasets
 from text_retrieval.encoder import TextEncoder
+from text_retrieval.eval_encoding import evaluation_encoding
 from text_retrieval.metrics import evaluate_run, write_trec_run
 from text_retrieval.report import build_record, format_table, model_label, write_record
 from text_retrieval.search import build_index, encode_corpus, search
@@ -45,8 +48,14 @@ def _head_diagnostics(encoder: TextEncoder) -> dict[str, Any]:
     return {"head": encoder.head.name, "gamma_q": gq, "gamma_d": gd, "symmetric": encoder.head.symmetric}
 
 
-def document_norm_effect(doc_norms: np.ndarray, doc_ids: Sequence[str], relevant: set[str],
-                         nonrelevant_sample: int = 1000, seed: int = 0, keep_norms: bool = False) -> dict[str, Any]:
+def document_norm_effect(
+    doc_norms: np.ndarray,
+    doc_ids: Sequence[str],
+    relevant: set[str],
+    nonrelevant_sample: int = 1000,
+    seed: int = 0,
+    keep_norms: bool = False,
+) -> dict[str, Any]:
     """Cohen's d of document norms, relevant vs a seeded sample of never-relevant documents.
 
     ``keep_norms`` adds both groups' norms (bounded: relevant docs plus the fixed-size sample),
@@ -58,13 +67,22 @@ def document_norm_effect(doc_norms: np.ndarray, doc_ids: Sequence[str], relevant
     sample = rng.choice(pool, size=min(nonrelevant_sample, pool.size), replace=False) if pool.size else pool
     rel_norms, non_norms = doc_norms[is_relevant], doc_norms[np.sort(sample)]
     result: dict[str, Any] = {
-        "definition": COHENS_D_DEFINITION, "seed": seed, "num_relevant": int(rel_norms.size),
-        "num_nonrelevant_sampled": int(non_norms.size), "nonrelevant_pool": int(pool.size),
+        "definition": COHENS_D_DEFINITION,
+        "seed": seed,
+        "num_relevant": int(rel_norms.size),
+        "num_nonrelevant_sampled": int(non_norms.size),
+        "nonrelevant_pool": int(pool.size),
     }
     if rel_norms.size >= 2 and non_norms.size >= 2:
         d = cohens_d(rel_norms, non_norms)
-        result.update({"cohens_d": d, "band": effect_size_band(d), "relevant_norm_mean": float(rel_norms.mean()),
-                       "nonrelevant_norm_mean": float(non_norms.mean())})
+        result.update(
+            {
+                "cohens_d": d,
+                "band": effect_size_band(d),
+                "relevant_norm_mean": float(rel_norms.mean()),
+                "nonrelevant_norm_mean": float(non_norms.mean()),
+            }
+        )
     else:
         result.update({"cohens_d": None, "band": "undefined (fewer than 2 documents in a group)"})
     if keep_norms:
@@ -84,29 +102,53 @@ def evaluate_retrieval(
     seed: int = 0,
     show_progress: bool = True,
     keep_norms: bool = False,
+    settings: EvalSettings | None = None,
 ) -> dict[str, Any]:
     """Encode, search with ``encoder.head``, and score; flat metric keys plus diagnostics.
 
     Returns ``{"NDCG@10", "Recall@100", "MRR@10", "MAP@100", "num_queries", "num_documents",
-    "per_query", "diagnostics", "timings"}`` (and ``"run_file"`` when one was written).
+    "per_query", "diagnostics", "encoding", "timings"}``, for BRIGHT also ``"Recall@1"`` (what the
+    official long-document setting headlines) and ``"data"`` (setting, revision, missing gold ids),
+    and ``"run_file"`` when one was written. ``settings`` (by default those a BRIGHT settings file
+    attached to the dataset, if any) set the prefixes and max lengths for this dataset only.
     ``cache_dir=None`` (the default, right for validation during training) re-encodes the corpus.
     """
+    bright = dataset if isinstance(dataset, BrightDataset) else None
+    settings = settings or (bright.settings if bright else None)
     timings: dict[str, float] = {}
-    start = time.perf_counter()
-    docs = encode_corpus(encoder, dataset.corpus_texts, cache_dir=cache_dir, dataset_name=dataset.name,
-                         dataset_fingerprint=dataset.fingerprint, batch_size=batch_size, show_progress=show_progress)
-    timings["encode_corpus_s"] = time.perf_counter() - start
-    start = time.perf_counter()
-    qids = dataset.query_ids
-    queries = encoder.encode([dataset.queries[q] for q in qids], "query", batch_size, show_progress)
-    timings["encode_queries_s"] = time.perf_counter() - start
+    with evaluation_encoding(encoder, settings, bright.task if bright else dataset.name) as encoding:
+        start = time.perf_counter()
+        docs = encode_corpus(
+            encoder,
+            dataset.corpus_texts,
+            cache_dir=cache_dir,
+            dataset_name=dataset.name,
+            dataset_fingerprint=dataset.fingerprint,
+            batch_size=batch_size,
+            show_progress=show_progress,
+        )
+        timings["encode_corpus_s"] = time.perf_counter() - start
+        start = time.perf_counter()
+        qids = dataset.query_ids
+        queries = encoder.encode([dataset.queries[q] for q in qids], "query", batch_size, show_progress)
+        timings["encode_queries_s"] = time.perf_counter() - start
     start = time.perf_counter()
     index = build_index(docs, encoder.head)
-    run = search(index, queries, qids, dataset.corpus_ids, encoder.head, top_k=top_k, excluded=dataset.excluded,
-                 ignore_identical_ids=dataset.ignore_identical_ids)
+    run = search(
+        index,
+        queries,
+        qids,
+        dataset.corpus_ids,
+        encoder.head,
+        top_k=top_k,
+        excluded=dataset.excluded,
+        ignore_identical_ids=dataset.ignore_identical_ids,
+    )
     timings["search_s"] = time.perf_counter() - start
     start = time.perf_counter()
     mean, per_query = evaluate_run(dataset.qrels, run)
+    if bright:
+        add_recall_at_1(dataset.qrels, run, mean, per_query)
     timings["metrics_s"] = time.perf_counter() - start
 
     doc_norms = row_norms(np.asarray(docs))
@@ -114,10 +156,22 @@ def evaluate_retrieval(
         **_head_diagnostics(encoder),
         "query_norm": norm_stats(row_norms(queries)),
         "document_norm": norm_stats(doc_norms),
-        "document_norm_effect": document_norm_effect(doc_norms, dataset.corpus_ids, dataset.relevant_ids(), nonrelevant_sample, seed, keep_norms),
+        "document_norm_effect": document_norm_effect(
+            doc_norms, dataset.corpus_ids, dataset.relevant_ids(), nonrelevant_sample, seed, keep_norms
+        ),
     }
-    result: dict[str, Any] = {**mean, "num_queries": len(per_query), "num_documents": len(dataset.corpus_ids), "top_k": top_k,
-                              "per_query": per_query, "diagnostics": diagnostics, "timings": timings}
+    result: dict[str, Any] = {
+        **mean,
+        "num_queries": len(per_query),
+        "num_documents": len(dataset.corpus_ids),
+        "top_k": top_k,
+        "per_query": per_query,
+        "diagnostics": diagnostics,
+        "encoding": encoding,
+        "timings": timings,
+    }
+    if bright:
+        result["data"] = bright.describe()
     if run_file is not None:
         result["run_file"] = str(write_trec_run(run, run_file, tag=run_tag))
     return result
@@ -127,17 +181,26 @@ def _correlations(predicted: np.ndarray, gold: np.ndarray) -> tuple[float, float
     return float(stats.spearmanr(predicted, gold).statistic), float(stats.pearsonr(predicted, gold).statistic)
 
 
-def evaluate_sts(encoder: TextEncoder, pairs: STSPairs, batch_size: int = 64, side: str = "query", show_progress: bool = True) -> dict[str, Any]:
+def evaluate_sts(
+    encoder: TextEncoder,
+    pairs: STSPairs,
+    batch_size: int = 64,
+    side: str = "query",
+    show_progress: bool = True,
+    settings: EvalSettings | None = None,
+) -> dict[str, Any]:
     """Spearman and Pearson of ``head.paired(a, b)`` and of ``head.paired(b, a)`` against gold.
 
     Both sentences are encoded identically (the ``side`` prefix and max length, query by default
     as E5-style models expect for symmetric tasks), so any difference between the two orders comes
     from the head alone. ``asymmetry_gap`` is the mean over pairs of |s(a,b) - s(b,a)|.
+    ``settings`` set the evaluation-time prefixes and max lengths.
     """
     start = time.perf_counter()
     unique = list(dict.fromkeys(pairs.a + pairs.b))
     position = {text: i for i, text in enumerate(unique)}
-    vectors = torch.from_numpy(encoder.encode(unique, side, batch_size, show_progress))  # type: ignore[arg-type]
+    with evaluation_encoding(encoder, settings, pairs.name) as encoding:
+        vectors = torch.from_numpy(encoder.encode(unique, side, batch_size, show_progress))  # type: ignore[arg-type]
     a = vectors[[position[t] for t in pairs.a]]
     b = vectors[[position[t] for t in pairs.b]]
     encode_s = time.perf_counter() - start
@@ -149,11 +212,20 @@ def evaluate_sts(encoder: TextEncoder, pairs: STSPairs, batch_size: int = 64, si
     gap = np.abs(forward - backward)
     norms = row_norms(vectors)
     return {
-        "spearman": spearman, "pearson": pearson, "spearman_reversed": spearman_r, "pearson_reversed": pearson_r,
-        "asymmetry_gap": float(gap.mean()), "asymmetry_gap_max": float(gap.max()),
-        "spearman_gap": abs(spearman - spearman_r), "num_pairs": len(pairs),
-        "diagnostics": {**_head_diagnostics(encoder), "sentence_norm": norm_stats(norms),
-                        "gold_range": [float(pairs.scores.min()), float(pairs.scores.max())]},
+        "spearman": spearman,
+        "pearson": pearson,
+        "spearman_reversed": spearman_r,
+        "pearson_reversed": pearson_r,
+        "asymmetry_gap": float(gap.mean()),
+        "asymmetry_gap_max": float(gap.max()),
+        "spearman_gap": abs(spearman - spearman_r),
+        "num_pairs": len(pairs),
+        "diagnostics": {
+            **_head_diagnostics(encoder),
+            "sentence_norm": norm_stats(norms),
+            "gold_range": [float(pairs.scores.min()), float(pairs.scores.max())],
+        },
+        "encoding": encoding,
         "timings": {"encode_s": encode_s, "total_s": time.perf_counter() - start},
     }
 
@@ -167,30 +239,60 @@ def evaluate_paths(
     split: str = "test",
     top_k: int = 1000,
     batch_size: int = 64,
-    max_length: int | None = None,
     cache_dir: str | Path | None = None,
     show_progress: bool = True,
+    settings: EvalSettings | None = None,
 ) -> list[dict[str, Any]]:
-    """Evaluate every model on every dataset found under ``data``; write one JSON per pair."""
+    """Evaluate every model on every dataset found under ``data``; write one JSON per pair.
+
+    ``settings`` (default ``EvalSettings()``) choose the BRIGHT setting, the strictness and the
+    evaluation-time prefixes and max lengths; the datasets of a settings file use that file's.
+    """
     output = Path(output)
-    datasets = [ds for path in data for ds in load_eval_datasets(path, split=split)]
+    settings = settings or EvalSettings()
+    datasets = [ds for path in data for ds in load_eval_datasets(path, split=split, settings=settings)]
+    if (settings.long_documents or settings.reasoning) and not any(isinstance(ds, BrightDataset) for ds in datasets):
+        raise ValueError("long documents and reasoning queries are BRIGHT settings, but no BRIGHT data was given")
     records = []
     for model_path in models:
-        encoder = TextEncoder.from_pretrained(model_path, norm=norm, pooling=pooling, max_length=max_length)
+        encoder = TextEncoder.from_pretrained(model_path, norm=norm, pooling=pooling)
         if torch.cuda.is_available():
             encoder.to("cuda")
         for ds in datasets:
             start = time.perf_counter()
+            own = ds.settings if isinstance(ds, BrightDataset) and ds.settings else settings
             if isinstance(ds, STSPairs):
-                result = evaluate_sts(encoder, ds, batch_size=batch_size, show_progress=show_progress)
+                result = evaluate_sts(encoder, ds, batch_size=batch_size, show_progress=show_progress, settings=own)
             else:
                 stem = f"{model_label(model_path)}__{ds.name}__{encoder.head.name}"
-                result = evaluate_retrieval(encoder, ds, top_k=top_k, batch_size=batch_size, cache_dir=cache_dir,
-                                            run_file=output / "runs" / f"{stem}.trec", run_tag=stem, show_progress=show_progress)
+                result = evaluate_retrieval(
+                    encoder,
+                    ds,
+                    top_k=top_k,
+                    batch_size=batch_size,
+                    cache_dir=cache_dir,
+                    run_file=output / "runs" / f"{stem}.trec",
+                    run_tag=stem,
+                    show_progress=show_progress,
+                    settings=own,
+                )
             result["timings"]["total_s"] = time.perf_counter() - start
-            record = build_record(encoder, ds, result, {"split": split, "top_k": top_k, "batch_size": batch_size, "cache_dir": str(cache_dir) if cache_dir else None})
+            config = {
+                "split": split,
+                "top_k": top_k,
+                "batch_size": batch_size,
+                "cache_dir": cache_dir and str(cache_dir),
+            }
+            config.update(result["encoding"])  # what was used, over the model's own settings
+            if "data" in result:
+                config["bright"] = result["data"]
+            record = build_record(encoder, ds, result, config)
+            if "Recall@1" in result:
+                record["metrics"]["Recall@1"] = result["Recall@1"]
             record["output_file"] = str(write_record(record, output))
             records.append(record)
             logger.info("%s on %s: %s", model_path, ds.name, {k: round(v, 4) for k, v in record["metrics"].items()})
     print(format_table(records))
+    if any("bright" in rec["config"] for rec in records):
+        print(bright_summary(records))
     return records

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping
 
 import pytrec_eval
 
@@ -34,8 +34,11 @@ METRICS: dict[str, tuple[str, str, int | None]] = {
 }
 
 
-def drop_excluded(run: Mapping[str, Mapping[str, float]], excluded: Mapping[str, Iterable[str]] | None = None,
-                  ignore_identical_ids: bool = False) -> Run:
+def drop_excluded(
+    run: Mapping[str, Mapping[str, float]],
+    excluded: Mapping[str, Iterable[str]] | None = None,
+    ignore_identical_ids: bool = False,
+) -> Run:
     """Remove, per query, hits listed in ``excluded[qid]`` and (optionally) the hit with id == qid."""
     excluded = excluded or {}
     cleaned: Run = {}
@@ -49,11 +52,15 @@ def drop_excluded(run: Mapping[str, Mapping[str, float]], excluded: Mapping[str,
 
 def truncate_run(run: Mapping[str, Mapping[str, float]], depth: int) -> Run:
     """Keep each query's ``depth`` best hits, ordered as trec_eval orders them (score, then doc id, descending)."""
-    return {qid: dict(sorted(hits.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[:depth]) for qid, hits in run.items()}
+    return {
+        qid: dict(sorted(hits.items(), key=lambda kv: (kv[1], kv[0]), reverse=True)[:depth])
+        for qid, hits in run.items()
+    }
 
 
-def evaluate_run(qrels: Qrels, run: Mapping[str, Mapping[str, float]],
-                 metrics: Iterable[str] = tuple(METRICS)) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+def evaluate_run(
+    qrels: Qrels, run: Mapping[str, Mapping[str, float]], metrics: Iterable[str] = tuple(METRICS)
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """Mean and per-query metrics of ``run`` against ``qrels`` (graded gains allowed).
 
     Means are over the queries pytrec_eval evaluates (judged queries present in the run), as BEIR
@@ -66,7 +73,9 @@ def evaluate_run(qrels: Qrels, run: Mapping[str, Mapping[str, float]],
     qrels = {str(q): {str(d): int(g) for d, g in judged.items()} for q, judged in qrels.items()}
     missing = [q for q in qrels if q not in run or not run[q]]
     if missing:
-        logger.warning("%d judged queries have no hits in the run and are not averaged (e.g. %s)", len(missing), missing[:3])
+        logger.warning(
+            "%d judged queries have no hits in the run and are not averaged (e.g. %s)", len(missing), missing[:3]
+        )
     per_query: dict[str, dict[str, float]] = {}
     by_depth: dict[int | None, list[str]] = {}
     for name in metrics:
@@ -79,7 +88,10 @@ def evaluate_run(qrels: Qrels, run: Mapping[str, Mapping[str, float]],
             row = per_query.setdefault(qid, {})
             for name in names:
                 row[name] = float(values[METRICS[name][1]])
-    mean = {name: (math.fsum(row[name] for row in per_query.values()) / len(per_query) if per_query else 0.0) for name in metrics}
+    mean = {
+        name: (math.fsum(row[name] for row in per_query.values()) / len(per_query) if per_query else 0.0)
+        for name in metrics
+    }
     return mean, per_query
 
 
@@ -105,9 +117,13 @@ def read_trec_run(path: str | Path) -> Run:
             if not fields:
                 continue
             if len(fields) != 6:
-                raise ValueError(f"{path}, line {number}: expected 'qid Q0 docid rank score tag', found {len(fields)} fields")
+                raise ValueError(
+                    f"{path}, line {number}: expected 'qid Q0 docid rank score tag', found {len(fields)} fields"
+                )
             try:
                 run.setdefault(fields[0], {})[fields[2]] = float(fields[4])
             except ValueError:
-                raise ValueError(f"{path}, line {number}: expected a numeric score in field 5, found {fields[4]!r}") from None
+                raise ValueError(
+                    f"{path}, line {number}: expected a numeric score in field 5, found {fields[4]!r}"
+                ) from None
     return run

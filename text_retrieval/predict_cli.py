@@ -56,23 +56,26 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     return [
         f"model {s.get('model')} on {s.get('data')}: {s['n_pairs']} pairs, max length {s['query_max_length']}, "
         f"seed {s['seed']}",
-        f"query-norm CV ratio (paper v1, {s['probe_steps']}-step probe): "
+        f"query-norm CV ratio (paper v1, {s['probe_steps']}-step probe, exploratory): "
         f"dCV = {c['cv_after_dnorm']:.4f} / {c['cv_after_dot']:.4f}"
         f" = {c['dcv']:.3f} (pretrained CV {c['cv_pretrained']:.4f}; threshold {c['threshold']:.2f}) -> {c['verdict']}"
         f"  [{c['seconds']:.1f} s]",
-        f"log-magnitude Fisher (ours): kappa_query = {f['kappa_query']:.3g}, kappa_document = {f['kappa_document']:.3g}"
-        f" -> {f['verdict']}  [{f['seconds']:.1f} s]",
-        "the probe's threshold comes from the paper's fine-tuned ranges and is uncalibrated for a short probe;"
-        " the Fisher rule is our own definition - check both against a head sweep's winner",
+        f"scale-free log-magnitude Fisher (ours): kappa_query = {f['kappa_query']:.4g}"
+        f" (|rho| {f['abs_rho_query']:.4f}), kappa_document = {f['kappa_document']:.4g}"
+        f" (|rho| {f['abs_rho_document']:.4f}) -> {f['verdict']}  [{f['seconds']:.1f} s]",
+        "the probe is exploratory (its threshold comes from the paper's fine-tuned ranges, uncalibrated for a short"
+        " probe); the Fisher rule is our own definition - check both against a head sweep's winner",
     ]
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="predict_norm.py",
-                                     description="Predict whether qnorm or dnorm suits a pretrained encoder.")
+    parser = argparse.ArgumentParser(
+        prog="predict_norm.py", description="Predict whether qnorm or dnorm suits a pretrained encoder."
+    )
     parser.add_argument("--model", required=True, help="HF folder / hub name, or all-MiniLM-L6-v2 (packaged)")
-    parser.add_argument("--data", required=True,
-                        help="'embedded', a WebDataset shard folder, a BEIR folder or a pairs jsonl")
+    parser.add_argument(
+        "--data", required=True, help="'embedded', a WebDataset shard folder, a BEIR folder or a pairs jsonl"
+    )
     parser.add_argument("--split", default="train", help="qrels split of a BEIR folder (default: train)")
     parser.add_argument("--n-pairs", type=int, default=200)
     parser.add_argument("--max-length", type=int, default=64)
@@ -82,7 +85,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--probe-lr", type=float, default=1e-4)
     parser.add_argument("--probe-batch-size", type=int, default=16)
     parser.add_argument("--fisher-batch-size", type=int, default=32)
-    parser.add_argument("--ridge", type=float, default=1e-3)
     parser.add_argument("--dcv-threshold", type=float, default=DCV_THRESHOLD)
     parser.add_argument("--output", default=None, help="write the JSON here instead of printing it")
     return parser
@@ -95,15 +97,28 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         raise ValueError(f"--n-pairs and --max-length must be >= 2, got {args.n_pairs}, {args.max_length}")
 
     queries, documents = load_probe_pairs(args.data, args.n_pairs, args.seed, args.split)
-    encoder = TextEncoder.from_pretrained(resolve_model_name(args.model), pooling=args.pooling,
-                                          max_length=args.max_length)
+    encoder = TextEncoder.from_pretrained(
+        resolve_model_name(args.model), pooling=args.pooling, max_length=args.max_length
+    )
     start = time.perf_counter()
-    result = predict_norm(encoder, queries, documents, seed=args.seed, probe_steps=args.probe_steps,
-                          probe_lr=args.probe_lr, probe_batch_size=args.probe_batch_size,
-                          fisher_batch_size=args.fisher_batch_size, ridge=args.ridge,
-                          dcv_threshold=args.dcv_threshold)
-    result["settings"] = {"model": args.model, "data": args.data, **result["settings"],
-                          "seconds": time.perf_counter() - start, "torch_threads": torch.get_num_threads()}
+    result = predict_norm(
+        encoder,
+        queries,
+        documents,
+        seed=args.seed,
+        probe_steps=args.probe_steps,
+        probe_lr=args.probe_lr,
+        probe_batch_size=args.probe_batch_size,
+        fisher_batch_size=args.fisher_batch_size,
+        dcv_threshold=args.dcv_threshold,
+    )
+    result["settings"] = {
+        "model": args.model,
+        "data": args.data,
+        **result["settings"],
+        "seconds": time.perf_counter() - start,
+        "torch_threads": torch.get_num_threads(),
+    }
     text = json.dumps(result, indent=2)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from clipmag.naming import slug
 from clipmag.results import package_versions
@@ -35,7 +36,9 @@ def model_label(name_or_path: str) -> str:
     return path.name or name_or_path
 
 
-def build_record(encoder: TextEncoder, dataset: RetrievalDataset | STSPairs, result: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+def build_record(
+    encoder: TextEncoder, dataset: RetrievalDataset | STSPairs, result: dict[str, Any], config: dict[str, Any]
+) -> dict[str, Any]:
     """Wrap a pipeline result into the JSON record the command line writes."""
     is_sts = isinstance(dataset, STSPairs)
     keys = STS_METRICS if is_sts else tuple(METRICS)
@@ -51,7 +54,11 @@ def build_record(encoder: TextEncoder, dataset: RetrievalDataset | STSPairs, res
         "timings": result["timings"],
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
-    extra = ("num_pairs", "asymmetry_gap_max", "spearman_gap") if is_sts else ("num_queries", "num_documents", "top_k", "run_file")
+    extra = (
+        ("num_pairs", "asymmetry_gap_max", "spearman_gap")
+        if is_sts
+        else ("num_queries", "num_documents", "top_k", "run_file")
+    )
     record.update({k: result[k] for k in extra if k in result})
     if not is_sts:
         record["per_query"] = result["per_query"]
@@ -62,7 +69,10 @@ def write_record(record: dict[str, Any], output: str | Path) -> Path:
     """Write ``<output>/<model>__<dataset>__<head>.json`` and return its path."""
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
-    path = output / f"{slug(model_label(record['model']))}__{slug(record['dataset'])}__{record['config']['head']['name']}.json"
+    path = (
+        output
+        / f"{slug(model_label(record['model']))}__{slug(record['dataset'])}__{record['config']['head']['name']}.json"
+    )
     path.write_text(json.dumps(record, indent=2, allow_nan=True) + "\n", encoding="utf-8")
     return path
 
@@ -75,12 +85,26 @@ def _cell(value: Any) -> str:
 
 def format_table(records: Sequence[dict[str, Any]]) -> str:
     """A plain-text table, one row per record, retrieval and STS metrics in their own columns."""
-    columns = ["model", "dataset", "head", *METRICS, "spearman", "spearman_reversed", "asymmetry_gap", "d_norm_cohens_d"]
+    columns = [
+        "model",
+        "dataset",
+        "head",
+        *METRICS,
+        "spearman",
+        "spearman_reversed",
+        "asymmetry_gap",
+        "d_norm_cohens_d",
+    ]
     rows = []
     for rec in records:
         effect = rec["diagnostics"].get("document_norm_effect", {})
-        values = {"model": model_label(rec["model"]), "dataset": rec["dataset"], "head": rec["config"]["head"]["name"],
-                  **rec["metrics"], "d_norm_cohens_d": effect.get("cohens_d")}
+        values = {
+            "model": model_label(rec["model"]),
+            "dataset": rec["dataset"],
+            "head": rec["config"]["head"]["name"],
+            **rec["metrics"],
+            "d_norm_cohens_d": effect.get("cohens_d"),
+        }
         rows.append([_cell(values.get(c)) for c in columns])
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]

@@ -17,8 +17,8 @@ import json
 import logging
 import os
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import faiss
 import numpy as np
@@ -87,7 +87,10 @@ def encode_corpus(
     a truncated cache behind.
     """
     if cache_dir is None:
-        parts = [encoder.encode(texts[i:i + chunk_size], "document", batch_size, show_progress) for i in range(0, len(texts), chunk_size)]
+        parts = [
+            encoder.encode(texts[i : i + chunk_size], "document", batch_size, show_progress)
+            for i in range(0, len(texts), chunk_size)
+        ]
         return np.concatenate(parts) if parts else np.zeros((0, encoder.dim), np.float32)
     if not dataset_fingerprint:
         dataset_fingerprint = hashlib.sha1("\0".join(texts).encode()).hexdigest()[:16]
@@ -104,11 +107,15 @@ def encode_corpus(
     partial = folder / f"embeddings.{os.getpid()}.partial.npy"
     out = np.lib.format.open_memmap(partial, mode="w+", dtype=np.float32, shape=(len(texts), encoder.dim))
     for start in range(0, len(texts), chunk_size):
-        out[start:start + chunk_size] = encoder.encode(texts[start:start + chunk_size], "document", batch_size, show_progress)
+        out[start : start + chunk_size] = encoder.encode(
+            texts[start : start + chunk_size], "document", batch_size, show_progress
+        )
     out.flush()
     del out
     os.replace(partial, target)
-    (folder / "identity.json").write_text(json.dumps({**identity, "num_documents": len(texts), "created": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2))
+    (folder / "identity.json").write_text(
+        json.dumps({**identity, "num_documents": len(texts), "created": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2)
+    )
     logger.info("cached corpus embeddings in %s", folder)
     return np.load(target, mmap_mode="r")
 
@@ -117,7 +124,7 @@ def build_index(doc_embeddings: np.ndarray, head: SimilarityHead, chunk_size: in
     """IndexFlatIP over document-side-transformed vectors, added chunk by chunk."""
     index = faiss.IndexFlatIP(int(doc_embeddings.shape[1]))
     for start in range(0, doc_embeddings.shape[0], chunk_size):
-        index.add(head_transform(head, np.asarray(doc_embeddings[start:start + chunk_size]), "document"))
+        index.add(head_transform(head, np.asarray(doc_embeddings[start : start + chunk_size]), "document"))
     return index
 
 
@@ -151,10 +158,10 @@ def search(
     k = min(top_k + extra, index.ntotal)
     run: Run = {}
     for start in tqdm(range(0, len(query_ids), query_batch), desc="search", disable=not show_progress):
-        raw = np.array(query_embeddings[start:start + query_batch], dtype=np.float32, order="C")
+        raw = np.array(query_embeddings[start : start + query_batch], dtype=np.float32, order="C")
         scores, positions = index.search(raw, k)
         scores = scores.astype(np.float64) * _query_factor(head, raw)[:, None]  # float64: no new ties
-        for row, qid in enumerate(query_ids[start:start + query_batch]):
+        for row, qid in enumerate(query_ids[start : start + query_batch]):
             skip = set(excluded.get(qid, ()))
             if ignore_identical_ids:
                 skip.add(qid)

@@ -1,8 +1,8 @@
 """Build WebDataset training shards for the text trainer.
 
-    python scripts/make_text_shards.py OUT_DIR --beir DATA/beir/scifact [--split train]
-    python scripts/make_text_shards.py OUT_DIR --jsonl pairs.jsonl
-    python scripts/make_text_shards.py OUT_DIR --embedded [runs/embedded-data]
+python scripts/make_text_shards.py OUT_DIR --beir DATA/beir/scifact [--split train]
+python scripts/make_text_shards.py OUT_DIR --jsonl pairs.jsonl
+python scripts/make_text_shards.py OUT_DIR --embedded [runs/embedded-data]
 """
 
 from __future__ import annotations
@@ -24,10 +24,17 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("out_dir", type=Path, help="folder for shard-*.tar and sizes.json")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--beir", type=Path, help="BEIR folder; pairs from its qrels split")
-    source.add_argument("--jsonl", type=Path,
-                        help='jsonl of {"query","positive","negatives"?} or {"query","title","text"}')
-    source.add_argument("--embedded", nargs="?", const=Path("runs/embedded-data"), type=Path, metavar="ROOT",
-                        help="the embedded default's training pairs (built under ROOT if absent)")
+    source.add_argument(
+        "--jsonl", type=Path, help='jsonl of {"query","positive","negatives"?} or {"query","title","text"}'
+    )
+    source.add_argument(
+        "--embedded",
+        nargs="?",
+        const=Path("runs/embedded-data"),
+        type=Path,
+        metavar="ROOT",
+        help="the embedded default's training pairs (built under ROOT if absent)",
+    )
     parser.add_argument("--split", default="train", help="qrels split for --beir (default: train)")
     parser.add_argument("--samples-per-shard", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0, help="seed of the shuffle before writing")

@@ -2,16 +2,17 @@
 
 ``infonce``: (query, positive, hard negatives) from WebDataset shards, InfoNCE in the configured
 direction (paper default q2d, scale 20) with negatives gathered across ranks.
-``sts``: (text_a, text_b, gold in [0, 1]) pairs and an MSE loss on ``sts_scale * head.paired(a, b)``
-(docs/method.md section 4: scale 1 for cosine, 0.01 on unnormalised scores), the symmetric-task
-experiment where asymmetric heads are expected to fail.
+``sts``: (text_a, text_b, gold mapped onto [0, 1] by its declared scale) pairs and an MSE loss on
+``sts_scale * head.paired(a, b)`` (docs/method.md section 4: scale 1 for cosine, 0.01 on
+unnormalised scores), the symmetric-task experiment where asymmetric heads are expected to fail.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -27,18 +28,28 @@ from text_retrieval.config import TextConfig
 from text_retrieval.data import STSPairs, load_eval_datasets, load_sts_file
 from text_retrieval.data.embedded import build_embedded
 from text_retrieval.data.shards import TextShardStream
+from text_retrieval.data.sts import GoldScale
 from text_retrieval.encoder import TextEncoder
 from text_retrieval.evaluate import evaluate_retrieval, evaluate_sts
 
 TABLE_KEYS = ("NDCG@10", "MRR@10", "Recall@100", "spearman", "spearman_reversed", "asymmetry_gap")
 EMBEDDED_PREFIX = "embedded:"
-EMBEDDED_KEYS = {"train": "train_shards", "indomain": "indomain", "outdomain": "outdomain", "sts": "sts_test", "sts_train": "sts_train"}
+ASSUMED_STS_SCALE = GoldScale(0.0, 1.0, "assumed for a file of no known scale; set data.sts_range=[lo,hi]")
+EMBEDDED_KEYS = {
+    "train": "train_shards",
+    "indomain": "indomain",
+    "outdomain": "outdomain",
+    "sts": "sts_test",
+    "sts_train": "sts_train",
+}
 
 
 class BiEncoder(nn.Module):
     """Encoder (with its head) plus the loss; ``forward(batch)`` returns the loss and statistics."""
 
-    def __init__(self, encoder: TextEncoder, loss: InfoNCE, objective: str, hard_negatives: int, sts_scale: float) -> None:
+    def __init__(
+        self, encoder: TextEncoder, loss: InfoNCE, objective: str, hard_negatives: int, sts_scale: float
+    ) -> None:
         super().__init__()
         if loss.head is not encoder.head:
             raise ValueError("BiEncoder: the loss must score with the encoder's own head")
@@ -60,8 +71,18 @@ class BiEncoder(nn.Module):
         return self.encoder.embed({k: v.to(self.encoder.device) for k, v in tokens.items()})
 
     def forward(self, batch: dict[str, Any]) -> dict[str, Any]:
+        return self.loss_from(batch, self.embed(batch))
+
+    # ---- the parts gradient caching calls (clipmag/grad_cache.py) ------------------------------
+    def chunks(self, batch: dict[str, list], size: int) -> list[dict[str, list]]:
+        """Consecutive row ranges; a row's hard negatives travel with it."""
+        rows = len(next(iter(batch.values())))
+        return [{k: v[start : start + size] for k, v in batch.items()} for start in range(0, rows, size)]
+
+    def embed(self, batch: dict[str, Any]) -> tuple[torch.Tensor, ...]:
+        """STS: (text_a, text_b) embeddings; InfoNCE: queries [n, D] and documents [n, 1 + k, D]."""
         if self.objective == "sts":
-            return self._sts(batch)
+            return self._embed(batch["text_a"], "query"), self._embed(batch["text_b"], "query")
         queries = self._embed(batch["query"], "query")
         n, k = len(batch["query"]), self.hard_negatives
         documents = list(batch["positive"])
@@ -69,13 +90,20 @@ class BiEncoder(nn.Module):
             for i, negatives in enumerate(batch["negatives"]):
                 documents.extend(_take_negatives(negatives, k, i))
         docs = self._embed(documents, "document")
-        grouped = docs[:n].unsqueeze(1) if k == 0 else torch.cat([docs[:n].unsqueeze(1), docs[n:].view(n, k, -1)], dim=1)
+        grouped = (
+            docs[:n].unsqueeze(1) if k == 0 else torch.cat([docs[:n].unsqueeze(1), docs[n:].view(n, k, -1)], dim=1)
+        )
+        return queries, grouped
+
+    def loss_from(self, batch: dict[str, Any], embeddings: tuple[torch.Tensor, ...]) -> dict[str, Any]:
+        if self.objective == "sts":
+            return self._sts(batch, *embeddings)
+        queries, grouped = embeddings
         out = self.loss(queries, grouped)
-        out.update(magnitude_summary(queries, docs[:n], self.encoder.head, float(out["scale"])))
+        out.update(magnitude_summary(queries, grouped[:, 0], self.encoder.head, float(out["scale"])))
         return out
 
-    def _sts(self, batch: dict[str, Any]) -> dict[str, Any]:
-        a, b = self._embed(batch["text_a"], "query"), self._embed(batch["text_b"], "query")
+    def _sts(self, batch: dict[str, Any], a: torch.Tensor, b: torch.Tensor) -> dict[str, Any]:
         predicted = self.sts_scale * self.encoder.head.paired(a, b)
         gold = torch.as_tensor(batch["score"], dtype=predicted.dtype, device=predicted.device)
         out: dict[str, Any] = {"loss": F.mse_loss(predicted, gold)}
@@ -103,7 +131,9 @@ class TextRetrievalTask:
         self.cfg, self.ctx = cfg, ctx
         self.primary_metric = "spearman" if cfg.data.objective == "sts" else "NDCG@10"
         self._embedded: dict[str, Path] | None = None
-        self.validation_sets = [ds for spec in cfg.data.validation for ds in self._load(spec, cfg.data.validation_split)]
+        self.validation_sets = [
+            ds for spec in cfg.data.validation for ds in self._load(spec, cfg.data.validation_split)
+        ]
 
     # ---- data --------------------------------------------------------------------------------
     def embedded_paths(self) -> dict[str, Path]:
@@ -124,16 +154,23 @@ class TextRetrievalTask:
             spec = EMBEDDED_PREFIX + ("sts_train" if self.cfg.data.objective == "sts" else "train")
         if not spec.startswith(EMBEDDED_PREFIX):
             return Path(spec)
-        name = spec[len(EMBEDDED_PREFIX):]
+        name = spec[len(EMBEDDED_PREFIX) :]
         if name not in EMBEDDED_KEYS:
-            raise ValueError(f"unknown embedded dataset {spec!r}; valid: {', '.join(EMBEDDED_PREFIX + k for k in EMBEDDED_KEYS)}")
+            raise ValueError(
+                f"unknown embedded dataset {spec!r}; valid: {', '.join(EMBEDDED_PREFIX + k for k in EMBEDDED_KEYS)}"
+            )
         return self.embedded_paths()[EMBEDDED_KEYS[name]]
 
     def _load(self, spec: str, split: str) -> list[Any]:
         path = self.resolve(spec)
         if spec.startswith(EMBEDDED_PREFIX) and path.is_file():
-            return [load_sts_file(path, name=spec[len(EMBEDDED_PREFIX):])]
+            return [load_sts_file(path, name=spec[len(EMBEDDED_PREFIX) :])]
         return load_eval_datasets(path, split=split)
+
+    def sts_train_pairs(self, path: Path) -> STSPairs:
+        """The STS training file on its declared scale (``data.sts_range``, else the format's, else [0, 1])."""
+        declared = GoldScale(*self.cfg.data.sts_range, "data.sts_range") if self.cfg.data.sts_range else None
+        return load_sts_file(path, gold_scale=declared, default_scale=ASSUMED_STS_SCALE)
 
     def local_batch_size(self) -> int:
         return self.cfg.data.batch_size
@@ -143,7 +180,7 @@ class TextRetrievalTask:
         seed = self.cfg.train.seed
         train = self.resolve(d.train)
         if d.objective == "sts":
-            return _pair_batches(load_sts_file(train), d.batch_size, seed, rank, world, start_step)
+            return _pair_batches(self.sts_train_pairs(train), d.batch_size, seed, rank, world, start_step)
         if d.split_by_rank:
             stream = TextShardStream(train, d.batch_size, seed, rank, world, d.num_workers, d.allow_corrupt_shards)
             return stream.batches(start_step)
@@ -155,9 +192,14 @@ class TextRetrievalTask:
     def build_encoder(self) -> TextEncoder:
         m = self.cfg.model
         encoder = TextEncoder.from_pretrained(
-            m.name_or_path, head=head_from_config(self.cfg.head), pooling=m.pooling,
-            query_prefix=m.query_prefix, document_prefix=m.document_prefix,
-            query_max_length=m.query_max_length, document_max_length=m.document_max_length,
+            m.name_or_path,
+            head=head_from_config(self.cfg.head),
+            random_init_seed=self.cfg.train.seed if m.init == "random" else None,
+            pooling=m.pooling,
+            query_prefix=m.query_prefix,
+            document_prefix=m.document_prefix,
+            query_max_length=m.query_max_length,
+            document_max_length=m.document_max_length,
         )
         pooler = getattr(encoder.model, "pooler", None)
         if isinstance(pooler, nn.Module):
@@ -174,22 +216,34 @@ class TextRetrievalTask:
         return BiEncoder(encoder, loss, self.cfg.data.objective, self.cfg.data.hard_negatives, sts_scale)
 
     # ---- evaluation and export ---------------------------------------------------------------
-    def evaluate_sets(self, encoder: TextEncoder, datasets: list[Any], keep_norms: bool = False) -> dict[str, dict[str, Any]]:
+    def evaluate_sets(
+        self, encoder: TextEncoder, datasets: list[Any], keep_norms: bool = False
+    ) -> dict[str, dict[str, Any]]:
         """Full results per dataset name (retrieval: NDCG@10, MRR@10, ...; STS: spearman, ...)."""
         results = {}
         for ds in datasets:
             if isinstance(ds, STSPairs):
-                results[ds.name] = evaluate_sts(encoder, ds, batch_size=self.cfg.data.eval_batch_size, show_progress=False)
+                results[ds.name] = evaluate_sts(
+                    encoder, ds, batch_size=self.cfg.data.eval_batch_size, show_progress=False
+                )
             else:
-                results[ds.name] = evaluate_retrieval(encoder, ds, top_k=100, batch_size=self.cfg.data.eval_batch_size,
-                                                     show_progress=False, keep_norms=keep_norms)
+                results[ds.name] = evaluate_retrieval(
+                    encoder,
+                    ds,
+                    top_k=100,
+                    batch_size=self.cfg.data.eval_batch_size,
+                    show_progress=False,
+                    keep_norms=keep_norms,
+                )
         return results
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
         """Validation: the first set's metrics unprefixed (for the best checkpoint), all prefixed."""
         flat: dict[str, float] = {}
         for i, (name, result) in enumerate(self.evaluate_sets(model.encoder, self.validation_sets).items()):
-            scalars = {k: float(v) for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            scalars = {
+                k: float(v) for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+            }
             if i == 0:
                 flat.update(scalars)
             flat.update({f"{name}/{k}": v for k, v in scalars.items()})
@@ -225,9 +279,17 @@ def _slice(batch: dict[str, list], rank: int, size: int) -> dict[str, list]:
     return {k: v[part] for k, v in batch.items()}
 
 
-def _pair_batches(pairs: STSPairs, batch_size: int, seed: int, rank: int, world: int,
-                  start_step: int) -> Iterator[dict[str, Any]]:
+def _pair_batches(
+    pairs: STSPairs, batch_size: int, seed: int, rank: int, world: int, start_step: int
+) -> Iterator[dict[str, Any]]:
     """Endless seeded epochs over scored pairs, global batches sliced by rank; exact on resume."""
     batches = SeededBatches(len(pairs), batch_size, seed, rank, world, what=pairs.name)
-    return ({"text_a": [pairs.a[i] for i in rows], "text_b": [pairs.b[i] for i in rows],
-             "score": [float(pairs.scores[i]) for i in rows]} for rows in batches.stream(start_step))
+    targets = pairs.unit_scores()
+    return (
+        {
+            "text_a": [pairs.a[i] for i in rows],
+            "text_b": [pairs.b[i] for i in rows],
+            "score": [float(targets[i]) for i in rows],
+        }
+        for rows in batches.stream(start_step)
+    )

@@ -13,7 +13,8 @@ scoring, whatever head the model was trained with. Head-aware numbers come from
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -24,7 +25,9 @@ COSINE_NOTE = (
 )
 
 
-def load_for_benchmark(model_name: str, pretrained: str, cache_dir: str | None = None, device: Any = "cpu") -> tuple[Any, Any, Any]:
+def load_for_benchmark(
+    model_name: str, pretrained: str, cache_dir: str | None = None, device: Any = "cpu"
+) -> tuple[Any, Any, Any]:
     """CLIP-benchmark's loader contract: (model with encode_image/encode_text, transform, tokenizer)."""
     from .model import load_clipmag
 

@@ -15,8 +15,9 @@ value that contradicts the objective is an error. The resolved values are what i
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Literal
 
 from clipmag.config import ConfigError, parse_cli
 from clipmag.settings import HeadConfig, LossConfig, OptimConfig, TrainLoopConfig
@@ -38,6 +39,7 @@ SHORTHANDS = {
     "batch_size": "data.batch_size",
     "train_shards": "data.train_shards",
     "val_shards": "data.val_shards",
+    "test_shards": "data.test_shards",
 }
 DIRECTION = {"sym": "both", "i2t": "q2d", "t2i": "q2d"}
 QUERY_SIDE = {"i2t": "image", "t2i": "text"}
@@ -64,9 +66,33 @@ class ClipConfig:
 def _derived(key: str, given: str, derived: str, objective: str, problems: list[str]) -> str:
     """``derived`` for ``auto``; the given value when it agrees, else a problem naming the key."""
     if given not in ("auto", derived):
-        problems.append(f"{key}={given} contradicts objective={objective} (which trains {key}={derived}); "
-                        f"drop {key} or set it to auto")
+        problems.append(
+            f"{key}={given} contradicts objective={objective} (which trains {key}={derived}); "
+            f"drop {key} or set it to auto"
+        )
     return derived
+
+
+def _data_problems(d: ClipDataConfig) -> list[str]:
+    """What is wrong with the data section for its source."""
+    problems = []
+    if d.source == "shards" and not d.train_shards:
+        problems.append("data.source=shards needs data.train_shards (a folder of shards, or data/train-{000..009}.tar)")
+    if d.source == "shards" and d.val_shards and d.val_shards == d.test_shards:
+        problems.append(
+            "data.val_shards and data.test_shards are the same: validation would pick the checkpoint on test"
+        )
+    given = [k for k in ("train_shards", "val_shards", "test_shards") if getattr(d, k)]
+    if d.source == "embedded" and given:
+        problems.append(f"data.{given[0]} is set but data.source=embedded: drop one of them")
+    if d.source == "embedded" and d.embedded_val + d.embedded_test > 10**4:
+        problems.append(
+            f"data.embedded_val + data.embedded_test = {d.embedded_val + d.embedded_test}: at most 10000 distinct "
+            "four-digit composites exist"
+        )
+    sizes = {k: getattr(d, k) for k in ("embedded_train", "embedded_val", "embedded_test", "workers")}
+    problems += [f"data.{k} must be >= 0, got {v}" for k, v in sizes.items() if v < 0]
+    return problems
 
 
 def resolve(cfg: ClipConfig) -> ClipConfig:
@@ -80,17 +106,16 @@ def resolve(cfg: ClipConfig) -> ClipConfig:
         side = "image"
     source = cfg.data.source if cfg.data.source != "auto" else ("shards" if cfg.data.train_shards else "embedded")
     cfg = dataclasses.replace(
-        cfg, loss=dataclasses.replace(cfg.loss, direction=direction), model=dataclasses.replace(cfg.model, query_side=side),
+        cfg,
+        loss=dataclasses.replace(cfg.loss, direction=direction),
+        model=dataclasses.replace(cfg.model, query_side=side),
         data=dataclasses.replace(cfg.data, source=source),
     )
     if cfg.data.batch_size < 2:
         problems.append(f"data.batch_size must be >= 2 for in-batch negatives, got {cfg.data.batch_size}")
     if cfg.train.steps < 1:
         problems.append(f"train.steps must be >= 1, got {cfg.train.steps}")
-    if cfg.data.source == "shards" and not cfg.data.train_shards:
-        problems.append("data.source=shards needs data.train_shards (e.g. data/train-{000..009}.tar)")
-    if cfg.data.source == "embedded" and cfg.data.train_shards:
-        problems.append("data.train_shards is set but data.source=embedded: drop one of them")
+    problems += _data_problems(cfg.data)
     try:
         resolve_model_name(cfg.model.name)
     except ValueError as err:

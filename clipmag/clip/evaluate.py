@@ -6,86 +6,153 @@ model's own head on the raw features, with the trained query side (``ClipMagMode
 Both retrieval directions rank the same [images x texts] score matrix, along rows (I->T) or
 columns (T->I), which is what the loss optimised.
 
-Matches. A text is a correct answer for an image when its caption is identical to the image's
-caption (with unique captions this is plain index matching; with repeated captions no duplicate
-is counted as a miss).
+Protocol (COCO / Flickr30k, as CLIP-benchmark and the CLIP papers count it): an image has several
+captions; I->T R@k is the fraction of images with *any* of their captions among their top k texts,
+T->I R@k the fraction of captions whose image is among their top k images. ``image_text_recall`` is
+the one scorer every CLIP evaluation here goes through; which caption belongs to which image comes
+from the data (``image_of_text``), never from comparing caption strings.
 
 Cohen's d of norms (docs/method.md section 3 asks us to define the unmatched set). For every query we
-compare the raw norm of its matched candidate with that of its *hardest unmatched* candidate (the
-highest-cosine non-match): one value per query in each group. d > 0 means matched candidates are
-longer than the distractors cosine confuses them with, i.e. magnitude carries retrieval signal.
-``text_norm_d``: texts as candidates of image queries; ``image_norm_d``: images for text queries.
+compare the raw norm of its highest-cosine matched candidate with that of its *hardest unmatched*
+candidate (the highest-cosine non-match): one value per query in each group. d > 0 means matched
+candidates are longer than the distractors cosine confuses them with, i.e. magnitude carries
+retrieval signal. ``text_norm_d``: texts as candidates of image queries; ``image_norm_d``: images for
+text queries.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 
 from clipmag.diagnostics import cohens_d
 from clipmag.heads import build_head
+from clipmag.precision import autocast, autocast_dtype
 
 from .model import ClipMagModel
 
 RECALL_KS: tuple[int, ...] = (1, 5, 10)
-COHENS_D_DEFINITION = "matched candidate vs the highest-cosine unmatched candidate, one pair per query"
+DIRECTIONS = {"I->T": "i2t", "T->I": "t2i"}
+COHENS_D_DEFINITION = "highest-cosine matched candidate vs the highest-cosine unmatched candidate, one pair per query"
 
 
 @torch.no_grad()
-def encode(fn: Callable[[torch.Tensor], torch.Tensor], inputs: torch.Tensor, batch_size: int, device: torch.device) -> torch.Tensor:
-    """Raw float32 features of ``inputs`` on the CPU, in batches."""
-    out = [fn(inputs[i : i + batch_size].to(device)).float().cpu() for i in range(0, inputs.shape[0], batch_size)]
+def encode(
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    inputs: torch.Tensor,
+    batch_size: int,
+    device: torch.device,
+    precision: str = "auto",
+) -> torch.Tensor:
+    """Raw float32 features of ``inputs`` on the CPU, in batches.
+
+    The towers compute in ``precision`` (``clipmag.precision``: ``auto`` is bf16 autocast where the
+    hardware runs bf16 natively); the features are returned in fp32 either way.
+    """
+    with autocast(device, autocast_dtype(precision, device)):
+        out = [fn(inputs[i : i + batch_size].to(device)).float().cpu() for i in range(0, inputs.shape[0], batch_size)]
     return torch.cat(out)
 
 
-def caption_relevance(image_captions: Sequence[str], text_captions: Sequence[str]) -> torch.Tensor:
-    """Bool [N_images, N_texts]: True where the captions are identical."""
-    ids: dict[str, int] = {}
-    img = torch.tensor([ids.setdefault(c, len(ids)) for c in image_captions])
-    txt = torch.tensor([ids.setdefault(c, len(ids)) for c in text_captions])
-    return img[:, None] == txt[None, :]
+def _check_recall_inputs(scores: torch.Tensor, image_of_text: torch.Tensor, ks: Sequence[int]) -> None:
+    """Reject inputs that would give numbers without meaning, naming what was expected."""
+    if scores.ndim != 2:
+        raise ValueError(f"scores must be [N_images, N_texts], got shape {tuple(scores.shape)}")
+    n_images, n_texts = scores.shape
+    if image_of_text.ndim != 1 or image_of_text.shape[0] != n_texts:
+        raise ValueError(f"image_of_text must have one entry per text ({n_texts}), got {tuple(image_of_text.shape)}")
+    if image_of_text.is_floating_point() or image_of_text.dtype == torch.bool:
+        raise ValueError(f"image_of_text must hold integer image rows, got dtype {image_of_text.dtype}")
+    if n_texts and (int(image_of_text.min()) < 0 or int(image_of_text.max()) >= n_images):
+        raise ValueError(
+            f"image_of_text must lie in [0, {n_images}), got values in "
+            f"[{int(image_of_text.min())}, {int(image_of_text.max())}]"
+        )
+    captioned = torch.zeros(n_images, dtype=torch.bool).index_fill_(0, image_of_text.cpu().long(), True)
+    if not bool(captioned.all()):
+        missing = torch.nonzero(~captioned).flatten()[:5].tolist()
+        raise ValueError(
+            f"{int((~captioned).sum())} image rows have no text (first: {missing}); "
+            "I->T recall would count them as misses"
+        )
+    if not ks or any(int(k) < 1 for k in ks):
+        raise ValueError(f"ks must be positive integers, got {tuple(ks)}")
+    if torch.isnan(scores).any():
+        raise ValueError("scores hold NaN: the ranking, and so the recall, would be arbitrary")
 
 
-def recall_at_k(scores: torch.Tensor, relevant: torch.Tensor, ks: Sequence[int] = RECALL_KS) -> dict[int, float]:
-    """Fraction of rows with a relevant column among their top k, for each k."""
-    top = scores.topk(min(max(ks), scores.shape[1]), dim=1).indices
-    hits = relevant.gather(1, top)
-    return {k: float(hits[:, :k].any(dim=1).float().mean()) for k in ks}
+def image_text_recall(
+    scores: torch.Tensor, image_of_text: torch.Tensor, ks: Sequence[int] = RECALL_KS
+) -> dict[str, float]:
+    """Recall@k in both directions in the COCO/Flickr protocol, as fractions.
+
+    ``scores`` [N_images, N_texts], higher is better; ``image_of_text`` [N_texts] the image row of
+    each text (any order, any number of texts per image, every image with at least one). Returns
+    ``{"I->T R@k": ..., "T->I R@k": ...}`` for each k: an image is a hit when any of its texts is in
+    its top k, a text when its image is in its top k.
+    """
+    _check_recall_inputs(scores, image_of_text, ks)
+    scores = scores.float()
+    owner = image_of_text.to(scores.device).long()
+    n_images, n_texts = scores.shape
+    top_texts = scores.topk(min(max(ks), n_texts), dim=1).indices
+    i2t = owner[top_texts] == torch.arange(n_images, device=scores.device)[:, None]
+    top_images = scores.t().topk(min(max(ks), n_images), dim=1).indices
+    t2i = top_images == owner[:, None]
+    out: dict[str, float] = {}
+    for k in ks:
+        out[f"I->T R@{k}"] = float(i2t[:, :k].any(dim=1).float().mean())
+        out[f"T->I R@{k}"] = float(t2i[:, :k].any(dim=1).float().mean())
+    return out
 
 
 def hardest_negative_norm_d(cos: torch.Tensor, relevant: torch.Tensor, candidate_norms: torch.Tensor) -> float:
     """Cohen's d of matched-candidate norms vs hardest-unmatched-candidate norms (rows = queries)."""
     has_match = relevant.any(dim=1) & (~relevant).any(dim=1)
     cos, relevant = cos[has_match], relevant[has_match]
-    matched = relevant.float().argmax(dim=1)
+    matched = cos.masked_fill(~relevant, -torch.inf).argmax(dim=1)
     hardest = cos.masked_fill(relevant, -torch.inf).argmax(dim=1)
     return cohens_d(candidate_norms[matched], candidate_norms[hardest])
 
 
-def retrieval_metrics(model: ClipMagModel, image_features: torch.Tensor, text_features: torch.Tensor, relevant: torch.Tensor) -> dict[str, float]:
-    """R@k both directions with cosine and the head, and Cohen's d of both towers' norms."""
+def retrieval_metrics(
+    model: ClipMagModel, image_features: torch.Tensor, text_features: torch.Tensor, image_of_text: torch.Tensor
+) -> dict[str, float]:
+    """R@k both directions with cosine and the head (``i2t_r1_cosine``, ``t2i_r5_head``, ...),
+    the mean R@1, and Cohen's d of both towers' norms."""
     out: dict[str, float] = {}
-    cosine = build_head("cosine")
-    scored = {"cosine": model.similarity(image_features, text_features, cosine), "head": model.similarity(image_features, text_features)}
+    scored = {
+        "cosine": model.similarity(image_features, text_features, build_head("cosine")),
+        "head": model.similarity(image_features, text_features),
+    }
     for scoring, sim in scored.items():
-        for direction, scores, rel in (("i2t", sim, relevant), ("t2i", sim.t(), relevant.t())):
-            for k, value in recall_at_k(scores.float(), rel).items():
-                out[f"{direction}_r{k}_{scoring}"] = value
+        for name, value in image_text_recall(sim, image_of_text).items():
+            direction, k = name.split(" R@")
+            out[f"{DIRECTIONS[direction]}_r{k}_{scoring}"] = value
     out["mean_r1_head"] = (out["i2t_r1_head"] + out["t2i_r1_head"]) / 2
     out["mean_r1_cosine"] = (out["i2t_r1_cosine"] + out["t2i_r1_cosine"]) / 2
     cos = scored["cosine"].float()
+    relevant = image_of_text.long()[None, :] == torch.arange(len(image_features))[:, None]
     out["text_norm_d"] = hardest_negative_norm_d(cos, relevant, text_features.norm(dim=1))
     out["image_norm_d"] = hardest_negative_norm_d(cos.t(), relevant.t(), image_features.norm(dim=1))
     out["image_norm_mean"] = float(image_features.norm(dim=1).mean())
     out["text_norm_mean"] = float(text_features.norm(dim=1).mean())
+    out["n_images"], out["n_texts"] = float(len(image_features)), float(len(text_features))
     return out
 
 
 @torch.no_grad()
-def zero_shot_metrics(model: ClipMagModel, image_features: torch.Tensor, labels: torch.Tensor, classnames: Sequence[str],
-                      templates: Sequence[str], tokenizer: Callable, device: torch.device) -> dict[str, float]:
+def zero_shot_metrics(
+    model: ClipMagModel,
+    image_features: torch.Tensor,
+    labels: torch.Tensor,
+    classnames: Sequence[str],
+    templates: Sequence[str],
+    tokenizer: Callable,
+    device: torch.device,
+) -> dict[str, float]:
     """Zero-shot top-1 accuracy and mean per-class recall with cosine and with the head.
 
     A class embedding is the mean of its templates' *raw* text features (open_clip averages unit
@@ -103,19 +170,26 @@ def zero_shot_metrics(model: ClipMagModel, image_features: torch.Tensor, labels:
     return out
 
 
-def format_results(metrics: dict[str, float], head_name: str, n_pairs: int | None = None) -> str:
+def format_results(metrics: dict[str, float], head_name: str) -> str:
     """The printed summary: R@1/5/10 in both directions with cosine and with the head."""
     col = f"head:{head_name}"
     lines = [f"{'':<12}{'cosine':>10}{col:>16}"]
-    for direction, label in (("i2t", "I->T"), ("t2i", "T->I")):
+    for direction, key in DIRECTIONS.items():
         for k in RECALL_KS:
-            c, h = metrics.get(f"{direction}_r{k}_cosine"), metrics.get(f"{direction}_r{k}_head")
+            c, h = metrics.get(f"{key}_r{k}_cosine"), metrics.get(f"{key}_r{k}_head")
             if c is not None:
-                lines.append(f"{label + f' R@{k}':<12}{100 * c:>10.2f}{100 * h:>16.2f}")
+                lines.append(f"{direction + f' R@{k}':<12}{100 * c:>10.2f}{100 * h:>16.2f}")
     if "zeroshot_acc1_cosine" in metrics:
-        lines.append(f"{'zero-shot':<12}{100 * metrics['zeroshot_acc1_cosine']:>10.2f}{100 * metrics['zeroshot_acc1_head']:>16.2f}")
+        cosine, head = metrics["zeroshot_acc1_cosine"], metrics["zeroshot_acc1_head"]
+        lines.append(f"{'zero-shot':<12}{100 * cosine:>10.2f}{100 * head:>16.2f}")
     if "text_norm_d" in metrics:
-        lines.append(f"Cohen's d of norms ({COHENS_D_DEFINITION}): text {metrics['text_norm_d']:+.3f}, image {metrics['image_norm_d']:+.3f}")
-    if n_pairs:
-        lines.insert(0, f"retrieval over {n_pairs} test pairs (chance R@1 {100 / n_pairs:.2f}%), values in %")
+        text_d, image_d = metrics["text_norm_d"], metrics["image_norm_d"]
+        lines.append(f"Cohen's d of norms ({COHENS_D_DEFINITION}): text {text_d:+.3f}, image {image_d:+.3f}")
+    if metrics.get("n_images"):
+        n_images, n_texts = int(metrics["n_images"]), int(metrics["n_texts"])
+        lines.insert(
+            0,
+            f"retrieval over {n_images} images and {n_texts} captions (chance R@1 {100 / n_images:.2f}% "
+            "both ways), values in %",
+        )
     return "\n".join(lines)

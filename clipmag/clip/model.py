@@ -21,20 +21,21 @@ import json
 import logging
 import math
 from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal
 
+import open_clip
 import torch
 from torch import nn
 
-import open_clip
 from clipmag.config import ConfigError
-from clipmag.resources import packaged_configs
 from clipmag.diagnostics import magnitude_summary
 from clipmag.head_record import HeadRecord
 from clipmag.heads import SimilarityHead
 from clipmag.losses import InfoNCE
+from clipmag.resources import packaged_configs
 
 logger = logging.getLogger("clipmag")
 
@@ -102,7 +103,9 @@ def build_open_clip(cfg: ClipModelConfig) -> tuple[nn.Module, Callable, Callable
     try:
         model, preprocess_train, preprocess_val = open_clip.create_model_and_transforms(name, pretrained=tag)
     except RuntimeError as err:
-        raise ConfigError(f"model.pretrained={tag!r} for {name}: {err} (no downloads: give a local checkpoint)") from None
+        raise ConfigError(
+            f"model.pretrained={tag!r} for {name}: {err} (no downloads: give a local checkpoint)"
+        ) from None
     if local:
         path = Path(cfg.pretrained)
         path = path / WEIGHTS_FILE if path.is_dir() else path
@@ -140,10 +143,14 @@ class ClipMagModel(nn.Module):
     def encode_text(self, texts: torch.Tensor) -> torch.Tensor:
         return self.clip.encode_text(texts, normalize=False)
 
-    def as_query_document(self, image_features: torch.Tensor, text_features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def as_query_document(
+        self, image_features: torch.Tensor, text_features: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         return (image_features, text_features) if self.query_side == "image" else (text_features, image_features)
 
-    def similarity(self, image_features: torch.Tensor, text_features: torch.Tensor, head: SimilarityHead | None = None) -> torch.Tensor:
+    def similarity(
+        self, image_features: torch.Tensor, text_features: torch.Tensor, head: SimilarityHead | None = None
+    ) -> torch.Tensor:
         """[N_images, N_texts] head scores with the trained query side (rows rank texts, columns images)."""
         head = head or self.head
         if self.query_side == "image":
@@ -152,10 +159,20 @@ class ClipMagModel(nn.Module):
 
     def forward(self, batch: tuple[torch.Tensor, ...]) -> dict[str, Any]:
         """``batch = (images, tokens, ...)`` on any device; images may be stored in half precision."""
+        return self.loss_from(batch, self.embed(batch))
+
+    # ---- the parts gradient caching calls (clipmag/grad_cache.py) ------------------------------
+    def chunks(self, batch: tuple[torch.Tensor, ...], size: int) -> list[tuple[torch.Tensor, ...]]:
+        return [tuple(t[start : start + size] for t in batch) for start in range(0, batch[0].shape[0], size)]
+
+    def embed(self, batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Raw (image, text) features of the batch's pairs."""
         device = self.clip.logit_scale.device
         images, texts = batch[0].to(device, torch.float32, non_blocking=True), batch[1].to(device, non_blocking=True)
-        image_features, text_features = self.encode_image(images), self.encode_text(texts)
-        query, documents = self.as_query_document(image_features, text_features)
+        return self.encode_image(images), self.encode_text(texts)
+
+    def loss_from(self, batch: tuple[torch.Tensor, ...], embeddings: tuple[torch.Tensor, ...]) -> dict[str, Any]:
+        query, documents = self.as_query_document(*embeddings)
         out: dict[str, Any] = dict(self.loss(query, documents))
         stats = magnitude_summary(query.detach(), documents.detach(), self.head, float(out["scale"]))
         out.update(stats)
@@ -191,8 +208,11 @@ class ClipMagModel(nn.Module):
     def head_record(self) -> HeadRecord:
         """Everything a scorer needs besides the weights: head settings, query side, scale."""
         return HeadRecord(
-            head=self.head.to_dict(), query_side=self.query_side, loss_direction=self.loss.direction,
-            scale=float(self.loss.current_scale().detach()), model_name=self.model_name,
+            head=self.head.to_dict(),
+            query_side=self.query_side,
+            loss_direction=self.loss.direction,
+            scale=float(self.loss.current_scale().detach()),
+            model_name=self.model_name,
         )
 
 
@@ -247,7 +267,8 @@ def load_clipmag(path: str | Path, device: str | torch.device = "cpu") -> tuple[
     if record.query_side is None:  # a format-1 checkpoint kept only the head: the rest is in its config
         objective = ckpt["config"].get("objective", "sym")
         record = dataclasses.replace(
-            record, query_side={"i2t": "image", "t2i": "text"}.get(objective, model_cfg.get("query_side", "image")),
+            record,
+            query_side={"i2t": "image", "t2i": "text"}.get(objective, model_cfg.get("query_side", "image")),
             loss_direction=ckpt["config"].get("loss", {}).get("direction", "both"),
             scale=math.exp(float(ckpt["state_dict"]["logit_scale"])),
         )

@@ -1,69 +1,175 @@
-"""Command line of the CLIP shard builder: an image folder and a captions file (or the embedded digits
-set) -> training shards + CLIP-benchmark sets.
+r"""Command line of the CLIP shard builder: images with their captions -> train / val / test shards
+and CLIP-benchmark sets, split by image.
 
-    python scripts/make_clip_shards.py --images photos/ --captions captions.tsv --output data/mine \
-        [--name mine] [--test-fraction 0.1] [--classnames classes.txt --templates templates.txt]
-    python scripts/make_clip_shards.py --embedded --output data/digits      # the composite digits
+    python scripts/make_clip_shards.py --output data/mine --images photos/ --captions captions.tsv \
+        [--val-fraction 0.05] [--test-fraction 0.1] [--classnames classes.txt --templates templates.txt]
+    python scripts/make_clip_shards.py --output data/coco --images data/raw/coco \
+        --karpathy data/raw/coco/dataset_coco.json
+    python scripts/make_clip_shards.py --output data/coco --images data/raw/coco --download coco   # fetch first
+    python scripts/make_clip_shards.py --output data/flickr30k --images data/raw/flickr30k --download flickr30k
+    python scripts/make_clip_shards.py --output data/digits --embedded      # the composite digits
 
-captions.tsv: ``filename<TAB>caption[<TAB>class index]`` per line. Writes data/X/train/*.tar
-(+ sizes.json), data/X/test/*.tar (open_clip validation shards) and data/X/wds/<name>_retrieval
-(+ <name>_classification when classes are given), in CLIP-benchmark's wds layout.
+captions.tsv: ``filename<TAB>caption[<TAB>class index]`` per line; an image with several captions
+appears on several lines. A Karpathy split file (COCO, Flickr30k) brings its own train / val / test
+split (``restval`` joins train); a captions file is split at random by image, seeded. Writes
+OUT/{train,val,test}/shard-*.tar (+ sizes.json; one sample per image holding all its captions),
+OUT/splits.json (which image went where, and by which rule) and, in CLIP-benchmark's wds layout,
+OUT/wds/<name>_retrieval from the test split (+ <name>_classification when classes are given).
+Train with ``data.train_shards=OUT/train data.val_shards=OUT/val data.test_shards=OUT/test``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
+from typing import Any
 
 from clipmag.entry import run_entry_point
 
-from . import embedded, shards
+from . import embedded, sources
+from .download import download
+from .shards import Sample, caption_text, write_benchmark_classification, write_benchmark_retrieval, write_shards
+
+Splits = dict[str, list[Sample]]
 
 
-def main(argv: Sequence[str] | None = None) -> Path:
-    """Write the shards and benchmark sets; returns the output folder."""
-    p = argparse.ArgumentParser(prog="clipmag-make-clip-shards", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="clipmag-make-clip-shards", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--output", required=True)
-    p.add_argument("--images")
-    p.add_argument("--captions")
-    p.add_argument("--embedded", action="store_true", help="write the composite digits set instead")
-    p.add_argument("--name", default=None, help="benchmark set name (default: digits or the output folder name)")
-    p.add_argument("--test-fraction", type=float, default=0.1)
-    p.add_argument("--shard-size", type=int, default=1000)
+    p.add_argument("--images", help="image folder (the root of a --download)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--captions", help="filename<TAB>caption[<TAB>class] per line, one line per caption")
+    source.add_argument("--karpathy", help="a Karpathy split file (dataset_coco.json, dataset_flickr30k.json)")
+    source.add_argument("--download", choices=["coco", "flickr30k"], help="fetch into --images, then as --karpathy")
+    source.add_argument("--embedded", action="store_true", help="write the composite digits set")
+    p.add_argument("--name", default=None, help="benchmark set name (default: digits, or the output folder's name)")
+    p.add_argument("--val-fraction", type=float, default=0.05, help="of the images of a captions file")
+    p.add_argument("--test-fraction", type=float, default=0.1, help="of the images of a captions file")
+    p.add_argument("--shard-size", type=int, default=1000, help="images per shard")
     p.add_argument("--classnames")
     p.add_argument("--templates")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--overwrite", action="store_true", help="replace shards an earlier run left in OUTPUT")
     p.add_argument("--embedded-train", type=int, default=20000)
+    p.add_argument("--embedded-val", type=int, default=500)
     p.add_argument("--embedded-test", type=int, default=1000)
     p.add_argument("--embedded-per-class", type=int, default=50)
+    return p
+
+
+def _embedded_splits(args: argparse.Namespace) -> tuple[Splits, list[Sample], dict[str, Any]]:
+    sets = embedded.build_embedded(
+        args.embedded_train, args.embedded_val, args.embedded_test, args.embedded_per_class, seed=args.seed
+    )
+
+    def as_samples(split: embedded.CompositeSplit, tag: str) -> list[Sample]:
+        labels = [None if label < 0 else int(label) for label in split.labels.tolist()]
+        return [Sample(f"{tag}{i:07d}", split.pil(i), split.captions[i], labels[i]) for i in range(len(split))]
+
+    splits = {
+        "train": as_samples(sets.train, "tr"),
+        "val": as_samples(sets.val, "va"),
+        "test": as_samples(sets.test, "te"),
+    }
+    rule = f"embedded digits, seed {args.seed}: composites of disjoint scan pools per split (embedded.py)"
+    return splits, as_samples(sets.classification, "cl"), {"source": "embedded", "rule": rule}
+
+
+def _folder_splits(args: argparse.Namespace) -> tuple[Splits, dict[str, Any]]:
+    """Samples of an image folder by a captions file or a Karpathy split file; keys number the
+    images in the order of the source, so a key names one image in every split."""
+    if not args.images:
+        raise ValueError("--captions, --karpathy and --download need --images (the image folder)")
+    image_dir = Path(args.images)
+    if args.download:
+        split_file, image_dir = download(args.download, image_dir)
+        args.karpathy = str(split_file)
+    if args.karpathy:
+        entries = sources.read_karpathy(args.karpathy)
+        by_split = sources.given_splits(entries, args.seed)
+        how = {
+            "source": args.karpathy,
+            "rule": f"the file's Karpathy split, restval in train; train order seed {args.seed}",
+        }
+    else:
+        entries = sources.read_caption_file(args.captions)
+        by_split = sources.split_by_image(entries, args.val_fraction, args.test_fraction, args.seed)
+        how = {
+            "source": args.captions,
+            "rule": f"random by image: val {args.val_fraction}, test {args.test_fraction}, seed {args.seed}",
+        }
+    missing = [e.name for e in entries if not (image_dir / e.name).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{len(missing)} listed images are not in {image_dir}, e.g. {image_dir / missing[0]}")
+    keys = {e.name: f"{i:08d}" for i, e in enumerate(entries)}
+    splits = {
+        split: [Sample(keys[e.name], image_dir / e.name, e.captions, e.label) for e in part]
+        for split, part in by_split.items()
+    }
+    return splits, {**how, "names": {keys[e.name]: e.name for e in entries}}
+
+
+def _clear(directory: Path, overwrite: bool) -> None:
+    old = sorted(directory.glob("*.tar"))
+    if old and not overwrite:
+        raise FileExistsError(f"{directory} already holds {len(old)} shards; pass --overwrite to replace them")
+    for path in old:
+        path.unlink()
+
+
+def _record(splits: Splits, how: dict[str, Any]) -> dict[str, Any]:
+    """``splits.json``: the source, the rule, and which image (by sample key) went where; a folder
+    source adds each key's file name (``names``)."""
+    return {
+        "source": how["source"],
+        "rule": how["rule"],
+        "counts": {
+            s: {"images": len(v), "captions": sum(len(caption_text(x.captions, x.key).splitlines()) for x in v)}
+            for s, v in splits.items()
+        },
+        "images": {s: [x.key for x in v] for s, v in splits.items()},
+        **({"names": how["names"]} if "names" in how else {}),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    """Write the shards, the split record and the benchmark sets; returns the output folder."""
+    p = _parser()
     args = p.parse_args(argv)
     out = Path(args.output)
+    classified: list[Sample] = []
     classnames = templates = None
     if args.embedded:
+        splits, classified, how = _embedded_splits(args)
         name = args.name or "digits"
-        sets = embedded.build_embedded(args.embedded_train, args.embedded_test, args.embedded_per_class, seed=args.seed)
-        as_samples = lambda s, tag: [(f"{tag}{i:07d}", s.pil(i), s.captions[i], None if s.labels[i] < 0 else int(s.labels[i])) for i in range(len(s))]  # noqa: E731
-        train, test, cls = as_samples(sets.train, "tr"), as_samples(sets.test, "te"), as_samples(sets.classification, "cl")
         classnames, templates = list(embedded.CLASSNAMES), list(embedded.TEMPLATES)
     else:
-        if not (args.images and args.captions):
-            p.error("give --images and --captions, or --embedded")
+        splits, how = _folder_splits(args)
         name = args.name or out.name
-        samples = shards.folder_samples(args.images, shards.read_caption_file(args.captions))
-        train, test = shards.split_samples(samples, args.test_fraction, args.seed)
         if args.classnames and args.templates:
-            classnames = Path(args.classnames).read_text().split("\n")
-            classnames = [c.strip() for c in classnames if c.strip()]
+            classnames = [c.strip() for c in Path(args.classnames).read_text().splitlines() if c.strip()]
             templates = [t.strip() for t in Path(args.templates).read_text().splitlines() if t.strip()]
-        cls = [s for s in test if s[3] is not None] if classnames else []
-    shards.write_shards(train, out / "train", args.shard_size)
-    shards.write_shards(test, out / "test", args.shard_size)
-    shards.write_benchmark_retrieval([(k, im, c, None) for k, im, c, _ in test], out / "wds" / f"{name}_retrieval", args.shard_size)
-    if classnames and cls:
-        shards.write_benchmark_classification(cls, out / "wds" / f"{name}_classification", classnames, templates, args.shard_size)
-    print(f"wrote {len(train)} train and {len(test)} test samples to {out}; CLIP-benchmark sets in {out / 'wds'}")
+            classified = [s for s in splits["test"] if s.label is not None]
+    for split, samples in splits.items():
+        _clear(out / split, args.overwrite)
+        if samples:
+            write_shards(samples, out / split, args.shard_size)
+    (out / "splits.json").write_text(json.dumps(_record(splits, how), indent=1) + "\n", encoding="utf-8")
+    if splits["test"]:
+        wds = out / "wds"
+        for task in ("retrieval", "classification"):
+            _clear(wds / f"{name}_{task}" / "test", args.overwrite)
+        write_benchmark_retrieval(splits["test"], wds / f"{name}_retrieval", args.shard_size)
+        if classnames and templates and classified:
+            write_benchmark_classification(
+                classified, wds / f"{name}_classification", classnames, templates, args.shard_size
+            )
+    counts = ", ".join(f"{len(v)} {k}" for k, v in splits.items())
+    print(f"wrote {counts} images to {out} (split record: {out / 'splits.json'}); CLIP-benchmark sets in {out / 'wds'}")
     return out
 
 

@@ -1,28 +1,51 @@
 """The image-text training task for the generic engine: the open_clip model with its head, the
 batches (embedded digits or WebDataset shards), head-aware evaluation, export and test.
+
+Validation (``evaluate``, which picks the best checkpoint) runs on the validation split and the final
+numbers (``test``) on the test split: the embedded set has both, shards name them
+``data.val_shards`` and ``data.test_shards``. Both score every caption of every image
+(``clipmag.clip.evaluate``). The test numbers are filed under the data's name: ``digits`` for the
+embedded set, the shard folder's otherwise (``data/coco/test`` -> ``coco``).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
+import numpy as np
 import torch
 
 from clipmag.batching import SeededBatches
+from clipmag.config import ConfigError
 from clipmag.distributed import DistributedContext
 from clipmag.heads import head_from_config
 from clipmag.losses import infonce_from_config
 
 from . import embedded as embedded_set
 from .config import ClipConfig
-from .data import ShardError, ShardStream, read_eval_shards, validate_shards
-from .evaluate import caption_relevance, encode, format_results, retrieval_metrics, zero_shot_metrics
+from .data import EvalSet, flatten_captions, read_eval_set, validate_shards
+from .evaluate import encode, format_results, retrieval_metrics, zero_shot_metrics
 from .model import ClipMagModel, build_open_clip, export_open_clip, load_clipmag, resolve_model_name
+from .stream import ClipShardStream
 
 logger = logging.getLogger("clipmag")
-TEST_SET = "test"
+EMBEDDED_NAME = "digits"
+CAPTION_SALT = 104_729  # separates the embedded caption draw from the batch order's seed
+
+
+@dataclass
+class ZeroShot:
+    """Labelled images and the prompts that turn their classes into a zero-shot task."""
+
+    images: torch.Tensor
+    labels: torch.Tensor
+    classnames: Sequence[str]
+    templates: Sequence[str]
 
 
 class ClipTask:
@@ -37,7 +60,10 @@ class ClipTask:
         with torch.random.fork_rng():  # the same initial weights on every rank and for every batch size
             torch.manual_seed(cfg.train.seed)
             self.clip, self.preprocess_train, self.preprocess_val, self.tokenizer = build_open_clip(cfg.model)
-        self.classes: tuple[Sequence[str], Sequence[str]] | None = None
+        self.eval_sets: dict[str, EvalSet | None] = {}
+        self.eval_specs: dict[str, str | None] = {}
+        self.classes: tuple[list[str], list[str]] | None = None
+        self.zero_shot: ZeroShot | None = None
         if cfg.data.source == "embedded":
             self._load_embedded()
         else:
@@ -47,38 +73,97 @@ class ClipTask:
     def _images(self, split: embedded_set.CompositeSplit) -> torch.Tensor:
         return torch.stack([self.preprocess_val(split.pil(i)) for i in range(len(split))]).half()
 
+    def _embedded_eval(self, split: embedded_set.CompositeSplit) -> EvalSet:
+        texts, owner = flatten_captions(split.captions)
+        tokens = split.caption_tokens(self.tokenizer).flatten(0, 1)
+        return EvalSet(EMBEDDED_NAME, self._images(split), texts, tokens, owner, torch.as_tensor(split.labels))
+
     def _load_embedded(self) -> None:
         d = self.cfg.data
-        sets = embedded_set.build_embedded(d.embedded_train, d.embedded_test, d.embedded_per_class, seed=d.embedded_seed)
-        self.train_tensors = (self._images(sets.train), self.tokenizer(sets.train.captions))
-        self.test_images, self.test_captions = self._images(sets.test), sets.test.captions
-        self.cls_images, self.cls_labels = self._images(sets.classification), torch.as_tensor(sets.classification.labels)
-        self.classes = (embedded_set.CLASSNAMES, embedded_set.TEMPLATES)
-        logger.info("embedded digits: %d train, %d test pairs, %d zero-shot images", len(sets.train), len(sets.test), len(sets.classification))
+        sets = embedded_set.build_embedded(
+            d.embedded_train, d.embedded_val, d.embedded_test, d.embedded_per_class, seed=d.embedded_seed
+        )
+        self.train_images, self.train_tokens = self._images(sets.train), sets.train.caption_tokens(self.tokenizer)
+        self.eval_sets = {"val": self._embedded_eval(sets.val), "test": self._embedded_eval(sets.test)}
+        cls_split = sets.classification
+        self.zero_shot = ZeroShot(
+            self._images(cls_split),
+            torch.as_tensor(cls_split.labels),
+            embedded_set.CLASSNAMES,
+            embedded_set.TEMPLATES,
+        )
+        logger.info(
+            "embedded digits: %d train, %d validation, %d test images (%d captions each), %d zero-shot images",
+            len(sets.train),
+            len(sets.val),
+            len(sets.test),
+            len(embedded_set.CAPTION_TEMPLATES),
+            len(cls_split),
+        )
 
     def _load_shards(self) -> None:
         d = self.cfg.data
-        self.stream = ShardStream(d.train_shards, self.preprocess_train if d.augment else self.preprocess_val, self.tokenizer,
-                                  d.batch_size, self.cfg.train.seed, self.ctx.rank, d.workers, d.shuffle_buffer)
-        self.test_images = None
-        if d.val_shards:
-            validate_shards(d.val_shards, what="data.val_shards")
+        self.stream = ClipShardStream(
+            d.train_shards,
+            self.preprocess_train if d.augment else self.preprocess_val,
+            self.tokenizer,
+            d.batch_size,
+            self.cfg.train.seed,
+            self.ctx.rank,
+            self.ctx.world_size,
+            d.workers,
+        )
+        self.eval_specs = {"val": d.val_shards, "test": d.test_shards}
+        splits = {"train": set(self.stream.shards)}
+        splits.update(
+            {s: set(validate_shards(spec, f"data.{s}_shards")) for s, spec in self.eval_specs.items() if spec}
+        )
+        for (a, paths_a), (b, paths_b) in itertools.combinations(splits.items(), 2):
+            if paths_a & paths_b:
+                raise ConfigError(
+                    f"data.{a}_shards and data.{b}_shards share {sorted(paths_a & paths_b)[0]}: the splits must be "
+                    "disjoint (validation picks the checkpoint, test gives the final numbers)"
+                )
         if d.classnames and d.templates:
-            self.classes = (_lines(d.classnames), _lines(d.templates))
+            self.classes = (_lines(d.classnames, "data.classnames"), _lines(d.templates, "data.templates"))
 
-    def _load_val(self) -> None:
-        if self.test_images is None and self.cfg.data.val_shards:
-            images, self.test_captions, labels = read_eval_shards(self.cfg.data.val_shards, self.preprocess_val)
-            self.test_images = images
-            if self.classes and (labels >= 0).all():
-                self.cls_images, self.cls_labels = images, labels
+    def _eval_set(self, split: str) -> EvalSet | None:
+        """The validation or test set, read from its shards on first use."""
+        if split not in self.eval_sets:
+            spec = self.eval_specs.get(split)
+            what = f"data.{split}_shards"
+            self.eval_sets[split] = read_eval_set(spec, self.preprocess_val, self.tokenizer, what) if spec else None
+        return self.eval_sets[split]
+
+    def _zero_shot(self, test: EvalSet) -> ZeroShot | None:
+        if self.zero_shot is None and self.classes is not None and bool((test.labels >= 0).all()):
+            self.zero_shot = ZeroShot(test.images, test.labels, *self.classes)
+        return self.zero_shot
 
     def train_batches(self, start_step: int) -> Iterator[Any]:
         if self.cfg.data.source != "embedded":
             return self.stream.batches(start_step)
-        order = SeededBatches(len(self.train_tensors[0]), self.cfg.data.batch_size, self.cfg.train.seed, self.ctx.rank,
-                              self.ctx.world_size, what="embedded training set (data.embedded_train)")
-        return (tuple(t[torch.from_numpy(rows)] for t in self.train_tensors) for rows in order.stream(start_step))
+        return self._embedded_batches(start_step)
+
+    def _embedded_batches(self, start_step: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Seeded batches of images, each with one of its captions, drawn anew every epoch."""
+        order = SeededBatches(
+            len(self.train_images),
+            self.cfg.data.batch_size,
+            self.cfg.train.seed,
+            self.ctx.rank,
+            self.ctx.world_size,
+            what="embedded training set (data.embedded_train)",
+        )
+        n_images, n_captions = self.train_tokens.shape[:2]
+        epoch, picks = -1, torch.empty(0, dtype=torch.long)
+        for step, rows in enumerate(order.stream(start_step), start_step):
+            if step // order.per_epoch != epoch:
+                epoch = step // order.per_epoch
+                rng = np.random.default_rng([self.cfg.train.seed, CAPTION_SALT, epoch])
+                picks = torch.from_numpy(rng.integers(n_captions, size=n_images))
+            rows = torch.from_numpy(rows)
+            yield self.train_images[rows], self.train_tokens[rows, picks[rows]]
 
     def local_batch_size(self) -> int:
         return self.cfg.data.batch_size
@@ -88,19 +173,18 @@ class ClipTask:
         loss = infonce_from_config(self.cfg.loss, head_from_config(self.cfg.head))
         return ClipMagModel(self.clip, loss, self.cfg.model.query_side, self.model_name)
 
+    def _encode_images(self, model: ClipMagModel, images: torch.Tensor) -> torch.Tensor:
+        return encode(lambda x: model.encode_image(x.float()), images, self.cfg.data.eval_batch_size, self.ctx.device)
+
+    def _retrieval(self, model: ClipMagModel, data: EvalSet) -> dict[str, float]:
+        image_features = self._encode_images(model, data.images)
+        text_features = encode(model.encode_text, data.tokens, self.cfg.data.eval_batch_size, self.ctx.device)
+        return retrieval_metrics(model, image_features, text_features, data.image_of_text)
+
     def evaluate(self, model: ClipMagModel) -> dict[str, float]:
-        self._load_val()
-        if self.test_images is None:
-            return {}
-        device, bs = self.ctx.device, self.cfg.data.eval_batch_size
-        image_features = encode(lambda x: model.encode_image(x.float()), self.test_images, bs, device)
-        text_features = encode(model.encode_text, self.tokenizer(self.test_captions), bs, device)
-        metrics = retrieval_metrics(model, image_features, text_features, caption_relevance(self.test_captions, self.test_captions))
-        if self.classes is not None and getattr(self, "cls_images", None) is not None:
-            cls_features = encode(lambda x: model.encode_image(x.float()), self.cls_images, bs, device)
-            metrics.update(zero_shot_metrics(model, cls_features, self.cls_labels, *self.classes, self.tokenizer, device))
-        metrics["test_pairs"] = float(len(self.test_captions))
-        return metrics
+        """Validation: retrieval on the validation split (empty without one)."""
+        data = self._eval_set("val")
+        return self._retrieval(model, data) if data is not None else {}
 
     def export(self, model: ClipMagModel, directory: Path) -> None:
         export_open_clip(model, directory)
@@ -111,21 +195,41 @@ class ClipTask:
         return load_clipmag(directory, self.ctx.device)[0]
 
     def test(self, model: ClipMagModel) -> dict[str, dict[str, Any]]:
-        metrics = self.evaluate(model)
-        return {TEST_SET: metrics} if metrics else {}
+        """Retrieval (and zero-shot, where classes are known) on the test split, under its name."""
+        data = self._eval_set("test")
+        if data is None:
+            logger.warning("no test split (data.test_shards): results.json gets no test numbers")
+            return {}
+        metrics: dict[str, Any] = self._retrieval(model, data)
+        zero_shot = self._zero_shot(data)
+        if zero_shot is not None:
+            features = self._encode_images(model, zero_shot.images)
+            metrics.update(
+                zero_shot_metrics(
+                    model,
+                    features,
+                    zero_shot.labels,
+                    zero_shot.classnames,
+                    zero_shot.templates,
+                    self.tokenizer,
+                    self.ctx.device,
+                )
+            )
+        return {data.name: metrics}
 
     def run_identity(self) -> dict[str, Any]:
         return {"objective": self.cfg.objective, "model": self.cfg.model.name, "query_side": self.cfg.model.query_side}
 
     def format_results(self, metrics: dict[str, dict[str, Any]]) -> str:
-        found = metrics.get(TEST_SET, {})
-        n = int(found.get("test_pairs", 0)) or None
-        title = f"{self.cfg.objective} objective, head {self.cfg.head.name}, query side {self.cfg.model.query_side}"
-        return title + "\n" + format_results(found, self.cfg.head.name, n)
+        name, found = next(iter(metrics.items()), ("no test split", {}))
+        title = (
+            f"{name}: {self.cfg.objective} objective, head {self.cfg.head.name}, query side {self.cfg.model.query_side}"
+        )
+        return title + "\n" + format_results(found, self.cfg.head.name)
 
 
-def _lines(path: str) -> list[str]:
+def _lines(path: str, key: str) -> list[str]:
     p = Path(path)
     if not p.is_file():
-        raise ShardError(f"file not found: {path}")
+        raise FileNotFoundError(f"{key}: file not found: {path}")
     return [line.strip() for line in p.read_text().splitlines() if line.strip()]

@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from clipmag.entry import run_entry_point
 from clipmag.experiments.report import build_report
+from clipmag.experiments.report.build import PREDICTIONS_FILE
 from clipmag.experiments.sweep import load_sweep_config, run_sweep
 from clipmag.resources import config_path
-from clipmag.experiments.report.build import PREDICTIONS_FILE
 from clipmag.run_logging import setup_logging
 
 DEMO_SWEEP = "configs/sweeps/demo.yaml"
-
 
 
 def sweep_main(argv: Sequence[str]) -> None:
@@ -60,7 +59,9 @@ def demo_main(argv: Sequence[str]) -> Path:
     run_sweep(cfg)
     predictions = Path(cfg.output_dir) / PREDICTIONS_FILE
     if not predictions.is_file():
-        predict_main(["--model", "all-MiniLM-L6-v2", "--data", "embedded", "--n-pairs", "128", "--output", str(predictions)])
+        predict_main(
+            ["--model", "all-MiniLM-L6-v2", "--data", "embedded", "--n-pairs", "128", "--output", str(predictions)]
+        )
     report = build_report(cfg.output_dir, "clipmag demo: the five heads on the embedded defaults")
     print(report.read_text().split("## Figures")[0])
     print(f"demo finished in {(time.perf_counter() - start) / 60:.1f} min; report: {report.resolve()}")

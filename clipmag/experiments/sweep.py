@@ -13,13 +13,14 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Literal
 
 from clipmag.config import build_config
-from clipmag.naming import slug
 from clipmag.frontends import FRONT_ENDS, get_front_end
+from clipmag.naming import slug
 from clipmag.results import RESULTS_FILE
 from clipmag.run_logging import logger
 
@@ -73,8 +74,15 @@ class Cell:
         return "/".join(x for x in (self.group, self.model, self.variant or self.head, f"seed{self.seed}") if x)
 
     def describe(self) -> dict:
-        return {"group": self.group, "kind": self.kind, "model": self.model, "head": self.head,
-                "variant": self.variant, "seed": self.seed, "argv": self.argv}
+        return {
+            "group": self.group,
+            "kind": self.kind,
+            "model": self.model,
+            "head": self.head,
+            "variant": self.variant,
+            "seed": self.seed,
+            "argv": self.argv,
+        }
 
 
 def expand(cfg: SweepConfig) -> list[Cell]:
@@ -92,13 +100,21 @@ def expand(cfg: SweepConfig) -> list[Cell]:
                 for variant in variants:
                     for seed in group.seeds:
                         name = "-".join(x for x in (head, variant.name) if x) or "default"
-                        directory = root / group.name / (slug(Path(model.rstrip("/")).name or model) if model else "default") / name / f"seed{seed}"
+                        directory = (
+                            root
+                            / group.name
+                            / (slug(Path(model.rstrip("/")).name or model) if model else "default")
+                            / name
+                            / f"seed{seed}"
+                        )
                         argv = ["--config", group.config] if group.config else []
                         argv += [*group.args, *variant.args]
                         argv += ["--norm", head] if head else []
                         argv += ["--model", model] if model else []
                         argv += ["--seed", str(seed), "--output", str(directory), "--resume", "latest"]
-                        cells.append(Cell(group.name, group.kind, model, head, variant.name or None, seed, directory, argv))
+                        cells.append(
+                            Cell(group.name, group.kind, model, head, variant.name or None, seed, directory, argv)
+                        )
     return cells
 
 
@@ -109,8 +125,16 @@ def run_cell(cell: Cell, launcher: str, nproc: int) -> None:
     if launcher == "inprocess":
         front_end.main(cell.argv)
         return
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           "-m", front_end.module, *cell.argv]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "-m",
+        front_end.module,
+        *cell.argv,
+    ]
     proc = subprocess.run(cmd)
     if proc.returncode != 0:
         raise RuntimeError(f"sweep cell {cell.label} failed with exit status {proc.returncode}: {' '.join(cmd)}")

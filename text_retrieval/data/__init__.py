@@ -1,25 +1,38 @@
 """Evaluation data: BEIR and BRIGHT retrieval sets, STS pairs, and a detector that tells them apart.
 
-``load_eval_datasets(path)`` is what the command line uses: it looks at a path, decides whether it
-is a BEIR folder, a BRIGHT task folder (or a folder of them), or STS data, and loads it.
+``load_eval_datasets(path)`` is what the command line and the trainer's evaluation use: it looks at
+a path, decides whether it is a BEIR folder, a BRIGHT task folder (or a folder of them), STS data,
+or a BRIGHT settings file (see :mod:`text_retrieval.data.settings`), and loads it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Literal
 
 from text_retrieval.data.beir import RetrievalDataset, is_beir_folder, load_beir, read_qrels
-from text_retrieval.data.bright import is_bright_folder, load_bright
+from text_retrieval.data.bright import BrightDataset, is_bright_folder, load_bright, load_bright_collection
 from text_retrieval.data.common import DataFormatError
+from text_retrieval.data.settings import EvalSettings, is_settings_file, read_settings_file
 from text_retrieval.data.sts import STSPairs, is_sts_path, load_sts, load_sts_file
 
 __all__ = [
-    "DataFormatError", "RetrievalDataset", "STSPairs", "detect_kind", "load_eval_datasets",
-    "load_beir", "load_bright", "load_sts", "load_sts_file", "read_qrels",
+    "BrightDataset",
+    "DataFormatError",
+    "EvalSettings",
+    "RetrievalDataset",
+    "STSPairs",
+    "detect_kind",
+    "load_eval_datasets",
+    "load_beir",
+    "load_bright",
+    "load_sts",
+    "load_sts_file",
+    "read_qrels",
 ]
 
-DatasetKind = Literal["beir", "bright", "bright-collection", "sts"]
+DatasetKind = Literal["beir", "bright", "bright-collection", "bright-settings", "sts"]
 
 
 def detect_kind(path: str | Path) -> DatasetKind:
@@ -33,23 +46,48 @@ def detect_kind(path: str | Path) -> DatasetKind:
         return "bright"
     if path.is_dir() and any(is_bright_folder(p) for p in path.iterdir() if p.is_dir()):
         return "bright-collection"
+    if is_settings_file(path):
+        return "bright-settings"
     if is_sts_path(path):
         return "sts"
     raise ValueError(
         f"{path}: not a recognised evaluation dataset. Expected a BEIR folder (corpus.jsonl[.gz], "
         "queries.jsonl, qrels/<split>.tsv), a BRIGHT task folder (examples.jsonl, documents.jsonl) or a "
-        "folder of them, or STS data (a .csv/.tsv/.txt file of scored pairs, or a folder of them)"
+        "folder of them, a BRIGHT settings file (.yaml), or STS data (a .csv/.tsv/.txt file of scored pairs, "
+        "or a folder of them)"
     )
 
 
-def load_eval_datasets(path: str | Path, split: str = "test", strict: bool = True) -> list[RetrievalDataset | STSPairs]:
-    """Load every dataset found at ``path`` (one for BEIR, one per task or file otherwise)."""
+def _load_bright(path: Path, settings: EvalSettings, attach: bool) -> list[BrightDataset]:
+    """A task folder or a root of them in ``settings``' setting; ``attach`` makes the settings travel
+    with each dataset (a settings file's datasets are then evaluated with them wherever they go)."""
+    options = (settings.long_documents, settings.reasoning, bool(settings.strict))
+    if is_bright_folder(path):
+        datasets = [load_bright(path, *options)]
+    else:
+        datasets = load_bright_collection(path, *options)
+    if not attach:
+        return datasets
+    suffix = f"@{settings.name}" if settings.name else ""
+    return [dataclasses.replace(ds, name=ds.name + suffix, settings=settings) for ds in datasets]
+
+
+def load_eval_datasets(
+    path: str | Path, split: str = "test", settings: EvalSettings | None = None
+) -> list[RetrievalDataset | STSPairs]:
+    """Load every dataset found at ``path`` (one for BEIR, one per task or file otherwise).
+
+    ``settings`` choose the BRIGHT setting (long documents, reasoning queries) and the strictness;
+    a settings file brings its own and ignores these.
+    """
     path = Path(path)
+    settings = settings or EvalSettings()
     kind = detect_kind(path)
     if kind == "beir":
-        return [load_beir(path, split=split, strict=strict)]
-    if kind == "bright":
-        return [load_bright(path, strict=strict)]
-    if kind == "bright-collection":
-        return [load_bright(p, strict=strict) for p in sorted(path.iterdir()) if is_bright_folder(p)]
+        return [load_beir(path, split=split, strict=settings.strict is not False)]
+    if kind in ("bright", "bright-collection"):
+        return list(_load_bright(path, settings, attach=False))
+    if kind == "bright-settings":
+        root, own = read_settings_file(path)
+        return list(_load_bright(root, own, attach=True))
     return list(load_sts(path, split=split))

@@ -72,17 +72,24 @@ class RetrievalDataset:
                 keep.add(doc_id)
         pairs = [(i, t) for i, t in zip(self.corpus_ids, self.corpus_texts) if i in keep]
         return RetrievalDataset(
-            name=self.name, corpus_ids=[i for i, _ in pairs], corpus_texts=[t for _, t in pairs],
-            queries={q: self.queries[q] for q in qids}, qrels=qrels,
+            name=self.name,
+            corpus_ids=[i for i, _ in pairs],
+            corpus_texts=[t for _, t in pairs],
+            queries={q: self.queries[q] for q in qids},
+            qrels=qrels,
             excluded={q: set(self.excluded.get(q, ())) for q in qids if q in self.excluded},
-            ignore_identical_ids=self.ignore_identical_ids, kind=self.kind, split=self.split,
+            ignore_identical_ids=self.ignore_identical_ids,
+            kind=self.kind,
+            split=self.split,
             source=self.source,
         )
 
 
 def is_beir_folder(path: str | Path) -> bool:
     path = Path(path)
-    return path.is_dir() and find_file(path, "corpus.jsonl", "corpus.jsonl.gz") is not None and (path / "qrels").is_dir()
+    return (
+        path.is_dir() and find_file(path, "corpus.jsonl", "corpus.jsonl.gz") is not None and (path / "qrels").is_dir()
+    )
 
 
 def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
@@ -92,7 +99,9 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
         if number == 1 and fields[0].strip().lower() in {"query-id", "query_id", "qid"}:
             continue
         if len(fields) < 3:
-            raise DataFormatError(path, number, "3 tab-separated fields (query-id, corpus-id, score)", f"{len(fields)} field(s)")
+            raise DataFormatError(
+                path, number, "3 tab-separated fields (query-id, corpus-id, score)", f"{len(fields)} field(s)"
+            )
         qid, doc_id, score = fields[0].strip(), fields[1].strip(), fields[2].strip()
         try:
             gain = int(float(score))
@@ -130,7 +139,7 @@ def _read_queries(path: Path) -> dict[str, str]:
         qid = require_str(obj, "_id", path, number, allow_empty=False)
         queries[qid] = require_str(obj, "text", path, number)
     if not queries:
-        raise DataFormatError(path, None, "at least one query ({\"_id\", \"text\"} per line)", "an empty file")
+        raise DataFormatError(path, None, 'at least one query ({"_id", "text"} per line)', "an empty file")
     return queries
 
 
@@ -146,7 +155,11 @@ def load_beir(path: str | Path, split: str = "test", strict: bool = True) -> Ret
     corpus_path = find_file(folder, "corpus.jsonl", "corpus.jsonl.gz")
     queries_path = find_file(folder, "queries.jsonl", "queries.jsonl.gz")
     qrels_path = folder / "qrels" / f"{split}.tsv"
-    for needed, what in ((corpus_path, "corpus.jsonl[.gz]"), (queries_path, "queries.jsonl"), (qrels_path, f"qrels/{split}.tsv")):
+    for needed, what in (
+        (corpus_path, "corpus.jsonl[.gz]"),
+        (queries_path, "queries.jsonl"),
+        (qrels_path, f"qrels/{split}.tsv"),
+    ):
         if needed is None or not Path(needed).is_file():
             available = sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
             raise FileNotFoundError(f"{folder}: missing {what} (BEIR layout; qrels splits present: {available})")
@@ -169,7 +182,9 @@ def load_beir(path: str | Path, split: str = "test", strict: bool = True) -> Ret
             continue
         for doc_id in list(qrels[qid]):
             if doc_id not in known_docs:
-                problem = DataFormatError(qrels_path, lines.get((qid, doc_id)), f"corpus-id {doc_id!r} to be in {corpus_path.name}")
+                problem = DataFormatError(
+                    qrels_path, lines.get((qid, doc_id)), f"corpus-id {doc_id!r} to be in {corpus_path.name}"
+                )
                 if strict:
                     raise problem
                 logger.warning("%s; dropping it", problem)
@@ -177,8 +192,22 @@ def load_beir(path: str | Path, split: str = "test", strict: bool = True) -> Ret
         if not qrels[qid]:
             del qrels[qid]
     queries = {qid: all_queries[qid] for qid in all_queries if qid in qrels}
-    logger.info("loaded %s/%s: %d docs, %d queries, %d judgments", folder.name, split, len(corpus_ids), len(queries), sum(map(len, qrels.values())))
+    logger.info(
+        "loaded %s/%s: %d docs, %d queries, %d judgments",
+        folder.name,
+        split,
+        len(corpus_ids),
+        len(queries),
+        sum(map(len, qrels.values())),
+    )
     return RetrievalDataset(
-        name=folder.name, corpus_ids=corpus_ids, corpus_texts=corpus_texts, queries=queries, qrels=qrels,
-        ignore_identical_ids=True, kind="beir", split=split, source=str(folder.resolve()),
+        name=folder.name,
+        corpus_ids=corpus_ids,
+        corpus_texts=corpus_texts,
+        queries=queries,
+        qrels=qrels,
+        ignore_identical_ids=True,
+        kind="beir",
+        split=split,
+        source=str(folder.resolve()),
     )

@@ -18,16 +18,14 @@ import logging
 import re
 import textwrap
 import tokenize
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 logger = logging.getLogger("clipmag")
 
 # Directory names that hold tests, demos or vendored third-party code rather than the library.
-EXCLUDED_DIRS = frozenset(
-    {"test", "tests", "idle_test", "testing", "turtledemo", "externals", "_vendor", "vendored"}
-)
+EXCLUDED_DIRS = frozenset({"test", "tests", "idle_test", "testing", "turtledemo", "externals", "_vendor", "vendored"})
 MIN_QUERY_WORDS = 4
 MAX_QUERY_WORDS = 48
 MIN_CODE_LINES = 3  # non-blank lines including the ``def`` line; fewer is a trivial accessor

@@ -10,8 +10,9 @@ from __future__ import annotations
 import gzip
 import io
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["DataFormatError", "open_text", "iter_jsonl", "iter_tsv", "find_file", "require_str"]
 
@@ -52,7 +53,9 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as err:
-                raise DataFormatError(path, number, "one JSON object per line", f"invalid JSON ({err.msg}): {_preview(line)}") from None
+                raise DataFormatError(
+                    path, number, "one JSON object per line", f"invalid JSON ({err.msg}): {_preview(line)}"
+                ) from None
             if not isinstance(obj, dict):
                 raise DataFormatError(path, number, "a JSON object", type(obj).__name__)
             yield number, obj

@@ -1,12 +1,18 @@
 """Fetch the public evaluation sets into the local layouts the loaders read.
 
+    python -m text_retrieval.data.download bright data/bright                      # 12 tasks, standard
+    python -m text_retrieval.data.download bright data/bright --long-documents     # + long documents
+    python -m text_retrieval.data.download bright data/bright --reasoning gpt4_reason
+    python -m text_retrieval.data.download beir scifact data/beir
+
 Network access is checked first with a short connection attempt, so an offline machine gets an
 immediate, explicit error (with the URL to fetch by hand) instead of a long hang in a retry loop.
-Nothing here runs in the test suite; the loaders are tested on local files.
+BRIGHT is fetched at a pinned dataset revision, recorded next to the files and in every result.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -16,19 +22,29 @@ import tarfile
 import tempfile
 import urllib.request
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from tqdm.auto import tqdm
 
-from text_retrieval.data.bright import BRIGHT_TASKS
+from clipmag.entry import run_entry_point
+from clipmag.run_logging import setup_logging
+from text_retrieval.data.bright import (
+    BRIGHT_REPO,
+    BRIGHT_REVISION,
+    BRIGHT_TASKS,
+    LONG_DOCUMENT_TASKS,
+    REASONING_CONFIGS,
+    SOURCE_FILE,
+)
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["BEIR_URL", "STS_SOURCES", "download_beir", "download_bright", "download_sts", "check_online"]
+__all__ = ["BEIR_URL", "STS_SOURCES", "check_online", "download_beir", "download_bright", "download_sts", "main"]
 
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
-BRIGHT_REPO = "xlangai/BRIGHT"
 STS_SOURCES = {
     "stsbenchmark": "https://ixa2.si.ehu.eus/stswiki/images/4/48/Stsbenchmark.tar.gz",
     "sickr": "https://zenodo.org/record/2787612/files/SICK.zip",
@@ -102,30 +118,117 @@ def download_sts(name: str, root: str | Path) -> Path:
     return folder
 
 
-def download_bright(root: str | Path, tasks: tuple[str, ...] = BRIGHT_TASKS, long_documents: bool = False) -> Path:
-    """Download BRIGHT tasks from the Hugging Face Hub and write ``root/<task>/{examples,documents}.jsonl``."""
-    unknown = set(tasks) - set(BRIGHT_TASKS)
+def _bright_tasks(tasks: Sequence[str] | None, long_documents: bool, reasoning: Sequence[str]) -> tuple[str, ...]:
+    """The tasks to fetch, checked: the long setting exists only for the tasks with long documents."""
+    chosen = tuple(tasks or (LONG_DOCUMENT_TASKS if long_documents else BRIGHT_TASKS))
+    unknown = sorted(set(chosen) - set(BRIGHT_TASKS))
     if unknown:
-        raise ValueError(f"unknown BRIGHT task(s) {sorted(unknown)}; known: {', '.join(BRIGHT_TASKS)}")
-    check_online(f"https://huggingface.co/datasets/{BRIGHT_REPO}")
+        raise ValueError(f"unknown BRIGHT task(s) {unknown}; known: {', '.join(BRIGHT_TASKS)}")
+    short_only = [t for t in chosen if long_documents and t not in LONG_DOCUMENT_TASKS]
+    if short_only:
+        raise ValueError(
+            f"BRIGHT has no long documents for {short_only}; the long setting covers {', '.join(LONG_DOCUMENT_TASKS)}"
+        )
+    bad = sorted(set(reasoning) - set(REASONING_CONFIGS))
+    if bad:
+        raise ValueError(f"unknown BRIGHT reasoning config(s) {bad}; known: {', '.join(REASONING_CONFIGS)}")
+    return chosen
+
+
+def _task_manifest(folder: Path, revision: str) -> dict[str, Any]:
+    """The folder's ``bright_source.json`` (new if absent); files of another revision are not mixed in."""
+    path = folder / SOURCE_FILE
+    if not path.is_file():
+        return {"repo": BRIGHT_REPO, "revision": revision, "files": {}}
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    if manifest.get("revision") != revision:
+        raise ValueError(
+            f"{path}: this folder holds BRIGHT revision {manifest.get('revision')!r}, not {revision!r}; "
+            "download into another root so that every result names one revision"
+        )
+    return manifest
+
+
+def download_bright(
+    root: str | Path,
+    tasks: Sequence[str] | None = None,
+    long_documents: bool = False,
+    reasoning: Sequence[str] = (),
+    revision: str = BRIGHT_REVISION,
+    snapshot: str | Path | None = None,
+) -> Path:
+    """Fetch BRIGHT at a pinned revision into ``root/<task>/`` as the loader reads it.
+
+    Standard setting: ``examples.jsonl`` and ``documents.jsonl`` of all 12 tasks by default.
+    ``long_documents``: ``long_documents.jsonl`` instead of ``documents.jsonl``, for the tasks that
+    have them (the 7 StackExchange tasks and pony, by default). ``reasoning`` adds reasoning-query
+    configs (``gpt4_reason``, ...), each written as ``<config>.jsonl`` next to the plain examples.
+    ``snapshot`` is a local copy of the hub repository (``<config>/<task>-*.parquet``) to convert
+    instead of downloading; ``revision`` then names its revision. ``bright_source.json`` in each task
+    folder records the repository, revision and row counts; results carry the revision.
+    """
+    tasks = _bright_tasks(tasks, long_documents, reasoning)
+    configs = ["examples", "long_documents" if long_documents else "documents", *reasoning]
     try:
         import pyarrow.parquet as pq
-        from huggingface_hub import snapshot_download
     except ImportError as err:
-        raise ImportError(f"download_bright needs huggingface_hub and pyarrow: {err}") from None
-    doc_dir = "long_documents" if long_documents else "documents"
-    patterns = [f"{part}/{task}-*" for task in tasks for part in ("examples", doc_dir)]
-    snapshot = Path(snapshot_download(BRIGHT_REPO, repo_type="dataset", allow_patterns=patterns))
-    root = Path(root)
+        raise ImportError(f"download_bright needs pyarrow: {err}") from None
+    if snapshot is None:
+        check_online(f"https://huggingface.co/datasets/{BRIGHT_REPO}")
+        from huggingface_hub import snapshot_download
+
+        patterns = [f"{config}/{task}-*.parquet" for config in configs for task in tasks]
+        snapshot = snapshot_download(BRIGHT_REPO, repo_type="dataset", revision=revision, allow_patterns=patterns)
+    snapshot = Path(snapshot)
+    found = {
+        (task, config): sorted((snapshot / config).glob(f"{task}-*.parquet")) for task in tasks for config in configs
+    }
+    missing = [f"{config}/{task}-*.parquet" for (task, config), files in found.items() if not files]
+    if missing:  # checked before anything is written, so a failed download leaves no half-filled folder
+        raise FileNotFoundError(f"{snapshot}: no {', '.join(missing)} ({BRIGHT_REPO} at {revision})")
+    manifests = {task: _task_manifest(Path(root) / task, revision) for task in tasks}
     for task in tasks:
-        out = root / task
+        out = Path(root) / task
         out.mkdir(parents=True, exist_ok=True)
-        for part, file_name in (("examples", "examples.jsonl"), (doc_dir, f"{doc_dir}.jsonl")):
-            files = sorted((snapshot / part).glob(f"{task}-*.parquet"))
-            if not files:
-                raise FileNotFoundError(f"{BRIGHT_REPO}: no {part} parquet files for task {task!r}")
-            with open(out / file_name, "w", encoding="utf-8") as handle:
-                for file in files:
-                    for row in pq.read_table(file).to_pylist():
-                        handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return root
+        manifest = manifests[task]
+        for config in configs:
+            files = found[task, config]
+            partial = out / f"{config}.jsonl.part"
+            with open(partial, "w", encoding="utf-8") as handle:
+                rows = [row for file in files for row in pq.read_table(file).to_pylist()]
+                handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+            os.replace(partial, out / f"{config}.jsonl")
+            manifest["files"][f"{config}.jsonl"] = {"config": config, "rows": len(rows)}
+        (out / SOURCE_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        logger.info("BRIGHT %s (%s): %s", task, revision[:8], ", ".join(configs))
+    return Path(root)
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    """``python -m text_retrieval.data.download {bright,beir,sts} ...``: the helpers from a shell."""
+    parser = argparse.ArgumentParser(prog="python -m text_retrieval.data.download", description=__doc__)
+    sources = parser.add_subparsers(dest="source", required=True)
+    bright = sources.add_parser("bright", help="BRIGHT tasks from the Hugging Face Hub at a pinned revision")
+    bright.add_argument("root", help="folder to write <task>/ folders into")
+    bright.add_argument("--tasks", nargs="+", choices=BRIGHT_TASKS, help="default: every task of the setting")
+    bright.add_argument("--long-documents", action="store_true", help="long documents (StackExchange tasks, pony)")
+    bright.add_argument("--reasoning", nargs="+", default=[], choices=REASONING_CONFIGS, help="reasoning queries too")
+    bright.add_argument("--revision", default=BRIGHT_REVISION, help="dataset revision (default: %(default)s)")
+    bright.add_argument("--snapshot", default=None, help="convert this local copy of the hub repository instead")
+    beir = sources.add_parser("beir", help="a BEIR dataset (zip from the BEIR mirror)")
+    beir.add_argument("name", help="e.g. scifact, nfcorpus, fiqa, arguana, scidocs")
+    beir.add_argument("root")
+    sts = sources.add_parser("sts", help="an STS set")
+    sts.add_argument("name", choices=sorted(STS_SOURCES))
+    sts.add_argument("root")
+    args = parser.parse_args(argv)
+    setup_logging(level=logging.INFO)
+    if args.source == "bright":
+        return download_bright(args.root, args.tasks, args.long_documents, args.reasoning, args.revision, args.snapshot)
+    if args.source == "beir":
+        return download_beir(args.name, args.root)
+    return download_sts(args.name, args.root)
+
+
+if __name__ == "__main__":
+    run_entry_point(main)

@@ -50,8 +50,9 @@ import os
 import random
 import sys
 import sysconfig
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from text_retrieval.data.codesearch import CodeFunction, extract_functions
 from text_retrieval.data.shards import write_text_shards
@@ -173,7 +174,11 @@ def build_sts(folder: Path, seed: int, data_dir: Path | None = None) -> dict[str
             (test if i in held else train).append(pair)
     lee = (data_dir / "lee.cor").read_text(encoding="latin-1")  # one "\xa3" (pound sign) in it
     docs = [" ".join(d.split()) for d in lee.splitlines() if d.strip()]
-    matrix = [[float(x) for x in row.split()] for row in (data_dir / "similarities0-1.txt").read_text().splitlines() if row.strip()]
+    matrix = [
+        [float(x) for x in row.split()]
+        for row in (data_dir / "similarities0-1.txt").read_text().splitlines()
+        if row.strip()
+    ]
     if len(docs) != len(matrix):
         raise ValueError(f"{data_dir}: {len(docs)} Lee documents but a {len(matrix)}-row similarity matrix")
     held_docs = set(random.Random(f"{seed}:lee").sample(range(len(docs)), LEE_TEST_DOCS))
@@ -231,8 +236,13 @@ def build_embedded(
         "sources": {"stdlib": str(stdlib_root), "outdomain": str(ood_root)},
         "packages": {"scikit-learn": _version("scikit-learn"), "gensim": _version("gensim")},
         "params": {
-            "seed": seed, "n_train": n_train, "n_test": n_test, "n_dev": n_dev, "corpus_size": corpus_size,
-            "max_module_queries": max_module_queries, "samples_per_shard": samples_per_shard,
+            "seed": seed,
+            "n_train": n_train,
+            "n_test": n_test,
+            "n_dev": n_dev,
+            "corpus_size": corpus_size,
+            "max_module_queries": max_module_queries,
+            "samples_per_shard": samples_per_shard,
         },
     }
     paths = _paths(root, samples_per_shard is not None)
@@ -266,7 +276,12 @@ def build_embedded(
 
     ood = extract_functions(ood_root, prefix=ood_root.name + "/")
     ood_q = _sample([f for f in ood if f.summary], n_test, seed, "outdomain")
-    counts.update({f"outdomain_{k}": v for k, v in _write_beir(paths["outdomain"], {"test": ood_q}, ood, corpus_size, seed).items()})
+    counts.update(
+        {
+            f"outdomain_{k}": v
+            for k, v in _write_beir(paths["outdomain"], {"test": ood_q}, ood, corpus_size, seed).items()
+        }
+    )
     counts.update(build_sts(paths["sts"], seed))
 
     manifest = {

@@ -90,8 +90,10 @@ def write_text_shards(
         raise ValueError(f"no samples to write to {out}")
     for path in old + [out / SIZES_FILE]:
         path.unlink(missing_ok=True)
-    records = ({"__key__": f"{i:09d}", "json": json.dumps(_clean_sample(sample, f"sample {i}"), ensure_ascii=False)}
-               for i, sample in enumerate(_chain(first, iterator)))
+    records = (
+        {"__key__": f"{i:09d}", "json": json.dumps(_clean_sample(sample, f"sample {i}"), ensure_ascii=False)}
+        for i, sample in enumerate(_chain(first, iterator))
+    )
     paths = write_tar_shards(records, out, samples_per_shard)
     logger.info("wrote %d shards to %s", len(paths), out)
     return paths
@@ -161,8 +163,10 @@ class TextShardStream:
         allow_corrupt: bool = False,
     ) -> None:
         if batch_size < 1 or world_size < 1 or not 0 <= rank < world_size or num_workers < 0:
-            raise ValueError(f"bad stream settings: batch_size={batch_size}, rank={rank}, world_size={world_size}, "
-                             f"num_workers={num_workers}")
+            raise ValueError(
+                f"bad stream settings: batch_size={batch_size}, rank={rank}, world_size={world_size}, "
+                f"num_workers={num_workers}"
+            )
         self.batch_size, self.seed, self.rank, self.world_size = batch_size, seed, rank, world_size
         self.num_workers = num_workers
         self.streams_per_rank = max(1, num_workers)

@@ -9,10 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from clipmag.experiments.report import plots
-from clipmag.experiments.report.collect import CLIP_METRICS, document_norm_samples, find_cells, gamma_trajectories, tidy_rows
+from clipmag.experiments.report.collect import (
+    CLIP_METRICS,
+    bright_means,
+    bright_suites,
+    document_norm_samples,
+    find_cells,
+    gamma_trajectories,
+    tidy_rows,
+)
 from clipmag.experiments.report.tables import TableRow, aggregate, mean_of, to_csv, to_markdown
 
 RETRIEVAL = ("NDCG@10", "MRR@10", "Recall@100")
+BRIGHT = ("NDCG@10", "Recall@1", "Recall@100")
 STS = ("spearman", "spearman_reversed", "asymmetry_gap")
 DIAGNOSTICS = ("cohens_d_doc_norm", "document_norm_cv", "query_norm_cv")
 PREDICTIONS_FILE = "predict_norm.json"
@@ -35,12 +44,18 @@ def predictor_section(runs_dir: Path, retrieval: list[TableRow]) -> list[str]:
         if math.isnan(q) or math.isnan(d):
             continue
         winner = "qnorm" if q > d else "dnorm"
-        lines.append(f"Sweep group `{group}`: mean nDCG@10 qnorm {100 * q:.2f} vs dnorm {100 * d:.2f}, winner **{winner}**.")
+        lines.append(
+            f"Sweep group `{group}`: mean nDCG@10 qnorm {100 * q:.2f} vs dnorm {100 * d:.2f}, winner **{winner}**."
+        )
         for name, v in verdicts.items():
             match = "matches" if v["verdict"] == winner else "does not match"
-            numbers = ", ".join(f"{k} {v[k]:.3g}" for k in ("dcv", "threshold", "kappa_query", "kappa_document") if k in v)
-            lines.append(f"- {name}: predicted **{v['verdict']}** ({numbers}) - {match} the sweep's winner. "
-                         f"Definition: {v.get('definition', 'n/a')}.")
+            numbers = ", ".join(
+                f"{k} {v[k]:.3g}" for k in ("dcv", "threshold", "kappa_query", "kappa_document") if k in v
+            )
+            lines.append(
+                f"- {name}: predicted **{v['verdict']}** ({numbers}) - {match} the sweep's winner. "
+                f"Definition: {v.get('definition', 'n/a')}."
+            )
     return (lines or ["_No qnorm/dnorm retrieval results to compare the predictions with._"]) + [""]
 
 
@@ -54,15 +69,19 @@ def findings(retrieval: list[TableRow], sts: list[TableRow], clip: list[TableRow
             continue
         best = max(means, key=means.get)
         above = [c for c in means if c != "cosine" and means[c] > means["cosine"]]
-        out.append(f"- `{group}`: best mean nDCG@10 is **{best}** ({100 * means[best]:.2f}); "
-                   f"heads above cosine ({100 * means['cosine']:.2f}): {', '.join(above) or 'none'}.")
+        out.append(
+            f"- `{group}`: best mean nDCG@10 is **{best}** ({100 * means[best]:.2f}); "
+            f"heads above cosine ({100 * means['cosine']:.2f}): {', '.join(above) or 'none'}."
+        )
     for group in _groups(sts):
         means = {c: mean_of(sts, group, "spearman", c) for r in sts if r.group == group for c in r.cells}
         if "cosine" in means:
             below = [c for c in ("qnorm", "dnorm") if c in means and means[c] < means["cosine"]]
-            out.append(f"- `{group}` (symmetric task): Spearman cosine {100 * means['cosine']:.2f}; "
-                       + ", ".join(f"{c} {100 * means[c]:.2f}" for c in means if c != "cosine")
-                       + f". Asymmetric heads below cosine: {', '.join(below) or 'none'}.")
+            out.append(
+                f"- `{group}` (symmetric task): Spearman cosine {100 * means['cosine']:.2f}; "
+                + ", ".join(f"{c} {100 * means[c]:.2f}" for c in means if c != "cosine")
+                + f". Asymmetric heads below cosine: {', '.join(below) or 'none'}."
+            )
     by_metric = {r.metric: r.cells for r in clip}
     for config in by_metric.get("i2t_r1_head", {}):
         i2t, t2i = by_metric["i2t_r1_head"][config].mean, by_metric.get("t2i_r1_head", {}).get(config)
@@ -74,6 +93,22 @@ def findings(retrieval: list[TableRow], sts: list[TableRow], clip: list[TableRow
             weak, strong = ("T->I", "I->T") if t2i < i2t else ("I->T", "T->I")
             verdict = f": {weak} collapses relative to {strong}"
         out.append(f"- CLIP `{config}`, head-scored R@1: I->T {100 * i2t:.1f}, T->I {100 * t2i:.1f}{verdict}.")
+    return out
+
+
+def bright_findings(bright: list[TableRow]) -> list[str]:
+    """Per group and BRIGHT setting: the best head on the plain task mean of nDCG@10, and those above cosine."""
+    out = []
+    for row in bright:
+        if row.metric != "NDCG@10" or "cosine" not in row.cells:
+            continue
+        means = {name: cell.mean for name, cell in row.cells.items()}
+        best = max(means, key=means.get)
+        above = [name for name, value in means.items() if name != "cosine" and value > means["cosine"]]
+        out.append(
+            f"- `{row.group}` {row.dataset}: best nDCG@10 is **{best}** ({100 * means[best]:.2f}); "
+            f"heads above cosine ({100 * means['cosine']:.2f}): {', '.join(above) or 'none'}."
+        )
     return out
 
 
@@ -91,18 +126,26 @@ def regime_section(retrieval: list[TableRow]) -> list[str]:
             continue
         best = max(heads, key=heads.get)
         if all(v <= cos for v in heads.values()):
-            lines.append(f"`{group}` is in the regime of the paper's E5-80K and from-scratch cases: no magnitude head beats "
-                         f"cosine (nDCG@10 {100 * cos:.2f}); the most robust magnitude head is {best} ({100 * heads[best]:.2f}).")
+            lines.append(
+                f"`{group}` is in the regime of the paper's E5-80K and from-scratch cases: no magnitude head beats "
+                f"cosine (nDCG@10 {100 * cos:.2f}); the most robust magnitude head is {best} ({100 * heads[best]:.2f})."
+            )
         else:
             above = [h for h, v in heads.items() if v > cos]
-            lines.append(f"`{group}` is in the paper's retrieval regime: {', '.join(above)} beat cosine "
-                         f"({100 * cos:.2f}); best {best} ({100 * heads[best]:.2f}).")
+            lines.append(
+                f"`{group}` is in the paper's retrieval regime: {', '.join(above)} beat cosine "
+                f"({100 * cos:.2f}); best {best} ({100 * heads[best]:.2f})."
+            )
     if lines:
-        lines += ["", "The paper's gains from magnitude (Contriever, RetroMAE: +2 to +5 nDCG@10 on BEIR, +72% on BRIGHT) "
-                  "came from encoders pretrained without a final normalisation, fine-tuned on 80K-500K MS MARCO pairs for "
-                  "~32k steps of batch 256. An encoder pretrained for cosine (such as all-MiniLM-L6-v2, whose pipeline "
-                  "ends in a Normalize layer) fine-tuned briefly on little data is expected to stay with cosine. Reaching the other regime "
-                  "takes a dot-pretrained encoder, more data and GPUs: `configs/sweeps/paper_text.yaml`."]
+        lines += [
+            "",
+            "The paper's gains from magnitude (Contriever, RetroMAE: +2 to +5 nDCG@10 on BEIR, +72% on BRIGHT) "
+            "came from encoders pretrained without a final normalisation, fine-tuned on 80K-500K MS MARCO pairs for "
+            "~32k steps of batch 256. An encoder pretrained for cosine (such as all-MiniLM-L6-v2, whose pipeline "
+            "ends in a Normalize layer) fine-tuned briefly on little data is expected to stay with cosine. "
+            "Reaching the other regime takes a dot-pretrained encoder, more data and GPUs: "
+            "`configs/sweeps/paper_text.yaml`.",
+        ]
     return lines + [""]
 
 
@@ -113,8 +156,12 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report") -> P
     if not cells:
         raise FileNotFoundError(f"{runs_dir}: no finished sweep cells (folders with cell.json and results.json)")
     rows = tidy_rows(cells)
+    suites = bright_suites(cells)  # BRIGHT tasks are averaged apart: its own score is the mean over its tasks
+    tasks = [r for r in rows if r.dataset in suites]
     tables = {
-        "retrieval": aggregate(rows, RETRIEVAL),
+        "retrieval": aggregate([r for r in rows if r.dataset not in suites], RETRIEVAL),
+        "bright": aggregate(bright_means(tasks, suites), BRIGHT),
+        "bright_tasks": aggregate(tasks, BRIGHT),
         "sts": aggregate(rows, STS),
         "clip": aggregate(rows, CLIP_METRICS),
         "diagnostics": aggregate(rows, DIAGNOSTICS),
@@ -123,24 +170,44 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report") -> P
         if table:
             to_csv(table, runs_dir / f"table_{name}.csv")
     figures: dict[str, Any] = {
-        "nDCG@10 per head and dataset": plots.metric_bars(tables["retrieval"], "NDCG@10", runs_dir / "fig_ndcg.png", "nDCG@10 (test)"),
-        "STS Spearman per head": plots.metric_bars(tables["sts"], "spearman", runs_dir / "fig_sts.png", "Spearman, argument order (a, b)"),
+        "nDCG@10 per head and dataset": plots.metric_bars(
+            tables["retrieval"] + tables["bright"], "NDCG@10", runs_dir / "fig_ndcg.png", "nDCG@10 (test)"
+        ),
+        "STS Spearman per head": plots.metric_bars(
+            tables["sts"], "spearman", runs_dir / "fig_sts.png", "Spearman, argument order (a, b)"
+        ),
         "CLIP R@1 in both directions": plots.clip_recall(tables["clip"], runs_dir / "fig_clip_r1.png"),
-        "Document norms, relevant vs non-relevant": plots.norm_histograms(document_norm_samples(cells), runs_dir / "fig_doc_norms.png"),
-        "Learnable-head gamma trajectories": plots.gamma_trajectories(gamma_trajectories(cells), runs_dir / "fig_gammas.png"),
+        "Document norms, relevant vs non-relevant": plots.norm_histograms(
+            document_norm_samples(cells), runs_dir / "fig_doc_norms.png"
+        ),
+        "Learnable-head gamma trajectories": plots.gamma_trajectories(
+            gamma_trajectories(cells), runs_dir / "fig_gammas.png"
+        ),
     }
     seeds = {int(c.cell["seed"]) for c in cells}
-    parts = [f"# {title}", "", f"{len(cells)} finished runs under `{runs_dir}`, seeds {sorted(seeds)}. Scores x100, "
-             "diagnostics as they are; mean ± std over seeds; (change vs cosine, paired t-test p-value vs cosine when "
-             "there are 2+ seeds); best per row in bold.", ""]
+    parts = [
+        f"# {title}",
+        "",
+        f"{len(cells)} finished runs under `{runs_dir}`, seeds {sorted(seeds)}. Scores x100, "
+        "diagnostics as they are; mean ± std over seeds; (change vs cosine, paired t-test p-value vs cosine when "
+        "there are 2+ seeds); best per row in bold.",
+        "",
+    ]
     if len(seeds) < 2:
         parts += ["With one seed no difference is tested for significance; gaps of a point or two may be noise.", ""]
-    sections = [("Retrieval (test splits)", "retrieval"), ("Symmetric task (STS-style)", "sts"),
-                ("CLIP: head-aware retrieval in both directions", "clip"), ("Magnitude diagnostics", "diagnostics")]
+    sections = [
+        ("Retrieval (test splits)", "retrieval"),
+        ("BRIGHT: plain mean over its tasks", "bright"),
+        ("BRIGHT per task", "bright_tasks"),
+        ("Symmetric task (STS-style)", "sts"),
+        ("CLIP: head-aware retrieval in both directions", "clip"),
+        ("Magnitude diagnostics", "diagnostics"),
+    ]
     for heading, key in sections:
         if tables[key]:
             parts += [f"## {heading}", "", to_markdown(tables[key])]
-    parts += ["## What these numbers show", "", *findings(tables["retrieval"], tables["sts"], tables["clip"]), ""]
+    parts += ["## What these numbers show", "", *findings(tables["retrieval"], tables["sts"], tables["clip"])]
+    parts += [*bright_findings(tables["bright"]), ""]
     parts += ["## Regime", "", *regime_section(tables["retrieval"])]
     parts += ["## Predicting qnorm vs dnorm before fine-tuning", "", *predictor_section(runs_dir, tables["retrieval"])]
     parts += ["## Figures", ""]

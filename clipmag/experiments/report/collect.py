@@ -16,9 +16,32 @@ from typing import Any
 from clipmag.experiments.sweep import CELL_FILE
 from clipmag.results import RESULTS_FILE, read_results
 
-TEXT_METRICS = ("NDCG@10", "MRR@10", "Recall@100", "MAP@100", "spearman", "pearson", "spearman_reversed", "pearson_reversed", "asymmetry_gap")
-CLIP_METRICS = ("i2t_r1_cosine", "t2i_r1_cosine", "i2t_r1_head", "t2i_r1_head", "i2t_r5_head", "t2i_r5_head",
-                "i2t_r10_head", "t2i_r10_head", "image_norm_d", "text_norm_d", "zeroshot_acc1_cosine", "zeroshot_acc1_head")
+TEXT_METRICS = (
+    "NDCG@10",
+    "Recall@1",
+    "MRR@10",
+    "Recall@100",
+    "MAP@100",
+    "spearman",
+    "pearson",
+    "spearman_reversed",
+    "pearson_reversed",
+    "asymmetry_gap",
+)
+CLIP_METRICS = (
+    "i2t_r1_cosine",
+    "t2i_r1_cosine",
+    "i2t_r1_head",
+    "t2i_r1_head",
+    "i2t_r5_head",
+    "t2i_r5_head",
+    "i2t_r10_head",
+    "t2i_r10_head",
+    "image_norm_d",
+    "text_norm_d",
+    "zeroshot_acc1_cosine",
+    "zeroshot_acc1_head",
+)
 
 
 @dataclass
@@ -74,12 +97,46 @@ def _diagnostic_rows(result: dict[str, Any]) -> dict[str, float]:
 def tidy_rows(cells: list[CellResult]) -> list[Row]:
     rows: list[Row] = []
     for c in cells:
-        base = dict(group=c.cell["group"], kind=c.cell["kind"], model=c.cell.get("model") or "default", config=c.config, seed=int(c.cell["seed"]))
+        base = dict(
+            group=c.cell["group"],
+            kind=c.cell["kind"],
+            model=c.cell.get("model") or "default",
+            config=c.config,
+            seed=int(c.cell["seed"]),
+        )
         for dataset, result in c.results["metrics"].items():
             values = {m: result[m] for m in (*TEXT_METRICS, *CLIP_METRICS) if isinstance(result.get(m), (int, float))}
             values.update(_diagnostic_rows(result))
             rows += [Row(**base, dataset=dataset, metric=m, value=float(v)) for m, v in values.items()]
     return rows
+
+
+def bright_suites(cells: list[CellResult]) -> dict[str, str]:
+    """Dataset name -> BRIGHT setting (e.g. ``bright``, ``bright-long``, ``bright@official``) of every
+    BRIGHT task result, read from the provenance block the evaluation writes with it."""
+    return {
+        dataset: result["data"]["suite"]
+        for c in cells
+        for dataset, result in c.results["metrics"].items()
+        if isinstance(result.get("data"), dict) and result["data"].get("kind") == "bright"
+    }
+
+
+def bright_means(rows: list[Row], suites: dict[str, str]) -> list[Row]:
+    """BRIGHT's own score: per run, setting and metric, the plain mean over its tasks.
+
+    Each task weighs the same, as in the BRIGHT paper. The row names the setting and how many tasks
+    it averages, so means over different task sets never share a table row.
+    """
+    tasks: dict[tuple, list[float]] = {}
+    for r in rows:
+        if r.dataset in suites:
+            key = (r.group, r.kind, r.model, r.config, r.seed, suites[r.dataset], r.metric)
+            tasks.setdefault(key, []).append(r.value)
+    return [
+        Row(group, kind, model, config, seed, f"{suite} mean ({len(values)} tasks)", metric, sum(values) / len(values))
+        for (group, kind, model, config, seed, suite, metric), values in tasks.items()
+    ]
 
 
 def gamma_trajectories(cells: list[CellResult]) -> dict[str, list[tuple[int, float, float]]]:
@@ -101,7 +158,10 @@ def document_norm_samples(cells: list[CellResult]) -> dict[tuple[str, str], dict
     out = {}
     for c in cells:
         for dataset, result in c.results["metrics"].items():
-            effect = ((result.get("diagnostics") or {}).get("document_norm_effect") or {})
+            effect = (result.get("diagnostics") or {}).get("document_norm_effect") or {}
             if "relevant_norms" in effect and "nonrelevant_norms" in effect:
-                out.setdefault((c.config, dataset), {"relevant": effect["relevant_norms"], "nonrelevant": effect["nonrelevant_norms"]})
+                out.setdefault(
+                    (c.config, dataset),
+                    {"relevant": effect["relevant_norms"], "nonrelevant": effect["nonrelevant_norms"]},
+                )
     return out

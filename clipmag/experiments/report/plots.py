@@ -35,7 +35,7 @@ def norm_histograms(samples: dict[tuple[str, str], dict[str, list[float]]], path
         ax.hist(rel, bins=bins, alpha=0.6, density=True, label="relevant")
         ax.set_title(f"{key[0]} / {key[1]}", fontsize=9)
         ax.set_xlabel("|d|", fontsize=8)
-    for ax in list(axes.flat)[len(keys):]:
+    for ax in list(axes.flat)[len(keys) :]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
     return _save(fig, path)

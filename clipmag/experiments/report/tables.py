@@ -12,9 +12,8 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from clipmag.heads import HEAD_NAMES
-
 from clipmag.experiments.report.collect import Row
+from clipmag.heads import HEAD_NAMES
 
 BASELINE = "cosine"
 LOWER_IS_BETTER = {"asymmetry_gap"}
@@ -120,16 +119,44 @@ def to_csv(table: list[TableRow], path: str | Path) -> Path:
     path = Path(path)
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["group", "model", "dataset", "metric", "config", "mean", "std", "n", "change_vs_cosine", "p_value_vs_cosine", "best"])
+        writer.writerow(
+            [
+                "group",
+                "model",
+                "dataset",
+                "metric",
+                "config",
+                "mean",
+                "std",
+                "n",
+                "change_vs_cosine",
+                "p_value_vs_cosine",
+                "best",
+            ]
+        )
         for row in table:
             for name, c in row.cells.items():
-                writer.writerow([row.group, row.model, row.dataset, row.metric, name, c.mean, c.std, c.n,
-                                 "" if c.change_vs_baseline is None else c.change_vs_baseline,
-                                 "" if c.p_value is None else c.p_value, c.best])
+                writer.writerow(
+                    [
+                        row.group,
+                        row.model,
+                        row.dataset,
+                        row.metric,
+                        name,
+                        c.mean,
+                        c.std,
+                        c.n,
+                        "" if c.change_vs_baseline is None else c.change_vs_baseline,
+                        "" if c.p_value is None else c.p_value,
+                        c.best,
+                    ]
+                )
     return path
 
 
 def mean_of(table: list[TableRow], group: str, metric: str, config: str) -> float:
     """Mean of a configuration's cell over every dataset row of ``group`` / ``metric`` (NaN if none)."""
-    values = [row.cells[config].mean for row in table if row.group == group and row.metric == metric and config in row.cells]
+    values = [
+        row.cells[config].mean for row in table if row.group == group and row.metric == metric and config in row.cells
+    ]
     return float(np.mean(values)) if values else math.nan

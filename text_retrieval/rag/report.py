@@ -1,0 +1,107 @@
+"""The RAG comparison table: retrieval accuracy@k and reader scores per retriever row, vs cosine.
+
+Each row is one retriever (a model under a head, or BM25). The change column is relative to the
+baseline row (the first row scored with the cosine head, else the first row), and its p-value is
+an exact McNemar test over questions: a two-sided binomial test on the questions where exactly one
+of the two rows is right (``scipy.stats.binomtest``). It is a paired test because both rows answer
+the same questions; with the few questions of the embedded set only large gaps reach p < 0.05.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scipy.stats import binomtest
+
+from text_retrieval.rag.config import ACCURACY_AT
+
+__all__ = ["Row", "mcnemar_p", "comparison_table", "read_row", "question_outcomes", "QUESTIONS_SUFFIX"]
+
+QUESTIONS_SUFFIX = ".questions.jsonl"
+
+
+@dataclass
+class Row:
+    """One retriever's results: metrics per QA set and per-question outcomes (``{qid: {key: 0/1}}``)."""
+
+    label: str
+    head: str | None
+    metrics: dict[str, dict[str, Any]]
+    outcomes: dict[str, dict[str, dict[str, float]]]
+
+
+def mcnemar_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Exact two-sided McNemar p-value of paired binary outcomes (1.0 when they never disagree)."""
+    only_a = sum(1 for x, y in zip(a, b) if x and not y)
+    only_b = sum(1 for x, y in zip(a, b) if y and not x)
+    if only_a + only_b == 0:
+        return 1.0
+    return float(binomtest(only_a, only_a + only_b, 0.5).pvalue)
+
+
+def question_outcomes(record: Mapping[str, Any], top_k: int) -> dict[str, float]:
+    """A per-question record's binary outcomes for the paired test: hit within ``top_k``, and EM."""
+    rank = record.get("first_hit_rank")
+    out = {f"accuracy@{top_k}": float(rank is not None and rank <= top_k)}
+    if "EM" in record:
+        out["EM"] = float(record["EM"])
+    return out
+
+
+def read_row(folder: str | Path, top_k: int = 5) -> Row:
+    """A row from a result folder (``results.json`` plus ``<qa>.questions.jsonl``)."""
+    folder = Path(folder)
+    path = folder / "results.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no RAG results in {folder} (expected {path})")
+    record = json.loads(path.read_text(encoding="utf-8"))
+    outcomes = {}
+    for name in record["metrics"]:
+        lines = (folder / f"{name}{QUESTIONS_SUFFIX}").read_text(encoding="utf-8").split("\n")
+        rows = [json.loads(line) for line in lines if line.strip()]
+        outcomes[name] = {r["id"]: question_outcomes(r, top_k) for r in rows}
+    head = (record.get("head") or {}).get("head", {}).get("name")
+    return Row(record["row"], head, record["metrics"], outcomes)
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}"
+
+
+def _change(row: Row, base: Row, qa: str, key: str) -> str:
+    ours, theirs = row.metrics[qa].get(key), base.metrics[qa].get(key)
+    if row is base or ours is None or theirs is None:
+        return "-"
+    shared = [q for q in base.outcomes[qa] if q in row.outcomes[qa] and key in row.outcomes[qa][q]]
+    p = mcnemar_p([row.outcomes[qa][q][key] for q in shared], [base.outcomes[qa][q][key] for q in shared])
+    relative = f" ({100 * (ours - theirs) / theirs:+.0f}%)" if theirs else ""
+    return f"{100 * (ours - theirs):+.1f}{relative}, p={p:.2g}"
+
+
+def comparison_table(rows: Sequence[Row], top_k: int = 5) -> str:
+    """Markdown tables, one per QA set: accuracy@k, EM, F1, contains, and changes vs the baseline."""
+    if not rows:
+        return ""
+    base = next((r for r in rows if r.head == "cosine"), rows[0])
+    blocks = []
+    for qa in rows[0].metrics:
+        ks = [k for k in ACCURACY_AT if f"accuracy@{k}" in rows[0].metrics[qa]]
+        reader = "EM" in rows[0].metrics[qa]
+        header = ["retriever", *(f"acc@{k}" for k in ks)]
+        header += ["EM", "F1", "contains"] if reader else []
+        header += [f"acc@{top_k} vs {base.label}"] + ([f"EM vs {base.label}"] if reader else [])
+        lines = [f"**{qa}** ({rows[0].metrics[qa]['num_questions']} questions, x100)", ""]
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for row in rows:
+            m = row.metrics.get(qa, {})
+            cells = [row.label, *(_cell(m.get(f"accuracy@{k}")) for k in ks)]
+            cells += [_cell(m.get(key)) for key in ("EM", "F1", "contains")] if reader else []
+            cells.append(_change(row, base, qa, f"accuracy@{top_k}"))
+            cells += [_change(row, base, qa, "EM")] if reader else []
+            lines.append("| " + " | ".join(cells) + " |")
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks) + "\n"

@@ -1,0 +1,123 @@
+"""Retrievers for RAG: a dense encoder under each head, and BM25 as the lexical baseline.
+
+Dense retrieval is :mod:`text_retrieval.search` itself (its corpus cache, index and head
+semantics; no second search path): raw passage embeddings are encoded once per model (and cached
+on disk with ``cache_dir``), raw question embeddings once, and each head only builds its index over
+document-side-transformed vectors and searches. So ``qnorm`` ranks exactly like ``dot`` and
+``dnorm`` exactly like ``cosine``, as in every other evaluator of the project.
+
+BM25 is ``bm25s`` (Lucene's BM25 variant, k1 = 1.5, b = 0.75, English stop words, no stemming)
+over the same ``title + " " + text`` the dense retriever sees.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from clipmag.heads import build_head
+from text_retrieval.encoder import TextEncoder
+from text_retrieval.rag.data import Corpus, Question
+from text_retrieval.search import build_index, encode_corpus, search
+
+logger = logging.getLogger("clipmag")
+
+__all__ = ["Ranking", "RetrieverRun", "dense_runs", "bm25_run"]
+
+Ranking = list[tuple[str, float]]
+
+
+@dataclass
+class RetrieverRun:
+    """One retriever's rankings (``depth`` passages per question, best first) and its description."""
+
+    label: str
+    rankings: dict[str, Ranking]
+    head: dict | None
+    description: dict[str, object]
+    seconds: float
+
+
+def _fingerprint(corpus: Corpus) -> str:
+    digest = hashlib.sha1()
+    for p in corpus.passages:
+        digest.update(p.id.encode() + b"\0" + p.retrieval_text.encode() + b"\1")
+    return digest.hexdigest()[:16]
+
+
+def dense_runs(
+    encoder: TextEncoder,
+    corpus: Corpus,
+    questions: Sequence[Question],
+    norms: Sequence[str],
+    depth: int,
+    cache_dir: str | Path | None = None,
+    batch_size: int = 64,
+    label_prefix: str = "",
+    show_progress: bool = True,
+) -> Iterator[RetrieverRun]:
+    """A run per head name in ``norms`` (``model`` or an empty list: the encoder's own head).
+
+    The encoder's head is restored afterwards; its other settings (pooling, prefixes, lengths)
+    are the ones it was loaded with.
+    """
+    start = time.perf_counter()
+    doc_ids = [p.id for p in corpus.passages]
+    docs = encode_corpus(
+        encoder,
+        [p.retrieval_text for p in corpus.passages],
+        cache_dir=cache_dir,
+        dataset_name=f"rag-{corpus.name}",
+        dataset_fingerprint=_fingerprint(corpus),
+        batch_size=batch_size,
+        show_progress=show_progress,
+    )
+    qids = [q.id for q in questions]
+    queries = encoder.encode([q.text for q in questions], "query", batch_size, show_progress)
+    encode_seconds = time.perf_counter() - start
+    own = encoder.head
+    try:
+        for norm in norms or ["model"]:
+            start = time.perf_counter()
+            encoder.head = own if norm in ("model", own.name) else build_head(norm)
+            index = build_index(np.asarray(docs), encoder.head)
+            run = search(index, queries, qids, doc_ids, encoder.head, top_k=min(depth, len(doc_ids)))
+            rankings = {qid: list(hits.items()) for qid, hits in run.items()}
+            yield RetrieverRun(
+                label=f"{label_prefix}{encoder.head.name}",
+                rankings=rankings,
+                head=encoder.head_record().to_dict(),
+                description={"kind": "dense", "model": encoder.name_or_path, "encode_seconds": encode_seconds},
+                seconds=time.perf_counter() - start + encode_seconds,
+            )
+    finally:
+        encoder.head = own
+
+
+def bm25_run(corpus: Corpus, questions: Sequence[Question], depth: int) -> RetrieverRun:
+    """BM25 rankings of every question over the corpus (bm25s, settings in the module docstring)."""
+    import bm25s
+
+    start = time.perf_counter()
+    retriever = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
+    retriever.index(bm25s.tokenize([p.retrieval_text for p in corpus.passages], stopwords="en", show_progress=False))
+    query_tokens = bm25s.tokenize([q.text for q in questions], stopwords="en", show_progress=False)
+    k = min(depth, len(corpus))
+    positions, scores = retriever.retrieve(query_tokens, k=k, show_progress=False)
+    rankings = {
+        q.id: [(corpus.passages[int(i)].id, float(s)) for i, s in zip(positions[row], scores[row])]
+        for row, q in enumerate(questions)
+    }
+    return RetrieverRun(
+        label="bm25",
+        rankings=rankings,
+        head=None,
+        description={"kind": "bm25", "library": "bm25s", "k1": 1.5, "b": 0.75, "method": "lucene", "stopwords": "en"},
+        seconds=time.perf_counter() - start,
+    )
