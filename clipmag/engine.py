@@ -72,6 +72,8 @@ class Trainer:
         self.task, self.loop, self.optim_cfg, self.full_config, self.ctx = task, loop, optim, full_config, ctx
         self.output_dir = Path(loop.output_dir)
         self.ckpt_dir = self.output_dir / ckpt_io.CHECKPOINT_DIR
+        if loop.threads:
+            torch.set_num_threads(loop.threads)
         seed_everything(loop.seed)  # identical initial weights on every rank
         self.model = task.build_model().to(ctx.device)
         seed_everything(loop.seed + ctx.rank)  # open_clip's rule: per-rank dropout and augmentation

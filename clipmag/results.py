@@ -13,6 +13,7 @@ Readers (the report, later evaluators) read one shape, whatever front end wrote 
       "metrics": {"<dataset>": {"<metric>": value, ..., "diagnostics": {...}}},
       "timings": {"train_seconds": ..., "test_seconds": ...},
       "versions": {"python": ..., "clipmag": ..., "torch": ..., ...},
+      "numerics": {"torch_threads": 2, "cpu_capability": "AVX512", "autocast": "bfloat16", ...},
       "created": "2026-11-30T12:00:00"
     }
 """
@@ -26,6 +27,8 @@ from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from clipmag.head_record import HeadRecord
 
@@ -55,6 +58,18 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+def numerics(autocast: torch.dtype | None) -> dict[str, Any]:
+    """What decides the last bits of every number: float results shift with the thread count
+    (reduction order) and with the CPU kernels torch picks (AVX2 vs AVX-512), and on a short run
+    those last bits can grow into points of a metric, so they are recorded with the numbers."""
+    return {
+        "torch_threads": torch.get_num_threads(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "autocast": str(autocast).replace("torch.", "") if autocast is not None else "fp32",
+        "device": "cuda" if torch.cuda.is_available() else "cpu",
+    }
+
+
 def build_results(
     run: Mapping[str, Any],
     head: HeadRecord,
@@ -62,6 +77,7 @@ def build_results(
     metrics: Mapping[str, Mapping[str, Any]],
     validation: Mapping[str, Any],
     timings: Mapping[str, float],
+    numerics: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A results record in the schema above."""
     return {
@@ -73,6 +89,7 @@ def build_results(
         "metrics": {name: dict(values) for name, values in metrics.items()},
         "timings": dict(timings),
         "versions": package_versions(),
+        "numerics": dict(numerics or {}),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
 

@@ -20,7 +20,7 @@ from clipmag import distributed as dist_utils
 from clipmag.distributed import DistributedContext
 from clipmag.engine import Task, Trainer
 from clipmag.head_record import HeadRecord
-from clipmag.results import build_results, write_results
+from clipmag.results import build_results, numerics, write_results
 from clipmag.run_logging import logger, setup_logging
 from clipmag.settings import OptimConfig, TrainLoopConfig
 
@@ -89,7 +89,9 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
         }
         timings = {"train_seconds": train_seconds, "test_seconds": time.perf_counter() - start}
         checkpoint = {"path": str(tested), **trainer.tested}
-        results = build_results(run, record, checkpoint, metrics, validation, timings)
+        results = build_results(
+            run, record, checkpoint, metrics, validation, timings, numerics(trainer.optimizer_step.amp_dtype)
+        )
         write_results(results, output_dir)
         logger.info("results written to %s", output_dir / "results.json")
         print(task.format_results(metrics), flush=True)

@@ -75,6 +75,9 @@ class TrainLoopConfig:
     steps: int = 100
     grad_accum: int = 1
     chunk_size: int = 0
+    # torch intra-op threads (0: torch's default, one per core). Results shift in their last bits
+    # with the thread count; pin it to compare runs across machines.
+    threads: int = 0
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"

@@ -7,6 +7,7 @@ import logging
 
 import pytest
 from bright_fixtures import PAGES, REVISION, download_all_settings, write_hub_tree
+from text_fixtures import REPO
 
 from text_retrieval.data import DataFormatError, EvalSettings, detect_kind, load_bright, load_eval_datasets
 from text_retrieval.data import download as dl
@@ -175,3 +176,20 @@ def test_settings_file_errors_name_file_and_key(root, tmp_path, monkeypatch):
         bad.write_text(text)
         with pytest.raises((ValueError, FileNotFoundError), match=rf"bad\.yaml: .*{message}"):
             read_settings_file(bad)
+
+
+def test_shipped_settings_files_load(root, tmp_path, monkeypatch):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "bright").symlink_to(root)
+    monkeypatch.chdir(tmp_path)
+    shipped = {p.stem: read_settings_file(p)[1] for p in (REPO / "clipmag" / "configs" / "eval").glob("*.yaml")}
+    assert set(shipped) == {"bright_official", "bright_official_long", "bright_e5_instruct"}
+    assert shipped["bright_official_long"].long_documents and not shipped["bright_official"].long_documents
+    assert shipped["bright_e5_instruct"].prefix("query", "theoremqa_theorems") == (
+        "Instruct: Given a Math problem, retrieve relevant theorems that help answer the problem\nQuery: "
+    )
+    assert (
+        shipped["bright_e5_instruct"]
+        .prefix("query", "earth_science")
+        .startswith("Instruct: Given a earth_science post")
+    )

@@ -122,6 +122,8 @@ def test_hub_model_reads_its_sentence_transformers_settings(tmp_path, monkeypatc
     loaded = encoder_module.TextEncoder.from_pretrained("org/cls-model")
     assert (loaded.pooling, loaded.query_max_length, loaded.document_max_length) == ("cls", 128, 128)
     assert ("org/cls-model", "1_Pooling/config.json") in asked and model_length_limit(loaded) == 128
+    monkeypatch.setattr(loaded.model.config, "max_position_embeddings", 100)
+    assert model_length_limit(loaded) == 100  # a declared length never exceeds the position embeddings
 
 
 def _cell(runs, head, seed, metrics):

@@ -209,3 +209,21 @@ def test_command_writes_json(tiny_model_dir, tmp_path, capsys):
     assert "kappa_query" in capsys.readouterr().out
     with pytest.raises(FileNotFoundError):
         main(["--model", str(tiny_model_dir), "--data", str(tmp_path / "missing.jsonl")])
+
+
+def test_report_reads_each_groups_verdicts(tmp_path):
+    """The sweep report puts a group's own predict_norm.json (else the sweep's) next to its winner."""
+    from clipmag.experiments.report.build import predictor_section
+    from clipmag.experiments.report.tables import Cell, TableRow
+
+    def row(group: str, qnorm: float, dnorm: float) -> TableRow:
+        cells = {head: Cell(v, 0.0, 1, None, None) for head, v in (("qnorm", qnorm), ("dnorm", dnorm))}
+        return TableRow(group, "m", "test", "NDCG@10", cells)
+
+    fisher = {"verdict": "dnorm", "kappa_query": 1.5, "kappa_document": math.inf, "definition": "ours"}
+    (tmp_path / "own").mkdir()
+    (tmp_path / "own" / "predict_norm.json").write_text(json.dumps({"fisher": fisher}))
+    (tmp_path / "predict_norm.json").write_text(json.dumps({"fisher": {**fisher, "verdict": "qnorm"}}))
+    text = "\n".join(predictor_section(tmp_path, [row("own", 0.4, 0.5), row("shared", 0.4, 0.5)]))
+    assert "`own/predict_norm.json`): predicted **dnorm** (kappa_query 1.5, kappa_document inf) - matches" in text
+    assert "`predict_norm.json`): predicted **qnorm**" in text and "does not match" in text

@@ -124,10 +124,11 @@ def test_bright_excluded_ids(tmp_path):
     assert ds.excluded == {"0": {"doc0"}} and not ds.ignore_identical_ids
     examples[1]["gold_ids"] = ["doc9"]
     _write_bright(folder, examples, docs)
+    assert load_bright(folder).qrels["1"] == {"doc9": 1}  # kept, as the official evaluation keeps it
     with pytest.raises(
         DataFormatError, match=r"examples\.jsonl, line 2: expected gold ids present in documents\.jsonl"
     ):
-        load_bright(folder)
+        load_bright(folder, strict=True)
 
 
 def test_stsb_file_with_raw_quotes_and_extra_fields():

@@ -6,8 +6,8 @@ same vectors can be scored under any head. Scoring code calls ``head.transform_q
 ``head.transform_document`` (or ``head.score``) itself.
 
 ``save_pretrained`` writes the HF model and tokenizer, ``clipmag_head.json`` (the ``HeadRecord``:
-head, pooling, prefixes, max lengths) and the sentence-transformers module files without a ``Normalize`` module,
-so ``SentenceTransformer(folder)`` yields the same raw embeddings as :meth:`encode`.
+head, pooling, prefixes, max lengths) and a sentence-transformers pipeline whose ``encode_query`` /
+``encode_document`` / ``similarity`` give the head's scores (``text_retrieval/st_export.py``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer, BatchEncoding, Pr
 from clipmag.head_record import HEAD_FILE, HeadRecord
 from clipmag.heads import SimilarityHead, build_head, head_from_dict
 from clipmag.precision import autocast, autocast_dtype, check_precision
-from text_retrieval.hf_files import append_eos, sentence_transformers_settings, write_sentence_transformers_files
+from text_retrieval.hf_files import append_eos, sentence_transformers_settings
 from text_retrieval.packaged import resolve_model_name
 
 logger = logging.getLogger("clipmag")
@@ -275,25 +275,18 @@ class TextEncoder(nn.Module):
 
     # ------------------------------------------------------------------ saving
     def save_pretrained(self, directory: str | Path, record: HeadRecord | None = None) -> None:
-        """HF model + tokenizer + ``clipmag_head.json`` + sentence-transformers files (no Normalize).
+        """HF model + tokenizer + ``clipmag_head.json`` + the head as a sentence-transformers pipeline.
 
         ``record`` is the trainer's fuller record (with the loss direction and scale); by default
-        the encoder's own.
+        the encoder's own. The sentence-transformers files and model card come from
+        ``text_retrieval.st_export`` (imported here: sentence-transformers is slow to import).
         """
+        from text_retrieval.st_export import save_sentence_transformers
+
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
-        (record or self.head_record()).write(directory)
-        if self.query_max_length != self.document_max_length:
-            logger.warning(
-                "sentence-transformers keeps one max length; writing the document side's (%d)", self.document_max_length
-            )
-        write_sentence_transformers_files(
-            directory,
-            pooling=self.pooling,
-            dim=self.dim,
-            max_length=self.document_max_length,
-            prompts={"query": self.query_prefix, "document": self.document_prefix},
-            similarity="cosine" if self.head.name == "cosine" else "dot",
-        )
+        record = record or self.head_record()
+        record.write(directory)
+        save_sentence_transformers(directory, record, self.dim)

@@ -6,12 +6,12 @@ the explicit length if one is set, otherwise the model's own limit capped by ``m
 and the settings' prefix template for the dataset where one is set. The model's own limit is the
 ``max_seq_length`` of its sentence-transformers config (what ``SentenceTransformer``, and so the
 official BRIGHT baselines, use) unless the model is a clipmag export (whose file holds the training
-length), else the tokenizer's ``model_max_length``, else the position embeddings.
+length), else the tokenizer's ``model_max_length``, else the position embeddings, and never more
+than the position embeddings.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -27,7 +27,6 @@ _SIDE_KEYS = ("query_prefix", "document_prefix", "query_max_length", "document_m
 _NO_LIMIT = 1_000_000  # tokenizers without a limit report a huge sentinel (1e30)
 
 
-@functools.lru_cache(maxsize=32)
 def _declared_length(source: str) -> int | None:
     if HeadRecord.exists(source):
         return None
@@ -35,15 +34,14 @@ def _declared_length(source: str) -> int | None:
 
 
 def model_length_limit(encoder: TextEncoder) -> int:
-    """The longest input the model itself declares (see the module docstring for the order)."""
-    declared = _declared_length(encoder.name_or_path)
-    if declared:
-        return int(declared)
-    tokenizer_limit = getattr(encoder.tokenizer, "model_max_length", None)
-    if isinstance(tokenizer_limit, int) and 0 < tokenizer_limit < _NO_LIMIT:
-        return tokenizer_limit
+    """The longest input the model itself declares (see the module docstring for the order), never
+    beyond its position embeddings (a tokenizer borrowed from a larger model may claim more)."""
     positions = getattr(encoder.model.config, "max_position_embeddings", None)
-    return int(positions) if positions else DEFAULT_MAX_LENGTH
+    tokenizer_limit = getattr(encoder.tokenizer, "model_max_length", None)
+    if not (isinstance(tokenizer_limit, int) and 0 < tokenizer_limit < _NO_LIMIT):
+        tokenizer_limit = None
+    limit = _declared_length(encoder.name_or_path) or tokenizer_limit or positions or DEFAULT_MAX_LENGTH
+    return int(min(limit, positions)) if positions else int(limit)
 
 
 @contextmanager

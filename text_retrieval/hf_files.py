@@ -1,8 +1,7 @@
 """What a text encoder's folder and tokenizer need besides the weights, kept out of ``encoder.py``.
 
-* sentence-transformers settings: read (pooling and max length of a model that came as a
-  sentence-transformers folder) and written (module files *without* a ``Normalize`` module, so
-  ``SentenceTransformer(folder)`` returns the same raw embeddings as ``TextEncoder.encode``);
+* sentence-transformers settings: pooling and max length of a model that came as a
+  sentence-transformers folder (``text_retrieval/st_export.py`` writes an export's);
 * the end-of-sequence token that last-token pooling of a decoder LM wants: in a causal model only
   the last position sees the whole text, and pooling it works best when it is the same token for
   every text (Qwen3-Embedding and E5-Mistral append EOS for this reason), yet most decoder
@@ -20,16 +19,12 @@ from huggingface_hub.errors import EntryNotFoundError
 from tokenizers import processors
 from transformers import PreTrainedTokenizerBase
 
-__all__ = ["sentence_transformers_settings", "write_sentence_transformers_files", "append_eos"]
+__all__ = ["sentence_transformers_settings", "append_eos"]
 
 
 def _read_json(path: Path) -> dict[str, Any]:
     with open(path, encoding="utf-8") as handle:
         return json.load(handle)
-
-
-def _write_json(path: Path, value: Any) -> None:
-    path.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
 
 
 def _model_file(source: str | Path, name: str) -> dict[str, Any] | None:
@@ -61,32 +56,6 @@ def sentence_transformers_settings(source: str | Path) -> dict[str, Any]:
                 found["pooling"] = mode
                 break
     return found
-
-
-def write_sentence_transformers_files(
-    directory: Path, *, pooling: str, dim: int, max_length: int, prompts: dict[str, str], similarity: str
-) -> None:
-    """modules.json (Transformer + Pooling, no Normalize), the pooling and model configs."""
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-    ]
-    _write_json(directory / "modules.json", modules)
-    _write_json(directory / "sentence_bert_config.json", {"max_seq_length": max_length, "do_lower_case": False})
-    (directory / "1_Pooling").mkdir(exist_ok=True)
-    pooling_cfg = {
-        "word_embedding_dimension": dim,
-        "pooling_mode_cls_token": pooling == "cls",
-        "pooling_mode_mean_tokens": pooling == "mean",
-        "pooling_mode_max_tokens": False,
-        "pooling_mode_mean_sqrt_len_tokens": False,
-        "pooling_mode_weightedmean_tokens": False,
-        "pooling_mode_lasttoken": pooling == "last",
-        "include_prompt": True,
-    }
-    _write_json(directory / "1_Pooling" / "config.json", pooling_cfg)
-    st_config = {"prompts": prompts, "default_prompt_name": None, "similarity_fn_name": similarity}
-    _write_json(directory / "config_sentence_transformers.json", st_config)
 
 
 def append_eos(tokenizer: PreTrainedTokenizerBase) -> bool:

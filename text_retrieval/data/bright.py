@@ -105,6 +105,7 @@ class BrightDataset(RetrievalDataset):
 
 
 def is_bright_folder(path: str | Path) -> bool:
+    """A task folder: examples plus documents of either kind (a long-setting download has no short ones)."""
     path = Path(path)
     return (
         path.is_dir() and find_file(path, *_EXAMPLE_FILES) is not None and find_file(path, *_DOCUMENT_FILES) is not None

@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import socket
+import sys
 import tarfile
 import tempfile
 import urllib.request
@@ -210,9 +211,16 @@ def main(argv: Sequence[str] | None = None) -> Path:
     sources = parser.add_subparsers(dest="source", required=True)
     bright = sources.add_parser("bright", help="BRIGHT tasks from the Hugging Face Hub at a pinned revision")
     bright.add_argument("root", help="folder to write <task>/ folders into")
-    bright.add_argument("--tasks", nargs="+", choices=BRIGHT_TASKS, help="default: every task of the setting")
+    bright.add_argument("--tasks", nargs="+", choices=BRIGHT_TASKS, metavar="TASK", help="default: all of the setting")
     bright.add_argument("--long-documents", action="store_true", help="long documents (StackExchange tasks, pony)")
-    bright.add_argument("--reasoning", nargs="+", default=[], choices=REASONING_CONFIGS, help="reasoning queries too")
+    bright.add_argument(
+        "--reasoning",
+        nargs="+",
+        default=[],
+        choices=REASONING_CONFIGS,
+        metavar="CONFIG",
+        help=", ".join(REASONING_CONFIGS),
+    )
     bright.add_argument("--revision", default=BRIGHT_REVISION, help="dataset revision (default: %(default)s)")
     bright.add_argument("--snapshot", default=None, help="convert this local copy of the hub repository instead")
     beir = sources.add_parser("beir", help="a BEIR dataset (zip from the BEIR mirror)")
@@ -231,4 +239,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
 
 
 if __name__ == "__main__":
-    run_entry_point(main)
+    try:
+        run_entry_point(main)
+    except ConnectionError as err:  # offline: the message already says what to do
+        sys.exit(f"error: {err}")

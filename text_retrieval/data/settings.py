@@ -100,6 +100,7 @@ _FILE_KEYS: dict[str, tuple[tuple[type, ...], str]] = {
 
 
 def is_settings_file(path: str | Path) -> bool:
+    """A YAML file in place of a dataset path is read as BRIGHT settings (no dataset layout uses YAML)."""
     path = Path(path)
     return path.is_file() and path.suffix in SETTINGS_SUFFIXES
 

@@ -5,7 +5,7 @@
 ``passages.tsv``
     DPR layout (``id  text  title`` header) of gensim's shortened English Wikipedia dump (106
     articles) cleaned and split into 100-word passages by :mod:`text_retrieval.rag.wiki`.
-``qa.jsonl``
+``answerable.jsonl``
     ``{"id", "question", "answer", "match", "source", "article"}`` per line: the *answerable
     subset* of DPR's test questions (NQ-open, TriviaQA, SQuAD-open, WebQuestions, CuratedTREC).
     A question is kept when (1) it names an article's title - the title's tokens, without a
@@ -168,7 +168,7 @@ def build_rag_embedded(
         "versions": _versions(),
     }
     manifest_path = root / "manifest.json"
-    if manifest_path.is_file() and (root / "qa.jsonl").is_file() and (root / "passages.tsv").is_file():
+    if manifest_path.is_file() and (root / "answerable.jsonl").is_file() and (root / "passages.tsv").is_file():
         if json.loads(manifest_path.read_text(encoding="utf-8")).get("key") == key:
             return root
     logger.info("building the embedded RAG set in %s", root)
@@ -185,7 +185,7 @@ def build_rag_embedded(
         {"id": q.id, "question": q.text, "answer": list(q.answers), "match": q.match, "source": q.source, "article": t}
         for q, t in chosen
     ]
-    _write(root / "qa.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in qa_rows))
+    _write(root / "answerable.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in qa_rows))
     manifest = {
         "key": key,
         "selection_rule": SELECTION_RULE,

@@ -51,7 +51,7 @@ def load_rag_data(cfg: RagConfig) -> tuple[Corpus, list[QASet]]:
     if data.source == "embedded":
         dpr_dir = data.dpr_qa_dir or None
         root = build_rag_embedded(data.embedded_root, dpr_dir, data.embedded_questions, data.seed)
-        corpus, qa_paths = read_corpus(root), [str(root / "qa.jsonl")]
+        corpus, qa_paths = read_corpus(root), [str(root / "answerable.jsonl")]
     else:
         if not data.corpus or not data.qa:
             raise ValueError(

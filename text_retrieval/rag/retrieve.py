@@ -106,7 +106,8 @@ def bm25_run(corpus: Corpus, questions: Sequence[Question], depth: int) -> Retri
 
     start = time.perf_counter()
     retriever = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
-    retriever.index(bm25s.tokenize([p.retrieval_text for p in corpus.passages], stopwords="en", show_progress=False))
+    corpus_tokens = bm25s.tokenize([p.retrieval_text for p in corpus.passages], stopwords="en", show_progress=False)
+    retriever.index(corpus_tokens, show_progress=False)
     query_tokens = bm25s.tokenize([q.text for q in questions], stopwords="en", show_progress=False)
     k = min(depth, len(corpus))
     positions, scores = retriever.retrieve(query_tokens, k=k, show_progress=False)

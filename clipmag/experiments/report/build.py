@@ -32,12 +32,8 @@ def _groups(table: list[TableRow]) -> list[str]:
 
 
 def predictor_section(runs_dir: Path, retrieval: list[TableRow]) -> list[str]:
-    """Each predictor's verdict next to the sweep's qnorm-vs-dnorm winner on mean nDCG@10."""
-    path = runs_dir / PREDICTIONS_FILE
-    if not path.is_file():
-        return ["_No predictor output (run scripts/predict_norm.py --output " + str(path) + ")._", ""]
-    data = json.loads(path.read_text())
-    verdicts = {name: v for name, v in data.items() if isinstance(v, dict) and "verdict" in v}
+    """Each predictor's verdict next to the sweep's qnorm-vs-dnorm winner on mean nDCG@10. A group's own
+    ``<group>/predict_norm.json`` (predictors run on that group's training data) overrides the sweep's."""
     lines = []
     for group in _groups(retrieval):
         q, d = mean_of(retrieval, group, "NDCG@10", "qnorm"), mean_of(retrieval, group, "NDCG@10", "dnorm")
@@ -47,14 +43,22 @@ def predictor_section(runs_dir: Path, retrieval: list[TableRow]) -> list[str]:
         lines.append(
             f"Sweep group `{group}`: mean nDCG@10 qnorm {100 * q:.2f} vs dnorm {100 * d:.2f}, winner **{winner}**."
         )
-        for name, v in verdicts.items():
+        path = runs_dir / group / PREDICTIONS_FILE
+        path = path if path.is_file() else runs_dir / PREDICTIONS_FILE
+        if not path.is_file():
+            lines.append(f"- _No predictor output (run scripts/predict_norm.py --output {path})._")
+            continue
+        data = json.loads(path.read_text())
+        for name, v in data.items():
+            if not (isinstance(v, dict) and "verdict" in v):
+                continue
             match = "matches" if v["verdict"] == winner else "does not match"
             numbers = ", ".join(
                 f"{k} {v[k]:.3g}" for k in ("dcv", "threshold", "kappa_query", "kappa_document") if k in v
             )
             lines.append(
-                f"- {name}: predicted **{v['verdict']}** ({numbers}) - {match} the sweep's winner. "
-                f"Definition: {v.get('definition', 'n/a')}."
+                f"- {name} (`{path.relative_to(runs_dir)}`): predicted **{v['verdict']}** ({numbers}) - {match} "
+                f"the sweep's winner. Definition: {v.get('definition', 'n/a')}."
             )
     return (lines or ["_No qnorm/dnorm retrieval results to compare the predictions with._"]) + [""]
 

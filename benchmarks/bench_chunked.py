@@ -1,0 +1,195 @@
+"""Exact large batches on small memory: clipmag's gradient caching vs sentence-transformers'
+``CachedMultipleNegativesRankingLoss``, side by side, ratio printed.
+
+Both sides train the same all-MiniLM-L6-v2 weights on the same (docstring, code) pairs from the
+Python standard library, one global batch of ``--batch-size`` pairs per step (in-batch negatives
+over the whole batch), InfoNCE q2d at scale 20 with cosine similarity, AdamW with the same
+settings, fp32, max length ``--max-length`` on both sides:
+
+* ours: ``clipmag.grad_cache.cached_backward`` on the text trainer's ``BiEncoder`` with
+  ``train.chunk_size`` = the chunk size, then the optimizer step;
+* theirs: ``CachedMultipleNegativesRankingLoss(mini_batch_size=chunk)`` forward + backward, then
+  the optimizer step.
+
+Every (side, chunk size) runs in its own subprocess, so peak memory is that configuration's own:
+the resident set's high-water mark during the timed steps minus the resident set before the first
+step (model, tokenizer and data loaded). Samples/s are over ``--steps`` steps after one warm-up
+step. Configurations alternate ours / theirs so drift in background load hits both alike; the
+machine's load average is printed because other work on the CPU slows both sides.
+
+    python benchmarks/bench_chunked.py [--batch-size 256] [--chunks 256 64 16] [--steps 2] [--max-length 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _pairs(n: int) -> tuple[list[str], list[str]]:
+    import logging as stdlib_logging
+
+    from text_retrieval.data.codesearch import extract_functions
+
+    functions = [f for f in extract_functions(Path(stdlib_logging.__file__).parents[1]) if f.summary]
+    if len(functions) < n:
+        raise SystemExit(f"only {len(functions)} stdlib functions with docstrings; ask for fewer pairs")
+    return [f.summary for f in functions[:n]], [f.code for f in functions[:n]]
+
+
+def _ours(args: argparse.Namespace, queries: list[str], docs: list[str]) -> list[float]:
+    import contextlib
+
+    import torch
+
+    from clipmag.grad_cache import cached_backward
+    from clipmag.heads import build_head
+    from clipmag.losses import InfoNCE
+    from text_retrieval.encoder import TextEncoder
+    from text_retrieval.task import BiEncoder
+
+    head = build_head("cosine")
+    encoder = TextEncoder.from_pretrained("all-MiniLM-L6-v2", head=head, max_length=args.max_length)
+    model = BiEncoder(encoder, InfoNCE(head, scale=20.0), "infonce", 0, 1.0).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-6, betas=(0.9, 0.98), weight_decay=0.01)
+    times = []
+    for step in range(args.steps + 1):
+        rows = slice(step * args.batch_size, (step + 1) * args.batch_size)
+        batch = {"query": queries[rows], "positive": docs[rows]}
+        start = time.perf_counter()
+        cached_backward(
+            model, batch, args.chunk, lambda loss: loss.backward(), torch.device("cpu"), contextlib.nullcontext
+        )
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def _theirs(args: argparse.Namespace, queries: list[str], docs: list[str]) -> list[float]:
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.losses import CachedMultipleNegativesRankingLoss
+
+    from text_retrieval.packaged import resolve_model_name
+
+    model = SentenceTransformer(resolve_model_name("all-MiniLM-L6-v2"), device="cpu")
+    model.max_seq_length = args.max_length
+    model.train()
+    loss = CachedMultipleNegativesRankingLoss(model, scale=20.0, mini_batch_size=args.chunk)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-6, betas=(0.9, 0.98), weight_decay=0.01)
+    times = []
+    for step in range(args.steps + 1):
+        rows = slice(step * args.batch_size, (step + 1) * args.batch_size)
+        start = time.perf_counter()
+        features = [model.tokenize(queries[rows]), model.tokenize(docs[rows])]
+        loss(features, None).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def child(args: argparse.Namespace) -> None:
+    """One configuration in this process; prints one JSON line."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    queries, docs = _pairs(args.batch_size * (args.steps + 1))
+    run = _ours if args.side == "ours" else _theirs
+    baseline = _rss_mb()
+    times = run(args, queries, docs)
+    timed = sum(times[1:])
+    print(
+        json.dumps(
+            {
+                "side": args.side,
+                "chunk": args.chunk,
+                "samples_per_s": args.batch_size * args.steps / timed,
+                "peak_mb": _peak_mb() - baseline,
+                "step_s": times,
+            }
+        ),
+        flush=True,
+    )
+
+
+def parent(args: argparse.Namespace) -> None:
+    print(
+        f"global batch {args.batch_size}, max length {args.max_length}, {args.steps} timed steps after 1 warm-up, "
+        f"fp32, {args.threads} threads, load average {os.getloadavg()[0]:.2f}"
+    )
+    results: dict[tuple[str, int], dict] = {}
+    for i, chunk in enumerate(args.chunks):
+        sides = ("ours", "theirs") if i % 2 == 0 else ("theirs", "ours")
+        for side in sides:
+            cmd = [
+                sys.executable,
+                __file__,
+                "--child",
+                side,
+                "--chunk",
+                str(chunk),
+                "--batch-size",
+                str(args.batch_size),
+                "--steps",
+                str(args.steps),
+                "--max-length",
+                str(args.max_length),
+                "--threads",
+                str(args.threads),
+            ]
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                raise SystemExit(f"{side} chunk {chunk} failed:\n{proc.stderr[-3000:]}")
+            results[(side, chunk)] = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(f"\n{'chunk':>6}{'ours sps':>10}{'ST sps':>9}{'ratio':>7}{'ours MB':>9}{'ST MB':>8}{'MB ratio':>9}")
+    for chunk in args.chunks:
+        ours, theirs = results[("ours", chunk)], results[("theirs", chunk)]
+        print(
+            f"{chunk:>6}{ours['samples_per_s']:>10.2f}{theirs['samples_per_s']:>9.2f}"
+            f"{ours['samples_per_s'] / theirs['samples_per_s']:>7.2f}{ours['peak_mb']:>9.0f}{theirs['peak_mb']:>8.0f}"
+            f"{ours['peak_mb'] / max(theirs['peak_mb'], 1.0):>9.2f}"
+        )
+    print(f"load average at the end {os.getloadavg()[0]:.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--chunks", type=int, nargs="+", default=[256, 64, 16])
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--max-length", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--child", choices=("ours", "theirs"), default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--chunk", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        args.side = args.child
+        child(args)
+    else:
+        parent(args)
+
+
+if __name__ == "__main__":
+    main()

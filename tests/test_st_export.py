@@ -1,0 +1,138 @@
+"""The sentence-transformers export: every head's scores come out of sentence-transformers exactly.
+
+A tiny random BERT with MiniLM's tokenizer keeps each save-and-load under a second; the exactness
+is a property of the pipeline, not of the weights.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from text_fixtures import minilm_path
+
+from clipmag.head_record import HeadRecord
+from clipmag.heads import build_head
+from text_retrieval.encoder import TextEncoder
+from text_retrieval.st_export import model_card
+
+QUERIES = ["how do I sort a list", "vitamin d and respiratory infections", "x"]
+DOCUMENTS = [
+    "sorted(xs) returns a new sorted list and leaves xs as it is",
+    "Vitamin D deficiency is associated with respiratory infection in children.",
+    "The mitochondria is the powerhouse of the cell.",
+    "short",
+]
+LONG = "tokens beyond the query length but within the document length " * 3
+HEADS = {
+    "cosine": ("cosine", {}, "last"),
+    "dot": ("dot", {}, "mean"),
+    "qnorm": ("qnorm", {}, "mean"),
+    "dnorm": ("dnorm", {}, "last"),
+    "learnable": ("learnable", {"gq": 0.2, "gd": 0.85}, "cls"),
+    "learnable-equal": ("learnable", {"gq": 0.3, "gd": 0.3}, "mean"),
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_bert():
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+    torch.manual_seed(0)
+    size = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+    return BertModel(BertConfig(vocab_size=tokenizer.vocab_size, max_position_embeddings=128, **size)), tokenizer
+
+
+def _encoder(tiny_bert, name: str, settings: dict, pooling: str) -> TextEncoder:
+    model, tokenizer = tiny_bert
+    return TextEncoder(
+        model,
+        tokenizer,
+        head=build_head(name, **settings),
+        pooling=pooling,
+        query_prefix="query: ",
+        document_prefix="passage: ",
+        query_max_length=12,
+        document_max_length=40,
+        precision="fp32",
+    )
+
+
+def _export(tiny_bert, key: str, folder):
+    from sentence_transformers import SentenceTransformer
+
+    encoder = _encoder(tiny_bert, *HEADS[key])
+    encoder.save_pretrained(folder)
+    return encoder, SentenceTransformer(str(folder), device="cpu", trust_remote_code=key.startswith("learnable"))
+
+
+def _module_types(folder) -> list[str]:
+    types = [m["type"] for m in json.loads((folder / "modules.json").read_text())]
+    for router in folder.glob("*_Router/router_config.json"):
+        types += json.loads(router.read_text())["types"].values()
+    return types
+
+
+@pytest.mark.parametrize("key", list(HEADS))
+def test_similarity_of_query_and_document_encodings_is_the_head_score(tiny_bert, tmp_path, key):
+    encoder, st = _export(tiny_bert, key, tmp_path)
+    theirs = st.similarity(st.encode_query(QUERIES), st.encode_document(DOCUMENTS))
+    q = torch.from_numpy(encoder.encode(QUERIES, "query", show_progress=False))
+    d = torch.from_numpy(encoder.encode(DOCUMENTS, "document", show_progress=False))
+    torch.testing.assert_close(theirs, encoder.head.score(q, d), atol=1e-5, rtol=1e-5)
+    np.testing.assert_array_equal(st.encode(DOCUMENTS), st.encode_document(DOCUMENTS))  # plain = document route
+    types = _module_types(tmp_path)
+    clipmag_types = [t for t in types if not t.startswith("sentence_transformers.")]
+    gq, gd = encoder.head.gammas()
+    learnable = ["text_retrieval.st_modules.NormPower"] * (1 if gq == gd else 2)
+    assert clipmag_types == (learnable if key.startswith("learnable") else [])
+    assert any(t.endswith("Router") for t in types) == (gq != gd)
+    assert HeadRecord.read(tmp_path).head == encoder.head.to_dict()
+
+
+def test_prefixes_and_per_side_max_lengths_carry_over(tiny_bert, tmp_path):
+    encoder, st = _export(tiny_bert, "qnorm", tmp_path)
+    assert st.prompts == {"query": "query: ", "document": "passage: "} and st.default_prompt_name == "document"
+    assert (st[0].query_length, st[0].document_length, st.max_seq_length) == (12, 40, 40)
+    long_query = torch.from_numpy(encoder.encode([LONG], "query", show_progress=False))
+    long_doc = torch.from_numpy(encoder.encode([LONG], "document", show_progress=False))
+    torch.testing.assert_close(
+        st.similarity(st.encode_query([LONG]), st.encode_document([LONG])),
+        encoder.head.score(long_query, long_doc),
+        atol=1e-5,
+        rtol=1e-5,
+    )
+    assert not torch.allclose(long_query, long_doc, atol=1e-3)  # the two sides really were cut differently
+
+
+def test_rankings_inside_sentence_transformers_follow_the_document_side(tiny_bert, tmp_path):
+    """docs/method.md Prop. 4.1 in sentence-transformers: qnorm ranks as dot, dnorm as cosine."""
+    scores = {}
+    for key in ("dot", "qnorm", "dnorm", "cosine"):  # mean pooling for the first pair, last for the second
+        _, st = _export(tiny_bert, key, tmp_path / key)
+        scores[key] = st.similarity(st.encode_query(QUERIES), st.encode_document(DOCUMENTS))
+    order = {k: torch.argsort(v, dim=1, descending=True, stable=True) for k, v in scores.items()}
+    assert torch.equal(order["qnorm"], order["dot"]) and torch.equal(order["dnorm"], order["cosine"])
+    assert not torch.allclose(scores["qnorm"], scores["dot"]) and not torch.allclose(scores["dnorm"], scores["cosine"])
+
+
+def test_learnable_export_needs_trusted_clipmag_module(tiny_bert, tmp_path):
+    from sentence_transformers import SentenceTransformer
+
+    _encoder(tiny_bert, *HEADS["learnable"]).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        SentenceTransformer(str(tmp_path), device="cpu")
+    card = (tmp_path / "README.md").read_text()
+    assert "trust_remote_code=True" in card and "gq = 0.2, gd = 0.85" in card and "| pooling | cls |" in card
+
+
+def test_model_card_states_head_and_results():
+    record = HeadRecord(head={"name": "dnorm"}, pooling="cls", loss_direction="q2d", scale=20.0, model_name="m/x")
+    results = {"run": {"steps": 30, "seed": 0, "objective": "pairs"}, "metrics": {"scifact": {"NDCG@10": 0.61234}}}
+    card = model_card(record, results, data=["data/pairs"])
+    assert "`dnorm` head" in card and "gq = 0, gd = 1" in card and "base_model: m/x" in card
+    assert "| scifact | NDCG@10 0.6123 |" in card and "| training data | data/pairs |" in card
+    assert "trust_remote_code" not in card and "Plain `encode()` follows the document route" in card

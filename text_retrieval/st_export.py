@@ -1,0 +1,217 @@
+"""The sentence-transformers side of a text export: the head as an asymmetric pipeline, and a model card.
+
+Every head scores ``s(q, d) = (q / |q|^gq) . (d / |d|^gd)``, so a sentence-transformers model
+reproduces it exactly when ``encode_query`` ends in the query-side transform, ``encode_document``
+in the document-side transform, and ``similarity`` is a dot product. The pipeline is built from
+sentence-transformers' own module classes and written by its own ``save_pretrained``:
+
+* equal exponents need no routing: ``[Transformer, Pooling]`` with ``similarity_fn_name`` ``cosine``
+  (g = 1, embeddings stay raw) or ``dot`` (g = 0); a learnable head with equal exponents strictly
+  between adds ``NormPower(g)``;
+* unequal exponents (qnorm, dnorm, learnable) use a ``Router`` after the Transformer: query route
+  ``[Pooling, transform(gq)]``, document route ``[Pooling, transform(gd)]`` (one Pooling, saved
+  once), where transform(1) is ``Normalize``, transform(0) nothing, anything between ``NormPower``.
+
+The fixed heads thus load with sentence-transformers alone; only a learnable head needs clipmag
+(``text_retrieval.st_modules``, loaded with ``trust_remote_code=True``). Prefixes become the
+``query`` / ``document`` prompts and max lengths the Transformer's ``query_length`` /
+``document_length``. Plain ``encode()`` takes the document route: the Router's default route, the
+``document`` prompt as the default prompt, and the document length as ``max_seq_length``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from clipmag.head_record import HEAD_FILE, HeadRecord
+
+logger = logging.getLogger("clipmag")
+
+__all__ = ["save_sentence_transformers", "model_card", "write_model_card", "ST_POOLING"]
+
+ST_POOLING = {"mean": "mean", "cls": "cls", "last": "lasttoken"}
+CARD_FILE = "README.md"
+_ST_CONFIG = "sentence_bert_config.json"
+_STALE = ("1_Pooling", "1_Router")  # module folders an earlier export of another head may have left
+
+
+def _require_sentence_transformers() -> None:
+    """sentence-transformers with ``Router`` and per-task Transformer lengths (6.x), else a clear error."""
+    import inspect
+
+    import sentence_transformers
+    from sentence_transformers.base.modules import Transformer
+
+    if "query_length" not in inspect.signature(Transformer.__init__).parameters:
+        raise ImportError(
+            f"the sentence-transformers export needs sentence-transformers >= 6.2 (Router and per-side max "
+            f"lengths); installed: {sentence_transformers.__version__}"
+        )
+
+
+def _side_modules(gamma: float) -> list[Any]:
+    from sentence_transformers.base.modules import Normalize
+
+    from text_retrieval.st_modules import NormPower
+
+    if gamma == 0.0:
+        return []
+    return [Normalize()] if gamma == 1.0 else [NormPower(gamma)]
+
+
+def _pipeline(directory: Path, record: HeadRecord, dim: int) -> tuple[list[Any], str]:
+    """The modules after the HF model folder in ``directory``, and the similarity function name."""
+    from sentence_transformers.base.modules import Router, Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    transformer = Transformer(
+        str(directory),
+        query_length=record.query_max_length,
+        document_length=record.document_max_length,
+    )
+    pooling = Pooling(dim, ST_POOLING[record.pooling or "mean"], include_prompt=True)
+    gq, gd = record.build_head().gammas()
+    if gq == gd:
+        if gq in (0.0, 1.0):
+            return [transformer, pooling], "cosine" if gq == 1.0 else "dot"
+        return [transformer, pooling, *_side_modules(gq)], "dot"
+    router = Router.for_query_document(
+        query_modules=[pooling, *_side_modules(gq)], document_modules=[pooling, *_side_modules(gd)]
+    )
+    return [transformer, router], "dot"
+
+
+def save_sentence_transformers(directory: str | Path, record: HeadRecord, dim: int) -> None:
+    """Write the sentence-transformers files for the HF model and tokenizer already in ``directory``.
+
+    sentence-transformers' Transformer module loads the folder (so its files are the ones its own
+    ``save_pretrained`` writes; the weights are written back unchanged), the head becomes the
+    pipeline in the module docstring, and the model card (``README.md``) describes it.
+    """
+    _require_sentence_transformers()
+    from sentence_transformers import SentenceTransformer
+
+    directory = Path(directory)
+    for stale in _STALE:
+        shutil.rmtree(directory / stale, ignore_errors=True)
+    modules, similarity = _pipeline(directory, record, dim)
+    prompts = {"query": record.query_prefix or "", "document": record.document_prefix or ""}
+    model = SentenceTransformer(
+        modules=modules,
+        device="cpu",
+        similarity_fn_name=similarity,
+        prompts=prompts,
+        default_prompt_name="document" if prompts["document"] else None,
+    )
+    model.save_pretrained(str(directory), create_model_card=False)
+    if record.document_max_length:  # plain encode(): the document length (read at load as max_seq_length)
+        config_path = directory / _ST_CONFIG
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+        config["max_seq_length"] = int(record.document_max_length)
+        config_path.write_text(json.dumps(config, indent=4) + "\n", encoding="utf-8")
+    write_model_card(directory, record)
+
+
+_CARD = """---
+library_name: sentence-transformers
+pipeline_tag: sentence-similarity
+tags:
+- sentence-transformers
+- clipmag
+- head-{head}
+{base_model}---
+
+# clipmag text encoder, `{head}` head
+
+A dense retriever whose similarity head decides where embeddings are normalised:
+s(q, d) = (q / |q|^gq) . (d / |d|^gd) with **gq = {gq:.6g}, gd = {gd:.6g}** (clipmag's `{head}`).
+
+| setting | value |
+|---|---|
+| base model | {model} |
+| pooling | {pooling} |
+| query prefix / document prefix | {query_prefix!r} / {document_prefix!r} |
+| max tokens, query / document | {query_max_length} / {document_max_length} |
+| training loss | InfoNCE, direction {loss_direction}, scale {scale} |
+| training data | {data} |
+
+## Scoring
+
+```python
+from sentence_transformers import SentenceTransformer
+
+model = SentenceTransformer("PATH_OR_REPO"{trust})
+queries = model.encode_query(["how do I sort a list"])
+documents = model.encode_document(["sorted(xs) returns a new sorted list"])
+scores = model.similarity(queries, documents)  # the head's scores, exactly
+```
+
+`encode_query` and `encode_document` apply each side's part of the head and `similarity` is
+`{similarity}`. Plain `encode()` follows the document route. {loading}
+
+In clipmag, `TextEncoder.from_pretrained(PATH)` restores the head from `{head_file}`.
+
+## Results
+
+{results}
+"""
+_LOAD_FIXED = "Loading needs only sentence-transformers (>= 6.2)."
+_LOAD_LEARNABLE = (
+    "The learnable head's transform is clipmag's `NormPower` module: loading needs clipmag installed and "
+    "`trust_remote_code=True`."
+)
+
+
+def _card_results(results: Mapping[str, Any] | None) -> str:
+    """A table of the test metrics in ``results.json``, or where to find them."""
+    rows = []
+    for dataset, values in ((results or {}).get("metrics") or {}).items():
+        numbers = {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        rows.append(f"| {dataset} | " + ", ".join(f"{k} {v:.4f}" for k, v in numbers.items()) + " |")
+    if not rows:
+        return "Recorded in the run's `results.json` (written after the export is tested)."
+    run = (results or {}).get("run", {})
+    summary = f"{run.get('steps', '?')} steps, seed {run.get('seed', '?')}, objective {run.get('objective', '?')}."
+    return "\n".join([summary, "", "| test set | metrics |", "|---|---|", *rows])
+
+
+def model_card(record: HeadRecord, results: Mapping[str, Any] | None = None, data: Sequence[str] = ()) -> str:
+    """The export's README.md: the head, how to score with it, and (when known) training data and metrics.
+
+    ``results`` is the run's ``results.json`` (test metrics, steps, seed); ``data`` the training
+    data it names. Without them the card says where they are recorded.
+    """
+    gq, gd = record.build_head().gammas()
+    learnable = not {gq, gd} <= {0.0, 1.0}
+    model = record.model_name or "unknown"
+    hub_name = model != "unknown" and not Path(model).is_absolute()
+    settings = {k: v for k, v in record.to_dict().items() if k not in ("head", "model_name")}
+    settings.update(query_prefix=record.query_prefix or "", document_prefix=record.document_prefix or "")
+    return _CARD.format(
+        **settings,
+        head=record.head_name,
+        gq=gq,
+        gd=gd,
+        model=model,
+        base_model=f"base_model: {model}\n" if hub_name else "",
+        data=", ".join(data) if data else "see the run folder (config.yaml)",
+        trust=", trust_remote_code=True" if learnable else "",
+        similarity="cosine" if gq == gd == 1.0 else "dot",
+        loading=_LOAD_LEARNABLE if learnable else _LOAD_FIXED,
+        head_file=HEAD_FILE,
+        results=_card_results(results),
+    )
+
+
+def write_model_card(
+    directory: str | Path, record: HeadRecord, results: Mapping[str, Any] | None = None, data: Sequence[str] = ()
+) -> Path:
+    """Write ``model_card(...)`` as ``directory/README.md``."""
+    path = Path(directory) / CARD_FILE
+    path.write_text(model_card(record, results, data), encoding="utf-8")
+    return path
