@@ -12,8 +12,14 @@ clipmag runs ``scripts/train_clip.py``.
 Throughput is read from each trainer's own log (open_clip: ``Batch (t)`` per log window; clipmag:
 ``samples_per_s`` in ``metrics.jsonl``), dropping the first window (start-up) of each.
 
+Sides: clipmag at fp32 and bf16 autocast (``train.precision``; its default ``auto`` is bf16 on a
+CPU with native bf16), open_clip_train at fp32, at ``amp_bf16`` and at its default ``amp`` (fp16
+autocast with a gradient scaler, also on the CPU). Rounds rotate the order of the sides; medians
+of the per-round ratios are reported with their range. The FLOPs of one clipmag step (forward +
+backward, FlopCounterMode) give the achieved rate against the CPU's peak.
+
     python benchmarks/bench_train_clip.py [--steps 60] [--batch-size 128] [--model clipmag-tiny] \
-        [--workers 0] [--repeats 3]
+        [--workers 0] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -26,13 +32,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import torch
+from harness import ROOT, count_flops, default_precision, print_comparison, print_flop_rate, print_header, rounds
 
-from clipmag.clip import embedded, shards  # noqa: E402
-from clipmag.clip.model import MODEL_CONFIG_DIR  # noqa: E402
+from clipmag.clip import embedded, shards
+from clipmag.clip.model import MODEL_CONFIG_DIR
 
 OPEN_CLIP_LAUNCH = (
     "import sys, open_clip; open_clip.add_model_config(sys.argv[1]); "
@@ -64,7 +71,7 @@ def run(cmd: list[str], log: Path) -> None:
         )
 
 
-def bench_clipmag(pattern: str, args: argparse.Namespace, out: Path) -> float:
+def bench_clipmag(pattern: str, args: argparse.Namespace, out: Path, precision: str) -> float:
     run(
         [
             sys.executable,
@@ -79,7 +86,7 @@ def bench_clipmag(pattern: str, args: argparse.Namespace, out: Path) -> float:
             "train.export_final=false",
             "train.tensorboard=false",
             "train.progress=false",
-            "train.precision=fp32",
+            f"train.precision={precision}",
             f"data.workers={args.workers}",
             f"train.output_dir={out}",
         ],
@@ -90,7 +97,7 @@ def bench_clipmag(pattern: str, args: argparse.Namespace, out: Path) -> float:
     return statistics.mean(rates)
 
 
-def bench_open_clip(csv: str, args: argparse.Namespace, out: Path) -> float:
+def bench_open_clip(csv: str, args: argparse.Namespace, out: Path, precision: str) -> float:
     epochs = -(-args.steps // (args.samples // args.batch_size))
     run(
         [
@@ -123,7 +130,7 @@ def bench_open_clip(csv: str, args: argparse.Namespace, out: Path) -> float:
             "--wd",
             "0.1",
             "--precision",
-            "fp32",
+            precision,
             "--local-loss",
             "--gather-with-grad",
             "--save-frequency",
@@ -146,6 +153,19 @@ def bench_open_clip(csv: str, args: argparse.Namespace, out: Path) -> float:
     return args.batch_size / statistics.mean(times)
 
 
+def step_flops(args: argparse.Namespace) -> int:
+    """FLOPs of one clipmag training step (forward + backward) on a batch of the embedded digits."""
+    from clipmag.clip.config import ClipConfig
+    from clipmag.clip.task import ClipTask
+    from clipmag.config import build_config
+    from clipmag.distributed import init_distributed
+
+    overrides = [f"model.name={args.model}", f"data.batch_size={args.batch_size}", "train.device=cpu"]
+    task = ClipTask(build_config(ClipConfig, overrides=overrides), init_distributed("cpu"))
+    model, batch = task.build_model(), next(task.train_batches(0))
+    return count_flops(lambda: model(batch)["loss"].backward())
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=60)
@@ -154,38 +174,35 @@ def main() -> None:
     p.add_argument("--model", default="clipmag-tiny")
     p.add_argument("--samples", type=int, default=4000)
     p.add_argument("--workers", type=int, default=0, help="data-loader worker processes, the same on both sides")
-    p.add_argument("--repeats", type=int, default=3, help="rounds; the side that goes first alternates")
+    p.add_argument("--rounds", type=int, default=3, help="rounds; the order of the sides rotates")
     args = p.parse_args()
-    rounds = []
+    print_header(
+        f"CLIP training, {args.model}, batch {args.batch_size}, ~{args.steps} steps, {args.workers} loader workers, "
+        f"same images and captions, {args.rounds} rounds; clipmag's default precision here: {default_precision()}"
+    )
     with tempfile.TemporaryDirectory(prefix="bench_clip_") as tmp:
-        tmp_path = Path(tmp)
-        pattern, csv = write_data(tmp_path / "data", args.samples)
-        for r in range(args.repeats):
-            # Alternate the order so drift in background load hits both sides alike.
-            sides = [
-                ("clipmag", lambda r=r: bench_clipmag(pattern, args, tmp_path / f"clipmag{r}")),
-                ("open_clip", lambda r=r: bench_open_clip(csv, args, tmp_path / f"open_clip{r}")),
-            ]
-            result = dict((name, fn()) for name, fn in (sides if r % 2 == 0 else sides[::-1]))
-            rounds.append((result["clipmag"], result["open_clip"]))
-            print(
-                f"round {r + 1}: clipmag {result['clipmag']:.1f}  open_clip_train {result['open_clip']:.1f}  "
-                f"ratio {result['clipmag'] / result['open_clip']:.2f}",
-                flush=True,
-            )
-    ours, theirs = statistics.median(o for o, _ in rounds), statistics.median(t for _, t in rounds)
-    ratios = [o / t for o, t in rounds]
-    print(
-        f"model {args.model}, batch {args.batch_size}, ~{args.steps} steps, {args.workers} loader workers, "
-        f"same images and captions, fp32, {args.repeats} rounds"
-    )
-    print(f"{'trainer':<22}{'median samples/s':>18}")
-    print(f"{'open_clip_train':<22}{theirs:>18.1f}")
-    print(f"{'clipmag':<22}{ours:>18.1f}")
-    print(
-        f"ratio clipmag / open_clip_train: {statistics.median(ratios):.2f} "
-        f"(per round {min(ratios):.2f}-{max(ratios):.2f})"
-    )
+        work = Path(tmp)
+        pattern, csv = write_data(work / "data", args.samples)
+        runs = iter(range(1_000_000))  # a fresh output folder for every run
+
+        def ours(precision: str) -> Callable[[], float]:
+            return lambda: bench_clipmag(pattern, args, work / f"clipmag{next(runs)}", precision)
+
+        def theirs(precision: str) -> Callable[[], float]:
+            return lambda: bench_open_clip(csv, args, work / f"open_clip{next(runs)}", precision)
+
+        sides = {
+            "clipmag fp32": ours("fp32"),
+            "open_clip fp32": theirs("fp32"),
+            "clipmag bf16": ours("bf16"),
+            "open_clip amp_bf16": theirs("amp_bf16"),
+            "open_clip amp (default)": theirs("amp"),
+        }
+        sps = rounds(sides, args.rounds, lambda r: f"{r:7.1f} samples/s")
+    print_comparison(sps, "samples/s", "open_clip amp (default)", "open_clip amp_bf16")
+    flops = step_flops(args)
+    for name, dtype in (("clipmag fp32", torch.float32), ("clipmag bf16", torch.bfloat16)):
+        print_flop_rate(f"{name} step", flops, [args.batch_size / v for v in sps[name]], dtype)
 
 
 if __name__ == "__main__":

@@ -12,14 +12,24 @@ from __future__ import annotations
 import os
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TypeVar
 
-import torch
-from torch.utils.flop_counter import FlopCounterMode
+# Importing the harness first makes a benchmark offline and quiet before any Hugging Face import,
+# and runs the checkout's clipmag even where another copy is installed.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from clipmag.precision import cpu_has_native_bf16
+import torch  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+from clipmag.precision import autocast_dtype, cpu_has_native_bf16  # noqa: E402
 
 T = TypeVar("T")
 
@@ -78,6 +88,34 @@ def spread(values: Sequence[float], digits: int = 2) -> str:
 def ratio(faster: Sequence[float], slower: Sequence[float]) -> list[float]:
     """Per-round ratios of two rates measured in the same rounds (above 1: the first is faster)."""
     return [a / b for a, b in zip(faster, slower)]
+
+
+def default_precision() -> str:
+    """What clipmag's ``precision=auto`` runs on this CPU: ``bf16`` or ``fp32``."""
+    return "bf16" if autocast_dtype("auto", torch.device("cpu")) is torch.bfloat16 else "fp32"
+
+
+def print_comparison(rates: dict[str, list[float]], unit: str, peer_default: str, peer_bf16: str) -> None:
+    """Each side's median rate with its range, then the per-round ratios that answer the questions:
+    clipmag vs the peer at their defaults, at equal precision (fp32; bf16), and bf16 vs fp32.
+
+    ``rates`` holds ``clipmag fp32``, ``clipmag bf16``, ``peer_bf16``, ``peer_default`` and a peer
+    fp32 side named ``<peer> fp32...`` (the same as ``peer_default`` where the peer defaults to fp32).
+    """
+    print(f"\n  {'side':<26}{unit + ' median (range)':>28}")
+    for name, values in rates.items():
+        print(f"  {name:<26}{spread(values, 1):>28}")
+    peer = peer_default.split()[0]
+    peer_fp32 = next(name for name in rates if name.startswith(f"{peer} fp32"))
+    ours = f"clipmag {default_precision()}"
+    print("\n  ratios, median of the per-round ratios (range); above 1: the first is faster")
+    for label, a, b in (
+        (f"defaults: {ours} / {peer_default}", ours, peer_default),
+        (f"fp32: clipmag / {peer_fp32}", "clipmag fp32", peer_fp32),
+        (f"bf16: clipmag / {peer_bf16}", "clipmag bf16", peer_bf16),
+        ("clipmag bf16 / clipmag fp32", "clipmag bf16", "clipmag fp32"),
+    ):
+        print(f"    {label:<56}{spread(ratio(rates[a], rates[b]))}")
 
 
 def count_flops(fn: Callable[[], object]) -> int:

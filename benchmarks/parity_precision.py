@@ -16,21 +16,14 @@ import sys
 import time
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from harness import ROOT, default_model, load_average, print_header
 
-ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT.parent))
-
-from harness import default_model, load_average, print_header  # noqa: E402
-
-from text_retrieval.data import load_eval_datasets  # noqa: E402
-from text_retrieval.encoder import TextEncoder  # noqa: E402
-from text_retrieval.evaluate import evaluate_retrieval, evaluate_sts  # noqa: E402
+from text_retrieval.data import load_eval_datasets
+from text_retrieval.encoder import TextEncoder
+from text_retrieval.evaluate import evaluate_retrieval, evaluate_sts
 
 TARGET = 0.002
-DEFAULT_DATA = Path(os.environ.get("CLIPMAG_SHARED_DATA", ROOT.parents[1] / "shared" / "data"))
+DEFAULT_DATA = Path(os.environ.get("CLIPMAG_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 
 def measure(model: str, precision: str, data: Path) -> tuple[dict[str, float], float]:

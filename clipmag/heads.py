@@ -19,13 +19,10 @@ autocast, and norms are floored so zero vectors give zero scores instead of NaN.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
-
-if TYPE_CHECKING:
-    from clipmag.settings import HeadConfig
 
 # Far below any real embedding norm, yet large enough that the gradient at an exactly-zero vector
 # (about 1 / NORM_FLOOR) stays finite when it flows back into fp16 activations.
@@ -196,7 +193,15 @@ def build_head(name: str, **kwargs: Any) -> SimilarityHead:
         raise ValueError(f"head {name!r}: bad settings {kwargs}: {err}") from None
 
 
-def head_from_config(cfg: HeadConfig) -> SimilarityHead:
+class HeadSettings(Protocol):
+    """What a head is built from (``clipmag.settings.HeadConfig``; any object with these fields)."""
+
+    name: str
+    gq: float
+    gd: float
+
+
+def head_from_config(cfg: HeadSettings) -> SimilarityHead:
     """The configured head; the starting gammas ``gq`` / ``gd`` apply to the learnable head only."""
     return build_head("learnable", gq=cfg.gq, gd=cfg.gd) if cfg.name == "learnable" else build_head(cfg.name)
 

@@ -1,8 +1,10 @@
-"""Image folder + captions file (or the embedded digits set) -> training shards + CLIP-benchmark sets
-(also ``clipmag-make-clip-shards``; ``--help`` for the options).
+"""Images with their captions (a captions file, a COCO / Flickr30k Karpathy split, or the embedded
+digits set) -> train / val / test shards split by image + CLIP-benchmark sets (also
+``clipmag-make-clip-shards``; ``--help`` for the options).
 
-    python scripts/make_clip_shards.py --images photos/ --captions captions.tsv --output data/mine
-    python scripts/make_clip_shards.py --embedded --output data/digits      # the composite digits
+    python scripts/make_clip_shards.py --output data/mine --images photos/ --captions captions.tsv
+    python scripts/make_clip_shards.py --output data/coco --images data/raw/coco --download coco
+    python scripts/make_clip_shards.py --output data/digits --embedded      # the composite digits
 """
 
 import os

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from clip_fixtures import write_digit_shards
 from PIL import Image
 
 from clipmag.clip import download, shards_cli, sources
@@ -159,10 +160,7 @@ def test_coco_download_and_karpathy_split(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def digit_shards(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("digits")
-    sizes = ["--embedded-train", "60", "--embedded-val", "12", "--embedded-test", "20", "--embedded-per-class", "1"]
-    shards_cli.main(["--embedded", "--output", str(out), *sizes, "--shard-size", "8"])
-    return out
+    return write_digit_shards(tmp_path_factory.mktemp("digits"), 60, 12, 20, per_class=1, shard_size=8)
 
 
 def _take(batches, n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:

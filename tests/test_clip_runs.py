@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from clip_fixtures import write_digit_shards
 from conftest import REPO, run_python, script_env
 
-from clipmag.clip import shards_cli
 from clipmag.clip.model import load_clipmag
 from clipmag.head_record import HeadRecord
 from clipmag.results import read_results
@@ -67,10 +67,7 @@ def test_two_gloo_processes_equal_one_with_doubled_batch(tmp_path):
 
 @pytest.fixture(scope="module")
 def digit_shards(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("digits")
-    sizes = ["--embedded-train", "160", "--embedded-val", "24", "--embedded-test", "40", "--embedded-per-class", "2"]
-    shards_cli.main(["--embedded", "--output", str(out), *sizes, "--shard-size", "20"])
-    return out
+    return write_digit_shards(tmp_path_factory.mktemp("digits"), 160, 24, 40, per_class=2, shard_size=20)
 
 
 def shard_args(shards: Path) -> list[str]:

@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from text_fixtures import TINY_SIZES
 
 from text_retrieval.predict import correlation_condition, fisher_verdict, magnitude_fisher, predict_norm
 from text_retrieval.predict_cli import main
@@ -28,14 +29,7 @@ def tiny_model_dir(tmp_path_factory):
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_model_name("all-MiniLM-L6-v2"))
     torch.manual_seed(0)
-    config = transformers.BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
+    config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, num_attention_heads=4, **TINY_SIZES)
     folder = tmp_path_factory.mktemp("tiny_bert")
     transformers.BertModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)

@@ -30,7 +30,8 @@ def test_dpr_tsv_read_with_csv_like_dpr(tmp_path):
     qa = read_qa(path)
     assert qa.name == "trivia" and len(qa) == 2
     first, second = qa.questions
-    assert first.text.startswith('"What was the first pop video') and first.text.endswith('"The Blues Brothers"?"')
+    # the file quotes its fields twice over; csv undoes one level, as it does for DPR
+    assert first.text.startswith('"What was the first pop video') and first.text.endswith('""The Blues Brothers""?"')
     assert first.answers == ("Thriller", "Michael Jackson's Thriller")
     assert second == Question("trivia-1", "who wrote hamlet?", ("Shakespeare", "W. Shakespeare"), "string")
 
@@ -119,16 +120,26 @@ def test_answerable_subset_rule():
     assert len(capped) == 2 and capped == select_questions(passages, questions, max_questions=2, seed=0)[0]
 
 
+def _small_dpr_dir(shared_data: Path, folder: Path) -> Path:
+    """The first 200 questions of each real DPR file, plus NQ's Alabama question (line 688)."""
+    folder.mkdir()
+    for name in ("nq", "trivia", "squad", "wq", "curated"):
+        lines = (shared_data / "qa" / "dpr" / f"{name}.test.txt").read_text(encoding="utf-8").split("\n")
+        keep = lines[:200] + (lines[687:688] if name == "nq" else [])
+        (folder / f"{name}.test.txt").write_text("\n".join(keep) + "\n", encoding="utf-8")
+    return folder
+
+
 def test_build_embedded_from_dpr_files_is_deterministic(tmp_path, shared_data):
-    dpr = shared_data / "qa" / "dpr"
-    root = build_rag_embedded(tmp_path / "emb", dpr, max_questions=5, max_articles=3)
+    dpr = _small_dpr_dir(shared_data, tmp_path / "dpr")
+    root = build_rag_embedded(tmp_path / "emb", dpr, max_questions=5, max_articles=5)
     manifest = json.loads((root / "manifest.json").read_text())
-    assert manifest["num_articles"] == 3 and manifest["counts"]["trivia"]["questions"] == 11313
+    assert manifest["num_articles"] == 5 and manifest["counts"]["nq"]["questions"] == 201
     qa = read_qa(root / "answerable.jsonl")
-    corpus = read_corpus(root)
-    assert len(qa) == sum(c["kept"] for c in manifest["counts"].values()) <= 5 and len(corpus) > 50
-    titles = {p.title for p in corpus.passages}
+    assert "where is the capital city of alabama located" in [q.text for q in qa.questions]
+    assert len(qa) == sum(c["kept"] for c in manifest["counts"].values()) <= 5
+    titles = {p.title for p in read_corpus(root).passages}
     assert {json.loads(line)["article"] for line in (root / "answerable.jsonl").read_text().splitlines()} <= titles
     before = (root / "passages.tsv").read_bytes(), (root / "answerable.jsonl").read_bytes()
-    assert build_rag_embedded(root, dpr, max_questions=5, max_articles=3) == root  # reused, not rebuilt
+    assert build_rag_embedded(root, dpr, max_questions=5, max_articles=5) == root  # reused, not rebuilt
     assert ((root / "passages.tsv").read_bytes(), (root / "answerable.jsonl").read_bytes()) == before

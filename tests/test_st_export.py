@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from text_fixtures import minilm_path
+from text_fixtures import TINY_SIZES, minilm_path
 
 from clipmag.head_record import HeadRecord
 from clipmag.heads import build_head
@@ -37,36 +37,32 @@ HEADS = {
 
 
 @pytest.fixture(scope="module")
-def tiny_bert():
+def exports(tmp_path_factory):
+    """Each head of ``HEADS`` on one tiny BERT, saved once: key -> (encoder, SentenceTransformer, folder)."""
+    from sentence_transformers import SentenceTransformer
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     tokenizer = AutoTokenizer.from_pretrained(minilm_path())
     torch.manual_seed(0)
-    size = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
-    return BertModel(BertConfig(vocab_size=tokenizer.vocab_size, max_position_embeddings=128, **size)), tokenizer
-
-
-def _encoder(tiny_bert, name: str, settings: dict, pooling: str) -> TextEncoder:
-    model, tokenizer = tiny_bert
-    return TextEncoder(
-        model,
-        tokenizer,
-        head=build_head(name, **settings),
-        pooling=pooling,
-        query_prefix="query: ",
-        document_prefix="passage: ",
-        query_max_length=12,
-        document_max_length=40,
-        precision="fp32",
-    )
-
-
-def _export(tiny_bert, key: str, folder):
-    from sentence_transformers import SentenceTransformer
-
-    encoder = _encoder(tiny_bert, *HEADS[key])
-    encoder.save_pretrained(folder)
-    return encoder, SentenceTransformer(str(folder), device="cpu", trust_remote_code=key.startswith("learnable"))
+    model = BertModel(BertConfig(vocab_size=tokenizer.vocab_size, num_attention_heads=2, **TINY_SIZES))
+    saved = {}
+    for key, (name, settings, pooling) in HEADS.items():
+        encoder = TextEncoder(
+            model,
+            tokenizer,
+            head=build_head(name, **settings),
+            pooling=pooling,
+            query_prefix="query: ",
+            document_prefix="passage: ",
+            query_max_length=12,
+            document_max_length=40,
+            precision="fp32",
+        )
+        folder = tmp_path_factory.mktemp(key)
+        encoder.save_pretrained(folder)
+        trust = key.startswith("learnable")  # the learnable head's module is clipmag's
+        saved[key] = encoder, SentenceTransformer(str(folder), device="cpu", trust_remote_code=trust), folder
+    return saved
 
 
 def _module_types(folder) -> list[str]:
@@ -77,24 +73,24 @@ def _module_types(folder) -> list[str]:
 
 
 @pytest.mark.parametrize("key", list(HEADS))
-def test_similarity_of_query_and_document_encodings_is_the_head_score(tiny_bert, tmp_path, key):
-    encoder, st = _export(tiny_bert, key, tmp_path)
+def test_similarity_of_query_and_document_encodings_is_the_head_score(exports, key):
+    encoder, st, folder = exports[key]
     theirs = st.similarity(st.encode_query(QUERIES), st.encode_document(DOCUMENTS))
     q = torch.from_numpy(encoder.encode(QUERIES, "query", show_progress=False))
     d = torch.from_numpy(encoder.encode(DOCUMENTS, "document", show_progress=False))
     torch.testing.assert_close(theirs, encoder.head.score(q, d), atol=1e-5, rtol=1e-5)
     np.testing.assert_array_equal(st.encode(DOCUMENTS), st.encode_document(DOCUMENTS))  # plain = document route
-    types = _module_types(tmp_path)
+    types = _module_types(folder)
     clipmag_types = [t for t in types if not t.startswith("sentence_transformers.")]
     gq, gd = encoder.head.gammas()
     learnable = ["text_retrieval.st_modules.NormPower"] * (1 if gq == gd else 2)
     assert clipmag_types == (learnable if key.startswith("learnable") else [])
     assert any(t.endswith("Router") for t in types) == (gq != gd)
-    assert HeadRecord.read(tmp_path).head == encoder.head.to_dict()
+    assert HeadRecord.read(folder).head == encoder.head.to_dict()
 
 
-def test_prefixes_and_per_side_max_lengths_carry_over(tiny_bert, tmp_path):
-    encoder, st = _export(tiny_bert, "qnorm", tmp_path)
+def test_prefixes_and_per_side_max_lengths_carry_over(exports):
+    encoder, st, _ = exports["qnorm"]
     assert st.prompts == {"query": "query: ", "document": "passage: "} and st.default_prompt_name == "document"
     assert (st[0].query_length, st[0].document_length, st.max_seq_length) == (12, 40, 40)
     long_query = torch.from_numpy(encoder.encode([LONG], "query", show_progress=False))
@@ -108,24 +104,24 @@ def test_prefixes_and_per_side_max_lengths_carry_over(tiny_bert, tmp_path):
     assert not torch.allclose(long_query, long_doc, atol=1e-3)  # the two sides really were cut differently
 
 
-def test_rankings_inside_sentence_transformers_follow_the_document_side(tiny_bert, tmp_path):
+def test_rankings_inside_sentence_transformers_follow_the_document_side(exports):
     """docs/method.md Prop. 4.1 in sentence-transformers: qnorm ranks as dot, dnorm as cosine."""
     scores = {}
     for key in ("dot", "qnorm", "dnorm", "cosine"):  # mean pooling for the first pair, last for the second
-        _, st = _export(tiny_bert, key, tmp_path / key)
+        st = exports[key][1]
         scores[key] = st.similarity(st.encode_query(QUERIES), st.encode_document(DOCUMENTS))
     order = {k: torch.argsort(v, dim=1, descending=True, stable=True) for k, v in scores.items()}
     assert torch.equal(order["qnorm"], order["dot"]) and torch.equal(order["dnorm"], order["cosine"])
     assert not torch.allclose(scores["qnorm"], scores["dot"]) and not torch.allclose(scores["dnorm"], scores["cosine"])
 
 
-def test_learnable_export_needs_trusted_clipmag_module(tiny_bert, tmp_path):
+def test_learnable_export_needs_trusted_clipmag_module(exports):
     from sentence_transformers import SentenceTransformer
 
-    _encoder(tiny_bert, *HEADS["learnable"]).save_pretrained(tmp_path)
+    folder = exports["learnable"][2]
     with pytest.raises(ValueError, match="trust_remote_code"):
-        SentenceTransformer(str(tmp_path), device="cpu")
-    card = (tmp_path / "README.md").read_text()
+        SentenceTransformer(str(folder), device="cpu")
+    card = (folder / "README.md").read_text()
     assert "trust_remote_code=True" in card and "gq = 0.2, gd = 0.85" in card and "| pooling | cls |" in card
 
 

@@ -9,8 +9,9 @@ import torch
 from text_fixtures import CRANFIELD, require
 
 from clipmag.heads import build_head
+from text_retrieval.corpus_cache import encode_corpus
 from text_retrieval.metrics import drop_excluded, evaluate_run, read_trec_run, truncate_run, write_trec_run
-from text_retrieval.search import build_index, encode_corpus, search
+from text_retrieval.search import RetrievalSettings, build_index, search
 
 
 def _random_run(qrels, doc_ids, rng, depth=150):
@@ -101,7 +102,7 @@ def test_faiss_search_matches_brute_force_head_scores(norm):
     head = build_head(norm)
     docs, queries = _vectors(500, 16, 0), _vectors(20, 16, 1)
     doc_ids, qids = [f"d{i}" for i in range(500)], [f"q{i}" for i in range(20)]
-    run = search(build_index(docs, head, chunk_size=128), queries, qids, doc_ids, head, top_k=25)
+    run = search(build_index(docs, head), queries, qids, doc_ids, head, top_k=25)
     scores = head.score(torch.from_numpy(queries), torch.from_numpy(docs))
     top = scores.topk(25, dim=1)
     for row, qid in enumerate(qids):
@@ -160,12 +161,12 @@ class _CountingEncoder:
 def test_corpus_cache_written_once_and_keyed(tmp_path):
     enc = _CountingEncoder()
     texts = [f"document number {i}" * (i % 3 + 1) for i in range(10)]
-    first = encode_corpus(enc, texts, cache_dir=tmp_path, dataset_name="toy", chunk_size=4)
+    first = encode_corpus(enc, texts, cache_dir=tmp_path, dataset_name="toy", settings=RetrievalSettings(chunk_size=4))
     assert enc.calls == 3 and first.shape == (10, 4)
-    again = encode_corpus(enc, texts, cache_dir=tmp_path, dataset_name="toy", chunk_size=4)
+    again = encode_corpus(enc, texts, cache_dir=tmp_path, dataset_name="toy", settings=RetrievalSettings(chunk_size=4))
     assert enc.calls == 3
     np.testing.assert_array_equal(first, again)
     enc.document_max_length = 8  # a setting that changes embeddings gets its own entry
-    encode_corpus(enc, texts, cache_dir=tmp_path, dataset_name="toy", chunk_size=4)
+    encode_corpus(enc, texts, cache_dir=tmp_path, dataset_name="toy", settings=RetrievalSettings(chunk_size=4))
     assert enc.calls == 6 and len(list(tmp_path.iterdir())) == 2
     assert not list(tmp_path.rglob("*.partial.npy"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from text_fixtures import write_code_search_set
+from text_fixtures import TINY_SIZES, tiny_train_args, write_code_search_set
 
 from clipmag.config import build_config
 from clipmag.distributed import DistributedContext
@@ -40,13 +40,10 @@ def decoder_setup(tmp_path_factory):
     )
     config = Qwen2Config(
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=128,
         eos_token_id=tokenizer.eos_token_id,
+        **TINY_SIZES,
     )
     torch.manual_seed(0)
     Qwen2Model(config).save_pretrained(root / "decoder")
@@ -86,30 +83,8 @@ def test_random_init_is_seeded_and_fresh(decoder_setup):
 
 def test_random_init_decoder_trains_exports_and_evaluates(decoder_setup, tmp_path):
     out = tmp_path / "run"
-    beir = decoder_setup / "beir"
-    results = train_main(
-        [
-            f"model.name_or_path={decoder_setup / 'decoder'}",
-            "model.init=random",
-            "model.pooling=last",
-            f"data.train={decoder_setup / 'shards'}",
-            f"data.validation=[{beir}]",
-            "data.validation_split=test",
-            f"data.test=[{beir}]",
-            "data.batch_size=8",
-            "model.query_max_length=32",
-            "model.document_max_length=64",
-            "train.device=cpu",
-            "train.tensorboard=false",
-            "train.progress=false",
-            "train.steps=4",
-            "train.eval_every=2",
-            "optim.lr=1e-3",
-            f"train.output_dir={out}",
-            "--norm",
-            "dnorm",
-        ]
-    )
+    extra = ("model.init=random", "model.pooling=last", "train.steps=4", "train.eval_every=2", "--norm", "dnorm")
+    results = train_main(tiny_train_args(decoder_setup / "decoder", decoder_setup, out, *extra))
     assert results == read_results(out / "results.json")
     assert results["head"]["pooling"] == "last" and results["head"]["head"]["name"] == "dnorm"
     assert 0.0 <= results["metrics"]["beir"]["NDCG@10"] <= 1.0

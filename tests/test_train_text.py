@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import REPO, run_python, script_env
-from text_fixtures import minilm_path, write_code_search_set
+from text_fixtures import minilm_path, tiny_train_args, write_code_search_set
 
 from clipmag.results import read_results
 from clipmag.run_logging import read_metrics
@@ -48,26 +48,7 @@ def tiny_setup(tmp_path_factory):
 
 
 def _args(root: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        f"model.name_or_path={root / 'tiny'}",
-        f"data.train={root / 'shards'}",
-        f"data.validation=[{root / 'beir'}]",
-        "data.validation_split=test",
-        f"data.test=[{root / 'beir'}]",
-        "data.batch_size=8",
-        "model.query_max_length=32",
-        "model.document_max_length=64",
-        "train.device=cpu",
-        "train.tensorboard=false",
-        "train.progress=false",
-        "train.steps=6",
-        "train.log_every=1",
-        "train.save_every=2",
-        "train.eval_every=3",
-        "optim.lr=1e-3",
-        f"train.output_dir={out}",
-        *extra,
-    ]
+    return tiny_train_args(root / "tiny", root, out, *extra)
 
 
 def _run(args: list[str], nproc: int = 1, check: bool = True) -> subprocess.CompletedProcess:

@@ -25,6 +25,8 @@ STSB = SHARED_DATA / "sts" / "stsbenchmark"
 SICK = SHARED_DATA / "sts" / "sickr"
 STS12_16 = SHARED_DATA / "sts" / "sts12-16"
 TEST_MAX_LENGTH = 64
+# Sizes of the tiny randomly initialised transformers the training and predictor tests build.
+TINY_SIZES = {"hidden_size": 32, "num_hidden_layers": 2, "intermediate_size": 64, "max_position_embeddings": 128}
 
 
 def require(path: Path) -> Path:
@@ -109,3 +111,28 @@ def write_code_search_set(root: Path) -> list[dict[str, str]]:
     queries = [{"_id": f"q{i}", "text": s["query"]} for i, s in enumerate(samples[40:], start=40)]
     write_beir(root / "beir", corpus, queries, [(q["_id"], q["_id"].replace("q", "d"), 1) for q in queries])
     return samples
+
+
+def tiny_train_args(model: Path, root: Path, out: Path, *extra: str) -> list[str]:
+    """Text-trainer arguments for a tiny model on :func:`write_code_search_set`'s data in ``root``:
+    6 steps of 8 pairs on CPU, validated every 3 steps and tested on the BEIR set; ``extra`` wins."""
+    return [
+        f"model.name_or_path={model}",
+        f"data.train={root / 'shards'}",
+        f"data.validation=[{root / 'beir'}]",
+        "data.validation_split=test",
+        f"data.test=[{root / 'beir'}]",
+        "data.batch_size=8",
+        "model.query_max_length=32",
+        "model.document_max_length=64",
+        "train.device=cpu",
+        "train.tensorboard=false",
+        "train.progress=false",
+        "train.steps=6",
+        "train.log_every=1",
+        "train.save_every=2",
+        "train.eval_every=3",
+        "optim.lr=1e-3",
+        f"train.output_dir={out}",
+        *extra,
+    ]

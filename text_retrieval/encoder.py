@@ -236,7 +236,7 @@ class TextEncoder(nn.Module):
             batch[key] = torch.tensor(rows, dtype=torch.long)
         return batch
 
-    @torch.inference_mode()
+    @torch.no_grad()  # not inference_mode: autocast caches the bf16 weights only outside it
     def encode(self, texts: Sequence[str], side: Side, batch_size: int = 64, show_progress: bool = True) -> np.ndarray:
         """Raw embeddings [N, D] float32, in input order.
 
@@ -257,15 +257,13 @@ class TextEncoder(nn.Module):
         self.model.eval()
         device = self.device
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        try:
-            starts = range(0, len(texts), batch_size)
-            for start in tqdm(starts, desc=f"encode {side} texts", disable=not show_progress, unit="batch"):
-                index = order[start : start + batch_size]
-                batch = self._pad([{k: tokens[k][i] for k in keys} for i in index])
-                batch = {k: v.to(device) for k, v in batch.items()}
-                with autocast(device, autocast_dtype(self.precision, device)):
-                    vectors = self.embed(batch)
-                out[index] = vectors.float().cpu().numpy()
+        starts = range(0, len(texts), batch_size)
+        try:  # one autocast region for all batches, so the weights are cast once
+            with autocast(device, autocast_dtype(self.precision, device)):
+                for start in tqdm(starts, desc=f"encode {side} texts", disable=not show_progress, unit="batch"):
+                    index = order[start : start + batch_size]
+                    batch = self._pad([{k: tokens[k][i] for k in keys} for i in index])
+                    out[index] = self.embed({k: v.to(device) for k, v in batch.items()}).float().cpu().numpy()
         finally:
             self.model.train(was_training)
         return out

@@ -6,6 +6,8 @@ Examples:
     python scripts/eval_text.py --model facebook/contriever --data data/bright                   # BRIGHT
     python scripts/eval_text.py --model facebook/contriever --data data/bright --long-documents  # long setting
     python scripts/eval_text.py --model facebook/contriever --data data/bright --reasoning gpt4_reason
+    torchrun --nproc_per_node=8 scripts/eval_text.py --model facebook/contriever --data data/beir/msmarco \\
+        --split dev --cache-dir cache/emb                                   # 8 processes share the corpus
 
 Max lengths are evaluation-time settings: each side gets the model's own limit (its
 sentence-transformers max_seq_length, else its tokenizer's) capped by --max-length-cap, unless set.
@@ -15,17 +17,20 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
 from clipmag.entry import run_entry_point
 from clipmag.heads import HEAD_NAMES
 from clipmag.run_logging import setup_logging
+from text_retrieval.corpus_cache import shared_encoding
 from text_retrieval.data import EvalSettings
 from text_retrieval.data.bright import REASONING_CONFIGS
 from text_retrieval.data.settings import DEFAULT_MAX_LENGTH_CAP
 from text_retrieval.encoder import POOLINGS
 from text_retrieval.evaluate import evaluate_paths
+from text_retrieval.search import BACKENDS, CACHE_DTYPES, METHODS, RetrievalSettings
 
 __all__ = ["main", "entry"]
 
@@ -63,13 +68,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     encoding.add_argument("--query-prefix", default=None, help="template; {task} = BRIGHT task or dataset name")
     encoding.add_argument("--document-prefix", default=None, help="template (default: the model's own prefixes)")
+    scale = parser.add_argument_group("corpus scale (torchrun --nproc_per_node=N shares the corpus encoding)")
+    scale.add_argument("--search", choices=METHODS, default="exact", help="approximate: recall@10 vs exact reported")
+    scale.add_argument("--search-backend", choices=BACKENDS, default="auto", help="exact backend (auto: timed)")
+    scale.add_argument("--search-memory-gb", type=float, default=4.0, help="larger corpora are searched in chunks")
+    scale.add_argument("--cache-dtype", choices=tuple(CACHE_DTYPES), default="fp32", help="corpus cache storage")
+    scale.add_argument("--chunk-size", type=int, default=50_000, help="corpus rows per encoding chunk (resume unit)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Every model on every data set; one JSON per pair under --output, the records returned."""
     args = _parser().parse_args(argv)
-    setup_logging(level=logging.WARNING if args.quiet else logging.INFO)
+    setup_logging(rank=int(os.environ.get("RANK", "0")), level=logging.WARNING if args.quiet else logging.INFO)
     settings = EvalSettings(
         long_documents=args.long_documents,
         reasoning=args.reasoning,
@@ -80,19 +91,24 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
         document_max_length=args.document_max_length or args.max_length,
         max_length_cap=args.max_length_cap,
     )
-    return evaluate_paths(
-        args.model,
-        args.data,
-        args.output,
-        norm=args.norm,
-        pooling=args.pooling,
-        split=args.split,
-        top_k=args.top_k,
-        batch_size=args.batch_size,
-        cache_dir=args.cache_dir,
-        show_progress=not args.quiet,
-        settings=settings,
-    )
+    with shared_encoding(args.output, args.cache_dir) as (cache_dir, distributed):
+        retrieval = RetrievalSettings(
+            args.chunk_size, args.cache_dtype, distributed, args.search, args.search_backend, args.search_memory_gb
+        )
+        return evaluate_paths(
+            args.model,
+            args.data,
+            args.output,
+            norm=args.norm,
+            pooling=args.pooling,
+            split=args.split,
+            top_k=args.top_k,
+            batch_size=args.batch_size,
+            cache_dir=cache_dir,
+            show_progress=not args.quiet,
+            settings=settings,
+            retrieval=retrieval,
+        )
 
 
 def entry() -> None:

@@ -26,12 +26,13 @@ from scipy import stats
 
 from clipmag.diagnostics import cohens_d, effect_size_band, norm_stats, row_norms
 from text_retrieval.bright_scores import add_recall_at_1, bright_summary
+from text_retrieval.corpus_cache import corpus_norms, encode_corpus
 from text_retrieval.data import BrightDataset, EvalSettings, RetrievalDataset, STSPairs, load_eval_datasets
 from text_retrieval.encoder import TextEncoder
 from text_retrieval.eval_encoding import evaluation_encoding
 from text_retrieval.metrics import evaluate_run, write_trec_run
 from text_retrieval.report import build_record, format_table, model_label, write_record
-from text_retrieval.search import build_index, encode_corpus, search
+from text_retrieval.search import RetrievalSettings, retrieve
 
 logger = logging.getLogger("clipmag")
 
@@ -103,6 +104,7 @@ def evaluate_retrieval(
     show_progress: bool = True,
     keep_norms: bool = False,
     settings: EvalSettings | None = None,
+    retrieval: RetrievalSettings | None = None,
 ) -> dict[str, Any]:
     """Encode, search with ``encoder.head``, and score; flat metric keys plus diagnostics.
 
@@ -126,24 +128,17 @@ def evaluate_retrieval(
             dataset_fingerprint=dataset.fingerprint,
             batch_size=batch_size,
             show_progress=show_progress,
+            settings=retrieval,
         )
+        if retrieval and retrieval.encodes_only:
+            return {}  # this rank only helped encode the corpus; rank 0 evaluates
         timings["encode_corpus_s"] = time.perf_counter() - start
         start = time.perf_counter()
         qids = dataset.query_ids
         queries = encoder.encode([dataset.queries[q] for q in qids], "query", batch_size, show_progress)
         timings["encode_queries_s"] = time.perf_counter() - start
     start = time.perf_counter()
-    index = build_index(docs, encoder.head)
-    run = search(
-        index,
-        queries,
-        qids,
-        dataset.corpus_ids,
-        encoder.head,
-        top_k=top_k,
-        excluded=dataset.excluded,
-        ignore_identical_ids=dataset.ignore_identical_ids,
-    )
+    run, searched = retrieve(docs, queries, dataset, encoder.head, top_k, retrieval, encoder.device)
     timings["search_s"] = time.perf_counter() - start
     start = time.perf_counter()
     mean, per_query = evaluate_run(dataset.qrels, run)
@@ -151,7 +146,7 @@ def evaluate_retrieval(
         add_recall_at_1(dataset.qrels, run, mean, per_query)
     timings["metrics_s"] = time.perf_counter() - start
 
-    doc_norms = row_norms(np.asarray(docs))
+    doc_norms = corpus_norms(docs)
     diagnostics = {
         **_head_diagnostics(encoder),
         "query_norm": norm_stats(row_norms(queries)),
@@ -168,6 +163,7 @@ def evaluate_retrieval(
         "per_query": per_query,
         "diagnostics": diagnostics,
         "encoding": encoding,
+        "search": searched,
         "timings": timings,
     }
     if bright:
@@ -242,6 +238,7 @@ def evaluate_paths(
     cache_dir: str | Path | None = None,
     show_progress: bool = True,
     settings: EvalSettings | None = None,
+    retrieval: RetrievalSettings | None = None,
 ) -> list[dict[str, Any]]:
     """Evaluate every model on every dataset found under ``data``; write one JSON per pair.
 
@@ -275,7 +272,10 @@ def evaluate_paths(
                     run_tag=stem,
                     show_progress=show_progress,
                     settings=own,
+                    retrieval=retrieval,
                 )
+            if retrieval and retrieval.encodes_only:
+                continue
             result["timings"]["total_s"] = time.perf_counter() - start
             config = {
                 "split": split,
@@ -292,6 +292,8 @@ def evaluate_paths(
             record["output_file"] = str(write_record(record, output))
             records.append(record)
             logger.info("%s on %s: %s", model_path, ds.name, {k: round(v, 4) for k, v in record["metrics"].items()})
+    if not records:  # a rank that only helped encode
+        return records
     print(format_table(records))
     if any("bright" in rec["config"] for rec in records):
         print(bright_summary(records))

@@ -89,7 +89,7 @@ def _overrides(args: argparse.Namespace) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> list[Row]:
     """Run the configured evaluation (or compare existing folders); print and return the rows."""
-    args = _parser().parse_args(argv)
+    args = _parser().parse_intermixed_args(argv)
     setup_logging(level=logging.WARNING if args.quiet else logging.INFO)
     if args.compare:
         rows = [read_row(folder, args.top_k or 5) for folder in args.compare]

@@ -57,7 +57,7 @@ def build_record(
     extra = (
         ("num_pairs", "asymmetry_gap_max", "spearman_gap")
         if is_sts
-        else ("num_queries", "num_documents", "top_k", "run_file")
+        else ("num_queries", "num_documents", "top_k", "run_file", "search")
     )
     record.update({k: result[k] for k in extra if k in result})
     if not is_sts:

@@ -1,24 +1,30 @@
-"""Exact nearest-neighbour search under a similarity head, with an on-disk corpus cache.
+"""Top-k search under a similarity head: exact by default, on whichever exact backend is faster here.
 
-Scores are ``head.score(q, d) = transform_query(q) . transform_document(d)``, so a faiss
-``IndexFlatIP`` over document-side-transformed vectors, searched with query-side-transformed
-vectors, is exact for every head. The cache stores *raw* embeddings (norm diagnostics need them
-and one cache serves every head); it is keyed by everything that changes them: model path and a
-weights digest, pooling, document prefix and max length, and the corpus content.
+Scores are ``head.score(q, d) = transform_query(q) . transform_document(d)``, and the query
+transform only scales each query by a positive factor, so every index holds the corpus in its
+document-side-transformed form, is searched with the *raw* query, and the scores are multiplied by
+the query factor afterwards: exact for every head, and the ranking depends on the document side
+alone bit for bit (docs/method.md Prop. 4.1).
 
-The corpus is encoded and added to the index in chunks written straight into a memory-mapped
-``.npy``, so peak memory is the index plus one chunk rather than a second copy of the corpus.
+Exact search is a blocked matmul + top-k - what BEIR's exact search and sentence-transformers'
+``semantic_search`` do - run by torch (CPU or GPU, into preallocated buffers) or by faiss's
+brute-force kNN. Which is faster swings with the machine and its load, so ``backend="auto"`` times
+both on a slice of the first case and keeps the winner per case (device, dimension, corpus and k
+sizes); the choice and its timings are recorded with the results. Corpora above the memory budget
+are searched in chunks read from the memory-mapped cache, whose pages are released after each chunk,
+so peak memory stays near ``memory_gb``. Approximate indexes are in ``text_retrieval/ann.py``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import logging
-import os
+import dataclasses
+import math
+import mmap
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any, Protocol
 
 import faiss
 import numpy as np
@@ -26,26 +32,78 @@ import torch
 from tqdm.auto import tqdm
 
 from clipmag.heads import SimilarityHead
-from clipmag.naming import slug
-from text_retrieval.encoder import TextEncoder
 from text_retrieval.metrics import Run
 
-logger = logging.getLogger("clipmag")
+__all__ = [
+    "RetrievalSettings",
+    "ExactIndex",
+    "build_index",
+    "search",
+    "retrieve",
+    "head_transform",
+    "query_factor",
+    "release_pages",
+    "METHODS",
+    "BACKENDS",
+    "CACHE_DTYPES",
+]
 
-__all__ = ["corpus_cache_key", "encode_corpus", "build_index", "search", "head_transform"]
+METHODS = ("exact", "hnsw", "ivf")
+BACKENDS = ("auto", "torch", "faiss")
+CACHE_DTYPES = {"fp32": np.float32, "fp16": np.float16}
+MIN_QUERY_BLOCK = 64  # queries per matmul at the least; more where the memory budget allows (faster GEMMs)
+_CALIBRATION = (64, 16_384)  # queries x documents timed per backend when choosing
+_CHOICES: dict[tuple, tuple[str, dict[str, float]]] = {}  # per process: case -> (backend, timings)
 
-CACHE_VERSION = 1
+
+@dataclass(frozen=True)
+class RetrievalSettings:
+    """How a corpus is encoded, cached and searched.
+
+    ``chunk_size``: corpus rows per encoding chunk (the unit of sharding over ranks and of resuming);
+    ``cache_dtype``: ``fp32`` or ``fp16`` storage of the cached embeddings; ``distributed``: share
+    the chunks out over the ranks of ``torch.distributed`` (``text_retrieval/corpus_cache.py``).
+    ``method``: ``exact``, or an approximate ``hnsw`` / ``ivf`` index whose recall against exact is
+    reported; ``backend``: the exact backend (``auto``: timed per case); ``memory_gb``: the bound on
+    the transformed corpus plus score buffers held at once (larger corpora are searched in chunks).
+    """
+
+    chunk_size: int = 50_000
+    cache_dtype: str = "fp32"
+    distributed: bool = False
+    method: str = "exact"
+    backend: str = "auto"
+    memory_gb: float = 4.0
+
+    def __post_init__(self) -> None:
+        choices = {"cache_dtype": CACHE_DTYPES, "method": METHODS, "backend": BACKENDS}
+        for key, valid in choices.items():
+            if getattr(self, key) not in valid:
+                raise ValueError(f"{key} {getattr(self, key)!r} unknown; valid: {', '.join(valid)}")
+        if self.chunk_size < 1 or not self.memory_gb > 0:
+            raise ValueError(f"chunk_size and memory_gb must be positive, got {self.chunk_size}, {self.memory_gb}")
+
+    @property
+    def encodes_only(self) -> bool:
+        """True on the ranks other than 0 of a distributed evaluation: they only help encode the corpus."""
+        return self.distributed and torch.distributed.is_initialized() and torch.distributed.get_rank() != 0
+
+
+class Index(Protocol):
+    ntotal: int
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]: ...
 
 
 def head_transform(head: SimilarityHead, vectors: np.ndarray, side: str) -> np.ndarray:
-    """Apply one side of the head to raw vectors, returning contiguous float32 for faiss."""
+    """Apply one side of the head to raw vectors (any float dtype), returning contiguous float32."""
     with torch.no_grad():
         x = torch.from_numpy(np.array(vectors, dtype=np.float32, order="C", copy=True))
         y = head.transform_query(x) if side == "query" else head.transform_document(x)
     return np.ascontiguousarray(y.float().numpy())
 
 
-def _query_factor(head: SimilarityHead, raw: np.ndarray) -> np.ndarray:
+def query_factor(head: SimilarityHead, raw: np.ndarray) -> np.ndarray:
     """Per-query positive factor ``|transform_query(q)| / |q|`` (``|q|^-gq`` for our heads)."""
     transformed = head_transform(head, raw, "query")
     raw_norm = np.linalg.norm(raw.astype(np.float64), axis=1)
@@ -53,83 +111,143 @@ def _query_factor(head: SimilarityHead, raw: np.ndarray) -> np.ndarray:
     return np.where(raw_norm > 0, factor, 1.0)
 
 
-def corpus_cache_key(encoder: TextEncoder, dataset_name: str, dataset_fingerprint: str) -> tuple[str, dict[str, str]]:
-    """Cache folder name and the identity it hashes (recorded next to the embeddings)."""
-    identity = {
-        "cache_version": str(CACHE_VERSION),
-        "model": encoder.name_or_path,
-        "weights": encoder.weights_fingerprint(),
-        "pooling": encoder.pooling,
-        "document_prefix": encoder.document_prefix,
-        "document_max_length": str(encoder.document_max_length),
-        "dataset": dataset_name,
-        "corpus": dataset_fingerprint,
-    }
-    digest = hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
-    model_tag = slug(Path(encoder.name_or_path.rstrip("/")).name, fallback="model")
-    return f"{dataset_name}__{model_tag}__{digest}", identity
+def release_pages(array: np.ndarray, start: int, stop: int) -> None:
+    """Drop rows ``[start, stop)`` of a memory-mapped array from resident memory (no-op otherwise).
 
-
-def encode_corpus(
-    encoder: TextEncoder,
-    texts: Sequence[str],
-    cache_dir: str | Path | None = None,
-    dataset_name: str = "corpus",
-    dataset_fingerprint: str = "",
-    chunk_size: int = 50_000,
-    batch_size: int = 64,
-    show_progress: bool = True,
-) -> np.ndarray:
-    """Raw document embeddings [N, D], from the cache when present, else encoded chunk by chunk.
-
-    With ``cache_dir`` the result is a read-only memory map of ``embeddings.npy``; the file is
-    written under a temporary name and renamed when complete, so an interrupted run never leaves
-    a truncated cache behind.
+    Pages read from (or written to) a memory map count as resident until the kernel needs them;
+    advising them away after each chunk keeps a pass over a corpus larger than RAM bounded.
     """
-    if cache_dir is None:
-        parts = [
-            encoder.encode(texts[i : i + chunk_size], "document", batch_size, show_progress)
-            for i in range(0, len(texts), chunk_size)
-        ]
-        return np.concatenate(parts) if parts else np.zeros((0, encoder.dim), np.float32)
-    if not dataset_fingerprint:
-        dataset_fingerprint = hashlib.sha1("\0".join(texts).encode()).hexdigest()[:16]
-    key, identity = corpus_cache_key(encoder, dataset_name, dataset_fingerprint)
-    folder = Path(cache_dir) / key
-    target = folder / "embeddings.npy"
-    if target.is_file():
-        cached = np.load(target, mmap_mode="r")
-        if cached.shape == (len(texts), encoder.dim):
-            logger.info("corpus embeddings from cache %s", folder)
-            return cached
-        logger.warning("ignoring cache %s with shape %s (expected %s)", folder, cached.shape, (len(texts), encoder.dim))
-    folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / f"embeddings.{os.getpid()}.partial.npy"
-    out = np.lib.format.open_memmap(partial, mode="w+", dtype=np.float32, shape=(len(texts), encoder.dim))
-    for start in range(0, len(texts), chunk_size):
-        out[start : start + chunk_size] = encoder.encode(
-            texts[start : start + chunk_size], "document", batch_size, show_progress
-        )
-    out.flush()
-    del out
-    os.replace(partial, target)
-    (folder / "identity.json").write_text(
-        json.dumps({**identity, "num_documents": len(texts), "created": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2)
-    )
-    logger.info("cached corpus embeddings in %s", folder)
-    return np.load(target, mmap_mode="r")
+    handle = getattr(array, "_mmap", None)
+    if handle is None or not hasattr(mmap, "MADV_DONTNEED") or stop <= start:
+        return
+    row = array.strides[0]
+    base = int(getattr(array, "offset", 0)) + start * row
+    first = base - base % mmap.PAGESIZE
+    if array.flags.writeable:
+        handle.flush()  # written rows reach the file before their pages are dropped
+    handle.madvise(mmap.MADV_DONTNEED, first, base + (stop - start) * row - first)
 
 
-def build_index(doc_embeddings: np.ndarray, head: SimilarityHead, chunk_size: int = 50_000) -> faiss.IndexFlatIP:
-    """IndexFlatIP over document-side-transformed vectors, added chunk by chunk."""
-    index = faiss.IndexFlatIP(int(doc_embeddings.shape[1]))
-    for start in range(0, doc_embeddings.shape[0], chunk_size):
-        index.add(head_transform(head, np.asarray(doc_embeddings[start : start + chunk_size]), "document"))
-    return index
+def _torch_topk(queries: torch.Tensor, docs: torch.Tensor, k: int, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``queries @ docs.T`` + top-k, ``block`` queries at a time, into buffers allocated once."""
+    n_q = queries.shape[0]
+    scores = torch.empty(min(block, n_q), docs.shape[0], dtype=docs.dtype, device=docs.device)
+    values = torch.empty(n_q, k, dtype=docs.dtype, device=docs.device)
+    indices = torch.empty(n_q, k, dtype=torch.long, device=docs.device)
+    for start in range(0, n_q, block):
+        rows = slice(start, min(start + block, n_q))
+        block_scores = scores[: rows.stop - rows.start]
+        torch.mm(queries[rows], docs.T, out=block_scores)
+        torch.topk(block_scores, k, dim=1, out=(values[rows], indices[rows]))
+    return values, indices
+
+
+def _faiss_topk(queries: torch.Tensor, docs: torch.Tensor, k: int, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+    values, indices = faiss.knn(queries.numpy(), docs.numpy(), k, metric=faiss.METRIC_INNER_PRODUCT)
+    return torch.from_numpy(values), torch.from_numpy(indices)
+
+
+_KERNELS = {"torch": _torch_topk, "faiss": _faiss_topk}
+
+
+def _choose(queries: torch.Tensor, docs: torch.Tensor, k: int, backend: str) -> tuple[str, dict[str, float]]:
+    """The backend for this case: forced, torch on GPU, else the faster of the two on a timed slice."""
+    if backend != "auto":
+        return backend, {}
+    if docs.device.type != "cpu":
+        return "torch", {}
+    case = (queries.shape[1], int(math.log2(docs.shape[0] + 1)), int(math.log2(k + 1)), torch.get_num_threads())
+    if case not in _CHOICES:
+        q, d = queries[: _CALIBRATION[0]], docs[: _CALIBRATION[1]]
+        timings = {}
+        for name, kernel in _KERNELS.items():
+            runs = []
+            for _ in range(2):
+                start = time.perf_counter()
+                kernel(q, d, min(k, d.shape[0]), MIN_QUERY_BLOCK)
+                runs.append(time.perf_counter() - start)
+            timings[f"{name}_s"] = min(runs)
+        _CHOICES[case] = (min(_KERNELS, key=lambda n: timings[f"{n}_s"]), timings)
+    return _CHOICES[case]
+
+
+class ExactIndex:
+    """The document-side-transformed corpus, searched exactly.
+
+    A corpus whose transformed copy fits the memory budget is transformed once and kept; a larger
+    one stays in its (memory-mapped) raw form and is transformed chunk by chunk at every search.
+    ``described`` says which backend searched and why (for the results record).
+    """
+
+    def __init__(
+        self,
+        doc_embeddings: np.ndarray,
+        head: SimilarityHead,
+        settings: RetrievalSettings | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.settings = settings or RetrievalSettings()
+        self.head, self.device = head, torch.device(device)
+        self.ntotal, self.dim = int(doc_embeddings.shape[0]), int(doc_embeddings.shape[1])
+        self.budget = budget = self.settings.memory_gb * 2**30
+        self.chunk_rows = max(1024, int(budget / 2 / (4 * self.dim)))  # half the budget: documents
+        self._raw = doc_embeddings
+        self._kept = self._transform(0, self.ntotal) if self.ntotal <= self.chunk_rows else None
+        self.described: dict[str, Any] = {"method": "exact", "chunks": math.ceil(self.ntotal / self.chunk_rows)}
+
+    def _transform(self, start: int, stop: int) -> torch.Tensor:
+        """Rows ``[start, stop)`` document-side-transformed, copied only where needed (a memory map, or
+        fp16, is read into fresh memory; in-memory fp32 rows are used in place when the head keeps them)."""
+        chunk = np.asarray(self._raw[start:stop])
+        if not (chunk.flags.writeable and chunk.flags.c_contiguous and chunk.dtype == np.float32):
+            chunk = np.array(chunk, dtype=np.float32, order="C")
+            release_pages(self._raw, start, stop)
+        with torch.no_grad():
+            return self.head.transform_document(torch.from_numpy(chunk).to(self.device)).float()
+
+    def chunks(self) -> Iterator[tuple[int, torch.Tensor]]:
+        """(first row, transformed rows) over the corpus, at most ``chunk_rows`` at a time."""
+        if self._kept is not None:
+            yield 0, self._kept
+            return
+        for start in range(0, self.ntotal, self.chunk_rows):
+            yield start, self._transform(start, min(start + self.chunk_rows, self.ntotal))
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` inner products of raw ``queries`` with the transformed corpus: (scores, positions)."""
+        q = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32)).to(self.device)
+        k = min(k, self.ntotal)
+        best_values = best_indices = None
+        for start, docs in self.chunks():
+            backend, timings = _choose(q, docs, k, self.settings.backend)
+            self.described.update(backend=backend, calibration=timings, device=str(self.device))
+            block = max(MIN_QUERY_BLOCK, int(self.budget / 2 / (4 * docs.shape[0])))  # the other half: scores
+            values, indices = _KERNELS[backend](q, docs, min(k, docs.shape[0]), block)
+            indices = indices.to(q.device) + start
+            if best_values is not None:  # merge this chunk's top-k into the running top-k
+                values, order = torch.topk(torch.cat([best_values, values.to(q.device)], dim=1), k, dim=1)
+                indices = torch.gather(torch.cat([best_indices, indices], dim=1), 1, order)
+            best_values, best_indices = values.to(q.device), indices
+        return best_values.cpu().numpy(), best_indices.cpu().numpy()
+
+
+def build_index(
+    doc_embeddings: np.ndarray,
+    head: SimilarityHead,
+    settings: RetrievalSettings | None = None,
+    device: str | torch.device = "cpu",
+) -> Index:
+    """The index ``settings.method`` names over ``doc_embeddings`` (raw; any float dtype, memory-mapped or not)."""
+    settings = settings or RetrievalSettings()
+    if settings.method == "exact":
+        return ExactIndex(doc_embeddings, head, settings, device)
+    from text_retrieval.ann import ApproximateIndex
+
+    return ApproximateIndex(doc_embeddings, head, settings)
 
 
 def search(
-    index: faiss.Index,
+    index: Index,
     query_embeddings: np.ndarray,
     query_ids: Sequence[str],
     doc_ids: Sequence[str],
@@ -137,19 +255,14 @@ def search(
     top_k: int = 1000,
     excluded: Mapping[str, Iterable[str]] | None = None,
     ignore_identical_ids: bool = False,
-    query_batch: int = 1024,
+    query_batch: int = 4096,
     show_progress: bool = False,
 ) -> Run:
-    """Top-``top_k`` hits per query after the BEIR/BRIGHT exclusions.
+    """Top-``top_k`` hits per query after the BEIR/BRIGHT exclusions, scored by ``head``.
 
-    The index is searched with the *raw* query and the scores are then multiplied by the query
-    side's positive factor ``|q|^-gq``. That gives the head's scores, and makes the ranking depend
-    on the document side alone bit for bit (docs/method.md Prop. 4.1: qnorm ranks exactly as dot, dnorm
-    exactly as cosine), where transforming the query first would let float rounding reorder
-    near-ties deep in the list.
-
-    Enough extra hits are fetched to cover the exclusions, so each query still gets ``top_k``
-    results (when the corpus has them) after filtering.
+    The index is searched with the *raw* query and the scores are then multiplied, in float64, by
+    the query side's positive factor ``|q|^-gq`` (module docstring). Enough extra hits are fetched
+    to cover the exclusions, so each query still gets ``top_k`` results (when the corpus has them).
     """
     if len(query_ids) != query_embeddings.shape[0]:
         raise ValueError(f"{len(query_ids)} query ids but {query_embeddings.shape[0]} query embeddings")
@@ -160,17 +273,36 @@ def search(
     for start in tqdm(range(0, len(query_ids), query_batch), desc="search", disable=not show_progress):
         raw = np.array(query_embeddings[start : start + query_batch], dtype=np.float32, order="C")
         scores, positions = index.search(raw, k)
-        scores = scores.astype(np.float64) * _query_factor(head, raw)[:, None]  # float64: no new ties
+        scores = scores.astype(np.float64) * query_factor(head, raw)[:, None]  # float64: no new ties
         for row, qid in enumerate(query_ids[start : start + query_batch]):
             skip = set(excluded.get(qid, ()))
             if ignore_identical_ids:
                 skip.add(qid)
-            hits: dict[str, float] = {}
-            for score, position in zip(scores[row].tolist(), positions[row].tolist()):
-                if position < 0 or len(hits) == top_k:
-                    break
-                doc_id = doc_ids[position]
-                if doc_id not in skip:
-                    hits[doc_id] = score
-            run[qid] = hits
+            found = positions[row] >= 0  # an approximate index pads with -1
+            hits = zip(map(doc_ids.__getitem__, positions[row][found].tolist()), scores[row][found].tolist())
+            run[qid] = dict(islice(hits if not skip else ((d, s) for d, s in hits if d not in skip), top_k))
     return run
+
+
+def retrieve(
+    docs: np.ndarray,
+    queries: np.ndarray,
+    dataset: Any,
+    head: SimilarityHead,
+    top_k: int,
+    settings: RetrievalSettings | None = None,
+    device: str | torch.device = "cpu",
+) -> tuple[Run, dict[str, Any]]:
+    """Search a retrieval dataset's queries over its (raw) corpus embeddings: the run, and how it was
+    searched (method, backend and its timings; for an approximate index its recall@10 against exact
+    on a seeded sample of queries)."""
+    settings = settings or RetrievalSettings()
+    index = build_index(docs, head, settings, device)
+    exclusions = {"excluded": dataset.excluded, "ignore_identical_ids": dataset.ignore_identical_ids}
+    run = search(index, queries, dataset.query_ids, dataset.corpus_ids, head, top_k, **exclusions)
+    searched = {**getattr(index, "described", {}), "settings": dataclasses.asdict(settings)}
+    if settings.method != "exact":
+        from text_retrieval.ann import recall_vs_exact
+
+        searched["recall_vs_exact"] = recall_vs_exact(index, ExactIndex(docs, head, settings, device), queries)
+    return run, searched

@@ -143,24 +143,26 @@ def retrieval_metrics(
     return out
 
 
+def zero_shot_prompts(classnames: Sequence[str], templates: Sequence[str]) -> list[str]:
+    """Every template filled with every class name, class-major (``{c}`` or ``{}`` marks the slot)."""
+    return [t.replace("{c}", name).replace("{}", name) for name in classnames for t in templates]
+
+
 @torch.no_grad()
 def zero_shot_metrics(
     model: ClipMagModel,
     image_features: torch.Tensor,
     labels: torch.Tensor,
-    classnames: Sequence[str],
-    templates: Sequence[str],
-    tokenizer: Callable,
-    device: torch.device,
+    prompt_features: torch.Tensor,
+    n_classes: int,
 ) -> dict[str, float]:
     """Zero-shot top-1 accuracy and mean per-class recall with cosine and with the head.
 
-    A class embedding is the mean of its templates' *raw* text features (open_clip averages unit
-    vectors instead; averaging raw features keeps the magnitude the head is meant to read).
+    ``prompt_features``: raw text features of ``zero_shot_prompts``. A class embedding is the mean
+    of its prompts' *raw* features (open_clip averages unit vectors instead; averaging raw features
+    keeps the magnitude the head is meant to read).
     """
-    prompts = [t.replace("{c}", name).replace("{}", name) for name in classnames for t in templates]
-    feats = encode(model.encode_text, tokenizer(prompts), 256, device)
-    class_features = feats.view(len(classnames), len(templates), -1).mean(dim=1)
+    class_features = prompt_features.view(n_classes, -1, prompt_features.shape[1]).mean(dim=1)
     out: dict[str, float] = {}
     for scoring, head in (("cosine", build_head("cosine")), ("head", None)):
         pred = model.similarity(image_features, class_features, head).argmax(dim=1)

@@ -84,15 +84,15 @@ def _folder_splits(args: argparse.Namespace) -> tuple[Splits, dict[str, Any]]:
     images in the order of the source, so a key names one image in every split."""
     if not args.images:
         raise ValueError("--captions, --karpathy and --download need --images (the image folder)")
-    image_dir = Path(args.images)
+    image_dir, karpathy = Path(args.images), args.karpathy
     if args.download:
         split_file, image_dir = download(args.download, image_dir)
-        args.karpathy = str(split_file)
-    if args.karpathy:
-        entries = sources.read_karpathy(args.karpathy)
+        karpathy = str(split_file)
+    if karpathy:
+        entries = sources.read_karpathy(karpathy)
         by_split = sources.given_splits(entries, args.seed)
         how = {
-            "source": args.karpathy,
+            "source": karpathy,
             "rule": f"the file's Karpathy split, restval in train; train order seed {args.seed}",
         }
     else:

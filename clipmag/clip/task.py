@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from clipmag.losses import infonce_from_config
 from . import embedded as embedded_set
 from .config import ClipConfig
 from .data import EvalSet, flatten_captions, read_eval_set, validate_shards
-from .evaluate import encode, format_results, retrieval_metrics, zero_shot_metrics
+from .evaluate import encode, format_results, retrieval_metrics, zero_shot_metrics, zero_shot_prompts
 from .model import ClipMagModel, build_open_clip, export_open_clip, load_clipmag, resolve_model_name
 from .stream import ClipShardStream
 
@@ -71,7 +71,7 @@ class ClipTask:
 
     # ---- data --------------------------------------------------------------------------------
     def _images(self, split: embedded_set.CompositeSplit) -> torch.Tensor:
-        return torch.stack([self.preprocess_val(split.pil(i)) for i in range(len(split))]).half()
+        return torch.stack([self.preprocess_val(split.pil(i)) for i in range(len(split))])
 
     def _embedded_eval(self, split: embedded_set.CompositeSplit) -> EvalSet:
         texts, owner = flatten_captions(split.captions)
@@ -83,7 +83,9 @@ class ClipTask:
         sets = embedded_set.build_embedded(
             d.embedded_train, d.embedded_val, d.embedded_test, d.embedded_per_class, seed=d.embedded_seed
         )
-        self.train_images, self.train_tokens = self._images(sets.train), sets.train.caption_tokens(self.tokenizer)
+        # training images in half precision: half the memory; the model reads them in float32
+        self.train_images = self._images(sets.train).half()
+        self.train_tokens = sets.train.caption_tokens(self.tokenizer)
         self.eval_sets = {"val": self._embedded_eval(sets.val), "test": self._embedded_eval(sets.test)}
         cls_split = sets.classification
         self.zero_shot = ZeroShot(
@@ -173,12 +175,13 @@ class ClipTask:
         loss = infonce_from_config(self.cfg.loss, head_from_config(self.cfg.head))
         return ClipMagModel(self.clip, loss, self.cfg.model.query_side, self.model_name)
 
-    def _encode_images(self, model: ClipMagModel, images: torch.Tensor) -> torch.Tensor:
-        return encode(lambda x: model.encode_image(x.float()), images, self.cfg.data.eval_batch_size, self.ctx.device)
+    def _encode(self, fn: Callable[[torch.Tensor], torch.Tensor], inputs: torch.Tensor) -> torch.Tensor:
+        """Raw features in the run's precision (``train.precision``)."""
+        return encode(fn, inputs, self.cfg.data.eval_batch_size, self.ctx.device, self.cfg.train.precision)
 
     def _retrieval(self, model: ClipMagModel, data: EvalSet) -> dict[str, float]:
-        image_features = self._encode_images(model, data.images)
-        text_features = encode(model.encode_text, data.tokens, self.cfg.data.eval_batch_size, self.ctx.device)
+        image_features = self._encode(lambda x: model.encode_image(x.float()), data.images)
+        text_features = self._encode(model.encode_text, data.tokens)
         return retrieval_metrics(model, image_features, text_features, data.image_of_text)
 
     def evaluate(self, model: ClipMagModel) -> dict[str, float]:
@@ -203,18 +206,11 @@ class ClipTask:
         metrics: dict[str, Any] = self._retrieval(model, data)
         zero_shot = self._zero_shot(data)
         if zero_shot is not None:
-            features = self._encode_images(model, zero_shot.images)
-            metrics.update(
-                zero_shot_metrics(
-                    model,
-                    features,
-                    zero_shot.labels,
-                    zero_shot.classnames,
-                    zero_shot.templates,
-                    self.tokenizer,
-                    self.ctx.device,
-                )
-            )
+            prompts = zero_shot_prompts(zero_shot.classnames, zero_shot.templates)
+            prompt_features = self._encode(model.encode_text, self.tokenizer(prompts))
+            images = self._encode(lambda x: model.encode_image(x.float()), zero_shot.images)
+            n_classes = len(zero_shot.classnames)
+            metrics.update(zero_shot_metrics(model, images, zero_shot.labels, prompt_features, n_classes))
         return {data.name: metrics}
 
     def run_identity(self) -> dict[str, Any]:

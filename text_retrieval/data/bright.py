@@ -24,13 +24,11 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from text_retrieval.data.beir import RetrievalDataset
 from text_retrieval.data.common import DataFormatError, find_file, iter_jsonl, require_str
-
-if TYPE_CHECKING:
-    from text_retrieval.data.settings import EvalSettings
+from text_retrieval.data.settings import REASONING_CONFIGS, EvalSettings
 
 logger = logging.getLogger("clipmag")
 
@@ -65,7 +63,6 @@ BRIGHT_TASKS = (
     "theoremqa_theorems",
 )
 LONG_DOCUMENT_TASKS = (*BRIGHT_TASKS[:7], "pony")  # the StackExchange tasks and pony
-REASONING_CONFIGS = ("gpt4_reason", "claude-3-opus_reason", "Gemini-1.0_reason", "llama3-70b_reason", "grit_reason")
 SOURCE_FILE = "bright_source.json"
 _EXAMPLE_FILES = ("examples.jsonl", "examples.jsonl.gz")
 _DOCUMENT_FILES = ("documents.jsonl", "documents.jsonl.gz", "long_documents.jsonl", "long_documents.jsonl.gz")

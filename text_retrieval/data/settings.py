@@ -27,7 +27,8 @@ from typing import Any
 
 import yaml
 
-from text_retrieval.data.bright import REASONING_CONFIGS
+# BRIGHT's reasoning-augmented query sets (the hub configs whose ``query`` holds an LLM's reasoning).
+REASONING_CONFIGS = ("gpt4_reason", "claude-3-opus_reason", "Gemini-1.0_reason", "llama3-70b_reason", "grit_reason")
 
 __all__ = ["DEFAULT_MAX_LENGTH_CAP", "EvalSettings", "is_settings_file", "read_settings_file"]
 

@@ -42,6 +42,7 @@ import random
 import re
 import subprocess
 import sys
+import unicodedata
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -116,8 +117,10 @@ def select_questions(
     for order, question in enumerate(questions):
         row = counts.setdefault(question.source, {"questions": 0, "candidates": 0, "kept": 0})
         row["questions"] += 1
-        question_tokens = tokens(question.text)
-        for title, title_tokens in titles:
+        lowered = unicodedata.normalize("NFD", question.text).lower()
+        named = [(title, toks) for title, toks in titles if toks[0] in lowered]  # cheap filter before tokenising
+        question_tokens = tokens(question.text) if named else []
+        for title, title_tokens in named:
             if not contains_tokens(question_tokens, title_tokens):
                 continue
             if any(has_answer(question.answers, p.text, question.match, toks) for p, toks in by_title[title]):

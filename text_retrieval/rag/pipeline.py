@@ -176,7 +176,7 @@ def run_rag(cfg: RagConfig, reader: Reader | None = None, show_progress: bool = 
     rc = cfg.reader
     if reader is None and rc.name_or_path.lower() != "none":
         reader = load_reader(
-            rc.name_or_path, rc.max_new_tokens, rc.batch_size, rc.max_input_tokens, rc.dtype, rc.device
+            rc.name_or_path, rc.max_new_tokens, rc.batch_size, rc.max_input_tokens, rc.dtype, rc.device, show_progress
         )
     builders = {}
     if reader is not None:

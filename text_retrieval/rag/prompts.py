@@ -4,7 +4,7 @@ Template (with a chat template the pieces become messages; without one they are 
 
     <instruction>                                  system message / first paragraph
     Question: <example question>                   few-shot: user turn
-    Answer: <example answer>                       few-shot: assistant turn ("Answer: " only in text)
+    Answer: <example answer>                       few-shot: assistant turn
     ...
     Passages:                                      final user turn
     [1] <title>: <text>
@@ -12,13 +12,15 @@ Template (with a chat template the pieces become messages; without one they are 
     [k] <title>: <text>
 
     Question: <question>
-    Answer:                                        ("Answer:" only in text; chat adds the generation prompt)
+    Answer:                                        chat: the generation prompt, then "Answer:"
 
-The default instruction asks for the answer alone, because a small chat model otherwise answers in
-full sentences and exact match is then 0. Few-shot examples are questions with their first gold
-answer and no passages (they teach the answer format, not the facts); they are drawn from the same
-QA set with ``random.Random(seed)``, and a question never serves as its own example, so prompts do
-not depend on the retriever and two heads that retrieve the same passages give the same prompt.
+The reply is the model's continuation of "Answer:", cut at its first line break. A small chat model
+asked a question answers in a full sentence (exact match 0 even when right); the answer-only
+instruction, the few-shot answers and the "Answer:" already written into its turn make it reply
+with the answer alone. Few-shot examples are questions with their first gold answer and no
+passages (they teach the format, not the facts); they are drawn from the same QA set with
+``random.Random(seed)``, and a question never serves as its own example, so prompts do not depend
+on the retriever and two heads that retrieve the same passages give the same prompt.
 
 Truncation rule: the ``k`` passages are kept in rank order and share the token budget equally.
 With ``budget = max_input_tokens - tokens(prompt with empty passages)``, a passage longer than
@@ -55,11 +57,20 @@ class Prompt:
     truncated: int
 
 
+def _short_answer(question: Question) -> bool:
+    answer = question.answers[0]
+    return question.match == "string" and answer.isascii() and answer.isprintable() and 0 < len(answer.split()) <= 5
+
+
 def pick_examples(questions: Sequence[Question], count: int, seed: int) -> list[Question]:
-    """``count + 1`` seeded examples (the spare replaces a question that is itself an example)."""
+    """``count + 1`` seeded examples (the spare replaces a question that is itself an example).
+
+    Only questions whose first gold answer is short plain text (ASCII, 1-5 words, not a regular
+    expression) qualify: TriviaQA lists aliases such as "ⓠ" first, which would teach the wrong format.
+    """
     if count <= 0:
         return []
-    pool = list(questions)
+    pool = [q for q in questions if _short_answer(q)]
     random.Random(seed).shuffle(pool)
     return pool[: count + 1]
 
@@ -94,9 +105,9 @@ class PromptBuilder:
             messages = [{"role": "system", "content": self.instruction}]
             for example in shots:
                 messages.append({"role": "user", "content": f"Question: {example.text}"})
-                messages.append({"role": "assistant", "content": example.answers[0]})
+                messages.append({"role": "assistant", "content": f"Answer: {example.answers[0]}"})
             messages.append({"role": "user", "content": final})
-            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + "Answer:"
         parts = [self.instruction, *(f"Question: {e.text}\nAnswer: {e.answers[0]}" for e in shots)]
         return "\n\n".join([*parts, final]) + "\nAnswer:"
 

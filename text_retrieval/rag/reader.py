@@ -9,9 +9,9 @@ project's dependencies.
 
 Generation is greedy (``do_sample=False``) with prompts sorted by token length and batched (left
 padding for causal models, right for seq2seq), so padding is small; the answer is the generated
-text up to its first line break (``first_line``), and generation stops early once every sequence
-of a batch has produced one. :class:`GenerationCache` keeps outputs by prompt hash, so two heads
-that retrieve the same passages cost one reader pass.
+text up to its first line break (``first_line``; generation runs to ``max_new_tokens`` or the end
+token, which costs little next to reading the prompt). :class:`GenerationCache` keeps outputs by
+prompt hash, so two heads that retrieve the same passages cost one reader pass.
 """
 
 from __future__ import annotations
@@ -85,8 +85,10 @@ class HFReader:
         max_new_tokens: int = 16,
         batch_size: int = 8,
         max_input_tokens: int = 0,
+        show_progress: bool = False,
     ) -> None:
         self.model = model.eval()
+        self.show_progress = show_progress
         self.tokenizer = tokenizer
         self.identity = f"{identity}|new={max_new_tokens}"
         self.max_new_tokens = max_new_tokens
@@ -110,7 +112,6 @@ class HFReader:
         encoded = self.tokenizer(list(texts), add_special_tokens=not self.uses_chat)["input_ids"]
         order = sorted(range(len(texts)), key=lambda i: -len(encoded[i]))
         outputs = [""] * len(texts)
-        stop = {"stop_strings": ["\n"], "tokenizer": self.tokenizer} if not self.seq2seq else {}
         starts = range(0, len(order), self.batch_size)
         for start in tqdm(starts, desc="generate", unit="batch", disable=not show_progress):
             index = order[start : start + self.batch_size]
@@ -118,7 +119,7 @@ class HFReader:
             batch = {k: v.to(self.device) for k, v in batch.items()}
             pad_id = self.tokenizer.pad_token_id
             generated = self.model.generate(
-                **batch, max_new_tokens=self.max_new_tokens, do_sample=False, pad_token_id=pad_id, **stop
+                **batch, max_new_tokens=self.max_new_tokens, do_sample=False, pad_token_id=pad_id
             )
             if not self.seq2seq:
                 generated = generated[:, batch["input_ids"].shape[1] :]
@@ -127,7 +128,7 @@ class HFReader:
         return outputs
 
     def generate(self, prompts: Sequence[Prompt]) -> list[str]:
-        return self.generate_texts([p.text for p in prompts])
+        return self.generate_texts([p.text for p in prompts], self.show_progress)
 
 
 def load_reader(
@@ -137,6 +138,7 @@ def load_reader(
     max_input_tokens: int = 0,
     dtype: str = "auto",
     device: str = "auto",
+    show_progress: bool = False,
 ) -> HFReader:
     """Load a reader from a name, folder, ``.gguf`` path or ``smollm2`` (see the module docstring).
 
@@ -167,7 +169,7 @@ def load_reader(
     except (OSError, ValueError, KeyError) as err:
         raise FileNotFoundError(f"cannot load reader {spec!r} ({source}): {type(err).__name__}: {err}") from None
     identity = f"{spec}|{gguf_file or ''}|{torch_dtype}"
-    return HFReader(model.to(target), tokenizer, identity, max_new_tokens, batch_size, max_input_tokens)
+    return HFReader(model.to(target), tokenizer, identity, max_new_tokens, batch_size, max_input_tokens, show_progress)
 
 
 class GenerationCache:

@@ -1,9 +1,10 @@
 """Retrievers for RAG: a dense encoder under each head, and BM25 as the lexical baseline.
 
-Dense retrieval is :mod:`text_retrieval.search` itself (its corpus cache, index and head
-semantics; no second search path): raw passage embeddings are encoded once per model (and cached
-on disk with ``cache_dir``), raw question embeddings once, and each head only builds its index over
-document-side-transformed vectors and searches. So ``qnorm`` ranks exactly like ``dot`` and
+Dense retrieval is :mod:`text_retrieval.search` itself (its index and head semantics, and the
+corpus cache of :mod:`text_retrieval.corpus_cache`; no second search path): raw passage
+embeddings are encoded once per model (and cached on disk with ``cache_dir``), raw question
+embeddings once, and each head only builds its index over document-side-transformed vectors and
+searches. So ``qnorm`` ranks exactly like ``dot`` and
 ``dnorm`` exactly like ``cosine``, as in every other evaluator of the project.
 
 BM25 is ``bm25s`` (Lucene's BM25 variant, k1 = 1.5, b = 0.75, English stop words, no stemming)
@@ -22,9 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from clipmag.heads import build_head
+from text_retrieval.corpus_cache import encode_corpus
 from text_retrieval.encoder import TextEncoder
 from text_retrieval.rag.data import Corpus, Question
-from text_retrieval.search import build_index, encode_corpus, search
+from text_retrieval.search import build_index, search
 
 logger = logging.getLogger("clipmag")
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import mwparserfromhell
+from mwparserfromhell.wikicode import Wikicode
 from gensim.corpora.wikicorpus import extract_pages
 from mwparserfromhell.nodes import Comment, Heading, Tag, Template, Wikilink
 
@@ -71,6 +72,15 @@ def _drop(node: object) -> bool:
     return isinstance(node, Wikilink) and ":" in str(node.title)
 
 
+def _prune(code: Wikicode) -> None:
+    """Drop unwanted nodes at every depth in one pass (``Wikicode.remove`` searches the tree per call)."""
+    code.nodes = [node for node in code.nodes if not _drop(node)]
+    for node in code.nodes:
+        for child in (getattr(node, "contents", None), getattr(node, "text", None), getattr(node, "title", None)):
+            if isinstance(child, Wikicode):
+                _prune(child)
+
+
 def clean_wikitext(text: str) -> list[str]:
     """Prose paragraphs of one page's wikitext (rules in the module docstring)."""
     code = mwparserfromhell.parse(text)
@@ -78,9 +88,7 @@ def clean_wikitext(text: str) -> list[str]:
         if heading.level == 2 and heading.title.strip_code().strip().lower() in END_SECTIONS:
             del code.nodes[code.index(heading) :]
             break
-    for node in code.filter(recursive=True, matches=None):
-        if _drop(node) and code.contains(node):
-            code.remove(node)
+    _prune(code)
     paragraphs = []
     for line in code.strip_code(normalize=True, collapse=True).split("\n"):
         line = _EMPTY_BRACKETS.sub("", line.strip().lstrip("*#:;").strip())

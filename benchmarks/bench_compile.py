@@ -1,0 +1,98 @@
+"""Would torch.compile (inductor, CPU) pay off? Eager vs compiled all-MiniLM-L6-v2, side by side.
+
+Two workloads at clipmag's default precision (bf16 autocast on a CPU with native bf16, else
+fp32): encoding (forward, no grad, mean pooling) and a training step (forward + backward of the
+InfoNCE loss of a query and a document batch). Each runs on fixed-shape batches, the best case
+for a compiler (real encoding pads every batch to its own length, which costs recompiles or
+dynamic shapes). Compile time is reported apart; the timed rounds alternate eager and compiled.
+Exactness is the largest difference of the pooled embeddings (encode) and of the gradients
+(training step) between the two. clipmag adopts compilation only at >= 1.1x and exact results.
+
+    python benchmarks/bench_compile.py [--rounds 4] [--encode-batch 32] [--encode-length 128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import torch
+from harness import default_model, default_precision, print_header, ratio, rounds, spread
+
+from clipmag.heads import build_head
+from clipmag.losses import InfoNCE
+from clipmag.precision import autocast, autocast_dtype
+from text_retrieval.encoder import TextEncoder, pool
+
+CPU = torch.device("cpu")
+
+
+def batch(encoder: TextEncoder, n: int, length: int, seed: int) -> dict[str, torch.Tensor]:
+    """``n`` random token sequences of exactly ``length`` tokens (a full attention mask)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1000, encoder.tokenizer.vocab_size, (n, length), generator=g)
+    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def seconds_of(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def compare(
+    name: str, eager: Callable[[], torch.Tensor], compiled: Callable[[], torch.Tensor], args: argparse.Namespace
+) -> None:
+    """Compile (timed apart), check exactness, then time both in alternating rounds."""
+    reference = eager()
+    compile_s = seconds_of(compiled)
+    diff = float((compiled() - reference).abs().max())
+    scale = float(reference.abs().max())
+    print(f"\n{name}: compile {compile_s:.0f} s; max |compiled - eager| {diff:.2e} (largest value {scale:.2e})")
+    times = rounds(
+        {"eager": lambda: seconds_of(eager), "compiled": lambda: seconds_of(compiled)},
+        args.rounds,
+        lambda t: f"{t:.2f} s",
+    )
+    rates = {side: [1 / t for t in values] for side, values in times.items()}
+    speedup = spread(ratio(rates["compiled"], rates["eager"]))
+    print(f"  {name}: compiled / eager, median of the per-round ratios (range): {speedup}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--encode-batch", type=int, default=32)
+    p.add_argument("--encode-length", type=int, default=128)
+    p.add_argument("--train-batch", type=int, default=16)
+    p.add_argument("--train-length", type=int, default=64)
+    args = p.parse_args()
+    dtype = autocast_dtype("auto", CPU)
+    print_header(f"torch.compile vs eager, all-MiniLM-L6-v2, clipmag's default precision here: {default_precision()}")
+    encoder = TextEncoder.from_pretrained(default_model())
+    model = encoder.model.eval()  # dropout off: both sides compute the same function
+    compiled_model = torch.compile(model)
+
+    def embed(net: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        with autocast(CPU, dtype):
+            return pool(net(**inputs).last_hidden_state, inputs["attention_mask"], "mean")
+
+    docs = batch(encoder, args.encode_batch, args.encode_length, 0)
+    with torch.no_grad():
+        compare("encode", lambda: embed(model, docs), lambda: embed(compiled_model, docs), args)
+
+    loss = InfoNCE(build_head("cosine"), scale=20.0, direction="q2d")
+    queries = batch(encoder, args.train_batch, args.train_length, 1)
+    positives = batch(encoder, args.train_batch, args.train_length, 2)
+
+    def step(net: torch.nn.Module) -> torch.Tensor:
+        model.zero_grad(set_to_none=True)
+        loss(embed(net, queries), embed(net, positives))["loss"].backward()
+        return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+
+    compare("training step", lambda: step(model), lambda: step(compiled_model), args)
+
+
+if __name__ == "__main__":
+    main()

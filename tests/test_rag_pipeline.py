@@ -1,0 +1,179 @@
+"""RAG end to end on a tiny fixture: oracle and tiny random readers, heads, outputs, bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from text_fixtures import minilm_path
+
+from clipmag.entry import run_entry_point
+from text_retrieval.rag.answers import has_answer
+from text_retrieval.rag.config import RagConfig, RagDataConfig, ReaderConfig, RetrievalConfig
+from text_retrieval.rag.pipeline import run_rag
+from text_retrieval.rag.prompts import Prompt
+from text_retrieval.rag.reader import load_reader
+from text_retrieval.rag_cli import main
+
+PASSAGES = [
+    ("1", "Aardvark", "The aardvark is a burrowing mammal native to Africa. It feeds almost only on ants and termites."),
+    ("2", "Abacus", "The abacus is a calculating tool; the Chinese suanpan dates to the 2nd century BC."),
+    ("3", "Alabama", "Montgomery has been the state capital since 1846, and Birmingham is the largest city."),
+    ("4", "Albedo", "Fresh snow reflects up to 90 percent of sunlight, while charcoal reflects about 4 percent."),
+    ("5", "Apollo 11", "Neil Armstrong and Buzz Aldrin landed on the Moon in July 1969."),
+    ("6", "Algeria", "Algiers is the capital and largest city of the country, on the Mediterranean coast."),
+    ("7", "Andorra", "Andorra la Vella is the capital of the small country in the Pyrenees."),
+    ("8", "Ampere", "The ampere is the SI base unit of electric current, named after a French physicist."),
+]
+QUESTIONS = [
+    ("what do aardvarks eat?", ["ants", "termites"]),
+    ("what is the capital of alabama?", ["Montgomery"]),
+    ("who landed on the moon with buzz aldrin?", ["Neil Armstrong", "Armstrong"]),
+    ("what is the capital of algeria?", ["Algiers"]),
+    ("how much sunlight does fresh snow reflect?", ["90 percent"]),
+    ("who wrote hamlet?", ["Shakespeare"]),
+]
+
+
+@pytest.fixture()
+def fixture_files(tmp_path: Path) -> tuple[Path, Path]:
+    corpus = tmp_path / "psgs.tsv"
+    corpus.write_text("id\ttext\ttitle\n" + "".join(f"{i}\t{t}\t{title}\n" for i, title, t in PASSAGES))
+    qa = tmp_path / "tiny.test.txt"
+    qa.write_text("".join(f"{q}\t{a!r}\n" for q, a in QUESTIONS))
+    return corpus, qa
+
+
+def _config(files: tuple[Path, Path], output: Path, norms: Sequence[str] = (), reader: str = "none", **kw) -> RagConfig:
+    data = RagDataConfig(corpus=str(files[0]), qa=[str(files[1])])
+    retrieval = RetrievalConfig(models=[minilm_path()], norms=list(norms), max_length=64, cache_dir=None, depth=8)
+    reader_cfg = ReaderConfig(name_or_path=reader, cache="", **kw)
+    return RagConfig(data=data, retrieval=retrieval, reader=reader_cfg, output=str(output))
+
+
+class OracleReader:
+    """Copies a gold answer when one is in the prompt's passages: EM must then equal accuracy@k."""
+
+    identity = "oracle"
+    uses_chat = False
+    max_input_tokens = 10_000
+
+    def __init__(self) -> None:
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+
+    def generate(self, prompts: Sequence[Prompt]) -> list[str]:
+        out = []
+        for prompt in prompts:
+            context = " ".join(prompt.passages)
+            found = [a for a in prompt.question.answers if has_answer([a], context)]
+            out.append(found[0] + "\nQuestion: ignored" if found else "")
+        return out
+
+
+def _questions(folder: Path, name: str = "tiny") -> list[dict]:
+    return [json.loads(line) for line in (folder / f"{name}.questions.jsonl").read_text().splitlines()]
+
+
+def test_oracle_reader_em_equals_accuracy_at_k(fixture_files, tmp_path):
+    cfg = _config(fixture_files, tmp_path / "out", reader="oracle", top_k=2, few_shot=2)
+    (row,) = run_rag(cfg, reader=OracleReader(), show_progress=False)
+    metrics = row.metrics["tiny"]
+    assert metrics["EM"] == metrics["accuracy@2"] == metrics["contains"]
+    assert 0 < metrics["EM"] < 1 and metrics["num_questions"] == len(QUESTIONS)
+    for record in _questions(tmp_path / "out"):
+        hit = record["first_hit_rank"] is not None and record["first_hit_rank"] <= 2
+        assert record["EM"] == float(hit) and record["answer"] == (record["generated"].split("\n")[0] if hit else "")
+        assert len(record["retrieved"]) == 8 and record["truncated_passages"] == 0
+    result = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert set(result["metrics"]["tiny"]) >= {"accuracy@1", "accuracy@5", "accuracy@2", "EM", "F1", "contains"}
+    assert result["head"]["head"] == {"name": "cosine"} and result["head"]["pooling"] == "mean"
+    assert result["config"]["reader"]["top_k"] == 2 and result["versions"]["bm25s"] != "not installed"
+
+
+def test_heads_change_only_what_they_should(fixture_files, tmp_path):
+    cfg = _config(fixture_files, tmp_path / "out", norms=["cosine", "dot", "qnorm", "dnorm"])
+    cfg.retrieval.bm25 = True
+    rows = {row.label: row for row in run_rag(cfg, show_progress=False)}
+    assert list(rows) == ["cosine", "dot", "qnorm", "dnorm", "bm25"]
+    ranked = {label: [r["retrieved"] for r in _questions(tmp_path / "out" / label)] for label in rows}
+    ids = {label: [[pid for pid, _ in hits] for hits in lists] for label, lists in ranked.items()}
+    assert ids["qnorm"] == ids["dot"] and ids["dnorm"] == ids["cosine"]
+    assert rows["qnorm"].metrics == rows["dot"].metrics and rows["dnorm"].metrics == rows["cosine"].metrics
+    assert ranked["qnorm"] != ranked["dot"]  # same order, different scores (|q| divides them out)
+    assert "EM" not in rows["cosine"].metrics["tiny"]
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert "| qnorm |" in table and "| bm25 |" in table and "acc@5 vs cosine" in table
+    bm25 = json.loads((tmp_path / "out" / "bm25" / "results.json").read_text())
+    assert bm25["head"] is None and bm25["retriever"]["kind"] == "bm25"
+
+
+def _tiny_model(folder: Path, kind: str) -> Path:
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, T5Config, T5ForConditionalGeneration
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+    if kind == "seq2seq":
+        config = T5Config(
+            vocab_size=len(tokenizer), d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2, decoder_start_token_id=0
+        )
+        model = T5ForConditionalGeneration(config)
+    else:
+        config = LlamaConfig(
+            vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2
+        )
+        model = LlamaForCausalLM(config)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("kind", ["seq2seq", "causal"])
+def test_tiny_random_readers_end_to_end_with_cache(fixture_files, tmp_path, kind):
+    folder = _tiny_model(tmp_path / kind, kind)
+    cfg = _config(fixture_files, tmp_path / "out", reader=str(folder), max_new_tokens=3, max_input_tokens=120, few_shot=0)
+    cfg = dataclasses.replace(cfg, reader=dataclasses.replace(cfg.reader, cache=str(tmp_path / "gen.jsonl")))
+    (row,) = run_rag(cfg, show_progress=False)
+    records = _questions(tmp_path / "out")
+    assert all(0 <= r["EM"] <= r["F1"] + 1e-9 <= 1 + 1e-9 and isinstance(r["generated"], str) for r in records)
+    assert all(r["truncated_passages"] > 0 and r["prompt_tokens"] <= 120 + 5 for r in records)  # the budget held
+    first = json.loads((tmp_path / "out" / "results.json").read_text())["generation_cache"]
+    assert first == {"hits": 0, "misses": len(QUESTIONS)}
+    run_rag(cfg, show_progress=False)  # same prompts: answered from the cache file
+    again = json.loads((tmp_path / "out" / "results.json").read_text())["generation_cache"]
+    assert again == {"hits": len(QUESTIONS), "misses": 0}
+    assert [r["generated"] for r in _questions(tmp_path / "out")] == [r["generated"] for r in records]
+
+
+def test_reader_that_cannot_be_loaded_names_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"cannot load reader .*no_such_model"):
+        load_reader(str(tmp_path / "no_such_model"))
+    with pytest.raises(FileNotFoundError, match=r"reader GGUF file not found: .*missing\.gguf"):
+        load_reader(str(tmp_path / "missing.gguf"))
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{not json")
+    with pytest.raises(FileNotFoundError, match=r"cannot load reader .*broken"):
+        load_reader(str(broken))
+
+
+def test_cli_prints_table_and_reports_bad_input(fixture_files, tmp_path, capsys):
+    corpus, qa = fixture_files
+    args = ["--corpus", str(corpus), "--qa", str(qa), "--model", minilm_path(), "--reader", "none"]
+    args += ["--norm", "cosine", "qnorm", "--output", str(tmp_path / "cli"), "--quiet", "retrieval.cache_dir=null"]
+    rows = main([*args, "--max-length", "64", "--top-k", "3"])
+    assert [r.label for r in rows] == ["cosine", "qnorm"]
+    assert "**tiny** (6 questions, x100)" in capsys.readouterr().out
+    main(["--compare", str(tmp_path / "cli" / "cosine"), str(tmp_path / "cli" / "qnorm")])
+    assert "| qnorm |" in capsys.readouterr().out
+    qa.write_text(qa.read_text() + "a question with no answers\n")
+    with pytest.raises(SystemExit) as stop:
+        run_entry_point(main, args)
+    assert stop.value.code == 2
+    assert "tiny.test.txt, line 7: expected 2 tab-separated fields" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run_entry_point(main, ["--reader", "none", "--output", str(tmp_path / "x")])
+    assert "give a passage corpus and at least one QA file" in capsys.readouterr().err

@@ -1,0 +1,193 @@
+"""Corpus embeddings, cached on disk: encoded in resumable chunks, sharded over torchrun ranks.
+
+The cache stores *raw* embeddings (norm diagnostics need them and one cache serves every head) in
+one memory-mapped ``embeddings.npy`` per folder, keyed by everything that changes them: model path
+and a weights digest, pooling, document prefix and max length, storage dtype and the corpus content.
+
+The corpus is cut into chunks of ``chunk_size`` rows, the unit of sharding and of resuming:
+
+* every chunk is one ``encoder.encode`` call whose rows go straight into the memory map
+  (``embeddings.partial.npy``), and only after they reached the file is the chunk marked done
+  (``chunks/<index>.done``); an interrupted encode continues with the unmarked chunks and never
+  reuses a partly written one;
+* under torchrun (``distributed=True``) rank r encodes chunks r, r + N, r + 2N ... into the same
+  file; chunk boundaries do not depend on N, so N processes write the rows one process would, from
+  the same batches;
+* when every chunk is done, rank 0 renames the file to ``embeddings.npy`` and writes
+  ``identity.json``. ``dtype="fp16"`` halves disk and memory; search reads chunks back as fp32.
+
+Without ``cache_dir`` (validation during training) the corpus is encoded in memory by one process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clipmag import distributed as dist_utils
+from clipmag.diagnostics import row_norms
+from clipmag.naming import slug
+from text_retrieval.encoder import TextEncoder
+from text_retrieval.search import CACHE_DTYPES, RetrievalSettings, release_pages
+
+logger = logging.getLogger("clipmag")
+
+__all__ = ["corpus_cache_key", "encode_corpus", "corpus_norms", "shared_encoding"]
+
+CACHE_VERSION = 2
+_PARTIAL, _LAYOUT, _DONE = "embeddings.partial.npy", "partial.json", "chunks"
+TEMPORARY_CACHE = "corpus_cache.tmp"
+# Ranks other than 0 wait in the next corpus's first barrier while rank 0 searches and scores the
+# previous one, which on a large corpus takes far longer than torch.distributed's default 30 minutes.
+_WAIT_MINUTES = 24 * 60
+
+
+def corpus_cache_key(
+    encoder: TextEncoder, dataset_name: str, dataset_fingerprint: str, dtype: str = "fp32"
+) -> tuple[str, dict[str, str]]:
+    """Cache folder name and the identity it hashes (recorded next to the embeddings)."""
+    identity = {
+        "cache_version": str(CACHE_VERSION),
+        "model": encoder.name_or_path,
+        "weights": encoder.weights_fingerprint(),
+        "pooling": encoder.pooling,
+        "document_prefix": encoder.document_prefix,
+        "document_max_length": str(encoder.document_max_length),
+        "dtype": dtype,
+        "dataset": dataset_name,
+        "corpus": dataset_fingerprint,
+    }
+    digest = hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
+    model_tag = slug(Path(encoder.name_or_path.rstrip("/")).name, fallback="model")
+    return f"{dataset_name}__{model_tag}__{digest}", identity
+
+
+def _open_partial(folder: Path, shape: tuple[int, int], dtype: str, chunk_size: int) -> None:
+    """Rank 0: keep a partial file of this layout (resume), else start a new one with no chunk done."""
+    layout = {"shape": list(shape), "dtype": dtype, "chunk_size": chunk_size}
+    try:
+        same = json.loads((folder / _LAYOUT).read_text()) == layout
+        np.load(folder / _PARTIAL, mmap_mode="r")  # a header cut short by a kill raises here
+    except (OSError, ValueError):
+        same = False
+    if same:
+        logger.info("resuming the corpus encoding in %s", folder)
+        return
+    shutil.rmtree(folder / _DONE, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / _DONE).mkdir()
+    np.lib.format.open_memmap(folder / _PARTIAL, mode="w+", dtype=CACHE_DTYPES[dtype], shape=shape).flush()
+    (folder / _LAYOUT).write_text(json.dumps(layout))
+
+
+def _encode_chunks(
+    encoder: TextEncoder, texts: Sequence[str], folder: Path, chunk_size: int, ranks: tuple[int, int], **encode: Any
+) -> int:
+    """Encode the unfinished chunks of rank ``ranks[0]`` of ``ranks[1]`` into the partial file; how many."""
+    rank, world = ranks
+    out = np.load(folder / _PARTIAL, mmap_mode="r+")
+    encoded = 0
+    for index, start in enumerate(range(0, len(texts), chunk_size)):
+        marker = folder / _DONE / f"{index}.done"
+        if index % world != rank or marker.exists():
+            continue
+        stop = min(start + chunk_size, len(texts))
+        out[start:stop] = encoder.encode(texts[start:stop], "document", **encode)
+        release_pages(out, start, stop)  # flushes the rows to the file first
+        marker.touch()
+        encoded += 1
+    del out
+    return encoded
+
+
+def encode_corpus(
+    encoder: TextEncoder,
+    texts: Sequence[str],
+    cache_dir: str | Path | None = None,
+    dataset_name: str = "corpus",
+    dataset_fingerprint: str = "",
+    batch_size: int = 64,
+    show_progress: bool = True,
+    settings: RetrievalSettings | None = None,
+) -> np.ndarray:
+    """Raw document embeddings [N, D], from the cache when complete, else encoded chunk by chunk.
+
+    With ``cache_dir`` the result is a read-only memory map of ``embeddings.npy``. ``settings``
+    give the chunk size, the cache dtype and whether the chunks are shared out over the ranks
+    (module docstring; every rank must then call).
+    """
+    settings = settings or RetrievalSettings()
+    chunk_size, dtype, distributed = settings.chunk_size, settings.cache_dtype, settings.distributed
+    encode = {"batch_size": batch_size, "show_progress": show_progress}
+    if cache_dir is None or not texts:
+        parts = [
+            encoder.encode(texts[i : i + chunk_size], "document", **encode) for i in range(0, len(texts), chunk_size)
+        ]
+        return np.concatenate(parts) if parts else np.zeros((0, encoder.dim), np.float32)
+    if not dataset_fingerprint:
+        dataset_fingerprint = hashlib.sha1("\0".join(texts).encode()).hexdigest()[:16]
+    key, identity = corpus_cache_key(encoder, dataset_name, dataset_fingerprint, dtype)
+    folder = Path(cache_dir) / key
+    target, shape = folder / "embeddings.npy", (len(texts), encoder.dim)
+    if target.is_file():
+        cached = np.load(target, mmap_mode="r")
+        if cached.shape == shape:
+            logger.info("corpus embeddings from cache %s", folder)
+            return cached
+        logger.warning("ignoring cache %s with shape %s (expected %s)", folder, cached.shape, shape)
+    ranks = (dist_utils.get_rank(), dist_utils.get_world_size()) if distributed else (0, 1)
+    sync = dist_utils.barrier if distributed else (lambda: None)
+    main = ranks[0] == 0
+    if main:
+        _open_partial(folder, shape, dtype, chunk_size)
+    sync()
+    encoded = _encode_chunks(encoder, texts, folder, chunk_size, ranks, **encode)
+    sync()
+    if main:
+        missing = [i for i in range(-(-len(texts) // chunk_size)) if not (folder / _DONE / f"{i}.done").exists()]
+        if missing:
+            raise RuntimeError(f"{folder}: corpus chunks {missing[:10]} were not encoded; run again to resume")
+        os.replace(folder / _PARTIAL, target)
+        shutil.rmtree(folder / _DONE)
+        (folder / _LAYOUT).unlink()
+        created = time.strftime("%Y-%m-%dT%H:%M:%S")
+        record = {**identity, "num_documents": len(texts), "chunk_size": chunk_size, "created": created}
+        (folder / "identity.json").write_text(json.dumps(record, indent=2))
+        logger.info("cached corpus embeddings in %s (%d chunks encoded by rank 0)", folder, encoded)
+    sync()
+    return np.load(target, mmap_mode="r")
+
+
+def corpus_norms(docs: np.ndarray, rows: int = 65_536) -> np.ndarray:
+    """Raw L2 norms (float64) of a possibly memory-mapped corpus, read in bounded chunks."""
+    norms = np.empty(len(docs), dtype=np.float64)
+    for start in range(0, len(docs), rows):
+        norms[start : start + rows] = row_norms(docs[start : start + rows])
+        release_pages(docs, start, min(start + rows, len(docs)))
+    return norms
+
+
+@contextmanager
+def shared_encoding(output: str | Path, cache_dir: str | Path | None) -> Iterator[tuple[Path | None, bool]]:
+    """An evaluation's process group: under torchrun every rank joins (gloo on CPU, NCCL on GPU) and
+    the ranks share each corpus's encoding, into ``cache_dir`` or, without one, a temporary cache
+    under ``output`` that rank 0 removes at the end. Yields (the cache folder to use, distributed)."""
+    ctx = dist_utils.init_distributed("auto", timeout_minutes=_WAIT_MINUTES)
+    temporary = ctx.is_distributed and cache_dir is None
+    cache = Path(output) / TEMPORARY_CACHE if temporary else (Path(cache_dir) if cache_dir else None)
+    try:
+        yield cache, ctx.is_distributed
+        if temporary and ctx.is_main:  # the other ranks stopped reading it at their last corpus's barrier
+            shutil.rmtree(cache, ignore_errors=True)
+    finally:
+        dist_utils.cleanup()
