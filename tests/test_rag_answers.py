@@ -65,13 +65,21 @@ def test_exact_match_and_f1_hand_computed():
 
 
 def test_regex_answers_score_whole_prediction():
-    assert score_prediction("20,320 feet", [r"20,?3[24]0 f(ee|oo)t"], "regex") == {"EM": 1.0, "F1": 1.0, "contains": 1.0}
+    assert score_prediction("20,320 feet", [r"20,?3[24]0 f(ee|oo)t"], "regex") == {
+        "EM": 1.0,
+        "F1": 1.0,
+        "contains": 1.0,
+    }
     scores = score_prediction("It is 20,320 feet high", [r"20,?3[24]0 f(ee|oo)t"], "regex")
     assert scores == {"EM": 0.0, "F1": 0.0, "contains": 1.0}
 
 
 def test_contains_uses_has_answer_and_first_line_cuts_sentences():
-    assert score_prediction("The capital is Paris.", ["Paris"]) == {"EM": 0.0, "F1": pytest.approx(0.5), "contains": 1.0}
+    assert score_prediction("The capital is Paris.", ["Paris"]) == {
+        "EM": 0.0,
+        "F1": pytest.approx(0.5),
+        "contains": 1.0,
+    }
     assert first_line("\n  Paris\nQuestion: next one") == "Paris"
     assert first_line("   ") == ""
 

@@ -58,7 +58,11 @@ def test_hotpotqa_json_array(tmp_path):
         ("nq.test.txt", "q1\t['a']\nq2\tnot a list(\n", r"nq.test.txt, line 2: expected a Python list of answers"),
         ("nq.test.txt", "q1\t[]\n", r"line 1: expected a non-empty list of answer strings"),
         ("wq.jsonl", '{"question": "q", "answer": ["a"]}\n{"question": "q2"\n', r"wq.jsonl, line 2: expected one JSON"),
-        ("wq.jsonl", '{"question": "q", "answers": ["a"]}\n\n{"question": "q2"}\n', r"line 3: expected an 'answer' field"),
+        (
+            "wq.jsonl",
+            '{"question": "q", "answers": ["a"]}\n\n{"question": "q2"}\n',
+            r"line 3: expected an 'answer' field",
+        ),
     ],
 )
 def test_malformed_qa_names_file_and_line(tmp_path, name, text, message):
@@ -115,7 +119,10 @@ def test_answerable_subset_rule():
     ]
     chosen, counts = select_questions(passages, questions, max_questions=10, seed=0)
     assert [(q.id, title) for q, title in chosen] == [("q0", "Albedo"), ("q1", "Apollo 11"), ("q4", "Apollo 11")]
-    assert counts == {"nq": {"questions": 3, "candidates": 2, "kept": 2}, "wq": {"questions": 2, "candidates": 1, "kept": 1}}
+    assert counts == {
+        "nq": {"questions": 3, "candidates": 2, "kept": 2},
+        "wq": {"questions": 2, "candidates": 1, "kept": 1},
+    }
     capped, _ = select_questions(passages, questions, max_questions=2, seed=0)
     assert len(capped) == 2 and capped == select_questions(passages, questions, max_questions=2, seed=0)[0]
 
@@ -130,6 +137,7 @@ def _small_dpr_dir(shared_data: Path, folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_build_embedded_from_dpr_files_is_deterministic(tmp_path, shared_data):
     dpr = _small_dpr_dir(shared_data, tmp_path / "dpr")
     root = build_rag_embedded(tmp_path / "emb", dpr, max_questions=5, max_articles=5)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,7 +18,11 @@ from text_retrieval.rag.reader import load_reader
 from text_retrieval.rag_cli import main
 
 PASSAGES = [
-    ("1", "Aardvark", "The aardvark is a burrowing mammal native to Africa. It feeds almost only on ants and termites."),
+    (
+        "1",
+        "Aardvark",
+        "The aardvark is a burrowing mammal native to Africa. It feeds almost only on ants and termites.",
+    ),
     ("2", "Abacus", "The abacus is a calculating tool; the Chinese suanpan dates to the 2nd century BC."),
     ("3", "Alabama", "Montgomery has been the state capital since 1846, and Birmingham is the largest city."),
     ("4", "Albedo", "Fresh snow reflects up to 90 percent of sunlight, while charcoal reflects about 4 percent."),
@@ -131,21 +134,23 @@ def _tiny_model(folder: Path, kind: str) -> Path:
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["seq2seq", "causal"])
 def test_tiny_random_readers_end_to_end_with_cache(fixture_files, tmp_path, kind):
     folder = _tiny_model(tmp_path / kind, kind)
-    cfg = _config(fixture_files, tmp_path / "out", reader=str(folder), max_new_tokens=3, max_input_tokens=120, few_shot=0)
-    cfg = dataclasses.replace(cfg, reader=dataclasses.replace(cfg.reader, cache=str(tmp_path / "gen.jsonl")))
-    (row,) = run_rag(cfg, show_progress=False)
-    records = _questions(tmp_path / "out")
+    cfg = _config(fixture_files, tmp_path / "out", ["cosine", "dnorm"], str(folder), max_new_tokens=3, few_shot=0)
+    cfg.reader.max_input_tokens, cfg.reader.cache = 120, str(tmp_path / "gen.jsonl")
+    run_rag(cfg, show_progress=False)
+    records = _questions(tmp_path / "out" / "cosine")
     assert all(0 <= r["EM"] <= r["F1"] + 1e-9 <= 1 + 1e-9 and isinstance(r["generated"], str) for r in records)
     assert all(r["truncated_passages"] > 0 and r["prompt_tokens"] <= 120 + 5 for r in records)  # the budget held
-    first = json.loads((tmp_path / "out" / "results.json").read_text())["generation_cache"]
-    assert first == {"hits": 0, "misses": len(QUESTIONS)}
-    run_rag(cfg, show_progress=False)  # same prompts: answered from the cache file
-    again = json.loads((tmp_path / "out" / "results.json").read_text())["generation_cache"]
-    assert again == {"hits": len(QUESTIONS), "misses": 0}
-    assert [r["generated"] for r in _questions(tmp_path / "out")] == [r["generated"] for r in records]
+    # dnorm retrieves what cosine does, so its prompts are answered from the cache
+    caches = [
+        json.loads((tmp_path / "out" / h / "results.json").read_text())["generation_cache"] for h in ("cosine", "dnorm")
+    ]
+    assert caches == [{"hits": 0, "misses": len(QUESTIONS)}, {"hits": len(QUESTIONS), "misses": len(QUESTIONS)}]
+    assert [r["generated"] for r in _questions(tmp_path / "out" / "dnorm")] == [r["generated"] for r in records]
+    assert len((tmp_path / "gen.jsonl").read_text().splitlines()) == len(QUESTIONS)
 
 
 def test_reader_that_cannot_be_loaded_names_it(tmp_path):

@@ -22,6 +22,8 @@ images), so write shards in a shuffled order: the in-shard permutation is the on
 
 from __future__ import annotations
 
+import contextlib
+import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -37,6 +39,20 @@ SAMPLE_SALT = 7_919  # separates the in-shard draws from the shard permutation's
 
 def _identity(batch: Any) -> Any:
     return batch
+
+
+@contextlib.contextmanager
+def _seeded(seed: int) -> Iterator[None]:
+    """Run with torch's CPU generator and Python's ``random`` (timm's augmentations draw from it)
+    seeded with ``seed``; both are left as they were."""
+    python_state = random.getstate()
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(seed)  # the CPU generator only: torch.manual_seed is slow
+        random.seed(seed)
+        try:
+            yield
+        finally:
+            random.setstate(python_state)
 
 
 class ClipShardStream:
@@ -79,8 +95,7 @@ class ClipShardStream:
     def _prepared(self, raw: dict[str, Any], pick: float, augment_seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         sample = decode_sample(raw)
         caption = sample.captions[int(pick * len(sample.captions))]
-        with torch.random.fork_rng(devices=[]):
-            torch.default_generator.manual_seed(augment_seed)  # CPU only: torch.manual_seed is slow
+        with _seeded(augment_seed):
             image = self.preprocess(sample.image)
         return image, self.tokenizer(caption)[0]
 

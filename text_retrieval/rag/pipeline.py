@@ -42,7 +42,7 @@ from text_retrieval.rag.retrieve import RetrieverRun, bm25_run, dense_runs
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["load_rag_data", "run_rag", "score_run"]
+__all__ = ["load_rag_data", "run_rag", "score_run", "model_label"]
 
 
 def load_rag_data(cfg: RagConfig) -> tuple[Corpus, list[QASet]]:
@@ -145,6 +145,14 @@ def _versions() -> dict[str, str]:
     return versions
 
 
+def model_label(model: str) -> str:
+    """A short row label for a model: its last two path parts, ``export`` skipped (``qnorm-seed0``)."""
+    parts = [p for p in Path(model.rstrip("/")).parts if p not in ("/", ".", "..")]
+    if parts and parts[-1] == "export":
+        parts = parts[:-1]
+    return slug("-".join(parts[-2:]), fallback="model")
+
+
 def _retriever_runs(
     cfg: RagConfig, corpus: Corpus, questions: Sequence[Question], show_progress: bool
 ) -> Iterator[RetrieverRun]:
@@ -154,7 +162,7 @@ def _retriever_runs(
         encoder = TextEncoder.from_pretrained(model, pooling=r.pooling, max_length=r.max_length)
         if torch.cuda.is_available():
             encoder.to("cuda")
-        prefix = f"{slug(Path(model.rstrip('/')).name)}/" if len(r.models) > 1 else ""
+        prefix = f"{model_label(model)}/" if len(r.models) > 1 else ""
         yield from dense_runs(
             encoder, corpus, questions, r.norms, r.depth, r.cache_dir, r.batch_size, prefix, show_progress
         )
@@ -169,6 +177,9 @@ def run_rag(cfg: RagConfig, reader: Reader | None = None, show_progress: bool = 
     ``reader`` replaces the configured one (tests pass an oracle); otherwise it is loaded from
     ``cfg.reader.name_or_path`` unless that is ``none``.
     """
+    models, norms = [model_label(m) for m in cfg.retrieval.models], cfg.retrieval.norms
+    if len(set(models)) != len(models) or len(set(norms)) != len(norms):
+        raise ValueError(f"retrieval rows must be distinct: models labelled {models}, norms {norms}")
     corpus, qa_sets = load_rag_data(cfg)
     questions = [q for qa in qa_sets for q in qa.questions]
     if len({q.id for q in questions}) != len(questions):

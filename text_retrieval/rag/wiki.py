@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import mwparserfromhell
-from mwparserfromhell.wikicode import Wikicode
 from gensim.corpora.wikicorpus import extract_pages
 from mwparserfromhell.nodes import Comment, Heading, Tag, Template, Wikilink
+from mwparserfromhell.wikicode import Wikicode
 
 from text_retrieval.rag.data import Passage
 
