@@ -58,7 +58,7 @@ def load_rag_data(cfg: RagConfig) -> tuple[Corpus, list[QASet]]:
                 "RAG data: give a passage corpus and at least one QA file (--corpus, --qa) or --data embedded"
             )
         corpus, qa_paths = read_corpus(data.corpus), list(data.qa)
-    qa_sets = [read_qa(path, data.answer_match, data.limit) for path in qa_paths]
+    qa_sets = [read_qa(path, data.answer_match) for path in qa_paths]
     names = [q.name for q in qa_sets]
     if len(set(names)) != len(names):
         raise ValueError(f"RAG data: QA files must have distinct names, got {names}")
@@ -181,22 +181,23 @@ def run_rag(cfg: RagConfig, reader: Reader | None = None, show_progress: bool = 
     if len(set(models)) != len(models) or len(set(norms)) != len(norms):
         raise ValueError(f"retrieval rows must be distinct: models labelled {models}, norms {norms}")
     corpus, qa_sets = load_rag_data(cfg)
-    questions = [q for qa in qa_sets for q in qa.questions]
-    if len({q.id for q in questions}) != len(questions):
-        raise ValueError("RAG data: question ids repeat across the QA files")
     rc = cfg.reader
     if reader is None and rc.name_or_path.lower() != "none":
         reader = load_reader(
             rc.name_or_path, rc.max_new_tokens, rc.batch_size, rc.max_input_tokens, rc.dtype, rc.device, show_progress
         )
     builders = {}
-    if reader is not None:
-        for qa in qa_sets:
-            examples = pick_examples(qa.questions, rc.few_shot, cfg.data.seed)
+    for qa in qa_sets:  # examples come from the whole file, so --limit does not change any prompt
+        examples = pick_examples(qa.questions, rc.few_shot, cfg.data.seed)
+        qa.questions = qa.questions[: cfg.data.limit] if cfg.data.limit else qa.questions
+        if reader is not None:
             instruction = rc.instruction or DEFAULT_INSTRUCTION
             builders[qa.name] = PromptBuilder(
                 reader.tokenizer, reader.max_input_tokens, instruction, examples, rc.few_shot, reader.uses_chat
             )
+    questions = [q for qa in qa_sets for q in qa.questions]
+    if len({q.id for q in questions}) != len(questions):
+        raise ValueError("RAG data: question ids repeat across the QA files")
     cache = GenerationCache(rc.cache or None)
     passage_tokens = _PassageTokens(corpus)
     output = Path(cfg.output)

@@ -4,8 +4,8 @@ Dense retrieval is :mod:`text_retrieval.search` itself (its index and head seman
 corpus cache of :mod:`text_retrieval.corpus_cache`; no second search path): raw passage
 embeddings are encoded once per model (and cached on disk with ``cache_dir``), raw question
 embeddings once, and each head only builds its index over document-side-transformed vectors and
-searches. So ``qnorm`` ranks exactly like ``dot`` and
-``dnorm`` exactly like ``cosine``, as in every other evaluator of the project.
+searches. So ``qnorm`` ranks exactly like ``dot`` and ``dnorm`` exactly like ``cosine``, as in
+every other evaluator of the project.
 
 BM25 is ``bm25s`` (Lucene's BM25 variant, k1 = 1.5, b = 0.75, English stop words, no stemming)
 over the same ``title + " " + text`` the dense retriever sees.
@@ -88,7 +88,7 @@ def dense_runs(
         for norm in norms or ["model"]:
             start = time.perf_counter()
             encoder.head = own if norm in ("model", own.name) else build_head(norm)
-            index = build_index(np.asarray(docs), encoder.head)
+            index = build_index(docs, encoder.head, device=encoder.device)
             run = search(index, queries, qids, doc_ids, encoder.head, top_k=min(depth, len(doc_ids)))
             rankings = {qid: list(hits.items()) for qid, hits in run.items()}
             yield RetrieverRun(
