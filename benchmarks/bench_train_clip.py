@@ -50,7 +50,7 @@ OPEN_CLIP_LAUNCH = (
 def write_data(directory: Path, n: int) -> tuple[str, str]:
     """The same samples as WebDataset shards and as PNG files + a CSV; returns (pattern, csv path)."""
     sets = embedded.build_embedded(n_train=n, n_test=10, n_per_class=1)
-    samples = [(f"{i:07d}", sets.train.pil(i), sets.train.captions[i], None) for i in range(n)]
+    samples = [(f"{i:07d}", sets.train.pil(i), sets.train.captions[i][0], None) for i in range(n)]
     paths = shards.write_shards(samples, directory / "shards", shard_size=max(1, n // 4))
     (directory / "png").mkdir(parents=True)
     rows = ["filepath\ttitle"]

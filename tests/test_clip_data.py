@@ -189,7 +189,10 @@ def test_shard_stream_resumes_by_counts_with_augmentation(digit_shards, micro, w
         straight[0][0],
         _take(ClipShardStream(str(digit_shards / "train"), preprocess_train, tokenizer, 5, seed=4).batches(0), 1)[0][0],
     )
-    ranks = [ClipShardStream(str(digit_shards / "train"), preprocess_train, tokenizer, 5, 3, r, 2) for r in (0, 1)]
+    ranks = [
+        ClipShardStream(str(digit_shards / "train"), preprocess_train, tokenizer, 5, 3, rank=r, world_size=2)
+        for r in (0, 1)
+    ]
     assert _same(_take(ranks[1].batches(4), 3), _take(ranks[1].batches(0), 7)[4:])
 
 

@@ -56,16 +56,15 @@ class ClipShardStream(AddressableShardStream):
         tokenizer: Callable,
         batch_size: int,
         seed: int,
-        rank: int = 0,
-        world_size: int = 1,
-        workers: int = 0,
+        **placement: int,
     ) -> None:
+        """``placement``: ``rank``, ``world_size`` and ``workers`` (``AddressableShardStream``)."""
         shards = validate_shards(spec)
         sizes = shard_sizes(shards)
         empty = [p for p, n in zip(shards, sizes) if n < 1]
         if empty:
             raise ShardError(f"data.train_shards: sizes.json declares no samples for {empty[0]}, which holds some")
-        super().__init__(shards, sizes, batch_size, seed, rank, world_size, workers)
+        super().__init__(shards, sizes, batch_size, seed, **placement)
         self.preprocess, self.tokenizer = preprocess, tokenizer
 
     def read_shard(self, index: int) -> list[dict[str, Any]]:

@@ -111,9 +111,9 @@ class ClipTask:
             self.tokenizer,
             d.batch_size,
             self.cfg.train.seed,
-            self.ctx.rank,
-            self.ctx.world_size,
-            d.workers,
+            rank=self.ctx.rank,
+            world_size=self.ctx.world_size,
+            workers=d.workers,
         )
         self.eval_specs = {"val": d.val_shards, "test": d.test_shards}
         splits = {"train": set(self.stream.shards)}

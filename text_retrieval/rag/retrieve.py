@@ -20,8 +20,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from clipmag.heads import build_head
 from text_retrieval.corpus_cache import encode_corpus
 from text_retrieval.encoder import TextEncoder
