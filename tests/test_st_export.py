@@ -7,16 +7,19 @@ is a property of the pipeline, not of the weights.
 from __future__ import annotations
 
 import json
+import shutil
+from unittest.mock import MagicMock
 
 import numpy as np
 import pytest
 import torch
 from text_fixtures import TINY_SIZES, minilm_path
 
-from clipmag.head_record import HeadRecord
+from clipmag.head_record import HEAD_FILE, HeadRecord
 from clipmag.heads import build_head
+from clipmag.hub import push_export
 from text_retrieval.encoder import TextEncoder
-from text_retrieval.st_export import model_card
+from text_retrieval.st_export import describe_run
 
 QUERIES = ["how do I sort a list", "vitamin d and respiratory infections", "x"]
 DOCUMENTS = [
@@ -125,10 +128,26 @@ def test_learnable_export_needs_trusted_clipmag_module(exports):
     assert "trust_remote_code=True" in card and "gq = 0.2, gd = 0.85" in card and "| pooling | cls |" in card
 
 
-def test_model_card_states_head_and_results():
-    record = HeadRecord(head={"name": "dnorm"}, pooling="cls", loss_direction="q2d", scale=20.0, model_name="m/x")
-    results = {"run": {"steps": 30, "seed": 0, "objective": "pairs"}, "metrics": {"scifact": {"NDCG@10": 0.61234}}}
-    card = model_card(record, results, data=["data/pairs"])
-    assert "`dnorm` head" in card and "gq = 0, gd = 1" in card and "base_model: m/x" in card
+def test_run_card_states_head_training_data_and_results(exports, tmp_path):
+    from clipmag.results import build_results, write_results
+
+    shutil.copytree(exports["dnorm"][2], tmp_path / "export")
+    record = HeadRecord.read(tmp_path / "export")
+    metrics = {"scifact": {"NDCG@10": 0.61234, "diagnostics": {}}}
+    run = {"front_end": "text", "steps": 30, "seed": 0, "objective": "infonce"}
+    write_results(build_results(run, record, {"path": "export"}, metrics, {}, {}), tmp_path)
+    (tmp_path / "config.yaml").write_text("data:\n  train: data/pairs\n")
+    assert "Recorded in the run's `results.json`" in (tmp_path / "export" / "README.md").read_text()
+    card = describe_run(tmp_path).read_text()
+    assert "`dnorm` head" in card and "gq = 0, gd = 1" in card and "| pooling | last |" in card
     assert "| scifact | NDCG@10 0.6123 |" in card and "| training data | data/pairs |" in card
     assert "trust_remote_code" not in card and "Plain `encode()` follows the document route" in card
+
+
+def test_text_export_goes_to_the_hub_with_head_record_and_card(exports):
+    folder = exports["qnorm"][2]
+    api = MagicMock()
+    push_export(folder, "user/tiny-qnorm", api=api)
+    api.create_repo.assert_called_once_with("user/tiny-qnorm", private=False, exist_ok=True)
+    assert api.upload_folder.call_args.kwargs["folder_path"] == str(folder)
+    assert {HEAD_FILE, "README.md", "modules.json"} <= {p.name for p in folder.iterdir()}

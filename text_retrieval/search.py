@@ -7,12 +7,11 @@ the query factor afterwards: exact for every head, and the ranking depends on th
 alone bit for bit (docs/method.md Prop. 4.1).
 
 Exact search is a blocked matmul + top-k - what BEIR's exact search and sentence-transformers'
-``semantic_search`` do - run by torch (CPU or GPU, into preallocated buffers) or by faiss's
-brute-force kNN. Which is faster swings with the machine and its load, so ``backend="auto"`` times
-both on a slice of the first case and keeps the winner per case (device, dimension, corpus and k
-sizes); the choice and its timings are recorded with the results. Corpora above the memory budget
-are searched in chunks read from the memory-mapped cache, whose pages are released after each chunk,
-so peak memory stays near ``memory_gb``. Approximate indexes are in ``text_retrieval/ann.py``.
+``semantic_search`` do - by torch or faiss, whichever is faster here (``text_retrieval/topk.py``;
+the choice is recorded with the results), with as many queries per matmul as the memory budget
+allows. Corpora above the budget (``memory_gb``) are searched in chunks read from the memory-mapped
+cache, whose pages are released after each chunk, so peak memory stays near the budget. Approximate
+indexes are in ``text_retrieval/ann.py``.
 """
 
 from __future__ import annotations
@@ -20,19 +19,22 @@ from __future__ import annotations
 import dataclasses
 import math
 import mmap
-import time
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import faiss
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from clipmag.heads import SimilarityHead
 from text_retrieval.metrics import Run
+from text_retrieval.topk import KERNELS, MIN_QUERY_BLOCK, choose_backend
+
+if TYPE_CHECKING:
+    from text_retrieval.data import RetrievalDataset
 
 __all__ = [
     "RetrievalSettings",
@@ -51,9 +53,6 @@ __all__ = [
 METHODS = ("exact", "hnsw", "ivf")
 BACKENDS = ("auto", "torch", "faiss")
 CACHE_DTYPES = {"fp32": np.float32, "fp16": np.float16}
-MIN_QUERY_BLOCK = 64  # queries per matmul at the least; more where the memory budget allows (faster GEMMs)
-_CALIBRATION = (64, 16_384)  # queries x documents timed per backend when choosing
-_CHOICES: dict[tuple, tuple[str, dict[str, float]]] = {}  # per process: case -> (backend, timings)
 
 
 @dataclass(frozen=True)
@@ -120,55 +119,12 @@ def release_pages(array: np.ndarray, start: int, stop: int) -> None:
     handle = getattr(array, "_mmap", None)
     if handle is None or not hasattr(mmap, "MADV_DONTNEED") or stop <= start:
         return
-    row = array.strides[0]
-    base = int(getattr(array, "offset", 0)) + start * row
+    row = array.strides[0]  # numpy maps from the file offset rounded down to the allocation granularity
+    base = int(getattr(array, "offset", 0)) % mmap.ALLOCATIONGRANULARITY + start * row
     first = base - base % mmap.PAGESIZE
     if array.flags.writeable:
         handle.flush()  # written rows reach the file before their pages are dropped
     handle.madvise(mmap.MADV_DONTNEED, first, base + (stop - start) * row - first)
-
-
-def _torch_topk(queries: torch.Tensor, docs: torch.Tensor, k: int, block: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``queries @ docs.T`` + top-k, ``block`` queries at a time, into buffers allocated once."""
-    n_q = queries.shape[0]
-    scores = torch.empty(min(block, n_q), docs.shape[0], dtype=docs.dtype, device=docs.device)
-    values = torch.empty(n_q, k, dtype=docs.dtype, device=docs.device)
-    indices = torch.empty(n_q, k, dtype=torch.long, device=docs.device)
-    for start in range(0, n_q, block):
-        rows = slice(start, min(start + block, n_q))
-        block_scores = scores[: rows.stop - rows.start]
-        torch.mm(queries[rows], docs.T, out=block_scores)
-        torch.topk(block_scores, k, dim=1, out=(values[rows], indices[rows]))
-    return values, indices
-
-
-def _faiss_topk(queries: torch.Tensor, docs: torch.Tensor, k: int, block: int) -> tuple[torch.Tensor, torch.Tensor]:
-    values, indices = faiss.knn(queries.numpy(), docs.numpy(), k, metric=faiss.METRIC_INNER_PRODUCT)
-    return torch.from_numpy(values), torch.from_numpy(indices)
-
-
-_KERNELS = {"torch": _torch_topk, "faiss": _faiss_topk}
-
-
-def _choose(queries: torch.Tensor, docs: torch.Tensor, k: int, backend: str) -> tuple[str, dict[str, float]]:
-    """The backend for this case: forced, torch on GPU, else the faster of the two on a timed slice."""
-    if backend != "auto":
-        return backend, {}
-    if docs.device.type != "cpu":
-        return "torch", {}
-    case = (queries.shape[1], int(math.log2(docs.shape[0] + 1)), int(math.log2(k + 1)), torch.get_num_threads())
-    if case not in _CHOICES:
-        q, d = queries[: _CALIBRATION[0]], docs[: _CALIBRATION[1]]
-        timings = {}
-        for name, kernel in _KERNELS.items():
-            runs = []
-            for _ in range(2):
-                start = time.perf_counter()
-                kernel(q, d, min(k, d.shape[0]), MIN_QUERY_BLOCK)
-                runs.append(time.perf_counter() - start)
-            timings[f"{name}_s"] = min(runs)
-        _CHOICES[case] = (min(_KERNELS, key=lambda n: timings[f"{n}_s"]), timings)
-    return _CHOICES[case]
 
 
 class ExactIndex:
@@ -196,14 +152,16 @@ class ExactIndex:
         self.described: dict[str, Any] = {"method": "exact", "chunks": math.ceil(self.ntotal / self.chunk_rows)}
 
     def _transform(self, start: int, stop: int) -> torch.Tensor:
-        """Rows ``[start, stop)`` document-side-transformed, copied only where needed (a memory map, or
-        fp16, is read into fresh memory; in-memory fp32 rows are used in place when the head keeps them)."""
+        """Rows ``[start, stop)`` document-side-transformed. fp32 rows are read in place (from a memory
+        map too: the head's transform never writes to its input); other dtypes are converted."""
         chunk = np.asarray(self._raw[start:stop])
-        if not (chunk.flags.writeable and chunk.flags.c_contiguous and chunk.dtype == np.float32):
-            chunk = np.array(chunk, dtype=np.float32, order="C")
-            release_pages(self._raw, start, stop)
+        if chunk.dtype != np.float32 or not chunk.flags.c_contiguous:
+            chunk = np.ascontiguousarray(chunk, dtype=np.float32)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+            rows = torch.from_numpy(chunk)
         with torch.no_grad():
-            return self.head.transform_document(torch.from_numpy(chunk).to(self.device)).float()
+            return self.head.transform_document(rows.to(self.device)).float()
 
     def chunks(self) -> Iterator[tuple[int, torch.Tensor]]:
         """(first row, transformed rows) over the corpus, at most ``chunk_rows`` at a time."""
@@ -219,10 +177,12 @@ class ExactIndex:
         k = min(k, self.ntotal)
         best_values = best_indices = None
         for start, docs in self.chunks():
-            backend, timings = _choose(q, docs, k, self.settings.backend)
+            backend, timings = choose_backend(q, docs, k, self.settings.backend)
             self.described.update(backend=backend, calibration=timings, device=str(self.device))
             block = max(MIN_QUERY_BLOCK, int(self.budget / 2 / (4 * docs.shape[0])))  # the other half: scores
-            values, indices = _KERNELS[backend](q, docs, min(k, docs.shape[0]), block)
+            values, indices = KERNELS[backend](q, docs, min(k, docs.shape[0]), block)
+            if self._kept is None:  # streamed: this chunk's pages leave resident memory
+                release_pages(self._raw, start, start + docs.shape[0])
             indices = indices.to(q.device) + start
             if best_values is not None:  # merge this chunk's top-k into the running top-k
                 values, order = torch.topk(torch.cat([best_values, values.to(q.device)], dim=1), k, dim=1)
@@ -287,7 +247,7 @@ def search(
 def retrieve(
     docs: np.ndarray,
     queries: np.ndarray,
-    dataset: Any,
+    dataset: RetrievalDataset,
     head: SimilarityHead,
     top_k: int,
     settings: RetrievalSettings | None = None,

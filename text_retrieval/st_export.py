@@ -32,7 +32,7 @@ from clipmag.head_record import HEAD_FILE, HeadRecord
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["save_sentence_transformers", "model_card", "write_model_card", "ST_POOLING"]
+__all__ = ["save_sentence_transformers", "model_card", "write_model_card", "describe_run", "ST_POOLING"]
 
 ST_POOLING = {"mean": "mean", "cls": "cls", "last": "lasttoken"}
 CARD_FILE = "README.md"
@@ -76,9 +76,15 @@ def _pipeline(directory: Path, record: HeadRecord, dim: int) -> tuple[list[Any],
     )
     pooling = Pooling(dim, ST_POOLING[record.pooling or "mean"], include_prompt=True)
     gq, gd = record.build_head().gammas()
+    if gq == gd and gq in (0.0, 1.0):
+        return [transformer, pooling], "cosine" if gq == 1.0 else "dot"
+    if not {gq, gd} <= {0.0, 1.0}:
+        logger.warning(
+            "%s: the learned exponents need clipmag's NormPower module; sentence-transformers loads this export "
+            "with clipmag installed and trust_remote_code=True",
+            directory,
+        )
     if gq == gd:
-        if gq in (0.0, 1.0):
-            return [transformer, pooling], "cosine" if gq == 1.0 else "dot"
         return [transformer, pooling, *_side_modules(gq)], "dot"
     router = Router.for_query_document(
         query_modules=[pooling, *_side_modules(gq)], document_modules=[pooling, *_side_modules(gd)]
@@ -171,7 +177,7 @@ def _card_results(results: Mapping[str, Any] | None) -> str:
     """A table of the test metrics in ``results.json``, or where to find them."""
     rows = []
     for dataset, values in ((results or {}).get("metrics") or {}).items():
-        numbers = {k: v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        numbers = {k: v for k, v in values.items() if isinstance(v, float) and not k.startswith(("num_", "top_"))}
         rows.append(f"| {dataset} | " + ", ".join(f"{k} {v:.4f}" for k, v in numbers.items()) + " |")
     if not rows:
         return "Recorded in the run's `results.json` (written after the export is tested)."
@@ -215,3 +221,29 @@ def write_model_card(
     path = Path(directory) / CARD_FILE
     path.write_text(model_card(record, results, data), encoding="utf-8")
     return path
+
+
+def describe_run(run_dir: str | Path) -> Path:
+    """Rewrite a training run's ``export/README.md`` with its training data (``config.yaml``) and test
+    metrics (``results.json``, written after the export was tested, so unknown when it was saved)."""
+    from clipmag.config import load_yaml
+    from clipmag.results import read_results
+
+    run = Path(run_dir)
+    results = read_results(run / "results.json")
+    train = load_yaml(run / "config.yaml").get("data", {}).get("train", [])
+    data = [str(train)] if isinstance(train, str) else [str(t) for t in train]
+    return write_model_card(run / "export", HeadRecord.read(run / "export"), results, data)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m text_retrieval.st_export RUN_DIR``: the run's export gets its full model card."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=describe_run.__doc__)
+    parser.add_argument("run_dir", help="a text training run folder (with results.json, config.yaml, export/)")
+    print(describe_run(parser.parse_args(argv).run_dir))
+
+
+if __name__ == "__main__":
+    main()

@@ -22,7 +22,8 @@ class RagDataConfig:
     ``source="embedded"`` builds the embedded set (text_retrieval/rag/embedded.py) under
     ``embedded_root``; ``files`` reads ``corpus`` (DPR tsv, BEIR corpus.jsonl or a folder) and each
     file in ``qa``. ``dpr_qa_dir`` is where the embedded builder finds DPR's QA test files (empty:
-    from the pyserini wheel on PyPI). ``limit`` keeps the first questions of each QA file.
+    from the pyserini wheel on PyPI). ``limit`` keeps the first questions of each QA file (few-shot
+    examples are still drawn from the whole file, so a limited run's prompts equal the full run's).
     """
 
     source: Literal["embedded", "files"] = "files"
