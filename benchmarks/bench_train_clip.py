@@ -153,15 +153,17 @@ def bench_open_clip(csv: str, args: argparse.Namespace, out: Path, precision: st
     return args.batch_size / statistics.mean(times)
 
 
-def step_flops(args: argparse.Namespace) -> int:
-    """FLOPs of one clipmag training step (forward + backward) on a batch of the embedded digits."""
-    from clipmag.clip.config import ClipConfig
+def step_flops(pattern: str, args: argparse.Namespace) -> int:
+    """FLOPs of one clipmag training step (forward + backward) on a batch of the benchmark's shards."""
+    from clipmag.clip.config import ClipConfig, resolve
     from clipmag.clip.task import ClipTask
     from clipmag.config import build_config
     from clipmag.distributed import init_distributed
 
-    overrides = [f"model.name={args.model}", f"data.batch_size={args.batch_size}", "train.device=cpu"]
-    task = ClipTask(build_config(ClipConfig, overrides=overrides), init_distributed("cpu"))
+    overrides = [f"model.name={args.model}", f"data.batch_size={args.batch_size}", f"data.train_shards={pattern}"]
+    task = ClipTask(
+        resolve(build_config(ClipConfig, overrides=[*overrides, "train.device=cpu"])), init_distributed("cpu")
+    )
     model, batch = task.build_model(), next(task.train_batches(0))
     return count_flops(lambda: model(batch)["loss"].backward())
 
@@ -199,8 +201,8 @@ def main() -> None:
             "open_clip amp (default)": theirs("amp"),
         }
         sps = rounds(sides, args.rounds, lambda r: f"{r:7.1f} samples/s")
+        flops = step_flops(pattern, args)
     print_comparison(sps, "samples/s", "open_clip amp (default)", "open_clip amp_bf16")
-    flops = step_flops(args)
     for name, dtype in (("clipmag fp32", torch.float32), ("clipmag bf16", torch.bfloat16)):
         print_flop_rate(f"{name} step", flops, [args.batch_size / v for v in sps[name]], dtype)
 
