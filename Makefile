@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: venv lint test demo clean
+.PHONY: venv lint test demo demo-rag clean
 
 venv: $(VENV)/.installed
 
@@ -25,6 +25,11 @@ test: lint
 
 demo: venv
 	$(BIN)/python scripts/demo.py
+
+# RAG on the embedded Wikipedia set: every head and BM25, SmolLM2 reading the top 5 (40 questions).
+demo-rag: venv
+	$(BIN)/python scripts/eval_rag.py --data embedded --norm cosine dot qnorm dnorm --bm25 --limit 40 \
+		--output runs/rag/demo
 
 clean:
 	rm -rf runs/demo .pytest_cache

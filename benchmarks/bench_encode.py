@@ -121,8 +121,10 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=4, help="rounds; the order of the four sides rotates")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = parser.parse_args()
     args.model = args.model or default_model()
+    torch.set_num_threads(args.threads)
     bench_encode(args)
 
 

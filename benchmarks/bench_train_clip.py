@@ -61,8 +61,8 @@ def write_data(directory: Path, n: int) -> tuple[str, str]:
     return str(directory / "shards" / f"shard-{{000000..{len(paths) - 1:06d}}}.tar"), str(directory / "train.csv")
 
 
-def run(cmd: list[str], log: Path) -> None:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+def run(cmd: list[str], log: Path, threads: int) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": str(threads)}
     with log.open("w") as f:
         proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
@@ -91,6 +91,7 @@ def bench_clipmag(pattern: str, args: argparse.Namespace, out: Path, precision: 
             f"train.output_dir={out}",
         ],
         out.with_suffix(".log"),
+        args.threads,
     )
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     rates = [r["samples_per_s"] for r in records if r["kind"] == "train"][1:]
@@ -147,6 +148,7 @@ def bench_open_clip(csv: str, args: argparse.Namespace, out: Path, precision: st
             "0",
         ],
         out.with_suffix(".log"),
+        args.threads,
     )
     text = (out / "out.log").read_text()
     times = [float(t) for t in re.findall(r"Batch \(t\): ([0-9.]+)", text)][1:]
@@ -177,9 +179,11 @@ def main() -> None:
     p.add_argument("--samples", type=int, default=4000)
     p.add_argument("--workers", type=int, default=0, help="data-loader worker processes, the same on both sides")
     p.add_argument("--rounds", type=int, default=3, help="rounds; the order of the sides rotates")
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads of each trainer")
     args = p.parse_args()
     print_header(
         f"CLIP training, {args.model}, batch {args.batch_size}, ~{args.steps} steps, {args.workers} loader workers, "
+        f"{args.threads} torch threads per trainer, "
         f"same images and captions, {args.rounds} rounds; clipmag's default precision here: {default_precision()}"
     )
     with tempfile.TemporaryDirectory(prefix="bench_clip_") as tmp:

@@ -3,8 +3,8 @@
 ``auto`` takes bf16 autocast wherever the hardware computes bf16 natively - a CUDA GPU with bf16
 units, or a CPU with AVX-512 BF16 or AMX, where oneDNN runs bf16 matmuls at up to twice the fp32
 rate - and fp32 everywhere else, because a CPU without those instructions emulates bf16, which
-costs accuracy and is typically no faster. The hardware is asked through torch's own capability queries, the ones its
-oneDNN dispatch uses, so ``auto`` picks bf16 exactly where torch would run it fast.
+costs accuracy and is typically no faster. The hardware is asked through torch's own capability
+queries (``torch.cpu._is_*_supported``, ``torch.cuda.is_bf16_supported``), not a list of models.
 
 Autocast changes only the dtype that matmuls, convolutions and attention compute in: weights,
 gradients and optimizer state stay fp32 (master weights), and the similarity heads and losses
@@ -36,8 +36,8 @@ def cpu_has_native_bf16() -> bool:
     """True when oneDNN runs bf16 matmuls on native instructions on this CPU.
 
     On x86 that means AVX-512 BF16 or AMX tiles: ``torch.ops.mkldnn._is_mkldnn_bf16_supported``
-    alone also says yes on plain AVX-512 CPUs, which emulate bf16 (typically no faster than fp32). On Arm the
-    oneDNN query checks the BF16 extension itself.
+    alone also says yes on plain AVX-512 CPUs, which emulate bf16 (typically no faster than fp32).
+    On Arm that oneDNN query checks the BF16 extension itself.
     """
     if not torch.backends.mkldnn.is_available():
         return False

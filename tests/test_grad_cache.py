@@ -7,11 +7,11 @@ import contextlib
 import pytest
 import torch
 from torch import nn
+from toy_task import TwoTower, global_batch
 
 from clipmag.grad_cache import cached_backward
 from clipmag.heads import build_head
 from clipmag.losses import InfoNCE
-from toy_task import TwoTower, global_batch
 
 
 def _grads(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -40,29 +40,19 @@ def test_chunked_loss_and_gradients_equal_the_full_batch(head, direction, negati
 
 
 def test_dropout_is_replayed_between_the_two_passes():
-    class Dropped(TwoTower):
-        def embed(self, batch):
-            q, d = super().embed(batch)
-            self.seen.append(q.detach().clone())
-            return nn.functional.dropout(q, 0.5, training=True), d
-
     head = build_head("dot")
-    model = Dropped(head, InfoNCE(head, direction="q2d"))
-    model.seen = []
+    model = TwoTower(head, InfoNCE(head, direction="q2d"), dropout=0.5).train()
     batch = global_batch(seed=1, index=0, size=8)
-    masks = []
-    original = nn.functional.dropout
+    seen, embed = [], model.embed
 
-    def recording(x, p, training):
-        y = original(x, p, training)
-        masks.append((y != 0).clone())
-        return y
+    def recording(piece):
+        q, d = embed(piece)
+        seen.append(q.detach().clone())
+        return q, d
 
-    nn.functional.dropout = recording
-    try:
-        cached_backward(model, batch, 4, lambda loss: loss.backward(), torch.device("cpu"), contextlib.nullcontext)
-    finally:
-        nn.functional.dropout = original
-    first_pass, second_pass = masks[:2], masks[2:]
+    model.embed = recording
+    cached_backward(model, batch, 4, lambda loss: loss.backward(), torch.device("cpu"), contextlib.nullcontext)
+    first_pass, second_pass = seen[:2], seen[2:]
     assert all(torch.equal(a, b) for a, b in zip(first_pass, second_pass))
-    assert not torch.equal(first_pass[0], first_pass[1])  # each chunk draws its own masks
+    model.eval()
+    assert not torch.equal(first_pass[0], embed(model.chunks(batch, 4)[0])[0])  # dropout was on

@@ -54,7 +54,8 @@ def test_learnable_scale_is_clamped_and_trains():
     loss(q, docs)["loss"].backward()
     assert loss.log_scale.grad is not None
     with torch.no_grad():
-        loss.log_scale.fill_(math.log(1000.0))
+        loss.log_scale.fill_(math.log(1000.0))  # as if an optimizer step overshot the cap
+    loss.clamp_scale_()
     assert float(loss.current_scale().detach()) == pytest.approx(100.0)
 
 

@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     scale.add_argument("--search-backend", choices=BACKENDS, default="auto", help="exact backend (auto: timed)")
     scale.add_argument("--search-memory-gb", type=float, default=4.0, help="larger corpora are searched in chunks")
     scale.add_argument("--cache-dtype", choices=tuple(CACHE_DTYPES), default="fp32", help="corpus cache storage")
-    scale.add_argument("--chunk-size", type=int, default=50_000, help="corpus rows per encoding chunk (resume unit)")
+    scale.add_argument("--chunk-size", type=int, default=10_000, help="corpus rows per encoding chunk (resume unit)")
     return parser
 
 

@@ -67,7 +67,7 @@ class RetrievalSettings:
     the transformed corpus plus score buffers held at once (larger corpora are searched in chunks).
     """
 
-    chunk_size: int = 50_000
+    chunk_size: int = 10_000
     cache_dtype: str = "fp32"
     distributed: bool = False
     method: str = "exact"

@@ -196,7 +196,8 @@ def _read_dpr_tsv(path: Path, name: str, match: str) -> list[Question]:
             answers = ast.literal_eval(row[1])
         except (ValueError, SyntaxError):
             raise DataFormatError(path, line, "a Python list of answers in field 2", repr(row[1])[:80]) from None
-        questions.append(Question(f"{name}-{len(questions)}", row[0], _answer_list(answers, path, line), match))  # type: ignore[arg-type]
+        answer_list = _answer_list(answers, path, line)
+        questions.append(Question(f"{name}-{len(questions)}", row[0], answer_list, match))  # type: ignore[arg-type]
     return questions
 
 

@@ -128,6 +128,7 @@ class HFReader:
         return outputs
 
     def generate(self, prompts: Sequence[Prompt]) -> list[str]:
+        """The :class:`Reader` interface: raw continuations of the prompts' rendered texts."""
         return self.generate_texts([p.text for p in prompts], self.show_progress)
 
 
@@ -190,6 +191,7 @@ class GenerationCache:
 
     @staticmethod
     def key(identity: str, prompt: str) -> str:
+        """The reader's identity (model, file, dtype, new tokens) is hashed in: no stale reuse."""
         return hashlib.sha256(f"{identity}\0{prompt}".encode()).hexdigest()
 
     def generate(self, reader: Reader, prompts: Sequence[Prompt]) -> list[str]:
