@@ -16,7 +16,8 @@ The corpus is cut into chunks of ``chunk_size`` rows, the unit of sharding and o
 * when every chunk is done, rank 0 renames the file to ``embeddings.npy`` and writes
   ``identity.json``. ``dtype="fp16"`` halves disk and memory; search reads chunks back as fp32.
 
-Without ``cache_dir`` (validation during training) the corpus is encoded in memory by one process.
+Without ``cache_dir`` (validation during training) the corpus is encoded in memory by one process,
+stored in the settings' ``cache_dtype`` as well.
 """
 
 from __future__ import annotations
@@ -130,10 +131,10 @@ def encode_corpus(
     chunk_size, dtype, distributed = settings.chunk_size, settings.cache_dtype, settings.distributed
     encode = {"batch_size": batch_size, "show_progress": show_progress}
     if cache_dir is None or not texts:
-        parts = [
-            encoder.encode(texts[i : i + chunk_size], "document", **encode) for i in range(0, len(texts), chunk_size)
-        ]
-        return np.concatenate(parts) if parts else np.zeros((0, encoder.dim), np.float32)
+        stored = CACHE_DTYPES[dtype]  # the storage dtype holds in memory too, chunk by chunk
+        starts = range(0, len(texts), chunk_size)
+        parts = [encoder.encode(texts[i : i + chunk_size], "document", **encode).astype(stored) for i in starts]
+        return np.concatenate(parts) if parts else np.zeros((0, encoder.dim), stored)
     if not dataset_fingerprint:
         dataset_fingerprint = hashlib.sha1("\0".join(texts).encode()).hexdigest()[:16]
     key, identity = corpus_cache_key(encoder, dataset_name, dataset_fingerprint, dtype)
