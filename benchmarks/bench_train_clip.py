@@ -181,6 +181,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3, help="rounds; the order of the sides rotates")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads of each trainer")
     args = p.parse_args()
+    torch.set_num_threads(args.threads)  # the FLOP count and the GEMM reference on the trainers' threads
     print_header(
         f"CLIP training, {args.model}, batch {args.batch_size}, ~{args.steps} steps, {args.workers} loader workers, "
         f"{args.threads} torch threads per trainer, "

@@ -128,7 +128,7 @@ def count_flops(fn: Callable[[], object]) -> int:
 
 
 def peak_gflops(dtype: torch.dtype) -> tuple[float, str]:
-    """The CPU's theoretical peak for ``dtype`` matmuls over all cores, and how it was reckoned.
+    """The CPU's theoretical peak for ``dtype`` matmuls on the cores torch uses, and how it was reckoned.
 
     Per core and cycle: fp32 FMA width x 2 FMA pipes x 2 FLOPs (AMD Zen 2-4 execute AVX-512 on two
     256-bit pipes: 32; Intel with two 512-bit FMA ports: 64; AVX2: 32); AVX-512 BF16 doubles it
@@ -144,7 +144,7 @@ def peak_gflops(dtype: torch.dtype) -> tuple[float, str]:
         per_cycle = 1024
     elif dtype == torch.bfloat16 and torch.cpu._is_avx512_bf16_supported():
         per_cycle = 2 * fp32
-    cores = os.cpu_count() or 1
+    cores = min(torch.get_num_threads(), os.cpu_count() or 1)
     return cores * per_cycle * ghz, f"{cores} cores x {per_cycle} FLOP/cycle x {ghz:.2f} GHz"
 
 
