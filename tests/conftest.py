@@ -58,3 +58,15 @@ def run_python(
     if check and proc.returncode != 0:
         raise AssertionError(f"{script} exited with {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
     return proc
+
+
+@pytest.fixture()
+def tiny_rag_files(tmp_path: Path) -> tuple[Path, Path]:
+    """The tiny RAG set (``rag_fixtures``): passages as a DPR tsv, questions as a DPR QA file."""
+    from rag_fixtures import PASSAGES, QUESTIONS
+
+    corpus = tmp_path / "psgs.tsv"
+    corpus.write_text("id\ttext\ttitle\n" + "".join(f"{i}\t{t}\t{title}\n" for i, title, t in PASSAGES))
+    qa = tmp_path / "tiny.test.txt"
+    qa.write_text("".join(f"{q}\t{a!r}\n" for q, a in QUESTIONS))
+    return corpus, qa

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from clipmag.significance import mcnemar_p
 from text_retrieval.rag.answers import exact_match, f1_score, has_answer, normalize_answer, score_prediction, tokens
 from text_retrieval.rag.reader import first_line
-from text_retrieval.rag.report import mcnemar_p
 
 
 def test_tokens_are_word_runs_or_single_symbols_uncased_nfd():

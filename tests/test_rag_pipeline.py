@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from rag_fixtures import QUESTIONS
 from text_fixtures import minilm_path
 
 from clipmag.entry import run_entry_point
@@ -16,38 +17,6 @@ from text_retrieval.rag.pipeline import run_rag
 from text_retrieval.rag.prompts import Prompt
 from text_retrieval.rag.reader import load_reader
 from text_retrieval.rag_cli import main
-
-PASSAGES = [
-    (
-        "1",
-        "Aardvark",
-        "The aardvark is a burrowing mammal native to Africa. It feeds almost only on ants and termites.",
-    ),
-    ("2", "Abacus", "The abacus is a calculating tool; the Chinese suanpan dates to the 2nd century BC."),
-    ("3", "Alabama", "Montgomery has been the state capital since 1846, and Birmingham is the largest city."),
-    ("4", "Albedo", "Fresh snow reflects up to 90 percent of sunlight, while charcoal reflects about 4 percent."),
-    ("5", "Apollo 11", "Neil Armstrong and Buzz Aldrin landed on the Moon in July 1969."),
-    ("6", "Algeria", "Algiers is the capital and largest city of the country, on the Mediterranean coast."),
-    ("7", "Andorra", "Andorra la Vella is the capital of the small country in the Pyrenees."),
-    ("8", "Ampere", "The ampere is the SI base unit of electric current, named after a French physicist."),
-]
-QUESTIONS = [
-    ("what do aardvarks eat?", ["ants", "termites"]),
-    ("what is the capital of alabama?", ["Montgomery"]),
-    ("who landed on the moon with buzz aldrin?", ["Neil Armstrong", "Armstrong"]),
-    ("what is the capital of algeria?", ["Algiers"]),
-    ("how much sunlight does fresh snow reflect?", ["90 percent"]),
-    ("who wrote hamlet?", ["Shakespeare"]),
-]
-
-
-@pytest.fixture()
-def fixture_files(tmp_path: Path) -> tuple[Path, Path]:
-    corpus = tmp_path / "psgs.tsv"
-    corpus.write_text("id\ttext\ttitle\n" + "".join(f"{i}\t{t}\t{title}\n" for i, title, t in PASSAGES))
-    qa = tmp_path / "tiny.test.txt"
-    qa.write_text("".join(f"{q}\t{a!r}\n" for q, a in QUESTIONS))
-    return corpus, qa
 
 
 def _config(files: tuple[Path, Path], output: Path, norms: Sequence[str] = (), reader: str = "none", **kw) -> RagConfig:
@@ -82,8 +51,8 @@ def _questions(folder: Path, name: str = "tiny") -> list[dict]:
     return [json.loads(line) for line in (folder / f"{name}.questions.jsonl").read_text().splitlines()]
 
 
-def test_oracle_reader_em_equals_accuracy_at_k(fixture_files, tmp_path):
-    cfg = _config(fixture_files, tmp_path / "out", reader="oracle", top_k=2, few_shot=2)
+def test_oracle_reader_em_equals_accuracy_at_k(tiny_rag_files, tmp_path):
+    cfg = _config(tiny_rag_files, tmp_path / "out", reader="oracle", top_k=2, few_shot=2)
     (row,) = run_rag(cfg, reader=OracleReader(), show_progress=False)
     metrics = row.metrics["tiny"]
     assert metrics["EM"] == metrics["accuracy@2"] == metrics["contains"]
@@ -98,8 +67,8 @@ def test_oracle_reader_em_equals_accuracy_at_k(fixture_files, tmp_path):
     assert result["config"]["reader"]["top_k"] == 2 and result["versions"]["bm25s"] != "not installed"
 
 
-def test_heads_change_only_what_they_should(fixture_files, tmp_path):
-    cfg = _config(fixture_files, tmp_path / "out", norms=["cosine", "dot", "qnorm", "dnorm"])
+def test_heads_change_only_what_they_should(tiny_rag_files, tmp_path):
+    cfg = _config(tiny_rag_files, tmp_path / "out", norms=["cosine", "dot", "qnorm", "dnorm"])
     cfg.retrieval.bm25 = True
     rows = {row.label: row for row in run_rag(cfg, show_progress=False)}
     assert list(rows) == ["cosine", "dot", "qnorm", "dnorm", "bm25"]
@@ -136,9 +105,9 @@ def _tiny_model(folder: Path, kind: str) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["seq2seq", "causal"])
-def test_tiny_random_readers_end_to_end_with_cache(fixture_files, tmp_path, kind):
+def test_tiny_random_readers_end_to_end_with_cache(tiny_rag_files, tmp_path, kind):
     folder = _tiny_model(tmp_path / kind, kind)
-    cfg = _config(fixture_files, tmp_path / "out", ["cosine", "dnorm"], str(folder), max_new_tokens=3, few_shot=0)
+    cfg = _config(tiny_rag_files, tmp_path / "out", ["cosine", "dnorm"], str(folder), max_new_tokens=3, few_shot=0)
     cfg.reader.max_input_tokens, cfg.reader.cache = 120, str(tmp_path / "gen.jsonl")
     run_rag(cfg, show_progress=False)
     records = _questions(tmp_path / "out" / "cosine")
@@ -165,8 +134,8 @@ def test_reader_that_cannot_be_loaded_names_it(tmp_path):
         load_reader(str(broken))
 
 
-def test_cli_prints_table_and_reports_bad_input(fixture_files, tmp_path, capsys):
-    corpus, qa = fixture_files
+def test_cli_prints_table_and_reports_bad_input(tiny_rag_files, tmp_path, capsys):
+    corpus, qa = tiny_rag_files
     args = ["--corpus", str(corpus), "--qa", str(qa), "--model", minilm_path(), "--reader", "none"]
     args += ["--norm", "cosine", "qnorm", "--output", str(tmp_path / "cli"), "--quiet", "retrieval.cache_dir=null"]
     rows = main([*args, "--max-length", "64", "--top-k", "3"])

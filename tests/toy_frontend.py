@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from clipmag.head_record import HeadRecord
@@ -10,6 +10,8 @@ from clipmag.results import build_results, write_results
 
 CALLS: list[list[str]] = []
 FAIL_ON: set[str] = set()
+# (export folder, head name) -> None: set by a test to write a real export next to results.json
+EXPORT: list[Callable[[Path, str], None]] = []
 
 
 def main(argv: Sequence[str]) -> None:
@@ -31,4 +33,6 @@ def main(argv: Sequence[str]) -> None:
         {},
         {},
     )
+    for export in EXPORT:
+        export(out / "export", opts["norm"])
     write_results(record, out)

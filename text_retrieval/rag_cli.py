@@ -17,16 +17,18 @@ import argparse
 import json
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 
 from clipmag.config import build_config
 from clipmag.entry import run_entry_point
+from clipmag.evaluations import EvaluationResult
 from clipmag.heads import HEAD_NAMES
 from clipmag.run_logging import setup_logging
 from text_retrieval.rag.config import RagConfig
 from text_retrieval.rag.pipeline import run_rag
 from text_retrieval.rag.report import Row, comparison_table, read_row
 
-__all__ = ["main", "entry"]
+__all__ = ["main", "entry", "read_evaluation"]
 
 # flag -> dotted config key; nargs="+" flags become YAML lists
 _FLAGS = {
@@ -92,13 +94,23 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     args = _parser().parse_intermixed_args(argv)
     setup_logging(level=logging.WARNING if args.quiet else logging.INFO)
     if args.compare:
-        rows = [read_row(folder, args.top_k or 5) for folder in args.compare]
+        rows = [read_row(folder, args.top_k) for folder in args.compare]
         print(comparison_table(rows, args.top_k or 5))
         return rows
     cfg = build_config(RagConfig, args.config, _overrides(args))
     rows = run_rag(cfg, show_progress=not args.quiet)
     print(comparison_table(rows, cfg.reader.top_k))
     return rows
+
+
+def read_evaluation(folder: str | Path) -> EvaluationResult:
+    """One retriever's results in a folder, for sweep reports (``clipmag.evaluations``)."""
+    row = read_row(folder)
+    metrics = {
+        qa: {key: float(value) for key, value in values.items() if key != "num_questions"}
+        for qa, values in row.metrics.items()
+    }
+    return EvaluationResult(metrics, row.outcomes)
 
 
 def entry() -> None:

@@ -5,6 +5,10 @@ with its resolved config. A cell is finished when its ``results.json`` exists; a
 sweep skips finished cells and continues an interrupted cell from its latest checkpoint, so a
 killed sweep resumes where it stopped. Cells run one after another in this process (cheap on a
 laptop: the libraries are imported once) or each under ``torchrun`` with ``nproc_per_node``.
+
+A group may attach evaluations (:mod:`clipmag.evaluations`, e.g. ``rag``) to its cells: each runs
+on the cell's export once the cell is finished, in ``<cell>/evaluations/<name>``, and is finished
+when that folder holds ``results.json`` (a rerun skips it, as it skips finished cells).
 """
 
 from __future__ import annotations
@@ -19,12 +23,15 @@ from pathlib import Path
 from typing import Literal
 
 from clipmag.config import build_config
+from clipmag.evaluations import EVALUATIONS, get_evaluation
 from clipmag.frontends import FRONT_ENDS, get_front_end
 from clipmag.naming import slug
 from clipmag.results import RESULTS_FILE
+from clipmag.run import EXPORT_DIR
 from clipmag.run_logging import logger
 
 CELL_FILE = "cell.json"
+EVALUATIONS_DIR = "evaluations"
 
 
 @dataclass
@@ -33,6 +40,24 @@ class SweepVariant:
 
     name: str
     args: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SweepEvaluation:
+    """An evaluation run on every cell's export: a registered ``kind``, its ``config`` file and
+    extra ``args`` (the evaluation's own command line), and a ``name`` for its folder (default: kind)."""
+
+    kind: str
+    name: str = ""
+    config: str | None = None
+    args: list[str] = field(default_factory=list)
+
+    @property
+    def folder_name(self) -> str:
+        return self.name or self.kind
+
+    def argv(self) -> list[str]:
+        return (["--config", self.config] if self.config else []) + list(self.args)
 
 
 @dataclass
@@ -47,6 +72,7 @@ class SweepGroup:
     models: list[str] = field(default_factory=list)
     seeds: list[int] = field(default_factory=lambda: [0])
     args: list[str] = field(default_factory=list)
+    evaluations: list[SweepEvaluation] = field(default_factory=list)
 
 
 @dataclass
@@ -68,6 +94,7 @@ class Cell:
     seed: int
     directory: Path
     argv: list[str]
+    evaluations: list[SweepEvaluation] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -82,7 +109,27 @@ class Cell:
             "variant": self.variant,
             "seed": self.seed,
             "argv": self.argv,
+            "evaluations": [{"name": e.folder_name, "kind": e.kind} for e in self.evaluations],
         }
+
+    def evaluation_folder(self, evaluation: SweepEvaluation) -> Path:
+        return self.directory / EVALUATIONS_DIR / evaluation.folder_name
+
+
+def _check_evaluations(group: SweepGroup) -> None:
+    names = [e.folder_name for e in group.evaluations]
+    if len(set(names)) != len(names):
+        raise ValueError(f"sweep group {group.name!r}: evaluation names repeat ({names}); give each a distinct name")
+    for e in group.evaluations:
+        if e.kind not in EVALUATIONS:
+            raise ValueError(
+                f"sweep group {group.name!r}: unknown evaluation kind {e.kind!r}; valid: {', '.join(EVALUATIONS)}"
+            )
+        if group.kind not in get_evaluation(e.kind).front_ends:
+            raise ValueError(
+                f"sweep group {group.name!r}: a {e.kind!r} evaluation needs a "
+                f"{' or '.join(get_evaluation(e.kind).front_ends)} group, not {group.kind!r}"
+            )
 
 
 def expand(cfg: SweepConfig) -> list[Cell]:
@@ -92,6 +139,7 @@ def expand(cfg: SweepConfig) -> list[Cell]:
     for group in cfg.groups:
         if group.kind not in FRONT_ENDS:
             raise ValueError(f"sweep group {group.name!r}: unknown kind {group.kind!r}; valid: {', '.join(FRONT_ENDS)}")
+        _check_evaluations(group)
         variants = group.variants or [SweepVariant(name="")]
         heads = group.heads or [None]
         models = group.models or [None]
@@ -113,7 +161,17 @@ def expand(cfg: SweepConfig) -> list[Cell]:
                         argv += ["--model", model] if model else []
                         argv += ["--seed", str(seed), "--output", str(directory), "--resume", "latest"]
                         cells.append(
-                            Cell(group.name, group.kind, model, head, variant.name or None, seed, directory, argv)
+                            Cell(
+                                group.name,
+                                group.kind,
+                                model,
+                                head,
+                                variant.name or None,
+                                seed,
+                                directory,
+                                argv,
+                                list(group.evaluations),
+                            )
                         )
     return cells
 
@@ -140,19 +198,36 @@ def run_cell(cell: Cell, launcher: str, nproc: int) -> None:
         raise RuntimeError(f"sweep cell {cell.label} failed with exit status {proc.returncode}: {' '.join(cmd)}")
 
 
+def run_evaluations(cell: Cell) -> None:
+    """Run the cell's unfinished evaluations on its export (the cell itself must be finished)."""
+    export = cell.directory / EXPORT_DIR
+    for evaluation in cell.evaluations:
+        folder = cell.evaluation_folder(evaluation)
+        if (folder / RESULTS_FILE).is_file():
+            continue
+        if not export.is_dir():
+            raise FileNotFoundError(
+                f"sweep cell {cell.label}: evaluation {evaluation.folder_name!r} needs the export {export}, "
+                "which the run did not write (train.export_final is off?)"
+            )
+        logger.info("%s: evaluation %s", cell.label, evaluation.folder_name)
+        get_evaluation(evaluation.kind).run(export, folder, evaluation.argv())
+
+
 def run_sweep(cfg: SweepConfig, only: Sequence[str] = ()) -> list[Cell]:
-    """Run every unfinished cell (optionally only the groups named in ``only``)."""
+    """Run every unfinished cell and evaluation (optionally only the groups named in ``only``)."""
     cells = [c for c in expand(cfg) if not only or c.group in only]
     Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
     total = len(cells)
     for i, cell in enumerate(cells, 1):
         if (cell.directory / RESULTS_FILE).is_file():
             logger.info("[%d/%d] %s: finished earlier, skipped", i, total, cell.label)
-            continue
-        logger.info("[%d/%d] %s: running", i, total, cell.label)
-        start = time.perf_counter()
-        run_cell(cell, cfg.launcher, cfg.nproc_per_node)
-        logger.info("[%d/%d] %s: done in %.0f s", i, total, cell.label, time.perf_counter() - start)
+        else:
+            logger.info("[%d/%d] %s: running", i, total, cell.label)
+            start = time.perf_counter()
+            run_cell(cell, cfg.launcher, cfg.nproc_per_node)
+            logger.info("[%d/%d] %s: done in %.0f s", i, total, cell.label, time.perf_counter() - start)
+        run_evaluations(cell)
     return cells
 
 

@@ -2,9 +2,9 @@
 
 Each row is one retriever (a model under a head, or BM25). The change column is relative to the
 baseline row (the first row scored with the cosine head, else the first row), and its p-value is
-an exact McNemar test over questions: a two-sided binomial test on the questions where exactly one
-of the two rows is right (``scipy.stats.binomtest``). It is a paired test because both rows answer
-the same questions; with the few questions of the embedded set only large gaps reach p < 0.05.
+an exact McNemar test over questions (:mod:`clipmag.significance`): a two-sided binomial test on
+the questions where exactly one of the two rows is right. It is a paired test because both rows
+answer the same questions; with the few questions of the embedded set only large gaps reach p < 0.05.
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scipy.stats import binomtest
-
+from clipmag.significance import mcnemar_p
 from text_retrieval.rag.config import ACCURACY_AT
 
-__all__ = ["Row", "mcnemar_p", "comparison_table", "read_row", "question_outcomes", "QUESTIONS_SUFFIX"]
+__all__ = ["Row", "comparison_table", "read_row", "question_outcomes", "QUESTIONS_SUFFIX"]
 
 QUESTIONS_SUFFIX = ".questions.jsonl"
 
@@ -34,31 +33,24 @@ class Row:
     outcomes: dict[str, dict[str, dict[str, float]]]
 
 
-def mcnemar_p(a: Sequence[float], b: Sequence[float]) -> float:
-    """Exact two-sided McNemar p-value of paired binary outcomes (1.0 when they never disagree)."""
-    only_a = sum(1 for x, y in zip(a, b) if x and not y)
-    only_b = sum(1 for x, y in zip(a, b) if y and not x)
-    if only_a + only_b == 0:
-        return 1.0
-    return float(binomtest(only_a, only_a + only_b, 0.5).pvalue)
-
-
 def question_outcomes(record: Mapping[str, Any], top_k: int) -> dict[str, float]:
-    """A per-question record's binary outcomes for the paired test: hit within ``top_k``, and EM."""
+    """A per-question record's outcomes for paired tests: a hit within each reported k (and
+    ``top_k``), and the reader's EM, F1 and contains when it read."""
     rank = record.get("first_hit_rank")
-    out = {f"accuracy@{top_k}": float(rank is not None and rank <= top_k)}
-    if "EM" in record:
-        out["EM"] = float(record["EM"])
+    out = {f"accuracy@{k}": float(rank is not None and rank <= k) for k in sorted({*ACCURACY_AT, top_k})}
+    out.update({key: float(record[key]) for key in ("EM", "F1", "contains") if key in record})
     return out
 
 
-def read_row(folder: str | Path, top_k: int = 5) -> Row:
-    """A row from a result folder (``results.json`` plus ``<qa>.questions.jsonl``)."""
+def read_row(folder: str | Path, top_k: int | None = None) -> Row:
+    """A row from a result folder (``results.json`` plus ``<qa>.questions.jsonl``); ``top_k``
+    defaults to the one the results were read with."""
     folder = Path(folder)
     path = folder / "results.json"
     if not path.is_file():
         raise FileNotFoundError(f"no RAG results in {folder} (expected {path})")
     record = json.loads(path.read_text(encoding="utf-8"))
+    top_k = top_k or record["config"]["reader"]["top_k"]
     outcomes = {}
     for name in record["metrics"]:
         lines = (folder / f"{name}{QUESTIONS_SUFFIX}").read_text(encoding="utf-8").split("\n")

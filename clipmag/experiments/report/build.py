@@ -8,17 +8,19 @@ import math
 from pathlib import Path
 from typing import Any
 
+from clipmag.evaluations import EVALUATIONS
 from clipmag.experiments.report import plots
 from clipmag.experiments.report.collect import (
     CLIP_METRICS,
     bright_means,
     bright_suites,
     document_norm_samples,
+    evaluation_rows,
     find_cells,
     gamma_trajectories,
     tidy_rows,
 )
-from clipmag.experiments.report.tables import TableRow, aggregate, mean_of, to_csv, to_markdown
+from clipmag.experiments.report.tables import TableRow, aggregate, mean_of, to_csv, to_markdown, with_question_tests
 
 RETRIEVAL = ("NDCG@10", "MRR@10", "Recall@100")
 BRIGHT = ("NDCG@10", "Recall@1", "Recall@100")
@@ -162,6 +164,8 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report") -> P
     rows = tidy_rows(cells)
     suites = bright_suites(cells)  # BRIGHT tasks are averaged apart: its own score is the mean over its tasks
     tasks = [r for r in rows if r.dataset in suites]
+    attached, outcomes = evaluation_rows(cells)
+    attached_metrics = tuple(dict.fromkeys(m for e in EVALUATIONS.values() for m in e.metrics))
     tables = {
         "retrieval": aggregate([r for r in rows if r.dataset not in suites], RETRIEVAL),
         "bright": aggregate(bright_means(tasks, suites), BRIGHT),
@@ -169,6 +173,7 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report") -> P
         "sts": aggregate(rows, STS),
         "clip": aggregate(rows, CLIP_METRICS),
         "diagnostics": aggregate(rows, DIAGNOSTICS),
+        "evaluations": with_question_tests(aggregate(attached, attached_metrics), outcomes),
     }
     for name, table in tables.items():
         if table:
@@ -206,10 +211,16 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report") -> P
         ("Symmetric task (STS-style)", "sts"),
         ("CLIP: head-aware retrieval in both directions", "clip"),
         ("Magnitude diagnostics", "diagnostics"),
+        ("Evaluations of the exports (RAG)", "evaluations"),
     ]
+    notes = {
+        "evaluations": "Each run's export retrieves with its own head. Here the p-value is a paired test over "
+        "questions vs cosine: McNemar's exact test with one seed, Wilcoxon signed-rank on per-question seed means "
+        "with several.",
+    }
     for heading, key in sections:
         if tables[key]:
-            parts += [f"## {heading}", "", to_markdown(tables[key])]
+            parts += [f"## {heading}", "", *([notes[key], ""] if key in notes else []), to_markdown(tables[key])]
     parts += ["## What these numbers show", "", *findings(tables["retrieval"], tables["sts"], tables["clip"])]
     parts += [*bright_findings(tables["bright"]), ""]
     parts += ["## Regime", "", *regime_section(tables["retrieval"])]

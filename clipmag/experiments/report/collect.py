@@ -3,7 +3,8 @@
 A cell folder holds ``cell.json`` (written by the sweep: group, kind, model, head, variant, seed)
 and ``results.json`` (written by the run driver, ``clipmag.results``): metrics per dataset and the
 head record of the tested model, from which the report takes the head (a CLIP variant set by
-``--config`` names no head in its cell).
+``--config`` names no head in its cell). Evaluations the sweep attached to a cell (``cell.json``
+names them) are read through their registered reader (:mod:`clipmag.evaluations`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clipmag.experiments.sweep import CELL_FILE
+from clipmag.evaluations import get_evaluation
+from clipmag.experiments.sweep import CELL_FILE, EVALUATIONS_DIR
 from clipmag.results import RESULTS_FILE, read_results
 
 TEXT_METRICS = (
@@ -109,6 +111,36 @@ def tidy_rows(cells: list[CellResult]) -> list[Row]:
             values.update(_diagnostic_rows(result))
             rows += [Row(**base, dataset=dataset, metric=m, value=float(v)) for m, v in values.items()]
     return rows
+
+
+# (group, model, dataset, config) -> seed -> question id -> metric -> value
+QuestionOutcomes = dict[tuple[str, str, str, str], dict[int, dict[str, dict[str, float]]]]
+
+
+def evaluation_rows(cells: list[CellResult]) -> tuple[list[Row], QuestionOutcomes]:
+    """Tidy rows of every finished attached evaluation (dataset ``<evaluation>: <dataset>``) and the
+    per-question outcomes behind them, for paired tests over questions."""
+    rows: list[Row] = []
+    outcomes: QuestionOutcomes = {}
+    for c in cells:
+        model = c.cell.get("model") or "default"
+        for attached in c.cell.get("evaluations", []):
+            folder = c.directory / EVALUATIONS_DIR / attached["name"]
+            if not (folder / RESULTS_FILE).is_file():
+                continue
+            evaluation = get_evaluation(attached["kind"])
+            result = evaluation.read(folder)
+            for dataset, values in result.metrics.items():
+                name = f"{attached['name']}: {dataset}"
+                base = dict(group=c.cell["group"], kind=c.cell["kind"], model=model, config=c.config)
+                rows += [
+                    Row(**base, seed=int(c.cell["seed"]), dataset=name, metric=m, value=float(values[m]))
+                    for m in evaluation.metrics
+                    if m in values
+                ]
+                key = (c.cell["group"], model, name, c.config)
+                outcomes.setdefault(key, {})[int(c.cell["seed"])] = result.outcomes.get(dataset, {})
+    return rows, outcomes
 
 
 def bright_suites(cells: list[CellResult]) -> dict[str, str]:

@@ -1,5 +1,6 @@
 """Aggregate tidy rows into a paper-style table: mean +- std over seeds, change vs cosine,
-paired t-test p-value vs cosine (scipy), best per row marked."""
+paired t-test p-value vs cosine (scipy), best per row marked. Evaluations scored per question
+(RAG) get a paired test over questions instead (:func:`with_question_tests`)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from clipmag.experiments.report.collect import Row
+from clipmag.experiments.report.collect import QuestionOutcomes, Row
 from clipmag.heads import HEAD_NAMES
+from clipmag.significance import paired_question_p
 
 BASELINE = "cosine"
 LOWER_IS_BETTER = {"asymmetry_gap"}
@@ -86,6 +88,32 @@ def aggregate(rows: list[Row], metrics: tuple[str, ...]) -> list[TableRow]:
             pick = min if key[3] in LOWER_IS_BETTER else max
             cells[pick(cells, key=lambda n: cells[n].mean)].best = True
         table.append(TableRow(*key, {n: cells[n] for n in _column_order(list(cells))}))
+    return table
+
+
+def with_question_tests(table: list[TableRow], outcomes: QuestionOutcomes) -> list[TableRow]:
+    """Give each cell the p-value of a paired test over questions against cosine.
+
+    Each question's outcome is averaged over the seeds both heads ran (one seed: the 0/1 outcome
+    itself, tested with McNemar's exact test; several: Wilcoxon signed-rank on the averages, see
+    :mod:`clipmag.significance`). Questions are the unit, so one seed already gives a test.
+    """
+    for row in table:
+        base = outcomes.get((row.group, row.model, row.dataset, BASELINE))
+        for name, cell in row.cells.items():
+            ours = outcomes.get((row.group, row.model, row.dataset, name))
+            if name == BASELINE or base is None or ours is None:
+                continue
+            seeds = sorted(set(ours) & set(base))
+            shared = [set(ours[s]) & set(base[s]) for s in seeds]
+            questions = sorted(set.intersection(*shared)) if shared else []
+            questions = [q for q in questions if all(row.metric in ours[s][q] for s in seeds)]
+            if not questions:
+                cell.p_value = None
+                continue
+            a = [np.mean([ours[s][q][row.metric] for s in seeds]) for q in questions]
+            b = [np.mean([base[s][q][row.metric] for s in seeds]) for q in questions]
+            cell.p_value = paired_question_p(a, b)
     return table
 
 

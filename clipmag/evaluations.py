@@ -1,0 +1,68 @@
+"""The registry of evaluations a sweep attaches to its trained cells, and the report reads back.
+
+An evaluation is a module with two functions:
+
+* ``main(argv)`` evaluates one exported model; the sweep calls it with the evaluation's own
+  arguments followed by ``--model <cell>/export --output <folder>``, so the model scores with the
+  head its export records, and the folder holds ``results.json`` when it is done;
+* ``read_evaluation(folder)`` returns an :class:`EvaluationResult`: metrics per dataset and, per
+  question, the outcomes a paired test over questions needs.
+
+Front ends register in :mod:`clipmag.frontends`; evaluations here, by name, imported only when used,
+so the core never imports a front end. A project of its own registers with ``register_evaluation``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Evaluation", "EvaluationResult", "EVALUATIONS", "register_evaluation", "get_evaluation"]
+
+
+@dataclass
+class EvaluationResult:
+    """``metrics[dataset][metric]`` and ``outcomes[dataset][question_id][metric]`` (one value per question)."""
+
+    metrics: dict[str, dict[str, float]]
+    outcomes: dict[str, dict[str, dict[str, float]]]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """An evaluation kind: its module, the front ends whose exports it can load, the metrics to report."""
+
+    name: str
+    module: str
+    front_ends: tuple[str, ...]
+    metrics: tuple[str, ...]
+
+    def run(self, model: Path, output: Path, argv: Sequence[str] = ()) -> None:
+        importlib.import_module(self.module).main([*argv, "--model", str(model), "--output", str(output)])
+
+    def read(self, folder: Path) -> EvaluationResult:
+        return importlib.import_module(self.module).read_evaluation(folder)
+
+
+EVALUATIONS: dict[str, Evaluation] = {}
+
+
+def register_evaluation(name: str, module: str, front_ends: Sequence[str], metrics: Sequence[str]) -> Evaluation:
+    EVALUATIONS[name] = Evaluation(name, module, tuple(front_ends), tuple(metrics))
+    return EVALUATIONS[name]
+
+
+def get_evaluation(name: str) -> Evaluation:
+    if name not in EVALUATIONS:
+        raise ValueError(f"unknown evaluation kind {name!r}; valid: {', '.join(EVALUATIONS)}")
+    return EVALUATIONS[name]
+
+
+register_evaluation(
+    "rag",
+    "text_retrieval.rag_cli",
+    front_ends=("text",),
+    metrics=("accuracy@1", "accuracy@5", "accuracy@20", "accuracy@100", "EM", "F1", "contains"),
+)
