@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -76,3 +77,12 @@ def test_paired_t_test_uses_scipy(tmp_path):
 
     a, b = {0: 0.5, 1: 0.6, 2: 0.55}, {0: 0.4, 1: 0.45, 2: 0.5}
     assert _paired_p(a, b) == pytest.approx(stats.ttest_rel([0.5, 0.6, 0.55], [0.4, 0.45, 0.5]).pvalue)
+
+
+def test_sweep_wide_args_follow_every_cells_own():
+    demo = Path(__file__).resolve().parents[1] / "configs" / "sweeps" / "demo.yaml"
+    cfg = sweep.load_sweep_config(demo, ["output_dir=runs/x", "args=[train.precision=fp32]"])
+    for cell in sweep.expand(cfg):
+        argv = cell.argv
+        assert argv.count("train.precision=fp32") == 1 and str(cell.directory).startswith("runs/x/")
+        assert argv.index("train.precision=fp32") > argv.index("train.threads=2")  # after the group's, so it wins

@@ -82,6 +82,9 @@ class SweepConfig:
     launcher: Literal["inprocess", "torchrun"] = "inprocess"
     nproc_per_node: int = 1
     groups: list[SweepGroup] = field(default_factory=list)
+    # appended to every cell's arguments after its group's, so they win: a whole sweep in fp32 is
+    # ``clipmag-sweep --config demo.yaml output_dir=runs/demo-fp32 'args=[train.precision=fp32]'``
+    args: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -156,7 +159,7 @@ def expand(cfg: SweepConfig) -> list[Cell]:
                             / f"seed{seed}"
                         )
                         argv = ["--config", group.config] if group.config else []
-                        argv += [*group.args, *variant.args]
+                        argv += [*group.args, *variant.args, *cfg.args]
                         argv += ["--norm", head] if head else []
                         argv += ["--model", model] if model else []
                         argv += ["--seed", str(seed), "--output", str(directory), "--resume", "latest"]
