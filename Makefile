@@ -29,7 +29,7 @@ demo: venv
 # RAG on the embedded Wikipedia set: every head and BM25, SmolLM2 reading the top 5 (40 questions).
 demo-rag: venv
 	$(BIN)/python scripts/eval_rag.py --data embedded --norm cosine dot qnorm dnorm --bm25 --limit 40 \
-		--output runs/rag/demo
+		--output runs/rag/embedded-reader40
 
 clean:
 	rm -rf runs/demo .pytest_cache
