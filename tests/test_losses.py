@@ -95,4 +95,4 @@ def test_learnable_scale_is_clamped_after_the_step_not_in_the_forward():
     with torch.no_grad():
         loss.log_scale.add_(1.0)
     loss.clamp_scale_()
-    assert float(loss.current_scale()) == pytest.approx(100.0)
+    assert float(loss.current_scale().detach()) == pytest.approx(100.0)
