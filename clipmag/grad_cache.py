@@ -10,10 +10,13 @@ while holding the activations of one chunk at a time:
    embeddings as leaf tensors and back-propagate into them (and into the head's gammas and the
    logit scale, which the loss uses directly);
 3. re-embed each chunk with a graph, replaying its RNG state so dropout draws the same masks, and
-   back-propagate the cached embedding gradients through it.
+   back-propagate the cached embedding gradients through it, one part at a time (the chunk's
+   queries, then its documents): a part's graph is freed before the next part is embedded, so
+   the peak holds the activations of one chunk of one side, as sentence-transformers' does.
 
 The result equals one backward pass over the whole batch up to float rounding. A model supports it
-by splitting its forward into ``embed`` and ``loss_from`` and saying how to cut a batch into rows.
+by splitting its forward into ``embed_parts`` and ``loss_from`` and saying how to cut a batch into
+rows.
 """
 
 from __future__ import annotations
@@ -26,14 +29,16 @@ import torch
 
 
 class Chunkable(Protocol):
-    """A model whose ``forward(batch)`` is ``loss_from(batch, embed(batch))``."""
+    """A model whose ``forward(batch)`` is ``loss_from(batch, tuple(embed_parts(batch)))``."""
 
     def chunks(self, batch: Any, size: int) -> Sequence[Any]:
         """``batch`` cut into consecutive pieces of ``size`` rows; each piece carries its rows'
         hard negatives, so the pieces' embeddings concatenate to the batch's."""
 
-    def embed(self, batch: Any) -> tuple[torch.Tensor, ...]:
-        """Every embedding the loss needs, each with the batch's rows as its first dimension."""
+    def embed_parts(self, batch: Any) -> Iterator[torch.Tensor]:
+        """Every embedding the loss needs, one at a time in a fixed order (e.g. queries, then
+        documents), each with the batch's rows as its first dimension. A generator: the next part
+        is computed only when asked for, after the previous one has been back-propagated."""
 
     def loss_from(self, batch: Any, embeddings: tuple[torch.Tensor, ...]) -> dict[str, Any]:
         """The loss and statistics of ``batch`` from its embeddings."""
@@ -73,7 +78,7 @@ def cached_backward(
         for piece in pieces:
             states.append(_rng_state(device))
             with autocast():
-                parts.append(model.embed(piece))
+                parts.append(tuple(model.embed_parts(piece)))
     leaves = tuple(torch.cat([p[i] for p in parts]).detach().requires_grad_() for i in range(len(parts[0])))
     with autocast():
         out = model.loss_from(batch, leaves)
@@ -82,9 +87,11 @@ def cached_backward(
     start = 0
     for piece, part, state in zip(pieces, parts, states):
         rows = part[0].shape[0]
-        with _replayed(state, device), autocast():
-            embeddings = model.embed(piece)
-        surrogate = sum((e.float() * g[start : start + rows].float()).sum() for e, g in zip(embeddings, grads))
-        surrogate.backward()
+        with _replayed(state, device):
+            replay = model.embed_parts(piece)
+            for grad in grads:  # one part's graph at a time
+                with autocast():
+                    embedding = next(replay)
+                (embedding.float() * grad[start : start + rows].float()).sum().backward()
         start += rows
     return out

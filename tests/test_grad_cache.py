@@ -43,16 +43,41 @@ def test_dropout_is_replayed_between_the_two_passes():
     head = build_head("dot")
     model = TwoTower(head, InfoNCE(head, direction="q2d"), dropout=0.5).train()
     batch = global_batch(seed=1, index=0, size=8)
-    seen, embed = [], model.embed
+    seen, embed_parts = [], model.embed_parts
 
     def recording(piece):
-        q, d = embed(piece)
+        parts = embed_parts(piece)
+        q = next(parts)
         seen.append(q.detach().clone())
-        return q, d
+        yield q
+        yield from parts
 
-    model.embed = recording
+    model.embed_parts = recording
     cached_backward(model, batch, 4, lambda loss: loss.backward(), torch.device("cpu"), contextlib.nullcontext)
     first_pass, second_pass = seen[:2], seen[2:]
     assert all(torch.equal(a, b) for a, b in zip(first_pass, second_pass))
     model.eval()
-    assert not torch.equal(first_pass[0], embed(model.chunks(batch, 4)[0])[0])  # dropout was on
+    assert not torch.equal(first_pass[0], next(embed_parts(model.chunks(batch, 4)[0])))  # dropout was on
+
+
+def test_each_part_is_back_propagated_before_the_next_is_embedded():
+    """The replay holds one side's graph at a time: a chunk's queries are back-propagated before
+    its documents are embedded (as sentence-transformers' cached loss does, column by column)."""
+    head = build_head("cosine")
+    model = TwoTower(head, InfoNCE(head, direction="both"))
+    batch = global_batch(seed=2, index=0, size=8)
+    events, embed_parts = [], model.embed_parts
+
+    def recording(piece):
+        parts = embed_parts(piece)
+        q = next(parts)
+        if q.requires_grad:  # the replay, not the pass without a graph
+            q.register_hook(lambda grad: events.append("query backward"))
+        yield q
+        events.append("documents forward")
+        yield from parts
+
+    model.embed_parts = recording
+    cached_backward(model, batch, 4, lambda loss: loss.backward(), torch.device("cpu"), contextlib.nullcontext)
+    replay = events[2:]  # after the two chunks' passes without a graph
+    assert replay == ["query backward", "documents forward"] * 2

@@ -72,6 +72,8 @@ def test_train_evaluate_export_and_reload(tiny_setup, tmp_path):
     assert (out / "checkpoints" / "best.pt").is_file() and (out / "config.yaml").is_file()
     head_file = json.loads((out / "export" / "clipmag_head.json").read_text())
     assert head_file == head
+    card = (out / "export" / "README.md").read_text()  # completed by the run driver once tested
+    assert f"| beir | NDCG@10 {results['metrics']['beir']['NDCG@10']:.4f}" in card and "| training data |" in card
     record = read_metrics(out / "metrics.jsonl", "train")[0]
     assert {
         "loss",

@@ -53,17 +53,18 @@ class TwoTower(nn.Module):
         self.head, self.loss = head, loss
 
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return self.loss_from(batch, self.embed(batch))
+        return self.loss_from(batch, tuple(self.embed_parts(batch)))
 
     def chunks(self, batch: dict[str, torch.Tensor], size: int) -> list[dict[str, torch.Tensor]]:
         rows = batch["query"].shape[0]
         return [{k: v[start : start + size] for k, v in batch.items()} for start in range(0, rows, size)]
 
-    def embed(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def embed_parts(self, batch: dict[str, torch.Tensor]) -> Iterator[torch.Tensor]:
         q = self.query_encoder(batch["query"])
         if "nan_gradient" in batch and bool(batch["nan_gradient"].any()):
             q = _NanGradient.apply(q)
-        return q, self.doc_encoder(batch["documents"])
+        yield q
+        yield self.doc_encoder(batch["documents"])
 
     def loss_from(
         self, batch: dict[str, torch.Tensor], embeddings: tuple[torch.Tensor, ...]

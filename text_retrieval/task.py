@@ -71,7 +71,7 @@ class BiEncoder(nn.Module):
         return self.encoder.embed({k: v.to(self.encoder.device) for k, v in tokens.items()})
 
     def forward(self, batch: dict[str, Any]) -> dict[str, Any]:
-        return self.loss_from(batch, self.embed(batch))
+        return self.loss_from(batch, tuple(self.embed_parts(batch)))
 
     # ---- the parts gradient caching calls (clipmag/grad_cache.py) ------------------------------
     def chunks(self, batch: dict[str, list], size: int) -> list[dict[str, list]]:
@@ -79,21 +79,20 @@ class BiEncoder(nn.Module):
         rows = len(next(iter(batch.values())))
         return [{k: v[start : start + size] for k, v in batch.items()} for start in range(0, rows, size)]
 
-    def embed(self, batch: dict[str, Any]) -> tuple[torch.Tensor, ...]:
-        """STS: (text_a, text_b) embeddings; InfoNCE: queries [n, D] and documents [n, 1 + k, D]."""
+    def embed_parts(self, batch: dict[str, Any]) -> Iterator[torch.Tensor]:
+        """STS: text_a, then text_b embeddings; InfoNCE: queries [n, D], then documents [n, 1 + k, D]."""
         if self.objective == "sts":
-            return self._embed(batch["text_a"], "query"), self._embed(batch["text_b"], "query")
-        queries = self._embed(batch["query"], "query")
+            yield self._embed(batch["text_a"], "query")
+            yield self._embed(batch["text_b"], "query")
+            return
+        yield self._embed(batch["query"], "query")
         n, k = len(batch["query"]), self.hard_negatives
         documents = list(batch["positive"])
         if k:
             for i, negatives in enumerate(batch["negatives"]):
                 documents.extend(_take_negatives(negatives, k, i))
         docs = self._embed(documents, "document")
-        grouped = (
-            docs[:n].unsqueeze(1) if k == 0 else torch.cat([docs[:n].unsqueeze(1), docs[n:].view(n, k, -1)], dim=1)
-        )
-        return queries, grouped
+        yield docs[:n].unsqueeze(1) if k == 0 else torch.cat([docs[:n].unsqueeze(1), docs[n:].view(n, k, -1)], dim=1)
 
     def loss_from(self, batch: dict[str, Any], embeddings: tuple[torch.Tensor, ...]) -> dict[str, Any]:
         if self.objective == "sts":
@@ -264,6 +263,12 @@ class TextRetrievalTask:
 
     def run_identity(self) -> dict[str, Any]:
         return {"objective": self.cfg.data.objective, "model": self.cfg.model.name_or_path}
+
+    def describe_export(self, run_dir: Path) -> None:
+        """The export's model card gets the training data and the test metrics."""
+        from text_retrieval.st_export import describe_run
+
+        describe_run(run_dir)
 
     def format_results(self, metrics: dict[str, dict[str, Any]]) -> str:
         """One row per test set, the metrics it has."""

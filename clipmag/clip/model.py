@@ -21,7 +21,7 @@ import json
 import logging
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -159,17 +159,17 @@ class ClipMagModel(nn.Module):
 
     def forward(self, batch: tuple[torch.Tensor, ...]) -> dict[str, Any]:
         """``batch = (images, tokens, ...)`` on any device; images may be stored in half precision."""
-        return self.loss_from(batch, self.embed(batch))
+        return self.loss_from(batch, tuple(self.embed_parts(batch)))
 
     # ---- the parts gradient caching calls (clipmag/grad_cache.py) ------------------------------
     def chunks(self, batch: tuple[torch.Tensor, ...], size: int) -> list[tuple[torch.Tensor, ...]]:
         return [tuple(t[start : start + size] for t in batch) for start in range(0, batch[0].shape[0], size)]
 
-    def embed(self, batch: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Raw (image, text) features of the batch's pairs."""
+    def embed_parts(self, batch: tuple[torch.Tensor, ...]) -> Iterator[torch.Tensor]:
+        """Raw image features of the batch's pairs, then their text features."""
         device = self.clip.logit_scale.device
-        images, texts = batch[0].to(device, torch.float32, non_blocking=True), batch[1].to(device, non_blocking=True)
-        return self.encode_image(images), self.encode_text(texts)
+        yield self.encode_image(batch[0].to(device, torch.float32, non_blocking=True))
+        yield self.encode_text(batch[1].to(device, non_blocking=True))
 
     def loss_from(self, batch: tuple[torch.Tensor, ...], embeddings: tuple[torch.Tensor, ...]) -> dict[str, Any]:
         query, documents = self.as_query_document(*embeddings)

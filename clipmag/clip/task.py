@@ -216,6 +216,9 @@ class ClipTask:
     def run_identity(self) -> dict[str, Any]:
         return {"objective": self.cfg.objective, "model": self.cfg.model.name, "query_side": self.cfg.model.query_side}
 
+    def describe_export(self, run_dir: Path) -> None:
+        """Nothing: an open_clip export has no model card; its results.json describes the run."""
+
     def format_results(self, metrics: dict[str, dict[str, Any]]) -> str:
         name, found = next(iter(metrics.items()), ("no test split", {}))
         title = (
