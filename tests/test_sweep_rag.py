@@ -51,7 +51,11 @@ def test_sweep_runs_rag_on_every_export_and_reports_a_paired_test_over_questions
     tmp_path, tiny_rag_files, text_cells_with_exports
 ):
     cfg = _config(tmp_path, tiny_rag_files)
-    cells = sweep.run_sweep(cfg)
+    evaluations, cfg.groups[0].evaluations = cfg.groups[0].evaluations, []
+    sweep.run_sweep(cfg)  # the cells alone
+    cfg.groups[0].evaluations = evaluations
+    cells = sweep.run_sweep(cfg)  # evaluations added afterwards run on the finished cells' exports
+    assert len(toy_frontend.CALLS) == len(cells)  # no cell trained twice
     results = {c.label: c.evaluation_folder(c.evaluations[0]) / "results.json" for c in cells}
     assert all(path.is_file() for path in results.values())
     record = json.loads(results["qa/qnorm/seed0"].read_text())

@@ -115,6 +115,11 @@ class Cell:
             "evaluations": [{"name": e.folder_name, "kind": e.kind} for e in self.evaluations],
         }
 
+    def write_description(self) -> None:
+        """``cell.json``: what the report reads to place the cell (and its evaluations)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        (self.directory / CELL_FILE).write_text(json.dumps(self.describe(), indent=1))
+
     def evaluation_folder(self, evaluation: SweepEvaluation) -> Path:
         return self.directory / EVALUATIONS_DIR / evaluation.folder_name
 
@@ -180,8 +185,7 @@ def expand(cfg: SweepConfig) -> list[Cell]:
 
 
 def run_cell(cell: Cell, launcher: str, nproc: int) -> None:
-    cell.directory.mkdir(parents=True, exist_ok=True)
-    (cell.directory / CELL_FILE).write_text(json.dumps(cell.describe(), indent=1))
+    cell.write_description()
     front_end = get_front_end(cell.kind)
     if launcher == "inprocess":
         front_end.main(cell.argv)
@@ -202,8 +206,13 @@ def run_cell(cell: Cell, launcher: str, nproc: int) -> None:
 
 
 def run_evaluations(cell: Cell) -> None:
-    """Run the cell's unfinished evaluations on its export (the cell itself must be finished)."""
+    """Run the cell's unfinished evaluations on its export (the cell itself must be finished).
+
+    ``cell.json`` is rewritten first, so evaluations added to a sweep after its cells finished
+    are found by the report too."""
     export = cell.directory / EXPORT_DIR
+    if cell.evaluations:
+        cell.write_description()
     for evaluation in cell.evaluations:
         folder = cell.evaluation_folder(evaluation)
         if (folder / RESULTS_FILE).is_file():
