@@ -1,14 +1,16 @@
 """Would torch.compile (inductor, CPU) pay off? Eager vs compiled all-MiniLM-L6-v2, side by side.
 
-Two workloads at clipmag's default precision (bf16 autocast on a CPU with native bf16, else
-fp32): encoding (forward, no grad, mean pooling) and a training step (forward + backward of the
-InfoNCE loss of a query and a document batch). Each runs on fixed-shape batches, the best case
-for a compiler (real encoding pads every batch to its own length, which costs recompiles or
-dynamic shapes). Compile time is reported apart; the timed rounds alternate eager and compiled.
+Three workloads at clipmag's default precision (bf16 autocast on a CPU with native bf16, else
+fp32): encoding one fixed-shape batch (forward, no grad, mean pooling), the best case for a
+compiler; encoding a SciFact corpus as ``TextEncoder.encode`` does, every batch padded to its own
+length, with the model compiled for dynamic shapes (the real case); and a training step (forward +
+backward of the InfoNCE loss of a query and a document batch, fixed shapes). Compile time is
+reported apart; the timed rounds alternate eager and compiled.
 Exactness is the largest difference of the pooled embeddings (encode) and of the gradients
 (training step) between the two. clipmag adopts compilation only at >= 1.1x and exact results.
 
-    python benchmarks/bench_compile.py [--rounds 4] [--encode-batch 32] [--encode-length 128]
+    python benchmarks/bench_compile.py [--rounds 4] [--encode-batch 32] [--encode-length 128] [--corpus-docs 512]
+    python benchmarks/bench_compile.py --only corpus
 """
 
 from __future__ import annotations
