@@ -23,13 +23,17 @@ lint: venv
 test: lint
 	$(BIN)/python -m pytest -q
 
+# RAG on the embedded Wikipedia set: every head and BM25, SmolLM2 reading the top 5 (40 questions).
+RAG_DEMO := $(BIN)/python scripts/eval_rag.py --data embedded --norm cosine dot qnorm dnorm --bm25 --limit 40 \
+	--output runs/rag/embedded-reader40
+
+# The head sweeps, predictors and report, then the RAG comparison.
 demo: venv
 	$(BIN)/python scripts/demo.py
+	$(RAG_DEMO)
 
-# RAG on the embedded Wikipedia set: every head and BM25, SmolLM2 reading the top 5 (40 questions).
 demo-rag: venv
-	$(BIN)/python scripts/eval_rag.py --data embedded --norm cosine dot qnorm dnorm --bm25 --limit 40 \
-		--output runs/rag/embedded-reader40
+	$(RAG_DEMO)
 
 clean:
-	rm -rf runs/demo .pytest_cache
+	rm -rf runs/demo runs/rag/embedded-reader40 .pytest_cache

@@ -31,6 +31,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
+from clipmag.precision import native_bf16
 from text_retrieval.rag.prompts import Prompt
 
 logger = logging.getLogger("clipmag")
@@ -143,7 +144,9 @@ def load_reader(
 ) -> HFReader:
     """Load a reader from a name, folder, ``.gguf`` path or ``smollm2`` (see the module docstring).
 
-    ``dtype="auto"``: bfloat16 on CUDA, float32 on CPU. A model that cannot be loaded raises
+    ``dtype="auto"``: bfloat16 where the device computes it natively (a CUDA GPU with bf16 units, a
+    CPU with AVX-512 BF16 or AMX: :func:`clipmag.precision.native_bf16`, the rule of
+    ``precision=auto`` everywhere), else float32. A model that cannot be loaded raises
     ``FileNotFoundError`` naming ``spec`` and the underlying reason.
     """
     gguf_file = None
@@ -158,9 +161,7 @@ def load_reader(
     target = torch.device(
         "cuda" if device == "auto" and torch.cuda.is_available() else ("cpu" if device == "auto" else device)
     )
-    torch_dtype = {"auto": torch.bfloat16 if target.type == "cuda" else torch.float32}.get(dtype) or getattr(
-        torch, dtype
-    )
+    torch_dtype = {"auto": torch.bfloat16 if native_bf16(target) else torch.float32}.get(dtype) or getattr(torch, dtype)
     kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
     try:
         config = AutoConfig.from_pretrained(source, **kwargs)
