@@ -2,8 +2,8 @@
 
 The head is part of the model, so it must travel with a published one: the whole export folder is
 uploaded, ``clipmag_head.json`` included. A text export carries its model card already (its
-``README.md``, written by ``TextEncoder.save_pretrained``; ``python -m text_retrieval.st_export RUN``
-adds the run's metrics); a CLIP export gets one here, saying how open_clip loads the towers and how
+``README.md``, written by ``TextEncoder.save_pretrained`` and completed with the test metrics by
+the trainer); a CLIP export gets one here, saying how open_clip loads the towers and how
 the head scores their features.
 
     python -m clipmag.hub runs/text/default/export user/minilm-code-search

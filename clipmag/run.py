@@ -51,9 +51,10 @@ class RunTask(Task, Protocol):
     def format_results(self, metrics: dict[str, dict[str, Any]]) -> str:
         """A short human-readable table of the test metrics."""
 
-    def describe_export(self, run_dir: Path) -> None:
-        """Complete the export's documentation once ``results.json`` exists (a model card with the
-        test metrics, which were unknown when the export was saved); nothing if the format has none."""
+    def describe_export(self, export: Path, record: HeadRecord, results: dict[str, Any]) -> None:
+        """Complete the export's documentation with the tested record and the results (a model card
+        with the test metrics, which were unknown when the export was saved); nothing if the format
+        has none."""
 
 
 def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], RunTask]) -> dict[str, Any]:
@@ -99,7 +100,7 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
         write_results(results, output_dir)
         logger.info("results written to %s", output_dir / "results.json")
         if cfg.train.export_final:
-            task.describe_export(output_dir)
+            task.describe_export(tested, record, results)
         print(task.format_results(metrics), flush=True)
         return results
     finally:

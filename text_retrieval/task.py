@@ -264,11 +264,12 @@ class TextRetrievalTask:
     def run_identity(self) -> dict[str, Any]:
         return {"objective": self.cfg.data.objective, "model": self.cfg.model.name_or_path}
 
-    def describe_export(self, run_dir: Path) -> None:
-        """The export's model card gets the training data and the test metrics."""
-        from text_retrieval.st_export import describe_run
+    def describe_export(self, export: Path, record: HeadRecord, results: dict[str, Any]) -> None:
+        """The export's model card gets the training data and the test metrics (from memory: the
+        run has just written them)."""
+        from text_retrieval.st_export import write_model_card
 
-        describe_run(run_dir)
+        write_model_card(export, record, results, [self.cfg.data.train])
 
     def format_results(self, metrics: dict[str, dict[str, Any]]) -> str:
         """One row per test set, the metrics it has."""

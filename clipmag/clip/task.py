@@ -23,6 +23,7 @@ import torch
 from clipmag.batching import SeededBatches
 from clipmag.config import ConfigError
 from clipmag.distributed import DistributedContext
+from clipmag.head_record import HeadRecord
 from clipmag.heads import head_from_config
 from clipmag.losses import infonce_from_config
 
@@ -216,7 +217,7 @@ class ClipTask:
     def run_identity(self) -> dict[str, Any]:
         return {"objective": self.cfg.objective, "model": self.cfg.model.name, "query_side": self.cfg.model.query_side}
 
-    def describe_export(self, run_dir: Path) -> None:
+    def describe_export(self, export: Path, record: HeadRecord, results: dict[str, Any]) -> None:
         """Nothing: an open_clip export has no model card; its results.json describes the run."""
 
     def format_results(self, metrics: dict[str, dict[str, Any]]) -> str:
