@@ -208,15 +208,14 @@ def run_cell(cell: Cell, launcher: str, nproc: int) -> None:
 def run_evaluations(cell: Cell) -> None:
     """Run the cell's unfinished evaluations on its export (the cell itself must be finished).
 
-    ``cell.json`` is rewritten first, so evaluations added to a sweep after its cells finished
-    are found by the report too."""
+    When one is pending, ``cell.json`` is rewritten first, so evaluations added to a sweep after
+    its cells finished are found by the report too."""
     export = cell.directory / EXPORT_DIR
-    if cell.evaluations:
+    pending = [e for e in cell.evaluations if not (cell.evaluation_folder(e) / RESULTS_FILE).is_file()]
+    if pending:
         cell.write_description()
-    for evaluation in cell.evaluations:
+    for evaluation in pending:
         folder = cell.evaluation_folder(evaluation)
-        if (folder / RESULTS_FILE).is_file():
-            continue
         if not export.is_dir():
             raise FileNotFoundError(
                 f"sweep cell {cell.label}: evaluation {evaluation.folder_name!r} needs the export {export}, "
