@@ -64,8 +64,8 @@ def _ours(args: argparse.Namespace, queries: list[str], docs: list[str]) -> list
     from clipmag.grad_cache import cached_backward
     from clipmag.heads import build_head
     from clipmag.losses import InfoNCE
-    from text_retrieval.encoder import TextEncoder
-    from text_retrieval.task import BiEncoder
+    from text_retrieval.model.biencoder import BiEncoder
+    from text_retrieval.model.encoder import TextEncoder
 
     head = build_head("cosine")
     encoder = TextEncoder.from_pretrained("all-MiniLM-L6-v2", head=head, max_length=args.max_length)
@@ -90,7 +90,7 @@ def _theirs(args: argparse.Namespace, queries: list[str], docs: list[str]) -> li
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.losses import CachedMultipleNegativesRankingLoss
 
-    from text_retrieval.packaged import resolve_model_name
+    from text_retrieval.model.packaged import resolve_model_name
 
     model = SentenceTransformer(resolve_model_name("all-MiniLM-L6-v2"), device="cpu")
     model.max_seq_length = args.max_length

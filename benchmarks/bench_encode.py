@@ -36,7 +36,7 @@ from harness import (
 )
 
 from clipmag.precision import autocast
-from text_retrieval.encoder import TextEncoder
+from text_retrieval.model.encoder import TextEncoder
 
 
 def timed(fn: Callable[[], np.ndarray]) -> tuple[float, np.ndarray]:

@@ -3,7 +3,7 @@
 Every side starts from the same raw document and query embeddings and a qnorm head (documents keep
 their magnitude) and returns each query's top-k documents:
 
-* ours: ``text_retrieval.search.ExactIndex`` (head transform, then the exact backend chosen per case,
+* ours: ``text_retrieval.retrieval.search.ExactIndex`` (head transform, then the exact backend chosen per case,
   timed on a slice in the first round) returning score and position arrays;
 * blocked torch, the peer (what BEIR's exact search does): transform both sides, then
   ``torch.topk(q_block @ docs.T, k)`` for blocks of 256 queries;
@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))
 from harness import print_header, ratio, rounds, spread  # noqa: E402
 
 from clipmag.heads import build_head  # noqa: E402
-from text_retrieval.search import ExactIndex, RetrievalSettings, release_pages  # noqa: E402
+from text_retrieval.retrieval.search import ExactIndex, RetrievalSettings, release_pages  # noqa: E402
 
 HEAD = build_head("qnorm")
 warnings.filterwarnings("ignore", "The given NumPy array is not writable")  # the peers read a memory map as is

@@ -28,7 +28,7 @@ import numpy as np
 import pytrec_eval
 
 from text_retrieval.data import read_qrels
-from text_retrieval.metrics import read_trec_run
+from text_retrieval.evaluation.metrics import read_trec_run
 
 
 def main() -> int:

@@ -19,8 +19,8 @@ from pathlib import Path
 from harness import ROOT, default_model, load_average, print_header
 
 from text_retrieval.data import load_eval_datasets
-from text_retrieval.encoder import TextEncoder
-from text_retrieval.evaluate import evaluate_retrieval, evaluate_sts
+from text_retrieval.evaluation.evaluate import evaluate_retrieval, evaluate_sts
+from text_retrieval.model.encoder import TextEncoder
 
 TARGET = 0.002
 DEFAULT_DATA = Path(os.environ.get("CLIPMAG_SHARED_DATA", ROOT.parent / "shared" / "data"))

@@ -10,13 +10,14 @@ consumer of the model needs (``head``, the resolved ``config``).
 from __future__ import annotations
 
 import logging
-import os
 import random
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+
+from clipmag.files import replace_on_success
 
 logger = logging.getLogger("clipmag")
 
@@ -27,15 +28,8 @@ BEST = "best.pt"
 
 def atomic_save(obj: Any, path: str | Path) -> None:
     """torch.save to ``path`` via a temporary file and an atomic rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
+    with replace_on_success(path) as tmp:
         torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def rng_state() -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 import yaml
 
+from clipmag.files import write_text_atomic
 from clipmag.resources import config_path
 
 T = TypeVar("T")
@@ -70,6 +71,11 @@ def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
         item_tp = get_args(tp)[0]
         items = [_coerce(v, item_tp, key, source) for v in value]
         return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise fail()
+        key_tp, value_tp = get_args(tp)
+        return {_coerce(k, key_tp, key, source): _coerce(v, value_tp, f"{key}.{k}", source) for k, v in value.items()}
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, Mapping):
             raise fail()
@@ -245,7 +251,12 @@ def parse_cli(
 def help_text(cls: type, shorthands: Mapping[str, str]) -> str:
     lines = ["usage: [--config PATH] [--FLAG VALUE ...] [key=value ...]", "", "flags:"]
     lines += [f"  --{flag.replace('_', '-'):<14} sets {key}" for flag, key in shorthands.items()]
-    lines += ["", "keys (default):"]
+    return "\n".join(lines + ["", config_keys_text(cls)])
+
+
+def config_keys_text(cls: type) -> str:
+    """Every dotted key of the config ``cls`` with its default and type (what ``key=value`` sets)."""
+    lines = ["keys (default):"]
 
     def walk(obj: Any, prefix: str) -> None:
         for name, tp in _fields(type(obj)).items():
@@ -262,11 +273,7 @@ def help_text(cls: type, shorthands: Mapping[str, str]) -> str:
 
 def save_config(cfg: Any, path: str | Path) -> None:
     """Write the resolved configuration as YAML (atomically)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    tmp.replace(path)
+    write_text_atomic(path, yaml.safe_dump(to_dict(cfg), sort_keys=False))
 
 
 def config_from_dict(cls: type[T], values: Mapping[str, Any], source: str = "saved config") -> T:

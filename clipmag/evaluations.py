@@ -8,8 +8,9 @@ An evaluation is a module with two functions:
 * ``read_evaluation(folder)`` returns an :class:`EvaluationResult`: metrics per dataset and, per
   question, the outcomes a paired test over questions needs.
 
-Front ends register in :mod:`clipmag.frontends`; evaluations here, by name, imported only when used,
-so the core never imports a front end. A project of its own registers with ``register_evaluation``.
+Evaluations register themselves through :mod:`clipmag.plugins` (the text front end's ``rag`` and
+``predict`` do so), named by module and imported only when used, so the core never names a front
+end. A project of its own calls ``register_evaluation``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from clipmag.plugins import load_plugins
 
 __all__ = ["Evaluation", "EvaluationResult", "EVALUATIONS", "register_evaluation", "get_evaluation"]
 
@@ -60,9 +63,4 @@ def get_evaluation(name: str) -> Evaluation:
     return EVALUATIONS[name]
 
 
-register_evaluation(
-    "rag",
-    "text_retrieval.rag_cli",
-    front_ends=("text",),
-    metrics=("accuracy@1", "accuracy@5", "accuracy@20", "accuracy@100", "EM", "F1", "contains"),
-)
+load_plugins()  # the front ends register their evaluations (clipmag.plugins)

@@ -1,8 +1,9 @@
 """The registry of trainers ("front ends") that sweeps and tools launch by name.
 
 Each entry names a module with ``main(argv)``; the same module runs under ``torchrun -m``, so
-a launcher never needs a script path and an installed clipmag works from any directory. A
-project of its own registers its trainer with ``register_front_end("mine", "my_pkg.cli")``.
+a launcher never needs a script path and an installed clipmag works from any directory. Front ends
+register themselves through :mod:`clipmag.plugins` (clipmag's ``text`` and ``clip`` do so too), so
+the core names none; a project of its own calls ``register_front_end("mine", "my_pkg.cli")``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from clipmag.plugins import load_plugins
 
 
 @dataclass(frozen=True)
@@ -39,5 +42,4 @@ def get_front_end(name: str) -> FrontEnd:
     return FRONT_ENDS[name]
 
 
-register_front_end("text", "text_retrieval.cli")
-register_front_end("clip", "clipmag.clip.cli")
+load_plugins()  # the front ends register themselves (clipmag.plugins)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clipmag.heads import SimilarityHead, head_from_dict
+from clipmag.heads import SimilarityHead, build_head
 
 HEAD_FILE = "clipmag_head.json"
 FORMAT_VERSION = 2
@@ -57,10 +57,6 @@ class HeadRecord:
     def head_name(self) -> str:
         return str(self.head["name"])
 
-    def build_head(self) -> SimilarityHead:
-        """A fresh head with the recorded settings (learned gammas included)."""
-        return head_from_dict(self.head)
-
     def with_head(self, head: SimilarityHead) -> HeadRecord:
         return dataclasses.replace(self, head=head.to_dict())
 
@@ -86,7 +82,7 @@ class HeadRecord:
             raise HeadRecordError(f"{source}: key 'head' must be an object with a 'name', got {head!r}")
         record = cls(**{k: v for k, v in values.items() if k in known})  # format 1 extras (e.g. objective) drop
         try:
-            record.build_head()
+            build_head(record)
         except ValueError as err:
             raise HeadRecordError(f"{source}: {err}") from None
         return record

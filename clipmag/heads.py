@@ -19,7 +19,8 @@ autocast, and norms are floored so zero vectors give zero scores instead of NaN.
 from __future__ import annotations
 
 import math
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol, Union
 
 import torch
 from torch import nn
@@ -180,38 +181,60 @@ HEADS: dict[str, type[SimilarityHead]] = {
 HEAD_NAMES: tuple[str, ...] = tuple(HEADS)
 
 
-def build_head(name: str, **kwargs: Any) -> SimilarityHead:
-    """Build a head by name; ``kwargs`` are the head's settings (only ``learnable`` takes any)."""
-    if name not in HEADS:
-        raise ValueError(f"unknown similarity head {name!r}; valid heads: {', '.join(HEAD_NAMES)}")
-    cls = HEADS[name]
-    if cls is not LearnableHead and kwargs:
-        raise ValueError(f"head {name!r} takes no settings, got {sorted(kwargs)}")
-    try:
-        return cls(**kwargs)
-    except TypeError as err:
-        raise ValueError(f"head {name!r}: bad settings {kwargs}: {err}") from None
-
-
 class HeadSettings(Protocol):
-    """What a head is built from (``clipmag.settings.HeadConfig``; any object with these fields)."""
+    """A head's configuration (``clipmag.settings.HeadConfig``; any object with these fields)."""
 
     name: str
     gq: float
     gd: float
 
 
-def head_from_config(cfg: HeadSettings) -> SimilarityHead:
-    """The configured head; the starting gammas ``gq`` / ``gd`` apply to the learnable head only."""
-    return build_head("learnable", gq=cfg.gq, gd=cfg.gd) if cfg.name == "learnable" else build_head(cfg.name)
+HeadSpec = Union[str, Mapping[str, Any], HeadSettings, Any]  # Any: a head record (its ``head`` dict)
 
 
-def head_from_dict(settings: dict[str, Any]) -> SimilarityHead:
-    """Inverse of ``SimilarityHead.to_dict``."""
-    settings = dict(settings)
-    if "name" not in settings:
-        raise ValueError(f"head settings need a 'name' key, got {settings}")
-    return build_head(settings.pop("name"), **settings)
+def _build_named(name: str, settings: Mapping[str, Any]) -> SimilarityHead:
+    if name not in HEADS:
+        raise ValueError(f"unknown similarity head {name!r}; valid heads: {', '.join(HEAD_NAMES)}")
+    cls = HEADS[name]
+    if cls is not LearnableHead and settings:
+        raise ValueError(f"head {name!r} takes no settings, got {sorted(settings)}")
+    try:
+        return cls(**settings)
+    except TypeError as err:
+        raise ValueError(f"head {name!r}: bad settings {dict(settings)}: {err}") from None
+
+
+def build_head(spec: HeadSpec | None = None, **settings: Any) -> SimilarityHead:
+    """The one way to a head, from any of its descriptions:
+
+    * a name (``"dnorm"``), with the head's settings as keywords (only ``learnable`` takes any:
+      its starting or learned ``gq`` / ``gd``), or all of it as keywords (``build_head(**to_dict())``);
+    * a dict as ``SimilarityHead.to_dict`` writes it (``{"name": "learnable", "gq": 0.3, ...}``);
+    * a head record (``clipmag.head_record.HeadRecord``: its ``head`` entry, learned gammas included);
+    * a head config (``name``, ``gq``, ``gd``; the gammas apply to the learnable head only).
+
+    Names come from the registry (``HEAD_NAMES``), which configs and command lines check against too.
+    """
+    if spec is None:  # build_head(**head.to_dict())
+        if "name" not in settings:
+            raise TypeError("build_head: name the head (or pass a dict, record or config)")
+        spec = settings.pop("name")
+    if isinstance(spec, str):
+        return _build_named(spec, settings)
+    if settings:
+        raise TypeError("build_head: keyword settings go with a head name only")
+    if isinstance(spec, Mapping):
+        values = dict(spec)
+        if "name" not in values:
+            raise ValueError(f"head settings need a 'name' key, got {values}")
+        return _build_named(values.pop("name"), values)
+    record_head = getattr(spec, "head", None)
+    if isinstance(record_head, Mapping):  # a head record
+        return build_head(record_head)
+    name = getattr(spec, "name", None)
+    if isinstance(name, str):  # a head config
+        return _build_named(name, {"gq": spec.gq, "gd": spec.gd} if name == "learnable" else {})
+    raise TypeError(f"build_head: cannot build a head from {type(spec).__name__}")
 
 
 def gamma_parameters(module: nn.Module) -> list[nn.Parameter]:

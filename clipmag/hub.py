@@ -3,8 +3,8 @@
 The head is part of the model, so it must travel with a published one: the whole export folder is
 uploaded, ``clipmag_head.json`` included. A text export carries its model card already (its
 ``README.md``, written by ``TextEncoder.save_pretrained`` and completed with the test metrics by
-the trainer); a CLIP export gets one here, saying how open_clip loads the towers and how
-the head scores their features.
+the trainer), and so does a CLIP export (written by the image-text front end's export),
+saying how open_clip loads the towers and how the head scores their features.
 
     python -m clipmag.hub runs/text/default/export user/minilm-code-search
     python -m clipmag.hub runs/clip/export user/clipmag-tiny-digits --private
@@ -22,45 +22,9 @@ from clipmag.head_record import HEAD_FILE, HeadRecord
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["clip_model_card", "push_export", "main"]
+__all__ = ["push_export", "main"]
 
 CARD_FILE = "README.md"
-_CLIP_CARD = """---
-library_name: open_clip
-tags:
-- clipmag
-- head-{head}
----
-
-# clipmag CLIP model, `{head}` head
-
-Trained with clipmag's similarity head s(q, d) = (q / |q|^gq) . (d / |d|^gd), **gq = {gq:.6g},
-gd = {gd:.6g}**, where q is the **{query_side}** tower's (unnormalised) features and d the other
-tower's. Loss direction {loss_direction}, scale {scale}; architecture `{model_name}`.
-
-```python
-import json
-
-import open_clip
-import torch
-from huggingface_hub import snapshot_download
-
-path = snapshot_download("REPO_ID")
-model, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{{path}}")
-tokenizer = open_clip.get_tokenizer(f"local-dir:{{path}}")
-head = json.load(open(f"{{path}}/{head_file}"))["head"]  # the exponents: {head_dict}
-```
-
-Score with the head: scale each side by its norm to the power -g (q by gq, d by gd), then take
-the dot product; `clipmag.clip.model.load_clipmag(path)` does this for you.
-"""
-
-
-def clip_model_card(record: HeadRecord) -> str:
-    """The model card of a CLIP export: the head, which tower is the query, how to load and score."""
-    gq, gd = record.build_head().gammas()
-    values = {**record.to_dict(), "head": record.head_name, "head_dict": record.head, "head_file": HEAD_FILE}
-    return _CLIP_CARD.format(**values, gq=gq, gd=gd)
 
 
 def push_export(
@@ -72,10 +36,7 @@ def push_export(
     if not HeadRecord.exists(export):
         raise FileNotFoundError(f"{export / HEAD_FILE} not found: {export} is not a clipmag export")
     record = HeadRecord.read(export)
-    card = export / CARD_FILE
-    if record.query_side is not None and not card.is_file():
-        card.write_text(clip_model_card(record), encoding="utf-8")
-    elif not card.is_file():
+    if not (export / CARD_FILE).is_file():
         logger.warning("%s has no model card; re-export it with this clipmag to get one", export)
     if api is None:
         from huggingface_hub import HfApi

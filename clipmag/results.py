@@ -23,13 +23,14 @@ from __future__ import annotations
 import json
 import platform
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from clipmag.files import write_text_atomic
 from clipmag.head_record import HeadRecord
 
 RESULTS_FILE = "results.json"
@@ -47,15 +48,20 @@ _PACKAGES = (
 )
 
 
-def package_versions() -> dict[str, str]:
-    """Versions of Python and the libraries that decide a number (``not installed`` when absent)."""
-    versions = {"python": platform.python_version()}
-    for name in _PACKAGES:
+def installed_versions(distributions: Sequence[str]) -> dict[str, str]:
+    """Each distribution's installed version (``not installed`` when absent)."""
+    versions = {}
+    for name in distributions:
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = "not installed"
     return versions
+
+
+def package_versions(extra: Sequence[str] = ()) -> dict[str, str]:
+    """Versions of Python and the libraries that decide a number, plus ``extra`` distributions."""
+    return {"python": platform.python_version(), **installed_versions([*_PACKAGES, *extra])}
 
 
 def numerics(autocast: torch.dtype | None) -> dict[str, Any]:
@@ -96,11 +102,9 @@ def build_results(
 
 def write_results(record: Mapping[str, Any], directory: str | Path) -> Path:
     """Write ``<directory>/results.json`` atomically (a sweep treats its presence as "finished")."""
-    path = Path(directory) / RESULTS_FILE
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=1, default=str, allow_nan=True) + "\n", encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_text_atomic(
+        Path(directory) / RESULTS_FILE, json.dumps(record, indent=1, default=str, allow_nan=True) + "\n"
+    )
 
 
 def read_results(path: str | Path) -> dict[str, Any]:

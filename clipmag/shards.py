@@ -4,7 +4,7 @@ Shards are tar files of ``<key>.<ext>`` members plus a ``sizes.json`` (shard nam
 as open_clip's ``get_dataset_size`` reads it). The writer gives members fixed metadata (mtime 0,
 mode 644), so the same records give byte-identical shards.
 
-The text reader (``text_retrieval.data.shards``) and the image-text reader (``clipmag.clip.data``)
+The two front ends' readers (text pairs; images with captions)
 differ in what a sample holds and how the stream is ordered, but not in how a shard can be broken.
 So the pattern expansion, the ``sizes.json`` reading, the count check and the tar reading live here
 and fail in one way: ``ShardError``, whose message names the shard and what was expected of it.

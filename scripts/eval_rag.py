@@ -3,10 +3,10 @@
     python scripts/eval_rag.py --model all-MiniLM-L6-v2 --data embedded
     python scripts/eval_rag.py --corpus psgs_w100.tsv --qa nq.test.txt --model runs/text/default/export
 
-The command line lives in ``text_retrieval/rag_cli.py``; ``main`` is importable from here too.
+The command line lives in ``text_retrieval/rag/cli.py``; ``main`` is importable from here too.
 """
 
-from text_retrieval.rag_cli import entry, main
+from text_retrieval.rag.cli import entry, main
 
 __all__ = ["main"]
 

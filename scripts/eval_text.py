@@ -3,10 +3,10 @@
     python scripts/eval_text.py --model sentence-transformers/all-MiniLM-L6-v2 \
         --data ../shared/data/beir/scifact ../shared/data/sts/stsbenchmark --norm cosine --output runs/eval
 
-The command line lives in ``text_retrieval/eval_cli.py``; ``main`` is importable from here too.
+The command line lives in ``text_retrieval/evaluation/cli.py``; ``main`` is importable from here too.
 """
 
-from text_retrieval.eval_cli import entry, main
+from text_retrieval.evaluation.cli import entry, main
 
 __all__ = ["main"]
 

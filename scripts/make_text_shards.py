@@ -4,10 +4,10 @@
     python scripts/make_text_shards.py OUT_DIR --jsonl pairs.jsonl
     python scripts/make_text_shards.py OUT_DIR --embedded [runs/embedded-data]
 
-The command line lives in ``text_retrieval/shards_cli.py``; ``main`` is importable from here too.
+The command line lives in ``text_retrieval/data/shards_cli.py``; ``main`` is importable from here too.
 """
 
-from text_retrieval.shards_cli import entry, main
+from text_retrieval.data.shards_cli import entry, main
 
 __all__ = ["main"]
 

@@ -17,7 +17,7 @@ from toy_task import ToyTask  # noqa: E402
 from clipmag import distributed as dist_utils  # noqa: E402
 from clipmag.config import build_config  # noqa: E402
 from clipmag.engine import train  # noqa: E402
-from clipmag.heads import head_from_config  # noqa: E402
+from clipmag.heads import build_head  # noqa: E402
 from clipmag.losses import infonce_from_config  # noqa: E402
 from clipmag.settings import HeadConfig, LossConfig, OptimConfig, TrainLoopConfig  # noqa: E402
 
@@ -50,7 +50,7 @@ def main() -> None:
     output_dir, local_batch = sys.argv[1], int(sys.argv[2])
     cfg = build_config(ToyConfig, overrides=[f"train.output_dir={output_dir}", *sys.argv[3:]])
     ctx = dist_utils.init_distributed(cfg.train.device)
-    head = head_from_config(cfg.head)
+    head = build_head(cfg.head)
     loss_cfg = dataclasses.replace(cfg.loss, direction="q2d" if cfg.loss.direction == "auto" else cfg.loss.direction)
     task = ToyTask(
         head,

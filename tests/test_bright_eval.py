@@ -11,16 +11,16 @@ import pytest
 from bright_fixtures import REVISION, download_all_settings, example_rows, official_scores, write_hub_tree
 from text_fixtures import minilm_encoder, minilm_path
 
+import text_retrieval.evaluation.cli as eval_cli
 from clipmag.experiments.report import build_report
 from clipmag.experiments.sweep import CELL_FILE
 from clipmag.head_record import HeadRecord
 from clipmag.results import build_results, write_results
-from text_retrieval import eval_cli
 from text_retrieval.data import BrightDataset, load_bright, load_eval_datasets
 from text_retrieval.data.bright import BRIGHT_TASKS
-from text_retrieval.eval_encoding import evaluation_encoding, model_length_limit
-from text_retrieval.evaluate import evaluate_retrieval
-from text_retrieval.metrics import read_trec_run
+from text_retrieval.evaluation.encoding import evaluation_encoding, model_length_limit
+from text_retrieval.evaluation.evaluate import evaluate_retrieval
+from text_retrieval.evaluation.metrics import read_trec_run
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +97,8 @@ def test_settings_file_datasets_carry_prefixes_and_lengths_into_any_evaluation(r
 def test_hub_model_reads_its_sentence_transformers_settings(tmp_path, monkeypatch):
     import huggingface_hub
 
-    from text_retrieval import encoder as encoder_module
+    import text_retrieval.model.encoder as encoder_module
+    import text_retrieval.model.pooling as pooling_module
 
     (tmp_path / "1_Pooling").mkdir()
     (tmp_path / "sentence_bert_config.json").write_text('{"max_seq_length": 128}')
@@ -117,7 +118,7 @@ def test_hub_model_reads_its_sentence_transformers_settings(tmp_path, monkeypatc
             return self.auto.from_pretrained(minilm_path(), **kwargs)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", hub_download)
-    monkeypatch.setattr(encoder_module, "AutoModel", FromLocalCopy(encoder_module.AutoModel))
+    monkeypatch.setattr(pooling_module, "AutoModel", FromLocalCopy(pooling_module.AutoModel))
     monkeypatch.setattr(encoder_module, "AutoTokenizer", FromLocalCopy(encoder_module.AutoTokenizer))
     loaded = encoder_module.TextEncoder.from_pretrained("org/cls-model")
     assert (loaded.pooling, loaded.query_max_length, loaded.document_max_length) == ("cls", 128, 128)

@@ -121,6 +121,8 @@ def test_results_and_clip_benchmark_cli_agree_on_the_multi_caption_test_split(tm
     from_checkpoint, _, _ = load_clipmag(straight_run / "checkpoints" / "latest.pt")
     from_export, _, _ = load_clipmag(straight_run / "export")
     assert from_checkpoint.head_record() == from_export.head_record() == HeadRecord.from_dict(results["head"])
+    from_run, _, _ = load_clipmag(straight_run)  # the run folder gives the model its results tested: the export
+    assert_same_weights(from_run.state_dict(), from_export.state_dict(), atol=0.0)
     benchmark = {}
     for task, name, extra in (
         ("zeroshot_retrieval", "digits_retrieval", ["--recall_k", "1", "5", "10"]),

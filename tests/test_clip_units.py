@@ -211,3 +211,23 @@ def test_bad_shards_fail_clearly(tmp_path):
         tar.add(tmp_path / "a.png", arcname="0001.png")
     with pytest.raises(ShardError, match="no sample with an image"):
         validate_shards(str(tmp_path / "nocap.tar"))
+
+
+def test_a_run_folder_resolves_to_the_model_its_results_tested(tmp_path):
+    from clipmag.clip.model import tested_model
+    from clipmag.head_record import HeadRecord
+    from clipmag.results import build_results, write_results
+
+    run = tmp_path / "moved-run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "best.pt").write_bytes(b"")
+    assert tested_model(run) == run  # still training: no results, the caller takes latest.pt
+    record = build_results(
+        {}, HeadRecord({"name": "qnorm"}), {"path": "/elsewhere/run/checkpoints/best.pt"}, {}, {}, {}
+    )
+    write_results(record, run)
+    assert tested_model(run) == run / "checkpoints" / "best.pt"  # the recorded file, found in the moved folder
+    record["checkpoint"]["path"] = "/elsewhere/run/export"
+    write_results(record, run)
+    with pytest.raises(FileNotFoundError, match="names the tested model /elsewhere/run/export"):
+        tested_model(run)

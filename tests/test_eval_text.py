@@ -10,10 +10,11 @@ import pytest
 import pytrec_eval
 from text_fixtures import REPO, STSB, minilm_encoder, minilm_path, require, scifact_subset
 
+from clipmag.diagnostics import document_norm_effect
 from text_retrieval.data import load_beir, load_sts_file
 from text_retrieval.data.sts import STSPairs
-from text_retrieval.evaluate import document_norm_effect, evaluate_retrieval, evaluate_sts
-from text_retrieval.metrics import read_trec_run
+from text_retrieval.evaluation.evaluate import evaluate_retrieval, evaluate_sts
+from text_retrieval.evaluation.metrics import read_trec_run
 
 
 @pytest.fixture(scope="module")

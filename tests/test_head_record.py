@@ -17,7 +17,7 @@ def test_round_trip_keeps_learned_gammas(tmp_path):
     record.write(tmp_path)
     back = HeadRecord.read(tmp_path)
     assert back == record and back.format_version == FORMAT_VERSION
-    rebuilt = back.build_head()
+    rebuilt = build_head(back)
     q, d = torch.randn(3, 5), torch.randn(4, 5)
     assert torch.allclose(rebuilt.score(q, d), head.score(q, d), atol=1e-6)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from clipmag.heads import HEAD_NAMES, build_head, head_from_dict, scale_by_norm_power
+from clipmag.heads import HEAD_NAMES, build_head, scale_by_norm_power
 
 FIXED = {"cosine": (1, 1), "dot": (0, 0), "qnorm": (1, 0), "dnorm": (0, 1)}
 
@@ -130,7 +130,7 @@ def test_zero_vectors_and_low_precision_are_finite(name, dtype):
 @pytest.mark.parametrize("name", HEAD_NAMES)
 def test_settings_round_trip(name):
     head = build_head(name) if name != "learnable" else build_head(name, gq=0.25, gd=0.9)
-    rebuilt = head_from_dict(head.to_dict())
+    rebuilt = build_head(head.to_dict())
     assert type(rebuilt) is type(head)
     assert rebuilt.gammas() == pytest.approx(head.gammas(), abs=1e-6)
 

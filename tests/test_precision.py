@@ -15,7 +15,7 @@ from clipmag.checkpoint import load_checkpoint
 from clipmag.clip.evaluate import encode as clip_encode
 from clipmag.heads import build_head
 from clipmag.losses import InfoNCE
-from text_retrieval.encoder import TextEncoder
+from text_retrieval.model.encoder import TextEncoder
 
 CPU = torch.device("cpu")
 TEXTS = ["Aspirin reduces the risk of heart attack.", "x", "The mitochondria is the powerhouse of the cell."]

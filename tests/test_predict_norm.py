@@ -15,8 +15,8 @@ import pytest
 import torch
 from text_fixtures import TINY_SIZES
 
-from text_retrieval.predict import correlation_condition, fisher_verdict, magnitude_fisher, predict_norm
-from text_retrieval.predict_cli import main
+from text_retrieval.predict.cli import main
+from text_retrieval.predict.predictors import correlation_condition, fisher_verdict, magnitude_fisher, predict_norm
 
 N_PAIRS = 32
 WORDS = "open read write parse close send merge sort split join load save copy find list".split()
@@ -25,7 +25,7 @@ WORDS = "open read write parse close send merge sort split join load save copy f
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory):
     transformers = pytest.importorskip("transformers")
-    from text_retrieval.packaged import resolve_model_name
+    from text_retrieval.model.packaged import resolve_model_name
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_model_name("all-MiniLM-L6-v2"))
     torch.manual_seed(0)
@@ -47,7 +47,7 @@ def _pairs(n: int = N_PAIRS) -> tuple[list[str], list[str]]:
 
 
 def _encoder(folder):
-    from text_retrieval.encoder import TextEncoder
+    from text_retrieval.model.encoder import TextEncoder
 
     return TextEncoder.from_pretrained(str(folder), pooling="mean", max_length=32)
 

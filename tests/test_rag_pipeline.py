@@ -12,11 +12,11 @@ from text_fixtures import minilm_path
 
 from clipmag.entry import run_entry_point
 from text_retrieval.rag.answers import has_answer
+from text_retrieval.rag.cli import main
 from text_retrieval.rag.config import RagConfig, RagDataConfig, ReaderConfig, RetrievalConfig
 from text_retrieval.rag.pipeline import run_rag
 from text_retrieval.rag.prompts import Prompt
 from text_retrieval.rag.reader import load_reader
-from text_retrieval.rag_cli import main
 
 
 def _config(files: tuple[Path, Path], output: Path, norms: Sequence[str] = (), reader: str = "none", **kw) -> RagConfig:

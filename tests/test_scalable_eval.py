@@ -13,10 +13,10 @@ from conftest import REPO, run_python
 from text_fixtures import TINY_SIZES, minilm_path, write_code_search_set
 
 from clipmag.heads import build_head
-from text_retrieval.ann import recall_vs_exact
-from text_retrieval.corpus_cache import encode_corpus
-from text_retrieval.metrics import read_trec_run
-from text_retrieval.search import ExactIndex, RetrievalSettings, build_index, query_factor
+from text_retrieval.evaluation.metrics import read_trec_run
+from text_retrieval.retrieval.ann import recall_vs_exact
+from text_retrieval.retrieval.corpus_cache import encode_corpus
+from text_retrieval.retrieval.search import ExactIndex, RetrievalSettings, build_index, query_factor
 
 HEADS = {"cosine": {}, "dot": {}, "qnorm": {}, "dnorm": {}, "learnable": {"gq": 0.3, "gd": 0.7}}
 
@@ -108,7 +108,7 @@ def tiny_export(tmp_path_factory):
     """A tiny BERT (MiniLM's tokenizer) saved as a qnorm model, and the stdlib code-search BEIR set."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from text_retrieval.encoder import TextEncoder
+    from text_retrieval.model.encoder import TextEncoder
 
     root = tmp_path_factory.mktemp("scalable")
     write_code_search_set(root)
@@ -125,7 +125,7 @@ def _eval_args(root, out, *extra: str) -> list[str]:
 
 
 def test_two_processes_give_the_results_of_one(tiny_export, tmp_path):
-    from text_retrieval.eval_cli import main
+    from text_retrieval.evaluation.cli import main
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the torchrun processes run one thread each (conftest.script_env)

@@ -34,7 +34,16 @@ def test_scifact_counts_and_document_text():
     assert (len(ds.corpus_ids), len(ds.queries), sum(map(len, ds.qrels.values()))) == (5183, 300, 339)
     first = json.loads((SCIFACT / "corpus.jsonl").open(encoding="utf-8").readline())
     assert ds.corpus_texts[0] == (first["title"] + " " + first["text"]).strip()
-    assert ds.ignore_identical_ids and ds.kind == "beir"
+    assert not ds.ignore_identical_ids and ds.kind == "beir"  # MTEB keeps same-id hits except for ArguAna, Quora
+
+
+def test_same_id_hits_are_dropped_per_dataset_as_mteb_does(tmp_path):
+    from text_retrieval.data.beir import IGNORE_IDENTICAL_IDS
+
+    for name in ("arguana", "scifact"):
+        write_beir(tmp_path / name, CORPUS, QUERIES, QRELS)
+        assert load_beir(tmp_path / name).ignore_identical_ids == (name in IGNORE_IDENTICAL_IDS)
+    assert load_beir(tmp_path / "scifact", ignore_identical_ids=True).ignore_identical_ids
 
 
 def test_cranfield_graded_qrels():

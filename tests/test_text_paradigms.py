@@ -13,7 +13,7 @@ from clipmag.distributed import DistributedContext
 from clipmag.results import read_results
 from text_retrieval.cli import main as train_main
 from text_retrieval.config import TextConfig
-from text_retrieval.encoder import TextEncoder
+from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.task import TextRetrievalTask
 
 EOS = "<|endoftext|>"

@@ -44,7 +44,7 @@ def minilm_path() -> str:
 
 @functools.lru_cache(maxsize=1)
 def _minilm():
-    from text_retrieval.encoder import TextEncoder
+    from text_retrieval.model.encoder import TextEncoder
 
     return TextEncoder.from_pretrained(minilm_path(), max_length=TEST_MAX_LENGTH)
 
@@ -52,7 +52,7 @@ def _minilm():
 def minilm_encoder(norm: str = "cosine", **settings):
     """A TextEncoder on the shared MiniLM weights with the given head and settings."""
     from clipmag.heads import build_head
-    from text_retrieval.encoder import TextEncoder
+    from text_retrieval.model.encoder import TextEncoder
 
     base = _minilm()
     kwargs = dict(
@@ -98,7 +98,7 @@ def scifact_subset(folder: Path, n_queries: int = 20, n_docs: int = 150) -> Path
 def write_code_search_set(root: Path) -> list[dict[str, str]]:
     """48 real (docstring summary, code) pairs from the stdlib ``logging`` package: the first 40 as
     training shards in ``root/shards``, and a BEIR set in ``root/beir`` (all 48 functions as the
-    corpus, the last 8 summaries as queries). Returns the pairs."""
+    corpus, the last 8 summaries as queries, judged in a ``test`` and a ``dev`` split). Returns the pairs."""
     import logging
 
     from text_retrieval.data.codesearch import extract_functions
@@ -109,7 +109,9 @@ def write_code_search_set(root: Path) -> list[dict[str, str]]:
     write_text_shards(samples[:40], root / "shards", samples_per_shard=10)
     corpus = [{"_id": f"d{i}", "title": "", "text": s["positive"]} for i, s in enumerate(samples)]
     queries = [{"_id": f"q{i}", "text": s["query"]} for i, s in enumerate(samples[40:], start=40)]
-    write_beir(root / "beir", corpus, queries, [(q["_id"], q["_id"].replace("q", "d"), 1) for q in queries])
+    qrels = [(q["_id"], q["_id"].replace("q", "d"), 1) for q in queries]
+    write_beir(root / "beir", corpus, queries, qrels)
+    write_beir(root / "beir", corpus, queries, qrels, split="dev")  # the same 8 queries: a fixture, not a protocol
     return samples
 
 
@@ -120,7 +122,7 @@ def tiny_train_args(model: Path, root: Path, out: Path, *extra: str) -> list[str
         f"model.name_or_path={model}",
         f"data.train={root / 'shards'}",
         f"data.validation=[{root / 'beir'}]",
-        "data.validation_split=test",
+        "data.validation_split=dev",
         f"data.test=[{root / 'beir'}]",
         "data.batch_size=8",
         "model.query_max_length=32",

@@ -28,11 +28,14 @@ class TextModelConfig:
     ``init=random`` keeps the named model's architecture and tokenizer but starts from fresh
     weights drawn with ``train.seed`` (the same on every rank): the paper's from-scratch paradigm.
     Decoder LMs (Qwen, LLaMA) take ``pooling=last``; an EOS token is appended when the tokenizer adds none.
+    ``pooling=splade`` loads the masked-language-model head and pools its logits into SPLADE's
+    vocabulary-sized term weights (``splade-tiny`` is an offline SPLADE encoder). Unset, the pooling
+    is the model's own (its clipmag head record or sentence-transformers config), else ``mean``.
     """
 
     name_or_path: str = "all-MiniLM-L6-v2"
     init: Literal["pretrained", "random"] = "pretrained"
-    pooling: Literal["mean", "cls", "last"] = "mean"
+    pooling: Literal["mean", "cls", "last", "splade"] | None = None
     query_prefix: str = ""
     document_prefix: str = ""
     query_max_length: int = 64

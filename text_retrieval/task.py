@@ -1,39 +1,37 @@
-"""The text dense-retrieval task for the generic training loop.
+"""The text dense-retrieval task for the generic training loop: data, model, validation, export, test.
 
-``infonce``: (query, positive, hard negatives) from WebDataset shards, InfoNCE in the configured
-direction (paper default q2d, scale 20) with negatives gathered across ranks.
-``sts``: (text_a, text_b, gold mapped onto [0, 1] by its declared scale) pairs and an MSE loss on
-``sts_scale * head.paired(a, b)`` (docs/method.md section 4: scale 1 for cosine, 0.01 on
-unnormalised scores), the symmetric-task experiment where asymmetric heads are expected to fail.
+``infonce`` reads (query, positive, hard negatives) from WebDataset shards; ``sts`` reads
+(text_a, text_b, gold) pairs mapped onto [0, 1] by their declared scale. The model and its two
+objectives are :class:`text_retrieval.model.biencoder.BiEncoder`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import torch
-import torch.nn.functional as F
 from torch import nn
 
 from clipmag import distributed as dist_utils
 from clipmag.batching import SeededBatches, rank_slice
-from clipmag.diagnostics import magnitude_summary
+from clipmag.config import ConfigError
 from clipmag.head_record import HeadRecord
-from clipmag.heads import SimilarityHead, head_from_config
-from clipmag.losses import InfoNCE, infonce_from_config
+from clipmag.heads import build_head
+from clipmag.losses import infonce_from_config
 from text_retrieval.config import TextConfig
 from text_retrieval.data import STSPairs, load_eval_datasets, load_sts_file
+from text_retrieval.data.beir import is_beir_folder
 from text_retrieval.data.embedded import build_embedded
 from text_retrieval.data.shards import TextShardStream
 from text_retrieval.data.sts import GoldScale
-from text_retrieval.encoder import TextEncoder
-from text_retrieval.evaluate import evaluate_retrieval, evaluate_sts
+from text_retrieval.evaluation.evaluate import evaluate_retrieval, evaluate_sts
+from text_retrieval.model.biencoder import BiEncoder, default_sts_scale
+from text_retrieval.model.encoder import TextEncoder
 
 TABLE_KEYS = ("NDCG@10", "MRR@10", "Recall@100", "spearman", "spearman_reversed", "asymmetry_gap")
 EMBEDDED_PREFIX = "embedded:"
+PER_QUERY_METRIC = "NDCG@10"
 ASSUMED_STS_SCALE = GoldScale(0.0, 1.0, "assumed for a file of no known scale; set data.sts_range=[lo,hi]")
 EMBEDDED_KEYS = {
     "train": "train_shards",
@@ -42,83 +40,6 @@ EMBEDDED_KEYS = {
     "sts": "sts_test",
     "sts_train": "sts_train",
 }
-
-
-class BiEncoder(nn.Module):
-    """Encoder (with its head) plus the loss; ``forward(batch)`` returns the loss and statistics."""
-
-    def __init__(
-        self, encoder: TextEncoder, loss: InfoNCE, objective: str, hard_negatives: int, sts_scale: float
-    ) -> None:
-        super().__init__()
-        if loss.head is not encoder.head:
-            raise ValueError("BiEncoder: the loss must score with the encoder's own head")
-        self.encoder, self.loss = encoder, loss
-        self.objective, self.hard_negatives, self.sts_scale = objective, hard_negatives, sts_scale
-
-    @property
-    def head(self) -> SimilarityHead:
-        return self.encoder.head
-
-    def head_record(self) -> HeadRecord:
-        """The encoder's record plus the loss it trains with."""
-        scale = self.sts_scale if self.objective == "sts" else float(self.loss.current_scale().detach())
-        direction = None if self.objective == "sts" else self.loss.direction
-        return dataclasses.replace(self.encoder.head_record(), loss_direction=direction, scale=scale)
-
-    def _embed(self, texts: list[str], side: str) -> torch.Tensor:
-        tokens = self.encoder.tokenize(texts, side)  # type: ignore[arg-type]
-        return self.encoder.embed({k: v.to(self.encoder.device) for k, v in tokens.items()})
-
-    def forward(self, batch: dict[str, Any]) -> dict[str, Any]:
-        return self.loss_from(batch, tuple(self.embed_parts(batch)))
-
-    # ---- the parts gradient caching calls (clipmag/grad_cache.py) ------------------------------
-    def chunks(self, batch: dict[str, list], size: int) -> list[dict[str, list]]:
-        """Consecutive row ranges; a row's hard negatives travel with it."""
-        rows = len(next(iter(batch.values())))
-        return [{k: v[start : start + size] for k, v in batch.items()} for start in range(0, rows, size)]
-
-    def embed_parts(self, batch: dict[str, Any]) -> Iterator[torch.Tensor]:
-        """STS: text_a, then text_b embeddings; InfoNCE: queries [n, D], then documents [n, 1 + k, D]."""
-        if self.objective == "sts":
-            yield self._embed(batch["text_a"], "query")
-            yield self._embed(batch["text_b"], "query")
-            return
-        yield self._embed(batch["query"], "query")
-        n, k = len(batch["query"]), self.hard_negatives
-        documents = list(batch["positive"])
-        if k:
-            for i, negatives in enumerate(batch["negatives"]):
-                documents.extend(_take_negatives(negatives, k, i))
-        docs = self._embed(documents, "document")
-        yield docs[:n].unsqueeze(1) if k == 0 else torch.cat([docs[:n].unsqueeze(1), docs[n:].view(n, k, -1)], dim=1)
-
-    def loss_from(self, batch: dict[str, Any], embeddings: tuple[torch.Tensor, ...]) -> dict[str, Any]:
-        if self.objective == "sts":
-            return self._sts(batch, *embeddings)
-        queries, grouped = embeddings
-        out = self.loss(queries, grouped)
-        out.update(magnitude_summary(queries, grouped[:, 0], self.encoder.head, float(out["scale"])))
-        return out
-
-    def _sts(self, batch: dict[str, Any], a: torch.Tensor, b: torch.Tensor) -> dict[str, Any]:
-        predicted = self.sts_scale * self.encoder.head.paired(a, b)
-        gold = torch.as_tensor(batch["score"], dtype=predicted.dtype, device=predicted.device)
-        out: dict[str, Any] = {"loss": F.mse_loss(predicted, gold)}
-        out.update(magnitude_summary(a, b, self.encoder.head, self.sts_scale))
-        return out
-
-
-def _take_negatives(negatives: list[str], k: int, row: int) -> list[str]:
-    if not negatives:
-        raise ValueError(f"data.hard_negatives={k} but training sample {row} of this batch has no negatives")
-    return [negatives[j % len(negatives)] for j in range(k)]
-
-
-def default_sts_scale(head_name: str) -> float:
-    """Paper.md section 4: MSE on cosine directly, on unnormalised scores scaled by 0.01."""
-    return 1.0 if head_name == "cosine" else 0.01
 
 
 class TextRetrievalTask:
@@ -130,11 +51,26 @@ class TextRetrievalTask:
         self.cfg, self.ctx = cfg, ctx
         self.primary_metric = "spearman" if cfg.data.objective == "sts" else "NDCG@10"
         self._embedded: dict[str, Path] | None = None
+        self._refuse_validation_on_test_data()
         self.validation_sets = [
             ds for spec in cfg.data.validation for ds in self._load(spec, cfg.data.validation_split)
         ]
 
     # ---- data --------------------------------------------------------------------------------
+    def _refuse_validation_on_test_data(self) -> None:
+        """Validation picks the exported checkpoint, so it must never read a test set: the same BEIR
+        folder with the same split, or the same BRIGHT or STS data (whose loaders have no split)."""
+        d = self.cfg.data
+        tests = {self.resolve(spec).resolve(): spec for spec in d.test}
+        for spec in d.validation:
+            path = self.resolve(spec).resolve()
+            if path in tests and (d.validation_split == d.test_split or not is_beir_folder(path)):
+                raise ConfigError(
+                    f"data.validation {spec!r} and data.test {tests[path]!r} are the same data ({path}, split "
+                    f"{d.validation_split!r}); validation picks the checkpoint, so the test numbers would be tuned "
+                    "on the test set: validate on another split (data.validation_split) or another set"
+                )
+
     def embedded_paths(self) -> dict[str, Path]:
         """Build the embedded default once (rank 0 first, the others wait and reuse it)."""
         if self._embedded is None:
@@ -192,7 +128,7 @@ class TextRetrievalTask:
         m = self.cfg.model
         encoder = TextEncoder.from_pretrained(
             m.name_or_path,
-            head=head_from_config(self.cfg.head),
+            head=build_head(self.cfg.head),
             random_init_seed=self.cfg.train.seed if m.init == "random" else None,
             pooling=m.pooling,
             query_prefix=m.query_prefix,
@@ -210,7 +146,7 @@ class TextRetrievalTask:
 
     def build_model(self) -> nn.Module:
         encoder = self.build_encoder()
-        sts_scale = self.cfg.data.sts_scale or default_sts_scale(self.cfg.head.name)
+        sts_scale = self.cfg.data.sts_scale or default_sts_scale(encoder.head)
         loss = infonce_from_config(self.cfg.loss, encoder.head)
         return BiEncoder(encoder, loss, self.cfg.data.objective, self.cfg.data.hard_negatives, sts_scale)
 
@@ -249,10 +185,16 @@ class TextRetrievalTask:
         return flat
 
     def test(self, encoder: TextEncoder) -> dict[str, dict[str, Any]]:
-        """Results on the configured test sets (per-query scores dropped: they are in the run files)."""
+        """Results on the configured test sets. Of the per-query scores only nDCG@10 is kept (a few
+        KB per set), which the report's paired tests over queries read."""
         sets = [ds for spec in self.cfg.data.test for ds in self._load(spec, self.cfg.data.test_split)]
         results = self.evaluate_sets(encoder, sets, keep_norms=True)
-        return {name: {k: v for k, v in r.items() if k != "per_query"} for name, r in results.items()}
+        for result in results.values():
+            if "per_query" in result:
+                result["per_query"] = {
+                    qid: {PER_QUERY_METRIC: row[PER_QUERY_METRIC]} for qid, row in result["per_query"].items()
+                }
+        return results
 
     def export(self, model: BiEncoder, directory: Path) -> None:
         model.encoder.save_pretrained(directory, record=model.head_record())
@@ -267,7 +209,7 @@ class TextRetrievalTask:
     def describe_export(self, export: Path, record: HeadRecord, results: dict[str, Any]) -> None:
         """The export's model card gets the training data and the test metrics (from memory: the
         run has just written them)."""
-        from text_retrieval.st_export import write_model_card
+        from text_retrieval.model.st_export import write_model_card
 
         write_model_card(export, record, results, [self.cfg.data.train])
 

@@ -3,7 +3,7 @@
     coco:      <root>/dataset_coco.json, <root>/train2014/*.jpg, <root>/val2014/*.jpg
     flickr30k: <root>/dataset_flickr30k.json, <root>/flickr30k-images/*.jpg
 
-Parts already present are not fetched again, and a download goes to ``<file>.part`` first, so an
+Parts already present are not fetched again, and a download goes to a temporary file first, so an
 interrupted fetch is never mistaken for a finished one. Without internet the error names the file
 to fetch by hand and where to put it. The Flickr30k images are distributed under the terms of the
 Flickr30k form (https://shannon.cs.illinois.edu/DenotationGraph/); the URL here is a community
@@ -14,14 +14,12 @@ at ``<root>/flickr30k-images``) before running: present parts are used as they a
 from __future__ import annotations
 
 import logging
-import os
 import shutil
-import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm.auto import tqdm
+from clipmag.files import download as fetch_file
 
 logger = logging.getLogger("clipmag")
 
@@ -54,28 +52,6 @@ DATASETS = {
 }
 
 
-def fetch(url: str, target: Path) -> Path:
-    """Download ``url`` to ``target`` (kept if present), through ``<target>.part``."""
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".part")
-    logger.info("fetching %s", url)
-    try:
-        with urllib.request.urlopen(url, timeout=60) as response, open(partial, "wb") as out:
-            size = int(response.headers.get("Content-Length") or 0) or None
-            with tqdm.wrapattr(out, "write", total=size, desc=target.name, unit="B", unit_scale=True) as sink:
-                shutil.copyfileobj(response, sink, 1 << 20)
-    except OSError as err:  # URLError, timeouts and refused connections are OSErrors
-        partial.unlink(missing_ok=True)
-        raise FileNotFoundError(
-            f"{target} is missing and {url} cannot be fetched ({err}); fetch it on a machine with internet "
-            "and put it there"
-        ) from None
-    os.replace(partial, target)
-    return target
-
-
 def _unzip_member(archive: Path, member: str, target: Path) -> None:
     with zipfile.ZipFile(archive) as zf:
         found = [n for n in zf.namelist() if Path(n).name == member]
@@ -92,12 +68,12 @@ def download(name: str, root: str | Path) -> tuple[Path, Path]:
     spec, root = DATASETS[name], Path(root)
     split_file = root / spec.split_file
     if not split_file.is_file():
-        archive = fetch(KARPATHY_URL, root / Path(KARPATHY_URL).name)
+        archive = fetch_file(KARPATHY_URL, root / Path(KARPATHY_URL).name)
         _unzip_member(archive, spec.split_file, split_file)
     for folder, url in spec.image_zips.items():
         if (root / folder).is_dir():
             continue
-        archive = fetch(url, root / f"{folder}.zip")
+        archive = fetch_file(url, root / f"{folder}.zip")
         with zipfile.ZipFile(archive) as zf:
             zf.extractall(root)
         if not (root / folder).is_dir():

@@ -30,12 +30,14 @@ import open_clip
 import torch
 from torch import nn
 
+from clipmag.clip.card import CARD_FILE, clip_model_card
 from clipmag.config import ConfigError
 from clipmag.diagnostics import magnitude_summary
 from clipmag.head_record import HeadRecord
-from clipmag.heads import SimilarityHead
+from clipmag.heads import SimilarityHead, build_head
 from clipmag.losses import InfoNCE
 from clipmag.resources import packaged_configs
+from clipmag.results import RESULTS_FILE, read_results
 
 logger = logging.getLogger("clipmag")
 
@@ -220,7 +222,7 @@ def export_open_clip(model: ClipMagModel, directory: str | Path) -> Path:
     """Write open_clip-loadable weights + config and the head record to ``directory``.
 
     ``open_clip.create_model_and_transforms("local-dir:<directory>")`` loads the towers;
-    ``load_clipmag`` also restores the head.
+    ``load_clipmag`` also restores the head. The model card (``README.md``) says both.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -231,23 +233,44 @@ def export_open_clip(model: ClipMagModel, directory: str | Path) -> Path:
     cfg = {"model_cfg": open_clip.get_model_config(name), "preprocess_cfg": preprocess}
     (directory / OPEN_CLIP_CONFIG_FILE).write_text(json.dumps(cfg, indent=2))
     model.head_record().write(directory)
+    (directory / CARD_FILE).write_text(clip_model_card(model.head_record()), encoding="utf-8")
     return directory
 
 
 def _model_from_record(clip: nn.Module, record: HeadRecord, name: str) -> ClipMagModel:
     scale = record.scale if record.scale is not None and math.isfinite(record.scale) and record.scale > 0 else 1.0
-    loss = InfoNCE(record.build_head(), scale=scale, direction=record.loss_direction or "both", gather=False)
+    loss = InfoNCE(build_head(record), scale=scale, direction=record.loss_direction or "both", gather=False)
     return ClipMagModel(clip, loss, record.query_side or "image", name)
 
 
+def tested_model(path: Path) -> Path:
+    """For a finished run folder, the model its ``results.json`` describes (the export, or the best or
+    final checkpoint it tested); any other path unchanged. A run still training has no results and
+    gives its latest checkpoint."""
+    if not (path.is_dir() and (path / RESULTS_FILE).is_file()):
+        return path
+    recorded = Path(read_results(path / RESULTS_FILE)["checkpoint"]["path"])
+    candidates = [recorded, path / recorded.name, path / "checkpoints" / recorded.name]
+    found = next((c for c in candidates if c.exists()), None)
+    if found is None:
+        raise FileNotFoundError(
+            f"{path / RESULTS_FILE} names the tested model {recorded}, which is not there "
+            f"(looked for {', '.join(map(str, candidates))})"
+        )
+    return found
+
+
 def load_clipmag(path: str | Path, device: str | torch.device = "cpu") -> tuple[ClipMagModel, Callable, Callable]:
-    """(model with its head, eval transform, tokenizer) from an export folder or a training checkpoint.
+    """(model with its head, eval transform, tokenizer) from an export folder, a training checkpoint
+    or a run folder.
 
     An export folder holds ``open_clip_config.json``, the weights and ``clipmag_head.json``; a
-    checkpoint (``checkpoints/latest.pt`` or ``best.pt``, or the run folder) holds the resolved
-    config and the head record. Either way the head the model was trained with comes back.
+    checkpoint (``checkpoints/latest.pt`` or ``best.pt``) holds the resolved config and the head
+    record. A finished run folder gives the model its ``results.json`` tested (so an evaluation of
+    the run scores the model its results describe); an unfinished one its latest checkpoint.
+    Either way the head the model was trained with comes back.
     """
-    path = Path(path)
+    path = tested_model(Path(path))
     if path.is_dir() and HeadRecord.exists(path):
         record = HeadRecord.read(path)
         clip, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{path}")

@@ -24,7 +24,7 @@ from clipmag.batching import SeededBatches
 from clipmag.config import ConfigError
 from clipmag.distributed import DistributedContext
 from clipmag.head_record import HeadRecord
-from clipmag.heads import head_from_config
+from clipmag.heads import build_head
 from clipmag.losses import infonce_from_config
 
 from . import embedded as embedded_set
@@ -173,7 +173,7 @@ class ClipTask:
 
     # ---- model -------------------------------------------------------------------------------
     def build_model(self) -> ClipMagModel:
-        loss = infonce_from_config(self.cfg.loss, head_from_config(self.cfg.head))
+        loss = infonce_from_config(self.cfg.loss, build_head(self.cfg.head))
         return ClipMagModel(self.clip, loss, self.cfg.model.query_side, self.model_name)
 
     def _encode(self, fn: Callable[[torch.Tensor], torch.Tensor], inputs: torch.Tensor) -> torch.Tensor:

@@ -48,7 +48,7 @@ def report_main(argv: Sequence[str]) -> Path:
 def demo_main(argv: Sequence[str]) -> Path:
     """The main job on the embedded defaults: head sweeps (text retrieval in and out of domain, the
     symmetric STS-style task, CLIP in both directions), the qnorm/dnorm predictor, then report.md."""
-    from text_retrieval.predict_cli import main as predict_main
+    from text_retrieval.predict.cli import main as predict_main
 
     parser = argparse.ArgumentParser(prog="clipmag-demo", description=demo_main.__doc__)
     parser.add_argument("--config", default=DEMO_SWEEP, help="sweep YAML (default: the packaged demo sweep)")

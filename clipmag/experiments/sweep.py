@@ -6,6 +6,12 @@ sweep skips finished cells and continues an interrupted cell from its latest che
 killed sweep resumes where it stopped. Cells run one after another in this process (cheap on a
 laptop: the libraries are imported once) or each under ``torchrun`` with ``nproc_per_node``.
 
+A sweep may first prepare what its groups read (``prepare``: data builders, a model folder): each
+step runs a module's ``main(argv)`` unless the file it ``creates`` exists. A group (or step) that
+``requires`` paths which are absent is skipped with one line naming them, so an optional data set
+(e.g. ``../shared/data``) never stops the rest of a sweep. A ``models`` entry ``label=path`` names
+the model ``label`` in run folders and reports (e.g. another group's export).
+
 A group may attach evaluations (:mod:`clipmag.evaluations`, e.g. ``rag``) to its cells: each runs
 on the cell's export once the cell is finished, in ``<cell>/evaluations/<name>``, and is finished
 when that folder holds ``results.json`` (a rerun skips it, as it skips finished cells).
@@ -13,6 +19,7 @@ when that folder holds ``results.json`` (a rerun skips it, as it skips finished 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -24,6 +31,7 @@ from typing import Literal
 
 from clipmag.config import build_config
 from clipmag.evaluations import EVALUATIONS, get_evaluation
+from clipmag.experiments.prepare import SweepStep, missing_paths, run_prepare
 from clipmag.frontends import FRONT_ENDS, get_front_end
 from clipmag.naming import slug
 from clipmag.results import RESULTS_FILE
@@ -62,7 +70,9 @@ class SweepEvaluation:
 
 @dataclass
 class SweepGroup:
-    """One grid. ``heads`` and ``variants`` multiply; leave one empty to use only the other."""
+    """One grid. ``heads`` and ``variants`` multiply; leave one empty to use only the other.
+    ``requires``: paths the group reads; when one is absent the group is skipped with a line.
+    ``model_args``: arguments added to one model's cells (after the group's), keyed by its label."""
 
     name: str
     kind: str = "text"  # a registered front end (clipmag.frontends)
@@ -73,6 +83,9 @@ class SweepGroup:
     seeds: list[int] = field(default_factory=lambda: [0])
     args: list[str] = field(default_factory=list)
     evaluations: list[SweepEvaluation] = field(default_factory=list)
+    requires: list[str] = field(default_factory=list)
+    # extra arguments for one model's cells, by its label (e.g. a learning rate chosen per model)
+    model_args: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -81,6 +94,7 @@ class SweepConfig:
     output_dir: str = "runs/sweep"
     launcher: Literal["inprocess", "torchrun"] = "inprocess"
     nproc_per_node: int = 1
+    prepare: list[SweepStep] = field(default_factory=list)
     groups: list[SweepGroup] = field(default_factory=list)
     # appended to every cell's arguments after its group's, so they win: a whole sweep in fp32 is
     # ``clipmag-sweep --config demo.yaml output_dir=runs/demo-fp32 'args=[train.precision=fp32]'``
@@ -140,6 +154,14 @@ def _check_evaluations(group: SweepGroup) -> None:
             )
 
 
+def split_model_entry(entry: str) -> tuple[str, str]:
+    """``label=path`` -> (label, path); a plain path or hub name is its own label."""
+    label, sep, path = entry.partition("=")
+    if sep and label and path:
+        return label, path
+    return entry, entry
+
+
 def expand(cfg: SweepConfig) -> list[Cell]:
     """Every cell of every group, in a stable order."""
     cells: list[Cell] = []
@@ -151,7 +173,15 @@ def expand(cfg: SweepConfig) -> list[Cell]:
         variants = group.variants or [SweepVariant(name="")]
         heads = group.heads or [None]
         models = group.models or [None]
-        for model in models:
+        labels = {split_model_entry(m)[0] for m in group.models}
+        unknown = sorted(set(group.model_args) - labels)
+        if unknown:
+            raise ValueError(
+                f"sweep group {group.name!r}: model_args for {', '.join(unknown)}, which is not a model label "
+                f"of the group ({', '.join(sorted(labels)) or 'none'})"
+            )
+        for entry in models:
+            label, model = split_model_entry(entry) if entry else (None, None)
             for head in heads:
                 for variant in variants:
                     for seed in group.seeds:
@@ -159,12 +189,12 @@ def expand(cfg: SweepConfig) -> list[Cell]:
                         directory = (
                             root
                             / group.name
-                            / (slug(Path(model.rstrip("/")).name or model) if model else "default")
+                            / (slug(Path(label.rstrip("/")).name or label) if label else "default")
                             / name
                             / f"seed{seed}"
                         )
                         argv = ["--config", group.config] if group.config else []
-                        argv += [*group.args, *variant.args, *cfg.args]
+                        argv += [*group.args, *group.model_args.get(label or "", []), *variant.args, *cfg.args]
                         argv += ["--norm", head] if head else []
                         argv += ["--model", model] if model else []
                         argv += ["--seed", str(seed), "--output", str(directory), "--resume", "latest"]
@@ -172,7 +202,7 @@ def expand(cfg: SweepConfig) -> list[Cell]:
                             Cell(
                                 group.name,
                                 group.kind,
-                                model,
+                                label,
                                 head,
                                 variant.name or None,
                                 seed,
@@ -225,9 +255,22 @@ def run_evaluations(cell: Cell) -> None:
         get_evaluation(evaluation.kind).run(export, folder, evaluation.argv())
 
 
+def runnable_groups(cfg: SweepConfig) -> SweepConfig:
+    """The sweep without the groups whose required paths are absent (one line names each)."""
+    kept = []
+    for group in cfg.groups:
+        absent = missing_paths(group.requires)
+        if absent:
+            logger.warning("sweep group %s: skipped, %s not found", group.name, ", ".join(absent))
+        else:
+            kept.append(group)
+    return dataclasses.replace(cfg, groups=kept)
+
+
 def run_sweep(cfg: SweepConfig, only: Sequence[str] = ()) -> list[Cell]:
-    """Run every unfinished cell and evaluation (optionally only the groups named in ``only``)."""
-    cells = [c for c in expand(cfg) if not only or c.group in only]
+    """Prepare, then run every unfinished cell and evaluation (optionally only the groups in ``only``)."""
+    run_prepare(cfg.prepare)
+    cells = [c for c in expand(runnable_groups(cfg)) if not only or c.group in only]
     Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
     total = len(cells)
     for i, cell in enumerate(cells, 1):

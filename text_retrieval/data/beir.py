@@ -19,7 +19,11 @@ from text_retrieval.data.common import DataFormatError, find_file, iter_jsonl, i
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["RetrievalDataset", "load_beir", "is_beir_folder", "read_qrels"]
+__all__ = ["RetrievalDataset", "load_beir", "is_beir_folder", "read_qrels", "IGNORE_IDENTICAL_IDS"]
+
+# BEIR datasets whose queries are also corpus documents, so a query's own id is never a hit: MTEB's
+# per-task setting (ArguAna, Quora); BEIR's original evaluator dropped such hits for every dataset.
+IGNORE_IDENTICAL_IDS = frozenset({"arguana", "quora"})
 
 
 @dataclass
@@ -27,8 +31,9 @@ class RetrievalDataset:
     """Queries, corpus and graded judgments of one retrieval split.
 
     ``excluded`` holds per-query document ids that must never count as hits (BRIGHT's
-    ``excluded_ids``); ``ignore_identical_ids`` is BEIR's rule of dropping a hit whose id equals
-    the query id (it matters for ArguAna and Quora, where queries are also corpus documents).
+    ``excluded_ids``); ``ignore_identical_ids`` drops a hit whose id equals the query id, which is
+    right only where queries are also corpus documents (ArguAna, Quora): :func:`load_beir` sets it
+    per dataset as MTEB does (``IGNORE_IDENTICAL_IDS``).
     """
 
     name: str
@@ -37,7 +42,7 @@ class RetrievalDataset:
     queries: dict[str, str]
     qrels: dict[str, dict[str, int]]
     excluded: dict[str, set[str]] = field(default_factory=dict)
-    ignore_identical_ids: bool = True
+    ignore_identical_ids: bool = False
     kind: str = "beir"
     split: str = "test"
     source: str = ""
@@ -143,11 +148,15 @@ def _read_queries(path: Path) -> dict[str, str]:
     return queries
 
 
-def load_beir(path: str | Path, split: str = "test", strict: bool = True) -> RetrievalDataset:
+def load_beir(
+    path: str | Path, split: str = "test", strict: bool = True, ignore_identical_ids: bool | None = None
+) -> RetrievalDataset:
     """Load one split of a BEIR folder.
 
     With ``strict`` (the default) a judgment naming a document missing from the corpus, or a query
     missing from ``queries.jsonl``, is an error; otherwise it is dropped with a warning.
+    ``ignore_identical_ids`` (None: MTEB's choice for the folder's name, ``IGNORE_IDENTICAL_IDS``)
+    drops a hit whose document id is the query's id.
     """
     folder = Path(path)
     if not folder.is_dir():
@@ -206,7 +215,9 @@ def load_beir(path: str | Path, split: str = "test", strict: bool = True) -> Ret
         corpus_texts=corpus_texts,
         queries=queries,
         qrels=qrels,
-        ignore_identical_ids=True,
+        ignore_identical_ids=(
+            folder.name.lower() in IGNORE_IDENTICAL_IDS if ignore_identical_ids is None else ignore_identical_ids
+        ),
         kind="beir",
         split=split,
         source=str(folder.resolve()),

@@ -21,16 +21,14 @@ import socket
 import sys
 import tarfile
 import tempfile
-import urllib.request
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from tqdm.auto import tqdm
-
 from clipmag.entry import run_entry_point
+from clipmag.files import download, write_text_atomic
 from clipmag.run_logging import setup_logging
 from text_retrieval.data.bright import (
     BRIGHT_REPO,
@@ -66,20 +64,6 @@ def check_online(url: str, timeout: float = 5.0) -> None:
         ) from None
 
 
-def _fetch(url: str, target: Path) -> Path:
-    check_online(url)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(target.suffix + ".part")
-    with urllib.request.urlopen(url, timeout=30) as response, open(partial, "wb") as out:
-        total = int(response.headers.get("Content-Length") or 0) or None
-        with tqdm(total=total, unit="B", unit_scale=True, desc=target.name) as bar:
-            while chunk := response.read(1 << 20):
-                out.write(chunk)
-                bar.update(len(chunk))
-    os.replace(partial, target)
-    return target
-
-
 def _unpack(archive: Path, into: Path) -> None:
     if archive.suffix == ".zip":
         with zipfile.ZipFile(archive) as zf:
@@ -97,7 +81,9 @@ def download_beir(name: str, root: str | Path) -> Path:
         logger.info("%s already present", folder)
         return folder
     with tempfile.TemporaryDirectory(dir=root if root.exists() else None) as tmp:
-        archive = _fetch(BEIR_URL.format(name=name), Path(tmp) / f"{name}.zip")
+        url = BEIR_URL.format(name=name)
+        check_online(url)
+        archive = download(url, Path(tmp) / f"{name}.zip")
         _unpack(archive, root)
     return folder
 
@@ -110,7 +96,8 @@ def download_sts(name: str, root: str | Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     url = STS_SOURCES[name]
     with tempfile.TemporaryDirectory() as tmp:
-        archive = _fetch(url, Path(tmp) / Path(urlparse(url).path).name)
+        check_online(url)
+        archive = download(url, Path(tmp) / Path(urlparse(url).path).name)
         unpacked = Path(tmp) / "unpacked"
         _unpack(archive, unpacked)
         for path in unpacked.rglob("*"):
@@ -194,11 +181,10 @@ def download_bright(
         manifest = manifests[task]
         for config in configs:
             files = found[task, config]
-            partial = out / f"{config}.jsonl.part"
-            with open(partial, "w", encoding="utf-8") as handle:
-                rows = [row for file in files for row in pq.read_table(file).to_pylist()]
-                handle.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-            os.replace(partial, out / f"{config}.jsonl")
+            rows = [row for file in files for row in pq.read_table(file).to_pylist()]
+            write_text_atomic(
+                out / f"{config}.jsonl", "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+            )
             manifest["files"][f"{config}.jsonl"] = {"config": config, "rows": len(rows)}
         (out / SOURCE_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         logger.info("BRIGHT %s (%s): %s", task, revision[:8], ", ".join(configs))

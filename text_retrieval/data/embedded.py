@@ -46,7 +46,6 @@ import importlib.metadata
 import importlib.util
 import json
 import logging
-import os
 import random
 import sys
 import sysconfig
@@ -54,6 +53,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from clipmag.files import write_text_atomic
+from clipmag.results import installed_versions
 from text_retrieval.data.codesearch import CodeFunction, extract_functions
 from text_retrieval.data.shards import write_text_shards
 
@@ -70,22 +71,6 @@ def _package_dir(name: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ModuleNotFoundError(f"the embedded data set needs the installed package {name!r}")
     return Path(list(spec.submodule_search_locations)[0])
-
-
-def _version(dist: str) -> str:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def _write_text(path: Path, text: str) -> None:
-    """Write atomically (temp file + rename) so an interrupted build leaves no half file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
 
 
 def _jsonl(rows: Iterable[dict[str, Any]]) -> str:
@@ -138,12 +123,12 @@ def _write_beir(
     others = [fn for fn in pool if fn.doc_id not in positives]
     distractors = _sample(others, max(0, corpus_size - len(positives)), seed, f"{folder.name}:corpus")
     corpus = sorted([fn for fns in splits.values() for fn in fns] + distractors, key=lambda f: f.doc_id)
-    _write_text(folder / "corpus.jsonl", _jsonl({"_id": f.doc_id, "title": "", "text": f.code} for f in corpus))
+    write_text_atomic(folder / "corpus.jsonl", _jsonl({"_id": f.doc_id, "title": "", "text": f.code} for f in corpus))
     queries = sorted((fn for fns in splits.values() for fn in fns), key=lambda f: f.doc_id)
-    _write_text(folder / "queries.jsonl", _jsonl({"_id": "q:" + f.doc_id, "text": f.summary} for f in queries))
+    write_text_atomic(folder / "queries.jsonl", _jsonl({"_id": "q:" + f.doc_id, "text": f.summary} for f in queries))
     for split, fns in splits.items():
         rows = "".join(f"q:{f.doc_id}\t{f.doc_id}\t1\n" for f in sorted(fns, key=lambda f: f.doc_id))
-        _write_text(folder / "qrels" / f"{split}.tsv", "query-id\tcorpus-id\tscore\n" + rows)
+        write_text_atomic(folder / "qrels" / f"{split}.tsv", "query-id\tcorpus-id\tscore\n" + rows)
     counts = {"corpus": len(corpus)}
     counts.update({f"queries_{split}": len(fns) for split, fns in splits.items()})
     return counts
@@ -188,7 +173,7 @@ def build_sts(folder: Path, seed: int, data_dir: Path | None = None) -> dict[str
                 (test if i in held_docs else train).append((docs[i], docs[j], matrix[i][j]))
     for split, rows in (("train", train), ("test", test)):
         body = "".join(f"{a}\t{b}\t{s:.4f}\n" for a, b, s in rows)
-        _write_text(folder / f"{split}.tsv", "text_a\ttext_b\tscore\n" + body)
+        write_text_atomic(folder / f"{split}.tsv", "text_a\ttext_b\tscore\n" + body)
     return {"sts_train": len(train), "sts_test": len(test)}
 
 
@@ -234,7 +219,7 @@ def build_embedded(
         "version": EMBEDDED_VERSION,
         "python": sys.version.split()[0],
         "sources": {"stdlib": str(stdlib_root), "outdomain": str(ood_root)},
-        "packages": {"scikit-learn": _version("scikit-learn"), "gensim": _version("gensim")},
+        "packages": installed_versions(("scikit-learn", "gensim")),
         "params": {
             "seed": seed,
             "n_train": n_train,
@@ -268,7 +253,7 @@ def build_embedded(
 
     train = _sample([f for f in functions if f.summary and f.module not in held], n_train, seed, "train")
     rows = [{"query": f.summary, "positive": f.code, "doc_id": f.doc_id} for f in train]
-    _write_text(paths["train_pairs"], _jsonl(rows))
+    write_text_atomic(paths["train_pairs"], _jsonl(rows))
     counts["train_pairs"] = len(rows)
     if samples_per_shard is not None:
         shards = write_text_shards(rows, paths["train_shards"], samples_per_shard, overwrite=True)
@@ -290,6 +275,6 @@ def build_embedded(
         "heldout_modules": {"test": sorted(test_mods), "dev": sorted(dev_mods)},
         "description": "see text_retrieval/data/embedded.py",
     }
-    _write_text(manifest_path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    write_text_atomic(manifest_path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     logger.info("embedded data set: %s", ", ".join(f"{k} {v}" for k, v in counts.items()))
     return paths

@@ -2,6 +2,6 @@
 
 Modules: ``answers`` (DPR has-answer, SQuAD EM/F1), ``data`` (passage corpora and QA files),
 ``wiki`` and ``embedded`` (the offline embedded set), ``retrieve`` (dense heads via
-``text_retrieval.search``, BM25), ``prompts`` (template and truncation), ``reader`` (HF LMs and the
+``text_retrieval.retrieval.search``, BM25), ``prompts`` (template and truncation), ``reader`` (HF LMs and the
 generation cache), ``pipeline`` (the evaluation), ``report`` (the comparison table), ``config``.
 """

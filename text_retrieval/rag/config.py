@@ -48,7 +48,7 @@ class RetrievalConfig:
 
     models: list[str] = field(default_factory=lambda: ["all-MiniLM-L6-v2"])
     norms: list[str] = field(default_factory=list)
-    pooling: Literal["mean", "cls", "last"] | None = None
+    pooling: Literal["mean", "cls", "last", "splade"] | None = None
     max_length: int | None = None
     bm25: bool = False
     depth: int = 100

@@ -33,20 +33,20 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import importlib.metadata
 import io
 import json
 import logging
-import os
 import random
 import re
-import subprocess
 import sys
 import unicodedata
 import zipfile
 from pathlib import Path
 from typing import Any
 
+from clipmag.files import write_bytes_atomic, write_text_atomic
+from clipmag.results import installed_versions
+from text_retrieval.model.wheels import WheelError, with_wheel
 from text_retrieval.rag.answers import contains_tokens, has_answer, tokens
 from text_retrieval.rag.data import Passage, Question, read_qa
 from text_retrieval.rag.wiki import read_articles, split_passages
@@ -87,20 +87,17 @@ def fetch_dpr_qa(dest: Path, dpr_qa_dir: str | Path | None = None) -> dict[str, 
     files = {name: dest / f"{name}.test.txt" for name in DPR_SOURCES}
     if all(p.is_file() for p in files.values()):
         return files
-    download = dest / "download"
-    download.mkdir(parents=True, exist_ok=True)
-    logger.info("fetching DPR's QA test files from the %s wheel on PyPI", PYSERINI)
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", PYSERINI, "-d", str(download)]
-    if subprocess.run(command, check=False).returncode != 0:
-        raise FileNotFoundError(f"could not download {PYSERINI} (command: {' '.join(command)}); pass dpr_qa_dir")
-    wheel = next(download.glob("pyserini-*.whl"))
-    with zipfile.ZipFile(wheel) as outer, outer.open(PYSERINI_JAR) as jar_file, zipfile.ZipFile(jar_file) as jar:
-        for name, path in files.items():
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_bytes(jar.read(f"topics-and-qrels/topics.dpr.{name}.test.txt"))
-            os.replace(tmp, path)
-    wheel.unlink()
-    download.rmdir()
+    dest.mkdir(parents=True, exist_ok=True)
+
+    def extract(wheel: zipfile.ZipFile) -> None:
+        with wheel.open(PYSERINI_JAR) as jar_file, zipfile.ZipFile(jar_file) as jar:
+            for name, path in files.items():
+                write_bytes_atomic(path, jar.read(f"topics-and-qrels/topics.dpr.{name}.test.txt"))
+
+    try:
+        with_wheel(PYSERINI, extract, scratch=dest)
+    except WheelError as err:
+        raise FileNotFoundError(f"{err}; pass dpr_qa_dir") from None
     return files
 
 
@@ -138,15 +135,8 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8", newline="\n")
-    os.replace(tmp, path)
-
-
 def _versions() -> dict[str, str]:
-    names = ("gensim", "mwparserfromhell", "regex")
-    return {"python": sys.version.split()[0], **{n: importlib.metadata.version(n) for n in names}}
+    return {"python": sys.version.split()[0], **installed_versions(("gensim", "mwparserfromhell", "regex"))}
 
 
 def build_rag_embedded(
@@ -183,12 +173,12 @@ def build_rag_embedded(
     table = io.StringIO()
     writer = csv.writer(table, delimiter="\t", lineterminator="\n")  # quotes as DPR's file does
     writer.writerows([("id", "text", "title"), *((p.id, p.text, p.title) for p in passages)])
-    _write(root / "passages.tsv", table.getvalue())
+    write_text_atomic(root / "passages.tsv", table.getvalue())
     qa_rows = [
         {"id": q.id, "question": q.text, "answer": list(q.answers), "match": q.match, "source": q.source, "article": t}
         for q, t in chosen
     ]
-    _write(root / "answerable.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in qa_rows))
+    write_text_atomic(root / "answerable.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in qa_rows))
     manifest = {
         "key": key,
         "selection_rule": SELECTION_RULE,
@@ -198,6 +188,6 @@ def build_rag_embedded(
         "counts": counts,
         "qa_files": {name: str(path) for name, path in qa_files.items()},
     }
-    _write(manifest_path, json.dumps(manifest, indent=1) + "\n")
+    write_text_atomic(manifest_path, json.dumps(manifest, indent=1) + "\n")
     logger.info("embedded RAG set: %d passages, %d questions %s", len(passages), len(qa_rows), counts)
     return root

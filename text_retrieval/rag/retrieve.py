@@ -1,7 +1,7 @@
 """Retrievers for RAG: a dense encoder under each head, and BM25 as the lexical baseline.
 
-Dense retrieval is :mod:`text_retrieval.search` itself (its index and head semantics, and the
-corpus cache of :mod:`text_retrieval.corpus_cache`; no second search path): raw passage
+Dense retrieval is :mod:`text_retrieval.retrieval.search` itself (its index and head semantics, and the
+corpus cache of :mod:`text_retrieval.retrieval.corpus_cache`; no second search path): raw passage
 embeddings are encoded once per model (and cached on disk with ``cache_dir``), raw question
 embeddings once, and each head only builds its index over document-side-transformed vectors and
 searches. So ``qnorm`` ranks exactly like ``dot`` and ``dnorm`` exactly like ``cosine``, as in
@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clipmag.heads import build_head
-from text_retrieval.corpus_cache import encode_corpus
-from text_retrieval.encoder import TextEncoder
+from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.rag.data import Corpus, Question
-from text_retrieval.search import build_index, search
+from text_retrieval.retrieval.corpus_cache import encode_corpus
+from text_retrieval.retrieval.search import build_index, search
 
 logger = logging.getLogger("clipmag")
 
@@ -64,8 +64,8 @@ def dense_runs(
 ) -> Iterator[RetrieverRun]:
     """A run per head name in ``norms`` (``model`` or an empty list: the encoder's own head).
 
-    The encoder's head is restored afterwards; its other settings (pooling, prefixes, lengths)
-    are the ones it was loaded with.
+    The heads are passed to the search (the encoder is left as it is); the raw embeddings are
+    encoded once, with the settings (pooling, prefixes, lengths) the encoder was loaded with.
     """
     start = time.perf_counter()
     doc_ids = [p.id for p in corpus.passages]
@@ -81,23 +81,19 @@ def dense_runs(
     qids = [q.id for q in questions]
     queries = encoder.encode([q.text for q in questions], "query", batch_size, show_progress)
     encode_seconds = time.perf_counter() - start
-    own = encoder.head
-    try:
-        for norm in norms or ["model"]:
-            start = time.perf_counter()
-            encoder.head = own if norm in ("model", own.name) else build_head(norm)
-            index = build_index(docs, encoder.head, device=encoder.device)
-            run = search(index, queries, qids, doc_ids, encoder.head, top_k=min(depth, len(doc_ids)))
-            rankings = {qid: list(hits.items()) for qid, hits in run.items()}
-            yield RetrieverRun(
-                label=f"{label_prefix}{encoder.head.name}",
-                rankings=rankings,
-                head=encoder.head_record().to_dict(),
-                description={"kind": "dense", "model": encoder.name_or_path, "encode_seconds": encode_seconds},
-                seconds=time.perf_counter() - start + encode_seconds,
-            )
-    finally:
-        encoder.head = own
+    for norm in norms or ["model"]:
+        start = time.perf_counter()
+        head = encoder.head if norm in ("model", encoder.head.name) else build_head(norm)
+        index = build_index(docs, head, device=encoder.device)
+        run = search(index, queries, qids, doc_ids, head, top_k=min(depth, len(doc_ids)))
+        rankings = {qid: list(hits.items()) for qid, hits in run.items()}
+        yield RetrieverRun(
+            label=f"{label_prefix}{head.name}",
+            rankings=rankings,
+            head=encoder.head_record().with_head(head).to_dict(),
+            description={"kind": "dense", "model": encoder.name_or_path, "encode_seconds": encode_seconds},
+            seconds=time.perf_counter() - start + encode_seconds,
+        )
 
 
 def bm25_run(corpus: Corpus, questions: Sequence[Question], depth: int) -> RetrieverRun:

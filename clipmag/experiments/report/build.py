@@ -12,6 +12,7 @@ from clipmag.evaluations import EVALUATIONS
 from clipmag.experiments.report import plots
 from clipmag.experiments.report.collect import (
     CLIP_METRICS,
+    CellResult,
     bright_means,
     bright_suites,
     document_norm_samples,
@@ -20,6 +21,7 @@ from clipmag.experiments.report.collect import (
     gamma_trajectories,
     tidy_rows,
 )
+from clipmag.experiments.report.starts import start_rows, starting_points_section, write_start_rows
 from clipmag.experiments.report.tables import TableRow, aggregate, mean_of, to_csv, to_markdown, with_question_tests
 
 RETRIEVAL = ("NDCG@10", "MRR@10", "Recall@100")
@@ -155,6 +157,20 @@ def regime_section(retrieval: list[TableRow]) -> list[str]:
     return lines + [""]
 
 
+def numerics_line(cells: list[CellResult]) -> str:
+    """How the runs computed: precision, CPU kernel level and threads, with how many runs used each.
+    The last digits of every figure depend on these (another CPU class gives other digits)."""
+    counts: dict[str, int] = {}
+    for c in cells:
+        n = c.results.get("numerics") or {}
+        key = (
+            f"{n.get('device', '?')}, autocast {n.get('autocast') or 'none (fp32)'}, "
+            f"kernels {n.get('cpu_capability', '?')}, {n.get('torch_threads', '?')} threads"
+        )
+        counts[key] = counts.get(key, 0) + 1
+    return "Numerics: " + "; ".join(f"{key} ({n} runs)" for key, n in counts.items()) + "."
+
+
 def build_report(runs_dir: str | Path, title: str = "clipmag sweep report") -> Path:
     """Write tables (``table_*.md``/``.csv``), figures and ``report.md`` into ``runs_dir``."""
     runs_dir = Path(runs_dir)
@@ -201,6 +217,8 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report") -> P
         "diagnostics as they are; mean ± std over seeds; (change vs cosine, paired t-test p-value vs cosine when "
         "there are 2+ seeds); best per row in bold.",
         "",
+        numerics_line(cells),
+        "",
     ]
     if len(seeds) < 2:
         parts += ["With one seed no difference is tested for significance; gaps of a point or two may be noise.", ""]
@@ -221,6 +239,9 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report") -> P
     for heading, key in sections:
         if tables[key]:
             parts += [f"## {heading}", "", *([notes[key], ""] if key in notes else []), to_markdown(tables[key])]
+        if key == "retrieval" and start_rows(cells):
+            write_start_rows(start_rows(cells), runs_dir / "starts.json")
+            parts += ["## Starting points: untuned and fine-tuned, per head", "", *starting_points_section(cells)]
     parts += ["## What these numbers show", "", *findings(tables["retrieval"], tables["sts"], tables["clip"])]
     parts += [*bright_findings(tables["bright"]), ""]
     parts += ["## Regime", "", *regime_section(tables["retrieval"])]

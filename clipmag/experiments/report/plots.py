@@ -12,10 +12,13 @@ import numpy as np  # noqa: E402
 
 from clipmag.experiments.report.tables import TableRow  # noqa: E402
 
+# Legends sit to the right of the axes, never over the data; the saved box grows to hold them.
+OUTSIDE = {"fontsize": 7, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0}
+
 
 def _save(fig: plt.Figure, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -37,7 +40,7 @@ def norm_histograms(samples: dict[tuple[str, str], dict[str, list[float]]], path
         ax.set_xlabel("|d|", fontsize=8)
     for ax in list(axes.flat)[len(keys) :]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=7)
+    axes.flat[cols - 1].legend(*axes.flat[0].get_legend_handles_labels(), **OUTSIDE)
     return _save(fig, path)
 
 
@@ -54,7 +57,7 @@ def gamma_trajectories(trajectories: dict[str, list[tuple[int, float, float]]], 
     ax.axhline(0.5, color="grey", lw=0.5)
     ax.set_xlabel("step")
     ax.set_ylabel("gamma")
-    ax.legend(fontsize=7)
+    ax.legend(**OUTSIDE)
     return _save(fig, path)
 
 
@@ -71,10 +74,11 @@ def metric_bars(table: list[TableRow], metric: str, path: Path, title: str) -> P
         means = [r.cells[name].mean if name in r.cells else np.nan for r in rows]
         stds = [r.cells[name].std if name in r.cells else 0.0 for r in rows]
         ax.bar(x + i * width - 0.4 + width / 2, means, width, yerr=stds, label=name)
-    ax.set_xticks(x, [f"{r.group}\n{r.dataset}" for r in rows], fontsize=8)
+    labels = [f"{r.group}\n{r.dataset}" if r.model == "default" else f"{r.group}\n{r.model}\n{r.dataset}" for r in rows]
+    ax.set_xticks(x, labels, fontsize=8)
     ax.set_ylabel(metric)
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=7, ncol=min(5, len(configs)))
+    ax.legend(**OUTSIDE)
     return _save(fig, path)
 
 
@@ -93,5 +97,5 @@ def clip_recall(table: list[TableRow], path: Path) -> Path | None:
         ax.bar(x + i * width - 0.4 + width / 2, means, width, label=metric.replace("_r1_", " R@1 "))
     ax.set_xticks(x, configs, fontsize=8)
     ax.set_ylabel("R@1")
-    ax.legend(fontsize=7)
+    ax.legend(**OUTSIDE)
     return _save(fig, path)

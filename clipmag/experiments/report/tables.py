@@ -135,11 +135,14 @@ def to_markdown(table: list[TableRow]) -> str:
     if not table:
         return "_no results_\n"
     columns = _column_order(list(dict.fromkeys(name for row in table for name in row.cells)))
-    lines = ["| group | dataset | metric | " + " | ".join(columns) + " |", "|---" * (3 + len(columns)) + "|"]
+    models = any(row.model != "default" for row in table)  # a model column only when a sweep names models
+    head = ["group", *(["model"] if models else []), "dataset", "metric", *columns]
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
     for row in table:
         scale = 1.0 if row.metric in DESCRIPTIVE else 100.0
         cells = " | ".join(_fmt(row.cells.get(c), scale) for c in columns)
-        lines.append(f"| {row.group} | {row.dataset} | {row.metric} | {cells} |")
+        model = f"{row.model} | " if models else ""
+        lines.append(f"| {row.group} | {model}{row.dataset} | {row.metric} | {cells} |")
     return "\n".join(lines) + "\n"
 
 

@@ -1,7 +1,7 @@
 """What a text encoder's folder and tokenizer need besides the weights, kept out of ``encoder.py``.
 
 * sentence-transformers settings: pooling and max length of a model that came as a
-  sentence-transformers folder (``text_retrieval/st_export.py`` writes an export's);
+  sentence-transformers folder (``text_retrieval/model/st_export.py`` writes an export's);
 * the end-of-sequence token that last-token pooling of a decoder LM wants: in a causal model only
   the last position sees the whole text, and pooling it works best when it is the same token for
   every text (Qwen3-Embedding and E5-Mistral append EOS for this reason), yet most decoder

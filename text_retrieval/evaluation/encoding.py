@@ -18,8 +18,8 @@ from typing import Any
 
 from clipmag.head_record import HeadRecord
 from text_retrieval.data import EvalSettings
-from text_retrieval.encoder import DEFAULT_MAX_LENGTH, TextEncoder
-from text_retrieval.hf_files import sentence_transformers_settings
+from text_retrieval.model.encoder import DEFAULT_MAX_LENGTH, TextEncoder
+from text_retrieval.model.hf_files import sentence_transformers_settings
 
 __all__ = ["model_length_limit", "evaluation_encoding"]
 

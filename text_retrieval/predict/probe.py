@@ -13,7 +13,7 @@ Verdict: ``dnorm`` when dCV exceeds ``dcv_threshold`` (default sqrt(2 * 4) = 2.8
 midpoint of the paper's two bands), else ``qnorm``. A probe of a few steps moves norms far less
 than 30k steps of fine-tuning, so its ratio stays near 1 unless the dnorm gradient spreads query
 norms quickly; the threshold is the paper's and has not been calibrated for a probe. The output
-says so. :mod:`text_retrieval.predict` runs it next to the scale-free Fisher predictor.
+says so. :mod:`text_retrieval.predict.predictors` runs it next to the scale-free Fisher predictor.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import torch
 from clipmag.diagnostics import norm_stats, row_norms
 from clipmag.heads import build_head
 from clipmag.losses import InfoNCE
-from text_retrieval.encoder import TextEncoder
+from text_retrieval.model.encoder import TextEncoder
 
 __all__ = ["query_cv_probe", "seeded_batches", "DCV_THRESHOLD", "SCALE"]
 

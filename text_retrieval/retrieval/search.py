@@ -7,31 +7,41 @@ the query factor afterwards: exact for every head, and the ranking depends on th
 alone bit for bit (docs/method.md Prop. 4.1).
 
 Exact search is a blocked matmul + top-k - what BEIR's exact search and sentence-transformers'
-``semantic_search`` do - by torch or faiss, whichever is faster here (``text_retrieval/topk.py``;
+``semantic_search`` do - by torch or faiss, whichever is faster here (``text_retrieval/retrieval/topk.py``;
 the choice is recorded with the results), with as many queries per matmul as the memory budget
 allows. Corpora above the budget (``memory_gb``) are searched in chunks read from the memory-mapped
 cache, whose pages are released after each chunk, so peak memory stays near the budget. Approximate
-indexes are in ``text_retrieval/ann.py``.
+indexes are in ``text_retrieval/retrieval/ann.py``; what both kinds share (the settings, the index
+interface, the head transforms) is in ``text_retrieval/retrieval/index.py``, re-exported here.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import mmap
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import islice
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from clipmag.heads import SimilarityHead
-from text_retrieval.metrics import Run
-from text_retrieval.topk import KERNELS, MIN_QUERY_BLOCK, choose_backend
+from text_retrieval.evaluation.metrics import Run
+from text_retrieval.retrieval.ann import ApproximateIndex, recall_vs_exact
+from text_retrieval.retrieval.index import (
+    BACKENDS,
+    CACHE_DTYPES,
+    METHODS,
+    Index,
+    RetrievalSettings,
+    head_transform,
+    query_factor,
+    release_pages,
+)
+from text_retrieval.retrieval.topk import KERNELS, MIN_QUERY_BLOCK, choose_backend
 
 if TYPE_CHECKING:
     from text_retrieval.data import RetrievalDataset
@@ -49,82 +59,6 @@ __all__ = [
     "BACKENDS",
     "CACHE_DTYPES",
 ]
-
-METHODS = ("exact", "hnsw", "ivf")
-BACKENDS = ("auto", "torch", "faiss")
-CACHE_DTYPES = {"fp32": np.float32, "fp16": np.float16}
-
-
-@dataclass(frozen=True)
-class RetrievalSettings:
-    """How a corpus is encoded, cached and searched.
-
-    ``chunk_size``: corpus rows per encoding chunk (the unit of sharding over ranks and of resuming);
-    ``cache_dtype``: ``fp32`` or ``fp16`` storage of the cached embeddings; ``distributed``: share
-    the chunks out over the ranks of ``torch.distributed`` (``text_retrieval/corpus_cache.py``).
-    ``method``: ``exact``, or an approximate ``hnsw`` / ``ivf`` index whose recall against exact is
-    reported; ``backend``: the exact backend (``auto``: timed per case); ``memory_gb``: the bound on
-    the transformed corpus plus score buffers held at once (larger corpora are searched in chunks).
-    """
-
-    chunk_size: int = 10_000
-    cache_dtype: str = "fp32"
-    distributed: bool = False
-    method: str = "exact"
-    backend: str = "auto"
-    memory_gb: float = 4.0
-
-    def __post_init__(self) -> None:
-        choices = {"cache_dtype": CACHE_DTYPES, "method": METHODS, "backend": BACKENDS}
-        for key, valid in choices.items():
-            if getattr(self, key) not in valid:
-                raise ValueError(f"{key} {getattr(self, key)!r} unknown; valid: {', '.join(valid)}")
-        if self.chunk_size < 1 or not self.memory_gb > 0:
-            raise ValueError(f"chunk_size and memory_gb must be positive, got {self.chunk_size}, {self.memory_gb}")
-
-    @property
-    def encodes_only(self) -> bool:
-        """True on the ranks other than 0 of a distributed evaluation: they only help encode the corpus."""
-        return self.distributed and torch.distributed.is_initialized() and torch.distributed.get_rank() != 0
-
-
-class Index(Protocol):
-    ntotal: int
-
-    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]: ...
-
-
-def head_transform(head: SimilarityHead, vectors: np.ndarray, side: str) -> np.ndarray:
-    """Apply one side of the head to raw vectors (any float dtype), returning contiguous float32."""
-    with torch.no_grad():
-        x = torch.from_numpy(np.array(vectors, dtype=np.float32, order="C", copy=True))
-        y = head.transform_query(x) if side == "query" else head.transform_document(x)
-    return np.ascontiguousarray(y.float().numpy())
-
-
-def query_factor(head: SimilarityHead, raw: np.ndarray) -> np.ndarray:
-    """Per-query positive factor ``|transform_query(q)| / |q|`` (``|q|^-gq`` for our heads)."""
-    transformed = head_transform(head, raw, "query")
-    raw_norm = np.linalg.norm(raw.astype(np.float64), axis=1)
-    factor = np.linalg.norm(transformed.astype(np.float64), axis=1) / np.maximum(raw_norm, np.finfo(np.float64).tiny)
-    return np.where(raw_norm > 0, factor, 1.0)
-
-
-def release_pages(array: np.ndarray, start: int, stop: int) -> None:
-    """Drop rows ``[start, stop)`` of a memory-mapped array from resident memory (no-op otherwise).
-
-    Pages read from (or written to) a memory map count as resident until the kernel needs them;
-    advising them away after each chunk keeps a pass over a corpus larger than RAM bounded.
-    """
-    handle = getattr(array, "_mmap", None)
-    if handle is None or not hasattr(mmap, "MADV_DONTNEED") or stop <= start:
-        return
-    row = array.strides[0]  # numpy maps from the file offset rounded down to the allocation granularity
-    base = int(getattr(array, "offset", 0)) % mmap.ALLOCATIONGRANULARITY + start * row
-    first = base - base % mmap.PAGESIZE
-    if array.flags.writeable:
-        handle.flush()  # written rows reach the file before their pages are dropped
-    handle.madvise(mmap.MADV_DONTNEED, first, base + (stop - start) * row - first)
 
 
 class ExactIndex:
@@ -201,8 +135,6 @@ def build_index(
     settings = settings or RetrievalSettings()
     if settings.method == "exact":
         return ExactIndex(doc_embeddings, head, settings, device)
-    from text_retrieval.ann import ApproximateIndex
-
     return ApproximateIndex(doc_embeddings, head, settings)
 
 
@@ -262,7 +194,5 @@ def retrieve(
     run = search(index, queries, dataset.query_ids, dataset.corpus_ids, head, top_k, **exclusions)
     searched = {**getattr(index, "described", {}), "settings": dataclasses.asdict(settings)}
     if settings.method != "exact":
-        from text_retrieval.ann import recall_vs_exact
-
         searched["recall_vs_exact"] = recall_vs_exact(index, ExactIndex(docs, head, settings, device), queries)
     return run, searched

@@ -18,8 +18,8 @@ from typing import Any
 from clipmag.naming import slug
 from clipmag.results import package_versions
 from text_retrieval.data import RetrievalDataset, STSPairs
-from text_retrieval.encoder import TextEncoder
-from text_retrieval.metrics import METRICS
+from text_retrieval.evaluation.metrics import METRICS
+from text_retrieval.model.encoder import TextEncoder
 
 __all__ = ["model_label", "build_record", "write_record", "format_table", "STS_METRICS"]
 

@@ -1,7 +1,7 @@
 """Approximate top-k search (faiss HNSW or IVF), valid under every head, with its recall measured.
 
 Documents are indexed in their head-transformed form, as for exact search, and the query factor is
-applied after search (``text_retrieval/search.py``), so the index ranks by the head's scores. Both
+applied after search (``text_retrieval/retrieval/search.py``), so the index ranks by the head's scores. Both
 indexes use the inner product directly. The usual alternative for vectors of unequal norms - one
 extra coordinate ``sqrt(M^2 - |d|^2)`` that makes every norm M, so that L2 ranks as the inner
 product (Bachrach et al., 2014) - was measured worse here: on 20k x 64 synthetic sets with
@@ -19,7 +19,7 @@ import faiss
 import numpy as np
 
 from clipmag.heads import SimilarityHead
-from text_retrieval.search import Index, RetrievalSettings, head_transform
+from text_retrieval.retrieval.index import Index, RetrievalSettings, head_transform
 
 __all__ = ["ApproximateIndex", "recall_vs_exact", "HNSW_M", "HNSW_EF_SEARCH"]
 

@@ -5,11 +5,8 @@ flat metric keys (``NDCG@10`` ..., ``Recall@1`` for BRIGHT, ``spearman`` ...) pl
 diagnostics of docs/method.md section 3. ``evaluate_paths`` is the command-line pipeline: load,
 evaluate, write one JSON per model x dataset and a TREC run per retrieval set.
 
-Cohen's d of document norms (the paper leaves the non-relevant set undefined) is defined here as:
-raw norms of every document judged relevant (gain > 0) to some evaluated query, versus a uniform
-random sample, without replacement, of ``nonrelevant_sample`` documents (default 1,000, or all
-if fewer) drawn with ``numpy.random.default_rng(seed)`` from the corpus documents judged relevant
-to no query of the split. The definition, sizes and seed are written into every result.
+Cohen's d of document norms is :func:`clipmag.diagnostics.document_norm_effect` (its definition,
+sizes and seed are written into every result).
 """
 
 from __future__ import annotations
@@ -24,71 +21,24 @@ import numpy as np
 import torch
 from scipy import stats
 
-from clipmag.diagnostics import cohens_d, effect_size_band, norm_stats, row_norms
-from text_retrieval.bright_scores import add_recall_at_1, bright_summary
-from text_retrieval.corpus_cache import corpus_norms, encode_corpus
+from clipmag.diagnostics import document_norm_effect, norm_stats, row_norms
 from text_retrieval.data import BrightDataset, EvalSettings, RetrievalDataset, STSPairs, load_eval_datasets
-from text_retrieval.encoder import TextEncoder
-from text_retrieval.eval_encoding import evaluation_encoding
-from text_retrieval.metrics import evaluate_run, write_trec_run
-from text_retrieval.report import build_record, format_table, model_label, write_record
-from text_retrieval.search import RetrievalSettings, retrieve
+from text_retrieval.evaluation.bright_scores import add_recall_at_1, bright_summary
+from text_retrieval.evaluation.encoding import evaluation_encoding
+from text_retrieval.evaluation.metrics import evaluate_run, write_trec_run
+from text_retrieval.evaluation.report import build_record, format_table, model_label, write_record
+from text_retrieval.model.encoder import TextEncoder
+from text_retrieval.retrieval.corpus_cache import corpus_norms, encode_corpus
+from text_retrieval.retrieval.search import RetrievalSettings, retrieve
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["evaluate_retrieval", "evaluate_sts", "document_norm_effect", "evaluate_paths"]
-
-COHENS_D_DEFINITION = (
-    "raw L2 norms of documents judged relevant (gain > 0) to any evaluated query vs a seeded uniform "
-    "random sample (without replacement) of corpus documents judged relevant to no query of the split"
-)
+__all__ = ["evaluate_retrieval", "evaluate_sts", "evaluate_paths"]
 
 
 def _head_diagnostics(encoder: TextEncoder) -> dict[str, Any]:
     gq, gd = encoder.head.gammas()
     return {"head": encoder.head.name, "gamma_q": gq, "gamma_d": gd, "symmetric": encoder.head.symmetric}
-
-
-def document_norm_effect(
-    doc_norms: np.ndarray,
-    doc_ids: Sequence[str],
-    relevant: set[str],
-    nonrelevant_sample: int = 1000,
-    seed: int = 0,
-    keep_norms: bool = False,
-) -> dict[str, Any]:
-    """Cohen's d of document norms, relevant vs a seeded sample of never-relevant documents.
-
-    ``keep_norms`` adds both groups' norms (bounded: relevant docs plus the fixed-size sample),
-    which the sweep report draws as histograms.
-    """
-    is_relevant = np.fromiter((d in relevant for d in doc_ids), dtype=bool, count=len(doc_ids))
-    pool = np.flatnonzero(~is_relevant)
-    rng = np.random.default_rng(seed)
-    sample = rng.choice(pool, size=min(nonrelevant_sample, pool.size), replace=False) if pool.size else pool
-    rel_norms, non_norms = doc_norms[is_relevant], doc_norms[np.sort(sample)]
-    result: dict[str, Any] = {
-        "definition": COHENS_D_DEFINITION,
-        "seed": seed,
-        "num_relevant": int(rel_norms.size),
-        "num_nonrelevant_sampled": int(non_norms.size),
-        "nonrelevant_pool": int(pool.size),
-    }
-    if rel_norms.size >= 2 and non_norms.size >= 2:
-        d = cohens_d(rel_norms, non_norms)
-        result.update(
-            {
-                "cohens_d": d,
-                "band": effect_size_band(d),
-                "relevant_norm_mean": float(rel_norms.mean()),
-                "nonrelevant_norm_mean": float(non_norms.mean()),
-            }
-        )
-    else:
-        result.update({"cohens_d": None, "band": "undefined (fewer than 2 documents in a group)"})
-    if keep_norms:
-        result.update({"relevant_norms": rel_norms.round(5).tolist(), "nonrelevant_norms": non_norms.round(5).tolist()})
-    return result
 
 
 def evaluate_retrieval(
@@ -165,6 +115,7 @@ def evaluate_retrieval(
         "encoding": encoding,
         "search": searched,
         "timings": timings,
+        "exclusions": {"ignore_identical_ids": dataset.ignore_identical_ids, "excluded_queries": len(dataset.excluded)},
     }
     if bright:
         result["data"] = bright.describe()

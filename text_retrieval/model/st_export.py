@@ -29,15 +29,17 @@ from pathlib import Path
 from typing import Any
 
 from clipmag.head_record import HEAD_FILE, HeadRecord
+from clipmag.heads import build_head
 
 logger = logging.getLogger("clipmag")
 
 __all__ = ["save_sentence_transformers", "model_card", "write_model_card", "describe_run", "ST_POOLING"]
 
 ST_POOLING = {"mean": "mean", "cls": "cls", "last": "lasttoken"}
+SPARSE_POOLINGS = frozenset({"splade"})  # exported as a SparseEncoder
 CARD_FILE = "README.md"
 _ST_CONFIG = "sentence_bert_config.json"
-_STALE = ("1_Pooling", "1_Router")  # module folders an earlier export of another head may have left
+_STALE = ("1_Pooling", "1_Router", "1_SpladePooling")  # module folders an earlier export of another head may have left
 
 
 def _require_sentence_transformers() -> None:
@@ -64,18 +66,44 @@ def _side_modules(gamma: float) -> list[Any]:
     return [Normalize()] if gamma == 1.0 else [NormPower(gamma)]
 
 
+def _sparse_pipeline(transformer: Any, gq: float, gd: float, directory: Path) -> tuple[list[Any], str]:
+    """SPLADE as sentence-transformers' ``SparseEncoder``: ``[Transformer(fill-mask), SpladePooling]``.
+
+    Its similarity is the dot product (the head SPLADE is trained with) or cosine; any other head
+    needs per-side scaling that sentence-transformers' sparse pipeline does not do, so the user must
+    apply it (the warning and the model card say how)."""
+    from sentence_transformers.sparse_encoder.modules import SpladePooling
+
+    if not (gq == gd and gq in (0.0, 1.0)):
+        logger.warning(
+            "%s: sentence-transformers' SparseEncoder scores SPLADE vectors with dot or cosine only; this head "
+            "needs the query divided by |q|^%g and the document by |d|^%g before the dot product "
+            "(or load it with clipmag's TextEncoder, which applies the head)",
+            directory,
+            gq,
+            gd,
+        )
+    return [transformer, SpladePooling(pooling_strategy="max", activation_function="relu")], (
+        "cosine" if gq == gd == 1.0 else "dot"
+    )
+
+
 def _pipeline(directory: Path, record: HeadRecord, dim: int) -> tuple[list[Any], str]:
     """The modules after the HF model folder in ``directory``, and the similarity function name."""
     from sentence_transformers.base.modules import Router, Transformer
     from sentence_transformers.sentence_transformer.modules import Pooling
 
+    sparse = record.pooling in SPARSE_POOLINGS
     transformer = Transformer(
         str(directory),
         query_length=record.query_max_length,
         document_length=record.document_max_length,
+        **({"transformer_task": "fill-mask"} if sparse else {}),
     )
+    if sparse:
+        return _sparse_pipeline(transformer, *build_head(record).gammas(), directory)
     pooling = Pooling(dim, ST_POOLING[record.pooling or "mean"], include_prompt=True)
-    gq, gd = record.build_head().gammas()
+    gq, gd = build_head(record).gammas()
     if gq == gd and gq in (0.0, 1.0):
         return [transformer, pooling], "cosine" if gq == 1.0 else "dot"
     if not {gq, gd} <= {0.0, 1.0}:
@@ -100,14 +128,15 @@ def save_sentence_transformers(directory: str | Path, record: HeadRecord, dim: i
     pipeline in the module docstring, and the model card (``README.md``) describes it.
     """
     _require_sentence_transformers()
-    from sentence_transformers import SentenceTransformer
+    from sentence_transformers import SentenceTransformer, SparseEncoder
 
     directory = Path(directory)
     for stale in _STALE:
         shutil.rmtree(directory / stale, ignore_errors=True)
     modules, similarity = _pipeline(directory, record, dim)
     prompts = {"query": record.query_prefix or "", "document": record.document_prefix or ""}
-    model = SentenceTransformer(
+    model_class = SparseEncoder if record.pooling in SPARSE_POOLINGS else SentenceTransformer
+    model = model_class(
         modules=modules,
         device="cpu",
         similarity_fn_name=similarity,
@@ -149,16 +178,15 @@ s(q, d) = (q / |q|^gq) . (d / |d|^gd) with **gq = {gq:.6g}, gd = {gd:.6g}** (cli
 ## Scoring
 
 ```python
-from sentence_transformers import SentenceTransformer
+from sentence_transformers import {model_class}
 
-model = SentenceTransformer("PATH_OR_REPO"{trust})
+model = {model_class}("PATH_OR_REPO"{trust})
 queries = model.encode_query(["how do I sort a list"])
 documents = model.encode_document(["sorted(xs) returns a new sorted list"])
-scores = model.similarity(queries, documents)  # the head's scores, exactly
+scores = model.similarity(queries, documents)  # {exactness}
 ```
 
-`encode_query` and `encode_document` apply each side's part of the head and `similarity` is
-`{similarity}`. Plain `encode()` follows the document route. {loading}
+{routes} and `similarity` is `{similarity}`. Plain `encode()` follows the document route. {loading}
 
 In clipmag, `TextEncoder.from_pretrained(PATH)` restores the head from `{head_file}`.
 
@@ -167,6 +195,12 @@ In clipmag, `TextEncoder.from_pretrained(PATH)` restores the head from `{head_fi
 {results}
 """
 _LOAD_FIXED = "Loading needs only sentence-transformers (>= 6.2)."
+_LOAD_SPARSE_SIDES = (
+    "SPLADE term weights load as a `SparseEncoder`, whose similarity is dot or cosine only: for this head "
+    "divide each query vector by |q|^gq and each document vector by |d|^gd before the dot product "
+    "(qnorm: normalise the queries; dnorm: the documents), or load with clipmag's `TextEncoder`, which "
+    "applies the head."
+)
 _LOAD_LEARNABLE = (
     "The learnable head's transform is clipmag's `NormPower` module: loading needs clipmag installed and "
     "`trust_remote_code=True`."
@@ -192,8 +226,10 @@ def model_card(record: HeadRecord, results: Mapping[str, Any] | None = None, dat
     ``results`` is the run's ``results.json`` (test metrics, steps, seed); ``data`` the training
     data it names. Without them the card says where they are recorded.
     """
-    gq, gd = record.build_head().gammas()
-    learnable = not {gq, gd} <= {0.0, 1.0}
+    gq, gd = build_head(record).gammas()
+    sparse = record.pooling in SPARSE_POOLINGS
+    learnable = not sparse and not {gq, gd} <= {0.0, 1.0}
+    sides_by_hand = sparse and not (gq == gd and gq in (0.0, 1.0))
     model = record.model_name or "unknown"
     hub_name = model != "unknown" and not Path(model).is_absolute()
     settings = {k: v for k, v in record.to_dict().items() if k not in ("head", "model_name")}
@@ -208,7 +244,12 @@ def model_card(record: HeadRecord, results: Mapping[str, Any] | None = None, dat
         data=", ".join(data) if data else "see the run folder (config.yaml)",
         trust=", trust_remote_code=True" if learnable else "",
         similarity="cosine" if gq == gd == 1.0 else "dot",
-        loading=_LOAD_LEARNABLE if learnable else _LOAD_FIXED,
+        loading=_LOAD_SPARSE_SIDES if sides_by_hand else _LOAD_LEARNABLE if learnable else _LOAD_FIXED,
+        model_class="SparseEncoder" if sparse else "SentenceTransformer",
+        routes="`encode_query` and `encode_document` return raw SPLADE term weights"
+        if sides_by_hand
+        else "`encode_query` and `encode_document` apply each side's part of the head",
+        exactness="raw dot products: apply the head as below" if sides_by_hand else "the head's scores, exactly",
         head_file=HEAD_FILE,
         results=_card_results(results),
     )
@@ -237,7 +278,7 @@ def describe_run(run_dir: str | Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m text_retrieval.st_export RUN_DIR``: the run's export gets its full model card."""
+    """``python -m text_retrieval.model.st_export RUN_DIR``: the run's export gets its full model card."""
     import argparse
 
     parser = argparse.ArgumentParser(description=describe_run.__doc__)

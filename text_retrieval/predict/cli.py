@@ -1,6 +1,6 @@
 """Command line of the qnorm/dnorm predictors (``scripts/predict_norm.py``).
 
-Kept apart from :mod:`text_retrieval.predict` so the science imports without argparse, the data
+Kept apart from :mod:`text_retrieval.predict.predictors` so the science imports without argparse, the data
 loaders or the packaged-model lookup, and so the tool has an importable ``main(argv)``.
 """
 
@@ -17,16 +17,17 @@ from typing import Any
 import torch
 
 from clipmag.entry import run_entry_point
+from text_retrieval.config import EmbeddedDataConfig
 from text_retrieval.data.beir import is_beir_folder
 from text_retrieval.data.pairs import pairs_from_beir, pairs_from_embedded, pairs_from_jsonl, shuffled
 from text_retrieval.data.shards import TextShardStream
-from text_retrieval.encoder import TextEncoder
-from text_retrieval.packaged import resolve_model_name
-from text_retrieval.predict import DCV_THRESHOLD, predict_norm
+from text_retrieval.model.encoder import POOLINGS, TextEncoder
+from text_retrieval.model.packaged import resolve_model_name
+from text_retrieval.predict.predictors import DCV_THRESHOLD, predict_norm
 
 __all__ = ["main", "entry", "load_probe_pairs", "summary_lines"]
 
-EMBEDDED_ROOT = "runs/data/text-embedded"
+EMBEDDED_ROOT = EmbeddedDataConfig().root  # where the trainer builds the embedded set
 
 
 def load_probe_pairs(spec: str, n: int, seed: int = 0, split: str = "train") -> tuple[list[str], list[str]]:
@@ -51,7 +52,7 @@ def load_probe_pairs(spec: str, n: int, seed: int = 0, split: str = "train") -> 
 
 
 def summary_lines(result: dict[str, Any]) -> list[str]:
-    """A plain-text summary of a :func:`~text_retrieval.predict.predict_norm` result with its CLI settings."""
+    """A plain-text summary of a :func:`~text_retrieval.predict.predictors.predict_norm` result and its settings."""
     s, c, f = result["settings"], result["query_cv_ratio"], result["fisher"]
     return [
         f"model {s.get('model')} on {s.get('data')}: {s['n_pairs']} pairs, max length {s['query_max_length']}, "
@@ -79,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--split", default="train", help="qrels split of a BEIR folder (default: train)")
     parser.add_argument("--n-pairs", type=int, default=200)
     parser.add_argument("--max-length", type=int, default=64)
-    parser.add_argument("--pooling", default=None, help="mean | cls | last (default: the model's own)")
+    parser.add_argument("--pooling", default=None, choices=POOLINGS, help="pooling (default: the model's own)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--probe-steps", type=int, default=4)
     parser.add_argument("--probe-lr", type=float, default=1e-4)

@@ -24,13 +24,13 @@ from typing import Any
 from clipmag.entry import run_entry_point
 from clipmag.heads import HEAD_NAMES
 from clipmag.run_logging import setup_logging
-from text_retrieval.corpus_cache import shared_encoding
 from text_retrieval.data import EvalSettings
 from text_retrieval.data.bright import REASONING_CONFIGS
 from text_retrieval.data.settings import DEFAULT_MAX_LENGTH_CAP
-from text_retrieval.encoder import POOLINGS
-from text_retrieval.evaluate import evaluate_paths
-from text_retrieval.search import BACKENDS, CACHE_DTYPES, METHODS, RetrievalSettings
+from text_retrieval.evaluation.evaluate import evaluate_paths
+from text_retrieval.model.encoder import POOLINGS
+from text_retrieval.retrieval.corpus_cache import shared_encoding
+from text_retrieval.retrieval.search import BACKENDS, CACHE_DTYPES, METHODS, RetrievalSettings
 
 __all__ = ["main", "entry"]
 

@@ -7,7 +7,7 @@ same vectors can be scored under any head. Scoring code calls ``head.transform_q
 
 ``save_pretrained`` writes the HF model and tokenizer, ``clipmag_head.json`` (the ``HeadRecord``:
 head, pooling, prefixes, max lengths) and a sentence-transformers pipeline whose ``encode_query`` /
-``encode_document`` / ``similarity`` give the head's scores (``text_retrieval/st_export.py``).
+``encode_document`` / ``similarity`` give the head's scores (``text_retrieval/model/st_export.py``).
 """
 
 from __future__ import annotations
@@ -22,20 +22,32 @@ import numpy as np
 import torch
 from torch import nn
 from tqdm.auto import tqdm
-from transformers import AutoConfig, AutoModel, AutoTokenizer, BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoTokenizer,
+    BatchEncoding,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 from clipmag.head_record import HEAD_FILE, HeadRecord
-from clipmag.heads import SimilarityHead, build_head, head_from_dict
+from clipmag.heads import SimilarityHead, build_head
 from clipmag.precision import autocast, autocast_dtype, check_precision
-from text_retrieval.hf_files import append_eos, sentence_transformers_settings
-from text_retrieval.packaged import resolve_model_name
+from text_retrieval.model.hf_files import append_eos, sentence_transformers_settings
+from text_retrieval.model.packaged import resolve_model_name
+from text_retrieval.model.pooling import (
+    POOLINGS,
+    VOCABULARY_LOGITS_BUDGET,
+    VOCABULARY_POOLINGS,
+    load_model,
+    pool,
+    splade_pool,
+)
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["TextEncoder", "POOLINGS", "HEAD_FILE", "pool"]
+__all__ = ["TextEncoder", "POOLINGS", "HEAD_FILE", "pool", "splade_pool"]
 
 Side = Literal["query", "document"]
-POOLINGS = ("mean", "cls", "last")
 DEFAULT_MAX_LENGTH = 512
 _OVERRIDES = (
     "query_prefix",
@@ -45,25 +57,6 @@ _OVERRIDES = (
     "max_length",
     "head_settings",
 )
-
-
-def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
-    """Pool token states [N, L, D] into [N, D]; padding never contributes.
-
-    ``last`` takes the last position whose mask is 1, which is correct for right padding (index
-    ``length - 1``) and left padding (the final position) alike.
-    """
-    if pooling == "mean":
-        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        summed = (hidden * mask).sum(dim=1, dtype=torch.float32)
-        return summed / mask.sum(dim=1, dtype=torch.float32).clamp_min(1e-9)
-    if pooling == "cls":
-        return hidden[:, 0].float()
-    if pooling == "last":
-        positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
-        last = (attention_mask.long() * (positions + 1)).argmax(dim=1)
-        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last].float()
-    raise ValueError(f"unknown pooling {pooling!r}; valid: {', '.join(POOLINGS)}")
 
 
 class TextEncoder(nn.Module):
@@ -133,12 +126,6 @@ class TextEncoder(nn.Module):
         source = resolve_model_name(str(name_or_path))
         folder = Path(source)
         tokenizer = AutoTokenizer.from_pretrained(source)
-        if random_init_seed is None:
-            model = AutoModel.from_pretrained(source, **model_kwargs)
-        else:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(random_init_seed)
-                model = AutoModel.from_config(AutoConfig.from_pretrained(source), **model_kwargs)
 
         limit = getattr(tokenizer, "model_max_length", DEFAULT_MAX_LENGTH) or DEFAULT_MAX_LENGTH
         settings: dict[str, Any] = {
@@ -161,10 +148,11 @@ class TextEncoder(nn.Module):
         settings.update({k: v for k, v in overrides.items() if v is not None})
         if pooling is not None:
             settings["pooling"] = pooling
+        model = load_model(source, settings["pooling"], random_init_seed, model_kwargs)
         if head is None:
             if norm is not None and norm != head_dict.get("name"):
                 head_dict = {"name": norm}
-            head = head_from_dict({**head_dict, **(head_settings or {})})
+            head = build_head({**head_dict, **(head_settings or {})})
         lengths = f"{settings['query_max_length']}/{settings['document_max_length']}"
         logger.info("loaded %s: pooling=%s head=%s max_length=%s", source, settings["pooling"], head.name, lengths)
         return cls(model, tokenizer, head=head, name_or_path=source, precision=precision, **settings)
@@ -176,6 +164,9 @@ class TextEncoder(nn.Module):
 
     @property
     def dim(self) -> int:
+        """Embedding width: the hidden size, or the vocabulary size for SPLADE's term weights."""
+        if self.pooling in VOCABULARY_POOLINGS:
+            return int(self.model.config.vocab_size)
         return int(self.model.config.hidden_size)
 
     def side_settings(self, side: Side) -> tuple[str, int]:
@@ -219,6 +210,8 @@ class TextEncoder(nn.Module):
         """Raw pooled embeddings [N, D] (with gradient; no head applied)."""
         inputs = {k: v for k, v in batch.items() if v is not None}
         output = self.model(**inputs)
+        if self.pooling in VOCABULARY_POOLINGS:
+            return splade_pool(output.logits, inputs["attention_mask"])
         return pool(output.last_hidden_state, inputs["attention_mask"], self.pooling)
 
     forward = embed
@@ -243,6 +236,8 @@ class TextEncoder(nn.Module):
         Texts are tokenized once, sorted longest first (so batches hold similar lengths and an
         out-of-memory shows up on the first batch), padded per batch, and put back in input order.
         Matmuls run in ``self.precision`` (``auto``: bf16 autocast where native); pooling stays fp32.
+        SPLADE pooling makes [batch, length, vocabulary] logits, so its batches are cut to keep them
+        within ``VOCABULARY_LOGITS_BUDGET`` (the longest text sets the size).
         """
         if isinstance(texts, str):
             raise TypeError("encode expects a list of texts, got a single string")
@@ -257,6 +252,9 @@ class TextEncoder(nn.Module):
         self.model.eval()
         device = self.device
         out = np.empty((len(texts), self.dim), dtype=np.float32)
+        if self.pooling in VOCABULARY_POOLINGS:  # [batch, length, vocabulary] logits: bound their size
+            longest = max(len(ids) for ids in tokens["input_ids"])
+            batch_size = max(1, min(batch_size, VOCABULARY_LOGITS_BUDGET // (longest * self.dim)))
         starts = range(0, len(texts), batch_size)
         try:  # one autocast region for all batches, so the weights are cast once
             with autocast(device, autocast_dtype(self.precision, device)):
@@ -277,9 +275,9 @@ class TextEncoder(nn.Module):
 
         ``record`` is the trainer's fuller record (with the loss direction and scale); by default
         the encoder's own. The sentence-transformers files and model card come from
-        ``text_retrieval.st_export`` (imported here: sentence-transformers is slow to import).
+        ``text_retrieval.model.st_export`` (imported here: sentence-transformers is slow to import).
         """
-        from text_retrieval.st_export import save_sentence_transformers
+        from text_retrieval.model.st_export import save_sentence_transformers
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)

@@ -19,11 +19,12 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from clipmag.config import build_config
+from clipmag.config import build_config, config_keys_text
 from clipmag.entry import run_entry_point
 from clipmag.evaluations import EvaluationResult
 from clipmag.heads import HEAD_NAMES
 from clipmag.run_logging import setup_logging
+from text_retrieval.model.encoder import POOLINGS
 from text_retrieval.rag.config import RagConfig
 from text_retrieval.rag.pipeline import run_rag
 from text_retrieval.rag.report import Row, comparison_table, read_row
@@ -49,11 +50,13 @@ _FLAGS = {
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, epilog=config_keys_text(RagConfig), formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--config", default=None, help="YAML file of RagConfig keys (e.g. configs/rag/paper_nq.yaml)")
     parser.add_argument("--model", nargs="+", help="retriever(s): HF name or folder, or a clipmag export")
     parser.add_argument("--norm", nargs="+", choices=(*HEAD_NAMES, "model"), help="head(s) (default: the model's)")
-    parser.add_argument("--pooling", choices=("mean", "cls", "last"), help="retriever pooling (default: the model's)")
+    parser.add_argument("--pooling", choices=POOLINGS, help="retriever pooling (default: the model's)")
     parser.add_argument("--max-length", type=int, help="retriever max tokens, both sides")
     parser.add_argument("--cache-dir", help="raw passage embeddings cache")
     parser.add_argument("--bm25", action="store_true", help="add the BM25 row")

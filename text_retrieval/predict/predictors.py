@@ -3,7 +3,7 @@
 Two predictors, both cheap enough for a CPU (about a minute for MiniLM on 200 pairs at length 64):
 
 **Query-norm CV ratio (the paper's v1 predictor, as a short probe; exploratory)**: see
-:mod:`text_retrieval.predict_probe`.
+:mod:`text_retrieval.predict.probe`.
 
 **Scale-free log-magnitude Fisher condition number (our own definition; the paper's v2 is not public).**
 On the pretrained encoder (no training), embed the n pairs; rescale each side by the geometric
@@ -23,7 +23,7 @@ temperature, so its norms carry little learnable signal (a gain with no gradient
 ``|rho| = 1``, kappa infinite). Verdict: free the better-conditioned side - ``dnorm`` (query
 magnitude kept) when ``kappa_query < kappa_document``, else ``qnorm``.
 
-The command line (``scripts/predict_norm.py``) lives in :mod:`text_retrieval.predict_cli`.
+The command line (``scripts/predict_norm.py``) lives in :mod:`text_retrieval.predict.cli`.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ import torch
 
 from clipmag.heads import build_head
 from clipmag.losses import InfoNCE
-from text_retrieval.encoder import TextEncoder
-from text_retrieval.predict_probe import DCV_THRESHOLD, SCALE, query_cv_probe, seeded_batches
+from text_retrieval.model.encoder import TextEncoder
+from text_retrieval.predict.probe import DCV_THRESHOLD, SCALE, query_cv_probe, seeded_batches
 
 logger = logging.getLogger("clipmag")
 

@@ -1,0 +1,9 @@
+"""The image-text front end's registration with the core (entry point ``clipmag.plugins: clip``)."""
+
+from __future__ import annotations
+
+from clipmag.frontends import register_front_end
+
+
+def register() -> None:
+    register_front_end("clip", "clipmag.clip.cli")

@@ -1,0 +1,57 @@
+"""Copy a sweep's small result files (no weights) to another folder, e.g. one kept in git.
+
+A sweep's folder holds checkpoints and exports (tens to hundreds of MB per cell) beside the few KB
+that the report reads. ``archive_results(runs, dest)`` copies only those - every finished cell's
+``cell.json``, ``results.json``, ``config.yaml``, ``metrics.jsonl`` and its evaluations'
+``results.json`` - keeping the layout, so ``clipmag-report DEST`` rebuilds the report anywhere, and
+copying DEST back into a fresh ``output_dir`` lets the sweep skip those cells.
+
+    python -m clipmag.experiments.archive runs/positive_regime results/positive_regime
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from clipmag.experiments.sweep import CELL_FILE, EVALUATIONS_DIR
+from clipmag.results import RESULTS_FILE
+
+__all__ = ["archive_results", "main"]
+
+CELL_FILES = (CELL_FILE, RESULTS_FILE, "config.yaml", "metrics.jsonl")
+
+
+def archive_results(runs_dir: str | Path, dest: str | Path) -> list[Path]:
+    """Copy the small files of every finished cell under ``runs_dir`` into ``dest``; the copies made."""
+    runs_dir, dest = Path(runs_dir), Path(dest)
+    copied = []
+    for results in sorted(runs_dir.rglob(RESULTS_FILE)):
+        cell = results.parent
+        if not (cell / CELL_FILE).is_file():
+            continue  # an evaluation's results, or a run that is not a sweep cell: taken with its cell
+        files = [cell / name for name in CELL_FILES if (cell / name).is_file()]
+        files += sorted((cell / EVALUATIONS_DIR).glob(f"*/{RESULTS_FILE}"))
+        for source in files:
+            target = dest / source.relative_to(runs_dir)
+            if target.is_file() and target.read_bytes() == source.read_bytes():
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+            copied.append(target)
+    return copied
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs_dir", help="a sweep's output_dir")
+    parser.add_argument("dest", help="where the small files go (same layout)")
+    args = parser.parse_args(argv)
+    copied = archive_results(args.runs_dir, args.dest)
+    print(f"{len(copied)} files copied to {args.dest}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,277 @@
+"""The report's starting-point section: per start (a sweep ``models`` label) and test set, the untuned
+model's scores and norm statistics next to every head fine-tuned from it, with two paired tests.
+
+A cell trained for zero steps (``run.steps == 0`` in its results) is the start itself, evaluated
+untuned; the others are fine-tuned. For each fine-tuned group, start and test set the section gives:
+
+* untuned nDCG@10 under cosine and dot, Cohen's d of document norms and the document-norm CV
+  (the paper's precondition: relevance visible in the norms before training);
+* each head's nDCG@10, mean +- std over seeds, with the p-value of a paired test against cosine
+  over per-query nDCG@10 pooled across seeds (each (seed, query) a pair, Wilcoxon signed-rank;
+  more power than three seed means) and the seed-level paired t-test;
+* Cohen's d after fine-tuning per head, the learnable head's final exponents, and each qnorm/dnorm
+  predictor's verdict (a ``predict`` evaluation on the untuned cell) against the measured winner.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from clipmag.experiments.report.collect import CellResult
+from clipmag.experiments.sweep import EVALUATIONS_DIR
+from clipmag.heads import HEAD_NAMES
+from clipmag.results import RESULTS_FILE
+from clipmag.significance import signed_rank_p
+
+METRIC = "NDCG@10"
+BASELINE = "cosine"
+SIGNIFICANCE = 0.05
+PREDICT_EVALUATION = "predict"
+
+__all__ = ["starting_points_section", "StartRow", "start_rows"]
+
+
+@dataclass
+class HeadResult:
+    """One head fine-tuned from one start, on one test set, over seeds."""
+
+    per_seed: dict[int, float] = field(default_factory=dict)
+    per_query: dict[int, dict[str, float]] = field(default_factory=dict)
+    cohens_d: list[float] = field(default_factory=list)
+    p_queries: float | None = None
+    p_seeds: float | None = None
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(list(self.per_seed.values())))
+
+    @property
+    def std(self) -> float:
+        values = list(self.per_seed.values())
+        return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+
+
+@dataclass
+class StartRow:
+    group: str
+    start: str
+    dataset: str
+    heads: dict[str, HeadResult]
+    untuned: dict[str, float]  # head -> nDCG@10 of the start itself
+    untuned_norms: dict[str, float]  # cohens_d, document_norm_cv
+
+    def above_cosine(self) -> list[str]:
+        """Heads whose mean beats cosine with a pooled per-query p below the significance level."""
+        base = self.heads.get(BASELINE)
+        return [
+            h
+            for h, r in self.heads.items()
+            if base and h != BASELINE and r.mean > base.mean and r.p_queries is not None and r.p_queries < SIGNIFICANCE
+        ]
+
+
+def _steps(cell: CellResult) -> int:
+    return int(cell.results.get("run", {}).get("steps", -1))
+
+
+def _effect(result: dict[str, Any]) -> dict[str, float]:
+    diag = result.get("diagnostics") or {}
+    out = {}
+    d = (diag.get("document_norm_effect") or {}).get("cohens_d")
+    if isinstance(d, (int, float)):
+        out["cohens_d"] = float(d)
+    cv = (diag.get("document_norm") or {}).get("cv")
+    if isinstance(cv, (int, float)):
+        out["document_norm_cv"] = float(cv)
+    return out
+
+
+def _pooled_p(head: HeadResult, base: HeadResult) -> float | None:
+    differences = [
+        head.per_query[s][q] - base.per_query[s][q]
+        for s in sorted(set(head.per_query) & set(base.per_query))
+        for q in sorted(set(head.per_query[s]) & set(base.per_query[s]))
+    ]
+    return signed_rank_p(differences) if differences else None
+
+
+def _seed_p(head: HeadResult, base: HeadResult) -> float | None:
+    seeds = sorted(set(head.per_seed) & set(base.per_seed))
+    if len(seeds) < 2:
+        return None
+    a, b = np.array([head.per_seed[s] for s in seeds]), np.array([base.per_seed[s] for s in seeds])
+    if np.allclose(a - b, (a - b)[0]):
+        return None
+    return float(stats.ttest_rel(a, b).pvalue)
+
+
+def start_rows(cells: list[CellResult]) -> list[StartRow]:
+    """One row per (fine-tuned group, start, test set) with a ``model`` label and retrieval metrics."""
+    untuned: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    untuned_norms: dict[tuple[str, str], dict[str, float]] = {}
+    tuned: dict[tuple[str, str, str], dict[str, HeadResult]] = defaultdict(dict)
+    for c in cells:
+        model = c.cell.get("model")
+        if not model:
+            continue
+        for dataset, result in c.results["metrics"].items():
+            if not isinstance(result.get(METRIC), (int, float)):
+                continue
+            if _steps(c) == 0:
+                untuned[(model, dataset)][c.head] = float(result[METRIC])
+                untuned_norms.setdefault((model, dataset), _effect(result))
+                continue
+            head = tuned[(c.cell["group"], model, dataset)].setdefault(c.config, HeadResult())
+            seed = int(c.cell["seed"])
+            head.per_seed[seed] = float(result[METRIC])
+            head.per_query[seed] = {q: float(v[METRIC]) for q, v in (result.get("per_query") or {}).items()}
+            if "cohens_d" in _effect(result):
+                head.cohens_d.append(_effect(result)["cohens_d"])
+    rows = []
+    for (group, model, dataset), heads in tuned.items():
+        base = heads.get(BASELINE)
+        if base is None:  # e.g. a learning-rate grid: variants, no head to compare with
+            continue
+        for name, head in heads.items():
+            if name != BASELINE:
+                head.p_queries, head.p_seeds = _pooled_p(head, base), _seed_p(head, base)
+        order = [h for h in HEAD_NAMES if h in heads] + [h for h in heads if h not in HEAD_NAMES]
+        rows.append(
+            StartRow(
+                group,
+                model,
+                dataset,
+                {h: heads[h] for h in order},
+                untuned.get((model, dataset), {}),
+                untuned_norms.get((model, dataset), {}),
+            )
+        )
+    return sorted(rows, key=lambda r: (r.group, r.start, r.dataset))
+
+
+def _fmt_p(p: float | None) -> str:
+    return "n/a" if p is None else f"{p:.3f}" if p >= 0.001 else f"{p:.0e}"
+
+
+def _head_cell(row: StartRow, name: str) -> str:
+    r = row.heads.get(name)
+    if r is None:
+        return ""
+    text = f"{100 * r.mean:.2f} ± {100 * r.std:.2f}"
+    if name != BASELINE:
+        text += f" (p {_fmt_p(r.p_queries)} / {_fmt_p(r.p_seeds)})"
+    best = max(row.heads, key=lambda h: row.heads[h].mean)
+    return f"**{text}**" if name == best else text
+
+
+def _table(rows: list[StartRow]) -> list[str]:
+    heads = list(dict.fromkeys(h for r in rows for h in r.heads))
+    lines = [
+        "| start | test set | untuned cosine / dot | untuned d / CV | " + " | ".join(heads) + " | d after (per head) |",
+        "|---" * (5 + len(heads)) + "|",
+    ]
+    for r in rows:
+        untuned = " / ".join(f"{100 * r.untuned[h]:.2f}" if h in r.untuned else "-" for h in ("cosine", "dot"))
+        norms = r.untuned_norms
+        d_cv = f"{norms.get('cohens_d', math.nan):+.2f} / {norms.get('document_norm_cv', math.nan):.3f}"
+        after = ", ".join(f"{h} {np.mean(x.cohens_d):+.2f}" for h, x in r.heads.items() if x.cohens_d)
+        cells = " | ".join(_head_cell(r, h) for h in heads)
+        lines.append(f"| {r.start} | {r.dataset} | {untuned} | {d_cv} | {cells} | {after} |")
+    return lines
+
+
+def _final_gammas(cells: list[CellResult], group: str, start: str) -> list[tuple[float, float]]:
+    out = []
+    for c in cells:
+        if c.cell.get("group") != group or c.cell.get("model") != start or c.head != "learnable":
+            continue
+        path = c.directory / "metrics.jsonl"
+        records = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
+        last = [r for r in records if r.get("kind") == "train" and "gamma_q" in r]
+        if last:
+            out.append((float(last[-1]["gamma_q"]), float(last[-1]["gamma_d"])))
+    return out
+
+
+def _verdicts(cells: list[CellResult], start: str, datasets: set[str]) -> dict[str, str]:
+    """The predictors' verdicts on the untuned start whose test sets include ``datasets``."""
+    for c in cells:
+        if c.cell.get("model") != start or _steps(c) != 0 or not datasets <= set(c.results["metrics"]):
+            continue
+        folder = c.directory / EVALUATIONS_DIR / PREDICT_EVALUATION
+        if (folder / RESULTS_FILE).is_file():
+            result = json.loads((folder / RESULTS_FILE).read_text(encoding="utf-8"))
+            return {name: str(result[name]["verdict"]) for name in ("fisher", "query_cv_ratio")}
+    return {}
+
+
+def _start_lines(cells: list[CellResult], rows: list[StartRow]) -> list[str]:
+    """Per start: significant winners, predictor verdicts vs the qnorm/dnorm winner, learned gammas."""
+    lines = []
+    for r in rows:
+        above = r.above_cosine()
+        best = max(r.heads, key=lambda h: r.heads[h].mean)
+        lines.append(
+            f"- `{r.start}` on {r.dataset}: best **{best}**; significantly above cosine (pooled per-query "
+            f"p < {SIGNIFICANCE}): {', '.join(above) or 'none'}."
+        )
+    by_start: dict[tuple[str, str], list[StartRow]] = defaultdict(list)
+    for r in rows:
+        by_start[(r.group, r.start)].append(r)
+    for (group, start), start_rows_ in by_start.items():
+        q = np.mean([x.heads["qnorm"].mean for x in start_rows_ if "qnorm" in x.heads] or [math.nan])
+        d = np.mean([x.heads["dnorm"].mean for x in start_rows_ if "dnorm" in x.heads] or [math.nan])
+        verdicts = _verdicts(cells, start, {x.dataset for x in start_rows_})
+        if not math.isnan(q) and not math.isnan(d) and verdicts:
+            winner = "qnorm" if q > d else "dnorm"
+            said = ", ".join(f"{name} said {v} ({'right' if v == winner else 'wrong'})" for name, v in verdicts.items())
+            lines.append(f"- `{group}` / `{start}`: qnorm {100 * q:.2f} vs dnorm {100 * d:.2f} -> {winner}; {said}.")
+        gammas = _final_gammas(cells, group, start)
+        if gammas:
+            text = ", ".join(f"({gq:.3f}, {gd:.3f})" for gq, gd in gammas)
+            lines.append(f"- `{group}` / `{start}`: learnable (gq, gd) after training, per seed: {text}.")
+    return lines
+
+
+def starting_points_section(cells: list[CellResult]) -> list[str]:
+    """Markdown lines: one table per fine-tuned group with model labels, then the statements."""
+    rows = start_rows(cells)
+    if not rows:
+        return []
+    parts = [
+        "nDCG@10 x100, mean ± std over seeds; (p pooled over (seed, query) pairs by Wilcoxon signed-rank / "
+        "p of the seed-level paired t-test), both against cosine. Untuned: the start itself (0 steps); "
+        "d: Cohen's d of document norms (relevant vs a seeded non-relevant sample), CV: document-norm CV.",
+        "",
+    ]
+    for group in dict.fromkeys(r.group for r in rows):
+        parts += [f"### `{group}`", "", *_table([r for r in rows if r.group == group]), ""]
+    return parts + _start_lines(cells, rows) + [""]
+
+
+def write_start_rows(rows: list[StartRow], path: Path) -> Path:
+    """The section's numbers as JSON (for the README and for tests)."""
+    data = [
+        {
+            "group": r.group,
+            "start": r.start,
+            "dataset": r.dataset,
+            "untuned": r.untuned,
+            "untuned_norms": r.untuned_norms,
+            "heads": {
+                h: {"mean": x.mean, "std": x.std, "seeds": x.per_seed, "p_queries": x.p_queries, "p_seeds": x.p_seeds}
+                for h, x in r.heads.items()
+            },
+        }
+        for r in rows
+    ]
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return path

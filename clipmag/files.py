@@ -1,0 +1,66 @@
+"""Files that are complete or absent: writes go to a temporary sibling that is renamed into place
+(``os.replace`` is atomic on one file system), so a killed process never leaves half a file under
+the real name, and a rerun that finds the file can trust it. Downloads stream the same way."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tqdm.auto import tqdm
+
+logger = logging.getLogger("clipmag")
+
+__all__ = ["replace_on_success", "write_text_atomic", "write_bytes_atomic", "download"]
+
+
+@contextmanager
+def replace_on_success(path: str | Path) -> Iterator[Path]:
+    """A temporary path beside ``path``: it replaces ``path`` when the block succeeds and is removed
+    when it fails. The name holds the process id, so two writers never share one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write UTF-8 text with ``\\n`` line ends, atomically."""
+    with replace_on_success(path) as tmp:
+        tmp.write_text(text, encoding="utf-8", newline="\n")
+    return Path(path)
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    with replace_on_success(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)
+
+
+def download(url: str, target: str | Path, timeout: float = 60.0) -> Path:
+    """``url`` to ``target`` (kept if already there), streamed with a progress bar, atomically.
+    Unreachable: a ``FileNotFoundError`` naming the URL, the file and what to do offline."""
+    target = Path(target)
+    if target.is_file():
+        return target
+    logger.info("fetching %s", url)
+    try:
+        with replace_on_success(target) as tmp, urllib.request.urlopen(url, timeout=timeout) as response:
+            size = int(response.headers.get("Content-Length") or 0) or None
+            with open(tmp, "wb") as out, tqdm.wrapattr(out, "write", total=size, desc=target.name, unit="B") as sink:
+                shutil.copyfileobj(response, sink, 1 << 20)
+    except OSError as err:  # URLError, timeouts and refused connections are OSErrors
+        raise FileNotFoundError(
+            f"{target} is missing and {url} cannot be fetched ({err}); fetch it on a machine with internet "
+            "and put it there"
+        ) from None
+    return target

@@ -1,0 +1,29 @@
+"""The core names no front end: front ends and evaluations join through the clipmag.plugins entry
+points, and no core module imports or names text_retrieval or clipmag.clip."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from clipmag.evaluations import EVALUATIONS
+from clipmag.frontends import FRONT_ENDS
+
+CORE = Path(__file__).resolve().parents[1] / "clipmag"
+APPLICATIONS = ("clip", "experiments", "configs")  # a front end, the applications on both, shipped configs
+
+
+def test_front_ends_and_evaluations_arrive_through_the_plugins():
+    assert {"text", "clip"} <= set(FRONT_ENDS) and FRONT_ENDS["text"].module == "text_retrieval.cli"
+    assert {"rag", "predict"} <= set(EVALUATIONS) and EVALUATIONS["rag"].front_ends == ("text",)
+
+
+def test_no_core_module_names_a_front_end():
+    offenders = []
+    for path in sorted(CORE.rglob("*.py")):
+        if path.relative_to(CORE).parts[0] in APPLICATIONS:
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if re.search(r"\btext_retrieval\b|\bclipmag\.clip\b", line):
+                offenders.append(f"{path.relative_to(CORE.parent)}:{number}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)

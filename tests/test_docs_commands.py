@@ -1,0 +1,111 @@
+"""Every command in a fenced shell block of README.md and docs/*.md names a script, module or make
+target that exists, and every flag and dotted key it passes is one that script's --help lists."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import re
+import runpy
+import shlex
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```(bash|sh|shell)?\s*$")
+DOTTED = re.compile(r"^'?\"?([a-z_]+(?:\.[a-z_]+)+)=")
+
+
+def fenced_commands(path: Path) -> list[tuple[int, str]]:
+    """(line number, command) of every command line in the file's shell blocks (continuations joined)."""
+    commands, block, pending, start = [], False, "", 0
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith("```"):
+            block = bool(FENCE.match(line)) and not block
+            continue
+        if not block:
+            continue
+        text = line.split("  #", 1)[0].rstrip() if not line.lstrip().startswith("#") else ""
+        if not pending:
+            start = number
+        pending += " " + text.rstrip("\\").strip()
+        if not text.endswith("\\"):
+            if pending.strip():
+                commands.append((start, pending.strip()))
+            pending = ""
+    return commands
+
+
+def _argv(command: str) -> list[str]:
+    words = shlex.split(command)
+    if words and words[0] == "torchrun":  # drop the launcher and its options
+        words = ["python", *[w for w in words[1:] if not w.startswith("--")]]
+    return words
+
+
+@cache
+def help_text(target: str) -> str:
+    """What ``python TARGET --help`` prints, run in this process (the libraries are imported once)."""
+    out = io.StringIO()
+    argv, path = sys.argv, list(sys.path)
+    sys.argv = [target, "--help"]
+    if target.endswith(".py"):
+        sys.path.insert(0, str((REPO / target).parent))  # as python does for a script (benchmarks' harness)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()), pytest.raises(SystemExit):
+            if target.endswith(".py"):
+                runpy.run_path(str(REPO / target), run_name="__main__")
+            else:
+                runpy.run_module(target, run_name="__main__", alter_sys=True)
+    finally:
+        sys.argv, sys.path[:] = argv, path
+    return out.getvalue()
+
+
+def _cases() -> list[tuple[str, str]]:
+    return [
+        (f"{path.relative_to(REPO)}:{number}", command)
+        for path in DOCS
+        for number, command in fenced_commands(path)
+        if command.split()[0] in ("python", "torchrun", "make")
+    ]
+
+
+@pytest.mark.parametrize(("where", "command"), _cases(), ids=[w for w, _ in _cases()])
+def test_documented_command_exists_with_its_flags(where, command):
+    words = _argv(command)
+    if words[0] == "make":
+        targets = re.findall(r"^([\w-]+):", (REPO / "Makefile").read_text(), re.M)
+        assert words[1] in targets, f"{where}: make target {words[1]!r} not in the Makefile"
+        return
+    if words[1] == "-c":
+        return
+    if words[1] == "-m":
+        target, rest = words[2], words[3:]
+        assert importlib.util.find_spec(target) is not None, f"{where}: module {target} not found"
+        if rest and not rest[0].startswith("-") and "{" not in rest[0]:
+            return  # a module with sub-commands: their flags are checked by its own tests
+    else:
+        target, rest = words[1], words[2:]
+        assert (REPO / target).is_file(), f"{where}: {target} does not exist"
+    listing = help_text(target)
+    for word in rest:
+        flag = word.split("=", 1)[0]
+        if flag.startswith("--") and flag != "--help":
+            assert re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", listing), f"{where}: {target} has no {flag}"
+        dotted = DOTTED.match(word)
+        if dotted and not word.startswith(("args=", "'args=")):
+            assert dotted.group(1) in listing or target.endswith("sweep.py"), (
+                f"{where}: {target} lists no key {dotted.group(1)}"
+            )
+
+
+def test_every_manual_is_linked_from_the_readme():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for page in (REPO / "docs").glob("*.md"):
+        assert f"docs/{page.name}" in readme, f"README.md does not link docs/{page.name}"

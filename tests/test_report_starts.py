@@ -1,0 +1,77 @@
+"""The report's starting-point section: untuned columns, pooled per-query tests, predictor verdicts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from clipmag.experiments.report import build_report
+from clipmag.experiments.report.collect import find_cells
+from clipmag.experiments.report.starts import start_rows
+from clipmag.head_record import HeadRecord
+from clipmag.results import build_results, write_results
+from clipmag.significance import signed_rank_p
+
+QUERIES = [f"q{i}" for i in range(60)]
+
+
+def _per_query(head: str, seed: int) -> dict[str, float]:
+    rng = np.random.default_rng([("cosine", "dot", "qnorm", "dnorm").index(head), seed])
+    lift = {"cosine": 0.0, "qnorm": 0.05}.get(head, -0.02)
+    return {q: float(np.clip(0.5 + lift + rng.normal(0, 0.2), 0, 1)) for q in QUERIES}
+
+
+def _cell(root: Path, group: str, model: str, head: str, seed: int, steps: int, d: float) -> None:
+    folder = root / group / model / head / f"seed{seed}"
+    folder.mkdir(parents=True)
+    per_query = _per_query(head, seed)
+    metric = {
+        "NDCG@10": float(np.mean(list(per_query.values()))),
+        "per_query": {q: {"NDCG@10": v} for q, v in per_query.items()},
+        "diagnostics": {"document_norm_effect": {"cohens_d": d}, "document_norm": {"cv": 0.2}},
+    }
+    cell = {"group": group, "kind": "text", "model": model, "head": head, "variant": None, "seed": seed}
+    (folder / "cell.json").write_text(json.dumps({**cell, "argv": [], "evaluations": []}))
+    record = build_results({"steps": steps, "seed": seed}, HeadRecord({"name": head}), {}, {"set": metric}, {}, {})
+    write_results(record, folder)
+    if steps == 0 and head == "cosine":
+        predict = folder / "evaluations" / "predict"
+        predict.mkdir(parents=True)
+        verdicts = {"fisher": {"verdict": "qnorm"}, "query_cv_ratio": {"verdict": "dnorm"}}
+        (predict / "results.json").write_text(json.dumps(verdicts))
+
+
+@pytest.fixture
+def runs(tmp_path):
+    for head in ("cosine", "dot"):
+        _cell(tmp_path, "g-untuned", "start", head, 0, 0, 0.9)
+    for head in ("cosine", "qnorm", "dnorm"):
+        for seed in (0, 1, 2):
+            _cell(tmp_path, "g", "start", head, seed, 30, 1.2 if head == "qnorm" else 0.1)
+    return tmp_path
+
+
+def test_pooled_per_query_test_pairs_each_seed_and_query(runs):
+    (row,) = start_rows(find_cells(runs))
+    differences = [_per_query("qnorm", s)[q] - _per_query("cosine", s)[q] for s in (0, 1, 2) for q in QUERIES]
+    assert row.heads["qnorm"].p_queries == pytest.approx(signed_rank_p(differences))
+    seed_means = {h: [np.mean(list(_per_query(h, s).values())) for s in (0, 1, 2)] for h in ("qnorm", "cosine")}
+    assert row.heads["qnorm"].p_seeds == pytest.approx(
+        stats.ttest_rel(seed_means["qnorm"], seed_means["cosine"]).pvalue
+    )
+    assert row.untuned == pytest.approx(
+        {"cosine": np.mean(list(_per_query("cosine", 0).values())), "dot": np.mean(list(_per_query("dot", 0).values()))}
+    )
+    assert row.untuned_norms["cohens_d"] == 0.9 and row.heads["qnorm"].cohens_d == [1.2, 1.2, 1.2]
+
+
+def test_report_section_states_the_winner_and_the_predictors_against_it(runs):
+    report = build_report(runs).read_text()
+    assert "## Starting points: untuned and fine-tuned, per head" in report
+    assert "qnorm said" not in report  # verdicts are named by predictor, with right/wrong against the winner
+    assert "fisher said qnorm (right)" in report and "query_cv_ratio said dnorm (wrong)" in report
+    assert "| start | set |" in report and json.loads((runs / "starts.json").read_text())[0]["start"] == "start"

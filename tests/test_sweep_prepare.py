@@ -1,0 +1,99 @@
+"""Sweep preparation steps, optional groups, labelled models and per-model arguments."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import toy_frontend
+import toy_prepare
+
+from clipmag.experiments import sweep
+from clipmag.frontends import FRONT_ENDS, FrontEnd
+
+
+@pytest.fixture
+def toy_kind(monkeypatch):
+    monkeypatch.setitem(FRONT_ENDS, "toy", FrontEnd("toy", "toy_frontend"))
+    toy_frontend.CALLS.clear()
+    toy_prepare.CALLS.clear()
+
+
+def _step(tmp_path, **extra) -> sweep.SweepStep:
+    target = str(tmp_path / "prepared" / "done.txt")
+    return sweep.SweepStep(name="make", module="toy_prepare", args=[target], creates=target, **extra)
+
+
+def test_a_prepare_step_runs_once_and_is_skipped_when_its_output_exists(tmp_path, toy_kind):
+    cfg = sweep.SweepConfig(output_dir=str(tmp_path / "runs"), prepare=[_step(tmp_path)])
+    sweep.run_sweep(cfg)
+    sweep.run_sweep(cfg)
+    assert toy_prepare.CALLS == [[str(tmp_path / "prepared" / "done.txt")]]
+
+
+def test_steps_and_groups_whose_inputs_are_absent_are_skipped_with_a_line(tmp_path, toy_kind, caplog):
+    absent = str(tmp_path / "no-such-data")
+    group = sweep.SweepGroup(name="needs-data", kind="toy", heads=["cosine"], requires=[absent])
+    kept = sweep.SweepGroup(name="plain", kind="toy", heads=["cosine"])
+    cfg = sweep.SweepConfig(
+        output_dir=str(tmp_path / "runs"), prepare=[_step(tmp_path, requires=[absent])], groups=[group, kept]
+    )
+    with caplog.at_level(logging.WARNING, logger="clipmag"):
+        cells = sweep.run_sweep(cfg)
+    assert toy_prepare.CALLS == [] and [c.group for c in cells] == ["plain"]
+    assert f"sweep group needs-data: skipped, {absent} not found" in caplog.text
+    assert f"prepare make: skipped, {absent} not found" in caplog.text
+
+
+def test_labelled_models_name_folders_and_cells_and_take_their_own_args(tmp_path, toy_kind):
+    group = sweep.SweepGroup(
+        name="starts",
+        kind="toy",
+        heads=["cosine"],
+        models=["fast=runs/stage1/export", "hub/base-model"],
+        model_args={"fast": ["optim.lr=2e-4"]},
+    )
+    cfg = sweep.SweepConfig(output_dir=str(tmp_path / "runs"), groups=[group])
+    labelled, plain = sweep.expand(cfg)
+    assert labelled.directory.parts[-4:] == ("starts", "fast", "cosine", "seed0")
+    assert labelled.argv[labelled.argv.index("--model") + 1] == "runs/stage1/export"
+    assert "optim.lr=2e-4" in labelled.argv and "optim.lr=2e-4" not in plain.argv
+    assert plain.directory.parts[-3] == "base-model" and plain.model == "hub/base-model"
+    sweep.run_sweep(cfg)
+    assert json.loads((labelled.directory / "cell.json").read_text())["model"] == "fast"
+
+
+def test_model_args_for_an_unknown_label_are_an_error(tmp_path):
+    group = sweep.SweepGroup(name="g", kind="text", heads=["cosine"], models=["a=x"], model_args={"b": ["k=v"]})
+    with pytest.raises(ValueError, match="model_args for b, which is not a model label of the group \\(a\\)"):
+        sweep.expand(sweep.SweepConfig(groups=[group]))
+
+
+def test_the_positive_regime_sweep_expands_as_documented():
+    from clipmag.resources import config_path
+
+    cfg = sweep.load_sweep_config(config_path("configs/sweeps/positive_regime.yaml"))
+    cells = sweep.expand(cfg)
+    assert [s.name for s in cfg.prepare] == ["package-pairs", "stage1", "scifact-train-shards"]
+    fine_tuned = [c for c in cells if c.group == "code-search"]
+    assert len(fine_tuned) == 3 * 5 * 3 and {c.model for c in fine_tuned} == {"splade", "minilm-dot", "minilm"}
+    assert all(("optim.lr=2.0e-4" in c.argv) == (c.model == "splade") for c in fine_tuned)
+    untuned = [c for c in cells if c.group.endswith("-untuned")]
+    assert untuned and all("train.steps=0" in c.argv and c.evaluations[0].kind == "predict" for c in untuned)
+
+
+def test_archive_copies_the_small_files_of_finished_cells_and_the_report_reads_them(tmp_path, toy_kind):
+    from clipmag.experiments.archive import archive_results
+    from clipmag.experiments.report import build_report
+
+    cfg = sweep.SweepConfig(
+        output_dir=str(tmp_path / "runs"), groups=[sweep.SweepGroup(name="g", kind="toy", heads=["cosine", "dot"])]
+    )
+    sweep.run_sweep(cfg)
+    (tmp_path / "runs" / "g" / "default" / "cosine" / "seed0" / "checkpoints").mkdir()
+    (tmp_path / "runs" / "g" / "default" / "cosine" / "seed0" / "checkpoints" / "latest.pt").write_bytes(b"x" * 100)
+    copied = archive_results(tmp_path / "runs", tmp_path / "kept")
+    assert sorted(p.name for p in copied) == ["cell.json", "cell.json", "results.json", "results.json"]
+    assert archive_results(tmp_path / "runs", tmp_path / "kept") == []  # unchanged files are not copied again
+    assert "best mean nDCG@10 is **cosine**" in build_report(tmp_path / "kept").read_text()

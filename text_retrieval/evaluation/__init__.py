@@ -1,0 +1,1 @@
+"""Evaluation: BEIR / BRIGHT / STS pipelines, metrics, BRIGHT scores, result records, the eval CLI."""

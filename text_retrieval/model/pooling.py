@@ -1,0 +1,65 @@
+"""Poolings: how a transformer's outputs become one vector per text, and the model each one needs.
+
+``mean``, ``cls`` and ``last`` pool the hidden states; ``splade`` pools the masked-language-model
+logits into SPLADE's term weights (one per vocabulary entry), so it loads the model with its MLM head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, PreTrainedModel
+
+__all__ = ["POOLINGS", "VOCABULARY_POOLINGS", "VOCABULARY_LOGITS_BUDGET", "pool", "splade_pool", "load_model"]
+
+POOLINGS = ("mean", "cls", "last", "splade")
+# Poolings that read the masked-language-model logits (one value per vocabulary term), not the hidden states.
+VOCABULARY_POOLINGS = frozenset({"splade"})
+VOCABULARY_LOGITS_BUDGET = 1 << 26  # logits per encoding batch (256 MB in fp32) for those poolings
+
+
+def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """Pool token states [N, L, D] into [N, D]; padding never contributes.
+
+    ``last`` takes the last position whose mask is 1, which is correct for right padding (index
+    ``length - 1``) and left padding (the final position) alike.
+    """
+    if pooling == "mean":
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        summed = (hidden * mask).sum(dim=1, dtype=torch.float32)
+        return summed / mask.sum(dim=1, dtype=torch.float32).clamp_min(1e-9)
+    if pooling == "cls":
+        return hidden[:, 0].float()
+    if pooling == "last":
+        positions = torch.arange(attention_mask.shape[1], device=attention_mask.device)
+        last = (attention_mask.long() * (positions + 1)).argmax(dim=1)
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last].float()
+    raise ValueError(f"unknown pooling {pooling!r}; valid: {', '.join(POOLINGS)}")
+
+
+def splade_pool(logits: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """SPLADE's term weights [N, V] from MLM logits [N, L, V]: per term, the maximum over the text's
+    tokens of log(1 + relu(logit)), in fp32.
+
+    log1p(relu(.)) is monotone, so the maximum is taken over the logits first and the activation
+    applied once to [N, V]: the same vector and gradient (it reaches the arg-max token either way)
+    without a second [N, L, V] tensor. Padding positions are excluded by a -inf fill.
+    """
+    masked = logits.masked_fill(~attention_mask.bool().unsqueeze(-1), float("-inf"))
+    return torch.log1p(torch.relu(masked.amax(dim=1).float()))
+
+
+def load_model(
+    source: str, pooling: str, random_init_seed: int | None, model_kwargs: Mapping[str, Any]
+) -> PreTrainedModel:
+    """The transformer, with its masked-language-model head when the pooling reads vocabulary logits.
+
+    ``random_init_seed`` draws fresh weights in a forked RNG (the caller's random state is untouched)."""
+    auto = AutoModelForMaskedLM if pooling in VOCABULARY_POOLINGS else AutoModel
+    if random_init_seed is None:
+        return auto.from_pretrained(source, **model_kwargs)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(random_init_seed)
+        return auto.from_config(AutoConfig.from_pretrained(source), **model_kwargs)

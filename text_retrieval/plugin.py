@@ -1,0 +1,16 @@
+"""The text front end's registration with the core (entry point ``clipmag.plugins: text``): its
+trainer and the evaluations a sweep can attach to its cells. Names only; nothing heavy is imported."""
+
+from __future__ import annotations
+
+from clipmag.evaluations import register_evaluation
+from clipmag.frontends import register_front_end
+
+RAG_METRICS = ("accuracy@1", "accuracy@5", "accuracy@20", "accuracy@100", "EM", "F1", "contains")
+PREDICTOR_METRICS = ("kappa_query", "kappa_document", "dcv")
+
+
+def register() -> None:
+    register_front_end("text", "text_retrieval.cli")
+    register_evaluation("rag", "text_retrieval.rag.cli", front_ends=("text",), metrics=RAG_METRICS)
+    register_evaluation("predict", "text_retrieval.predict.evaluation", front_ends=("text",), metrics=PREDICTOR_METRICS)

@@ -1,0 +1,1 @@
+"""The qnorm/dnorm predictors (Fisher condition, query-norm probe), their CLI and sweep evaluation."""

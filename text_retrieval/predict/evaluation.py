@@ -1,0 +1,45 @@
+"""The qnorm/dnorm predictors as a sweep evaluation (``clipmag.evaluations`` kind ``predict``).
+
+Attached to an untuned cell (``train.steps=0``), whose export is the starting model itself, it
+records both predictors' verdicts before fine-tuning next to the cells that then fine-tune that
+model, so the report can set each verdict against the measured winner. ``main(argv)`` takes the
+predictor's own arguments (:mod:`text_retrieval.predict.cli`) with ``--output`` naming a folder.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from clipmag.evaluations import EvaluationResult
+from clipmag.results import RESULTS_FILE
+from text_retrieval.predict.cli import main as predict_main
+
+__all__ = ["main", "read_evaluation", "verdicts"]
+
+
+def main(argv: Sequence[str]) -> dict[str, Any]:
+    """Run both predictors; ``--output FOLDER`` receives ``results.json`` (the predictor's JSON)."""
+    args = list(argv)
+    if "--output" not in args:
+        raise ValueError("the predict evaluation needs --output FOLDER")
+    at = len(args) - 1 - args[::-1].index("--output")  # the sweep's --output comes last
+    folder = Path(args[at + 1])
+    args[at + 1] = str(folder / RESULTS_FILE)
+    return predict_main(args)
+
+
+def read_evaluation(folder: str | Path) -> EvaluationResult:
+    """The predictors' numbers under the data they probed (no per-question outcomes)."""
+    result = json.loads((Path(folder) / RESULTS_FILE).read_text(encoding="utf-8"))
+    values = {"kappa_query": result["fisher"]["kappa_query"], "kappa_document": result["fisher"]["kappa_document"]}
+    values["dcv"] = result["query_cv_ratio"]["dcv"]
+    return EvaluationResult({str(result["settings"]["data"]): values}, {})
+
+
+def verdicts(folder: str | Path) -> dict[str, str]:
+    """``{"fisher": ..., "query_cv_ratio": ...}``: each predictor's choice (qnorm or dnorm)."""
+    result = json.loads((Path(folder) / RESULTS_FILE).read_text(encoding="utf-8"))
+    return {name: str(result[name]["verdict"]) for name in ("fisher", "query_cv_ratio")}
