@@ -14,6 +14,7 @@ order, so the result depends only on the files on disk.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import logging
 import re
 import textwrap
@@ -51,6 +52,14 @@ class CodeFunction:
     @property
     def doc_id(self) -> str:
         return f"{self.path}:{self.qualname}"
+
+
+def installed_package_dir(name: str, needed_by: str) -> Path:
+    """The source folder of the installed top-level package ``name``, or an error saying who needs it."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError(f"{needed_by} needs the installed package {name!r} (pip install it)")
+    return Path(list(spec.submodule_search_locations)[0])
 
 
 def iter_source_files(root: Path, exclude_top: frozenset[str] = frozenset()) -> list[Path]:

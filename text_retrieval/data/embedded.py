@@ -42,8 +42,6 @@ built) sets, which the manifest records.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
-import importlib.util
 import json
 import logging
 import random
@@ -55,7 +53,7 @@ from typing import Any
 
 from clipmag.files import write_text_atomic
 from clipmag.results import installed_versions
-from text_retrieval.data.codesearch import CodeFunction, extract_functions
+from text_retrieval.data.codesearch import CodeFunction, extract_functions, installed_package_dir
 from text_retrieval.data.shards import write_text_shards
 
 logger = logging.getLogger("clipmag")
@@ -64,13 +62,6 @@ EMBEDDED_VERSION = 1  # bump whenever a change alters the files written
 STDLIB_EXCLUDED = frozenset({"idlelib", "lib2to3", "ensurepip", "pydoc_data", "encodings", "__phello__"})
 LEE_TEST_DOCS = 15
 WORD_TEST_FRACTION = 0.25
-
-
-def _package_dir(name: str) -> Path:
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(f"the embedded data set needs the installed package {name!r}")
-    return Path(list(spec.submodule_search_locations)[0])
 
 
 def _jsonl(rows: Iterable[dict[str, Any]]) -> str:
@@ -146,7 +137,7 @@ def _read_word_pairs(path: Path) -> list[tuple[str, str, float]]:
 
 def build_sts(folder: Path, seed: int, data_dir: Path | None = None) -> dict[str, int]:
     """``train.tsv``/``test.tsv`` from gensim's SimLex-999, WordSim-353 and Lee similarity data."""
-    data_dir = data_dir or _package_dir("gensim") / "test" / "test_data"
+    data_dir = data_dir or installed_package_dir("gensim", "the embedded data set") / "test" / "test_data"
     train: list[tuple[str, str, float]] = []
     test: list[tuple[str, str, float]] = []
     for name in ("simlex999.txt", "wordsim353.tsv"):
@@ -214,7 +205,7 @@ def build_embedded(
     """
     root = Path(root)
     stdlib_root = Path(stdlib_dir) if stdlib_dir else Path(sysconfig.get_paths()["stdlib"])
-    ood_root = Path(ood_dir) if ood_dir else _package_dir("sklearn")
+    ood_root = Path(ood_dir) if ood_dir else installed_package_dir("sklearn", "the embedded data set")
     key = {
         "version": EMBEDDED_VERSION,
         "python": sys.version.split()[0],

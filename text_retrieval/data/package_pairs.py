@@ -40,7 +40,7 @@ from typing import Any
 from clipmag.files import write_text_atomic
 from clipmag.results import installed_versions
 from clipmag.run_logging import setup_logging
-from text_retrieval.data.codesearch import CodeFunction, extract_functions
+from text_retrieval.data.codesearch import CodeFunction, extract_functions, installed_package_dir
 from text_retrieval.data.embedded import STDLIB_EXCLUDED
 from text_retrieval.data.shards import write_text_shards
 
@@ -52,14 +52,6 @@ PACKAGE_PAIRS_VERSION = 1  # bump whenever a change alters the files written
 SAMPLES_PER_SHARD = 1000
 
 
-def package_dir(name: str) -> Path:
-    """The installed top-level package ``name``, or an error naming it."""
-    spec = importlib.util.find_spec(name)
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(f"package pairs: {name!r} is not an installed package (pip install it)")
-    return Path(list(spec.submodule_search_locations)[0])
-
-
 def distribution_version(name: str) -> str:
     """``distribution==version`` of the installed import package ``name`` (``==not installed`` if none)."""
     dist = importlib.metadata.packages_distributions().get(name, [name])[0]
@@ -68,7 +60,10 @@ def distribution_version(name: str) -> str:
 
 def default_held_out() -> dict[str, Path]:
     """The trees the embedded code-search sets come from: the standard library and scikit-learn."""
-    return {"stdlib": Path(sysconfig.get_paths()["stdlib"]), "sklearn": package_dir("sklearn")}
+    return {
+        "stdlib": Path(sysconfig.get_paths()["stdlib"]),
+        "sklearn": installed_package_dir("sklearn", "package pairs"),
+    }
 
 
 def _code_key(fn: CodeFunction) -> str:
@@ -143,7 +138,10 @@ def build_package_pairs(
     overlap = sorted(set(packages) & set(held_out))
     if overlap:
         raise ValueError(f"package pairs: {', '.join(overlap)} is held out (evaluation or fine-tuning data)")
-    dirs = {name: Path(package_dirs[name]) if package_dirs else package_dir(name) for name in packages}
+    dirs = {
+        name: Path(package_dirs[name]) if package_dirs else installed_package_dir(name, "package pairs")
+        for name in packages
+    }
     key = {
         "version": PACKAGE_PAIRS_VERSION,
         "python": sys.version.split()[0],
