@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 
@@ -76,6 +77,7 @@ def test_the_positive_regime_sweep_expands_as_documented():
     cfg = sweep.load_sweep_config(config_path("configs/sweeps/positive_regime.yaml"))
     cells = sweep.expand(cfg)
     assert [s.name for s in cfg.prepare] == ["package-pairs", "stage1", "scifact-train-shards"]
+    assert all(callable(importlib.import_module(step.module).main) for step in cfg.prepare)
     fine_tuned = [c for c in cells if c.group == "code-search"]
     assert len(fine_tuned) == 3 * 5 * 3 and {c.model for c in fine_tuned} == {"splade", "minilm-dot", "minilm"}
     assert all(("optim.lr=2.0e-4" in c.argv) == (c.model == "splade") for c in fine_tuned)
