@@ -1,27 +1,30 @@
 """Command line of the qnorm/dnorm predictors (``scripts/predict_norm.py``).
 
-Kept apart from :mod:`text_retrieval.predict.predictors` so the science imports without argparse, the data
-loaders or the packaged-model lookup, and so the tool has an importable ``main(argv)``.
+Kept apart from :mod:`text_retrieval.predict.predictors` so the science imports without the command line,
+the data loaders or the packaged-model lookup. The command line is the trainers' style: a typed config
+(``PredictConfig``), every key also a ``--flag``, ``key=value`` overrides, ``--help`` listing both.
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
+from clipmag.config import ConfigError, parse_cli
 from clipmag.entry import run_entry_point
 from text_retrieval.config import EmbeddedDataConfig
 from text_retrieval.data.beir import is_beir_folder
 from text_retrieval.data.pairs import pairs_from_beir, pairs_from_embedded, pairs_from_jsonl, shuffled
 from text_retrieval.data.shards import TextShardStream
-from text_retrieval.model.encoder import POOLINGS, TextEncoder
+from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.model.packaged import resolve_model_name
 from text_retrieval.predict.predictors import DCV_THRESHOLD, predict_norm
 
@@ -69,33 +72,40 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     ]
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="predict_norm.py", description="Predict whether qnorm or dnorm suits a pretrained encoder."
-    )
-    parser.add_argument("--model", required=True, help="HF folder / hub name, or all-MiniLM-L6-v2 (packaged)")
-    parser.add_argument(
-        "--data", required=True, help="'embedded', a WebDataset shard folder, a BEIR folder or a pairs jsonl"
-    )
-    parser.add_argument("--split", default="train", help="qrels split of a BEIR folder (default: train)")
-    parser.add_argument("--n-pairs", type=int, default=200)
-    parser.add_argument("--max-length", type=int, default=64)
-    parser.add_argument("--pooling", default=None, choices=POOLINGS, help="pooling (default: the model's own)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--probe-steps", type=int, default=4)
-    parser.add_argument("--probe-lr", type=float, default=1e-4)
-    parser.add_argument("--probe-batch-size", type=int, default=16)
-    parser.add_argument("--fisher-batch-size", type=int, default=32)
-    parser.add_argument("--dcv-threshold", type=float, default=DCV_THRESHOLD)
-    parser.add_argument("--output", default=None, help="write the JSON here instead of printing it")
-    return parser
+@dataclass
+class PredictConfig:
+    """The predictors' settings. ``data``: ``embedded``, a WebDataset shard folder, a BEIR folder
+    (``split`` of its qrels) or a pairs jsonl; ``output``: write the JSON there instead of printing it."""
+
+    model: str = "all-MiniLM-L6-v2"
+    data: str = "embedded"
+    split: str = "train"
+    n_pairs: int = 200
+    max_length: int = 64
+    pooling: Literal["mean", "cls", "last", "splade"] | None = None
+    seed: int = 0
+    probe_steps: int = 4
+    probe_lr: float = 1e-4
+    probe_batch_size: int = 16
+    fisher_batch_size: int = 32
+    dcv_threshold: float = DCV_THRESHOLD
+    output: str | None = None
+
+    def __post_init__(self) -> None:
+        for key in ("n_pairs", "max_length", "probe_batch_size", "fisher_batch_size"):
+            if getattr(self, key) < 2:
+                raise ConfigError(f"key '{key}' must be at least 2, got {getattr(self, key)}")
+        if self.probe_steps < 0:
+            raise ConfigError(f"key 'probe_steps' must be at least 0, got {self.probe_steps}")
+
+
+# Every key is also a flag: --n-pairs 128 sets n_pairs (as the trainers' --norm sets head.name).
+PREDICT_SHORTHANDS = {f.name: f.name for f in dataclasses.fields(PredictConfig)}
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """``predict_norm.py --model PATH --data DIR``: both predictors, JSON to --output (or stdout)."""
-    args = _parser().parse_args(argv)
-    if args.n_pairs < 2 or args.max_length < 2:
-        raise ValueError(f"--n-pairs and --max-length must be >= 2, got {args.n_pairs}, {args.max_length}")
+    args = parse_cli(PredictConfig, list(sys.argv[1:] if argv is None else argv), PREDICT_SHORTHANDS)
 
     queries, documents = load_probe_pairs(args.data, args.n_pairs, args.seed, args.split)
     encoder = TextEncoder.from_pretrained(
