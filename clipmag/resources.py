@@ -1,9 +1,11 @@
-"""Configs shipped inside the package, so an installed clipmag finds them from any directory.
+"""Configs shipped inside the packages, so an installed clipmag finds them from any directory.
 
-The default and example configs live in ``clipmag/configs`` (a checkout also shows them as
-``configs/``). A config path given by a user is read as is when it exists; otherwise a path
-written relative to the configs folder (``configs/text/default.yaml`` or ``text/default.yaml``)
-is looked up among the packaged ones.
+Each package keeps its configs in its own ``configs`` folder: the core's ``clipmag/configs`` holds
+the sweeps and the image-text front end's configs, and a front end registers its own folder
+(``register_config_package``, from its plugin: the text front end's ``text/``, ``rag/``, ``eval/``).
+A checkout shows them together as ``configs/``. A config path given by a user is read as is when it
+exists; otherwise a path written relative to the configs folder (``configs/text/default.yaml`` or
+``text/default.yaml``) is looked up in every registered package, the core's first.
 """
 
 from __future__ import annotations
@@ -11,12 +13,23 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from clipmag.plugins import load_plugins
+
+__all__ = ["PACKAGED_ROOT", "packaged_configs", "register_config_package", "config_path"]
+
 PACKAGED_ROOT = "configs"
+_CONFIG_PACKAGES = ["clipmag"]
 
 
-def packaged_configs() -> Path:
-    """The folder of the packaged configs."""
-    return Path(str(resources.files("clipmag").joinpath(PACKAGED_ROOT)))
+def packaged_configs(package: str = "clipmag") -> Path:
+    """The folder of a package's packaged configs."""
+    return Path(str(resources.files(package).joinpath(PACKAGED_ROOT)))
+
+
+def register_config_package(package: str) -> None:
+    """Let ``config_path`` find the configs that ``package`` ships in its ``configs`` folder."""
+    if package not in _CONFIG_PACKAGES:
+        _CONFIG_PACKAGES.append(package)
 
 
 def config_path(path: str | Path) -> Path:
@@ -26,5 +39,11 @@ def config_path(path: str | Path) -> Path:
     if path.exists():
         return path
     parts = path.parts[1:] if path.parts[:1] == (PACKAGED_ROOT,) else path.parts
-    packaged = packaged_configs().joinpath(*parts) if parts and not path.is_absolute() else None
-    return packaged if packaged is not None and packaged.exists() else path
+    if not parts or path.is_absolute():
+        return path
+    load_plugins()  # the front ends register their config folders
+    for package in _CONFIG_PACKAGES:
+        packaged = packaged_configs(package).joinpath(*parts)
+        if packaged.exists():
+            return packaged
+    return path

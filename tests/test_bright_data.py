@@ -182,7 +182,7 @@ def test_shipped_settings_files_load(root, tmp_path, monkeypatch):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "bright").symlink_to(root)
     monkeypatch.chdir(tmp_path)
-    shipped = {p.stem: read_settings_file(p)[1] for p in (REPO / "clipmag" / "configs" / "eval").glob("*.yaml")}
+    shipped = {p.stem: read_settings_file(p)[1] for p in (REPO / "configs" / "eval").glob("*.yaml")}
     assert set(shipped) == {"bright_official", "bright_official_long", "bright_e5_instruct"}
     assert shipped["bright_official_long"].long_documents and not shipped["bright_official"].long_documents
     assert shipped["bright_e5_instruct"].prefix("query", "theoremqa_theorems") == (

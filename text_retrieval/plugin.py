@@ -1,10 +1,12 @@
 """The text front end's registration with the core (entry point ``clipmag.plugins: text``): its
-trainer and the evaluations a sweep can attach to its cells. Names only; nothing heavy is imported."""
+trainer, the evaluations a sweep can attach to its cells and its packaged configs. Names only; nothing
+heavy is imported."""
 
 from __future__ import annotations
 
 from clipmag.evaluations import register_evaluation
 from clipmag.frontends import register_front_end
+from clipmag.resources import register_config_package
 
 RAG_METRICS = ("accuracy@1", "accuracy@5", "accuracy@20", "accuracy@100", "EM", "F1", "contains")
 PREDICTOR_METRICS = ("kappa_query", "kappa_document", "dcv")
@@ -12,5 +14,6 @@ PREDICTOR_METRICS = ("kappa_query", "kappa_document", "dcv")
 
 def register() -> None:
     register_front_end("text", "text_retrieval.cli")
+    register_config_package("text_retrieval")  # configs/text, configs/rag, configs/eval
     register_evaluation("rag", "text_retrieval.rag.cli", front_ends=("text",), metrics=RAG_METRICS)
     register_evaluation("predict", "text_retrieval.predict.evaluation", front_ends=("text",), metrics=PREDICTOR_METRICS)
