@@ -16,7 +16,8 @@ from clipmag.heads import build_head
 from text_retrieval.evaluation.metrics import read_trec_run
 from text_retrieval.retrieval.ann import recall_vs_exact
 from text_retrieval.retrieval.corpus_cache import encode_corpus
-from text_retrieval.retrieval.search import ExactIndex, RetrievalSettings, build_index, query_factor
+from text_retrieval.retrieval.index import RetrievalSettings, query_factor
+from text_retrieval.retrieval.search import ExactIndex, build_index
 
 HEADS = {"cosine": {}, "dot": {}, "qnorm": {}, "dnorm": {}, "learnable": {"gq": 0.3, "gd": 0.7}}
 

@@ -73,10 +73,10 @@ def test_report_tables_match_scipy_and_mark_the_best(tmp_path, toy_kind):
 
 
 def test_paired_t_test_uses_scipy(tmp_path):
-    from clipmag.experiments.report.tables import _paired_p
+    from clipmag.experiments.report.tables import paired_seed_p
 
     a, b = {0: 0.5, 1: 0.6, 2: 0.55}, {0: 0.4, 1: 0.45, 2: 0.5}
-    assert _paired_p(a, b) == pytest.approx(stats.ttest_rel([0.5, 0.6, 0.55], [0.4, 0.45, 0.5]).pvalue)
+    assert paired_seed_p(a, b) == pytest.approx(stats.ttest_rel([0.5, 0.6, 0.55], [0.4, 0.45, 0.5]).pvalue)
 
 
 def test_sweep_wide_args_follow_every_cells_own():

@@ -11,7 +11,8 @@ from text_fixtures import CRANFIELD, require
 from clipmag.heads import build_head
 from text_retrieval.evaluation.metrics import drop_excluded, evaluate_run, read_trec_run, truncate_run, write_trec_run
 from text_retrieval.retrieval.corpus_cache import encode_corpus
-from text_retrieval.retrieval.search import RetrievalSettings, build_index, search
+from text_retrieval.retrieval.index import RetrievalSettings
+from text_retrieval.retrieval.search import build_index, search
 
 
 def _random_run(qrels, doc_ids, rng, depth=150):

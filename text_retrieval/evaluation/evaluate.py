@@ -29,7 +29,8 @@ from text_retrieval.evaluation.metrics import evaluate_run, write_trec_run
 from text_retrieval.evaluation.report import build_record, format_table, model_label, write_record
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.retrieval.corpus_cache import corpus_norms, encode_corpus
-from text_retrieval.retrieval.search import RetrievalSettings, retrieve
+from text_retrieval.retrieval.index import RetrievalSettings
+from text_retrieval.retrieval.search import retrieve
 
 logger = logging.getLogger("clipmag")
 

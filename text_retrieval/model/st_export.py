@@ -66,6 +66,11 @@ def _side_modules(gamma: float) -> list[Any]:
     return [Normalize()] if gamma == 1.0 else [NormPower(gamma)]
 
 
+def _plain_similarity(gq: float, gd: float) -> bool:
+    """Whether a plain similarity function scores the head exactly: cosine (1, 1) or dot (0, 0)."""
+    return gq == gd and gq in (0.0, 1.0)
+
+
 def _sparse_pipeline(transformer: Any, gq: float, gd: float, directory: Path) -> tuple[list[Any], str]:
     """SPLADE as sentence-transformers' ``SparseEncoder``: ``[Transformer(fill-mask), SpladePooling]``.
 
@@ -74,7 +79,7 @@ def _sparse_pipeline(transformer: Any, gq: float, gd: float, directory: Path) ->
     apply it (the warning and the model card say how)."""
     from sentence_transformers.sparse_encoder.modules import SpladePooling
 
-    if not (gq == gd and gq in (0.0, 1.0)):
+    if not _plain_similarity(gq, gd):
         logger.warning(
             "%s: sentence-transformers' SparseEncoder scores SPLADE vectors with dot or cosine only; this head "
             "needs the query divided by |q|^%g and the document by |d|^%g before the dot product "
@@ -104,7 +109,7 @@ def _pipeline(directory: Path, record: HeadRecord, dim: int) -> tuple[list[Any],
         return _sparse_pipeline(transformer, *build_head(record).gammas(), directory)
     pooling = Pooling(dim, ST_POOLING[record.pooling or "mean"], include_prompt=True)
     gq, gd = build_head(record).gammas()
-    if gq == gd and gq in (0.0, 1.0):
+    if _plain_similarity(gq, gd):
         return [transformer, pooling], "cosine" if gq == 1.0 else "dot"
     if not {gq, gd} <= {0.0, 1.0}:
         logger.warning(
@@ -229,7 +234,7 @@ def model_card(record: HeadRecord, results: Mapping[str, Any] | None = None, dat
     gq, gd = build_head(record).gammas()
     sparse = record.pooling in SPARSE_POOLINGS
     learnable = not sparse and not {gq, gd} <= {0.0, 1.0}
-    sides_by_hand = sparse and not (gq == gd and gq in (0.0, 1.0))
+    sides_by_hand = sparse and not _plain_similarity(gq, gd)
     model = record.model_name or "unknown"
     hub_name = model != "unknown" and not Path(model).is_absolute()
     settings = {k: v for k, v in record.to_dict().items() if k not in ("head", "model_name")}

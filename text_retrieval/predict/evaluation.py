@@ -17,7 +17,7 @@ from clipmag.evaluations import EvaluationResult
 from clipmag.results import RESULTS_FILE
 from text_retrieval.predict.cli import main as predict_main
 
-__all__ = ["main", "read_evaluation", "verdicts"]
+__all__ = ["main", "read_evaluation"]
 
 
 def main(argv: Sequence[str]) -> dict[str, Any]:
@@ -37,9 +37,3 @@ def read_evaluation(folder: str | Path) -> EvaluationResult:
     values = {"kappa_query": result["fisher"]["kappa_query"], "kappa_document": result["fisher"]["kappa_document"]}
     values["dcv"] = result["query_cv_ratio"]["dcv"]
     return EvaluationResult({str(result["settings"]["data"]): values}, {})
-
-
-def verdicts(folder: str | Path) -> dict[str, str]:
-    """``{"fisher": ..., "query_cv_ratio": ...}``: each predictor's choice (qnorm or dnorm)."""
-    result = json.loads((Path(folder) / RESULTS_FILE).read_text(encoding="utf-8"))
-    return {name: str(result[name]["verdict"]) for name in ("fisher", "query_cv_ratio")}

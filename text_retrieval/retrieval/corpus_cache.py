@@ -39,7 +39,7 @@ from clipmag import distributed as dist_utils
 from clipmag.diagnostics import row_norms
 from clipmag.naming import slug
 from text_retrieval.model.encoder import TextEncoder
-from text_retrieval.retrieval.search import CACHE_DTYPES, RetrievalSettings, release_pages
+from text_retrieval.retrieval.index import CACHE_DTYPES, RetrievalSettings, release_pages
 
 logger = logging.getLogger("clipmag")
 

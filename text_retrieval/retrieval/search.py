@@ -12,7 +12,7 @@ the choice is recorded with the results), with as many queries per matmul as the
 allows. Corpora above the budget (``memory_gb``) are searched in chunks read from the memory-mapped
 cache, whose pages are released after each chunk, so peak memory stays near the budget. Approximate
 indexes are in ``text_retrieval/retrieval/ann.py``; what both kinds share (the settings, the index
-interface, the head transforms) is in ``text_retrieval/retrieval/index.py``, re-exported here.
+interface, the head transforms) is in ``text_retrieval/retrieval/index.py``.
 """
 
 from __future__ import annotations
@@ -32,12 +32,8 @@ from clipmag.heads import SimilarityHead
 from text_retrieval.evaluation.metrics import Run
 from text_retrieval.retrieval.ann import ApproximateIndex, recall_vs_exact
 from text_retrieval.retrieval.index import (
-    BACKENDS,
-    CACHE_DTYPES,
-    METHODS,
     Index,
     RetrievalSettings,
-    head_transform,
     query_factor,
     release_pages,
 )
@@ -46,19 +42,7 @@ from text_retrieval.retrieval.topk import KERNELS, MIN_QUERY_BLOCK, choose_backe
 if TYPE_CHECKING:
     from text_retrieval.data import RetrievalDataset
 
-__all__ = [
-    "RetrievalSettings",
-    "ExactIndex",
-    "build_index",
-    "search",
-    "retrieve",
-    "head_transform",
-    "query_factor",
-    "release_pages",
-    "METHODS",
-    "BACKENDS",
-    "CACHE_DTYPES",
-]
+__all__ = ["ExactIndex", "build_index", "search", "retrieve"]
 
 
 class ExactIndex:

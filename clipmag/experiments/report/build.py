@@ -236,12 +236,17 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report") -> P
         "questions vs cosine: McNemar's exact test with one seed, Wilcoxon signed-rank on per-question seed means "
         "with several.",
     }
+    starts = start_rows(cells)
     for heading, key in sections:
         if tables[key]:
             parts += [f"## {heading}", "", *([notes[key], ""] if key in notes else []), to_markdown(tables[key])]
-        if key == "retrieval" and start_rows(cells):
-            write_start_rows(start_rows(cells), runs_dir / "starts.json")
-            parts += ["## Starting points: untuned and fine-tuned, per head", "", *starting_points_section(cells)]
+        if key == "retrieval" and starts:
+            write_start_rows(starts, runs_dir / "starts.json")
+            parts += [
+                "## Starting points: untuned and fine-tuned, per head",
+                "",
+                *starting_points_section(cells, starts),
+            ]
     parts += ["## What these numbers show", "", *findings(tables["retrieval"], tables["sts"], tables["clip"])]
     parts += [*bright_findings(tables["bright"]), ""]
     parts += ["## Regime", "", *regime_section(tables["retrieval"])]

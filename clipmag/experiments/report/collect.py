@@ -171,18 +171,27 @@ def bright_means(rows: list[Row], suites: dict[str, str]) -> list[Row]:
     ]
 
 
-def gamma_trajectories(cells: list[CellResult]) -> dict[str, list[tuple[int, float, float]]]:
-    """(step, gamma_q, gamma_d) per learnable cell, from its ``metrics.jsonl``."""
-    out = {}
+def learnable_trajectories(cells: list[CellResult]) -> list[tuple[CellResult, list[tuple[int, float, float]]]]:
+    """(cell, [(step, gamma_q, gamma_d), ...]) for every learnable cell, from its ``metrics.jsonl``."""
+    out = []
     for c in cells:
         path = c.directory / "metrics.jsonl"
         if c.head != "learnable" or not path.is_file():
             continue
         records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        out[f"{c.cell['group']}/seed{c.cell['seed']}"] = [
+        points = [
             (r["step"], r["gamma_q"], r["gamma_d"]) for r in records if r.get("kind") == "train" and "gamma_q" in r
         ]
+        out.append((c, points))
     return out
+
+
+def gamma_trajectories(cells: list[CellResult]) -> dict[str, list[tuple[int, float, float]]]:
+    """The trajectories by figure label: ``group/seed`` (``group/model/seed`` when the sweep names models)."""
+    return {
+        "/".join(x for x in (c.cell["group"], c.cell.get("model"), f"seed{c.cell['seed']}") if x): points
+        for c, points in learnable_trajectories(cells)
+    }
 
 
 def document_norm_samples(cells: list[CellResult]) -> dict[tuple[str, str], dict[str, list[float]]]:

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
-from clipmag.experiments.report.collect import CellResult
+from clipmag.experiments.report.collect import CellResult, learnable_trajectories
+from clipmag.experiments.report.tables import paired_seed_p
 from clipmag.experiments.sweep import EVALUATIONS_DIR
 from clipmag.heads import HEAD_NAMES
 from clipmag.results import RESULTS_FILE
@@ -103,16 +103,6 @@ def _pooled_p(head: HeadResult, base: HeadResult) -> float | None:
     return signed_rank_p(differences) if differences else None
 
 
-def _seed_p(head: HeadResult, base: HeadResult) -> float | None:
-    seeds = sorted(set(head.per_seed) & set(base.per_seed))
-    if len(seeds) < 2:
-        return None
-    a, b = np.array([head.per_seed[s] for s in seeds]), np.array([base.per_seed[s] for s in seeds])
-    if np.allclose(a - b, (a - b)[0]):
-        return None
-    return float(stats.ttest_rel(a, b).pvalue)
-
-
 def start_rows(cells: list[CellResult]) -> list[StartRow]:
     """One row per (fine-tuned group, start, test set) with a ``model`` label and retrieval metrics."""
     untuned: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
@@ -133,8 +123,9 @@ def start_rows(cells: list[CellResult]) -> list[StartRow]:
             seed = int(c.cell["seed"])
             head.per_seed[seed] = float(result[METRIC])
             head.per_query[seed] = {q: float(v[METRIC]) for q, v in (result.get("per_query") or {}).items()}
-            if "cohens_d" in _effect(result):
-                head.cohens_d.append(_effect(result)["cohens_d"])
+            effect = _effect(result)
+            if "cohens_d" in effect:
+                head.cohens_d.append(effect["cohens_d"])
     rows = []
     for (group, model, dataset), heads in tuned.items():
         base = heads.get(BASELINE)
@@ -142,7 +133,7 @@ def start_rows(cells: list[CellResult]) -> list[StartRow]:
             continue
         for name, head in heads.items():
             if name != BASELINE:
-                head.p_queries, head.p_seeds = _pooled_p(head, base), _seed_p(head, base)
+                head.p_queries, head.p_seeds = _pooled_p(head, base), paired_seed_p(head.per_seed, base.per_seed)
         order = [h for h in HEAD_NAMES if h in heads] + [h for h in heads if h not in HEAD_NAMES]
         rows.append(
             StartRow(
@@ -188,19 +179,6 @@ def _table(rows: list[StartRow]) -> list[str]:
     return lines
 
 
-def _final_gammas(cells: list[CellResult], group: str, start: str) -> list[tuple[float, float]]:
-    out = []
-    for c in cells:
-        if c.cell.get("group") != group or c.cell.get("model") != start or c.head != "learnable":
-            continue
-        path = c.directory / "metrics.jsonl"
-        records = [json.loads(x) for x in path.read_text().splitlines() if x.strip()] if path.is_file() else []
-        last = [r for r in records if r.get("kind") == "train" and "gamma_q" in r]
-        if last:
-            out.append((float(last[-1]["gamma_q"]), float(last[-1]["gamma_d"])))
-    return out
-
-
 def _verdicts(cells: list[CellResult], start: str, datasets: set[str]) -> dict[str, str]:
     """The predictors' verdicts on the untuned start whose test sets include ``datasets``."""
     for c in cells:
@@ -216,6 +194,7 @@ def _verdicts(cells: list[CellResult], start: str, datasets: set[str]) -> dict[s
 def _start_lines(cells: list[CellResult], rows: list[StartRow]) -> list[str]:
     """Per start: significant winners, predictor verdicts vs the qnorm/dnorm winner, learned gammas."""
     lines = []
+    trajectories = learnable_trajectories(cells)
     for r in rows:
         above = r.above_cosine()
         best = max(r.heads, key=lambda h: r.heads[h].mean)
@@ -234,16 +213,19 @@ def _start_lines(cells: list[CellResult], rows: list[StartRow]) -> list[str]:
             winner = "qnorm" if q > d else "dnorm"
             said = ", ".join(f"{name} said {v} ({'right' if v == winner else 'wrong'})" for name, v in verdicts.items())
             lines.append(f"- `{group}` / `{start}`: qnorm {100 * q:.2f} vs dnorm {100 * d:.2f} -> {winner}; {said}.")
-        gammas = _final_gammas(cells, group, start)
+        gammas = [
+            points[-1][1:]
+            for c, points in trajectories
+            if points and c.cell.get("group") == group and c.cell.get("model") == start
+        ]
         if gammas:
             text = ", ".join(f"({gq:.3f}, {gd:.3f})" for gq, gd in gammas)
             lines.append(f"- `{group}` / `{start}`: learnable (gq, gd) after training, per seed: {text}.")
     return lines
 
 
-def starting_points_section(cells: list[CellResult]) -> list[str]:
-    """Markdown lines: one table per fine-tuned group with model labels, then the statements."""
-    rows = start_rows(cells)
+def starting_points_section(cells: list[CellResult], rows: list[StartRow]) -> list[str]:
+    """Markdown lines for :func:`start_rows`' rows: one table per fine-tuned group, then the statements."""
     if not rows:
         return []
     parts = [

@@ -49,7 +49,8 @@ class TableRow:
     cells: dict[str, Cell]
 
 
-def _paired_p(values: dict[int, float], baseline: dict[int, float]) -> float | None:
+def paired_seed_p(values: dict[int, float], baseline: dict[int, float]) -> float | None:
+    """Paired t-test p-value over the seeds both ran (None with fewer than 2, or constant differences)."""
     seeds = sorted(set(values) & set(baseline))
     if len(seeds) < 2:
         return None
@@ -82,7 +83,7 @@ def aggregate(rows: list[Row], metrics: tuple[str, ...]) -> list[TableRow]:
             if baseline and name != BASELINE and key[3] not in DESCRIPTIVE:
                 base_mean = float(np.mean(list(baseline.values())))
                 change = (mean - base_mean) / abs(base_mean) if base_mean else None
-            p = _paired_p(configs[name], baseline) if baseline and name != BASELINE else None
+            p = paired_seed_p(configs[name], baseline) if baseline and name != BASELINE else None
             cells[name] = Cell(mean, float(vals.std(ddof=1)) if vals.size > 1 else 0.0, int(vals.size), change, p)
         if key[3] not in DESCRIPTIVE or key[3] in LOWER_IS_BETTER:
             pick = min if key[3] in LOWER_IS_BETTER else max
