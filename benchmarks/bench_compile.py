@@ -25,7 +25,8 @@ from harness import SCIFACT_CORPUS, default_model, default_precision, load_texts
 from clipmag.heads import build_head
 from clipmag.losses import InfoNCE
 from clipmag.precision import autocast, autocast_dtype
-from text_retrieval.model.encoder import TextEncoder, pool
+from text_retrieval.model.encoder import TextEncoder
+from text_retrieval.model.pooling import pool
 
 CPU = torch.device("cpu")
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 from text_fixtures import TEST_MAX_LENGTH, minilm_encoder, minilm_path
 
-from text_retrieval.model.encoder import HEAD_FILE, TextEncoder, pool
+from text_retrieval.model.encoder import HEAD_FILE, TextEncoder
+from text_retrieval.model.pooling import pool
 
 TEXTS = [
     "Aspirin reduces the risk of heart attack.",

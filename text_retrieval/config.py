@@ -9,6 +9,10 @@ from typing import Literal
 from clipmag.config import ConfigError
 from clipmag.settings import HeadConfig, LossConfig, OptimConfig, TrainLoopConfig
 
+# The poolings (text_retrieval/model/pooling.py), named here so every config checks against one list.
+POOLINGS = ("mean", "cls", "last", "splade")
+PoolingName = Literal[POOLINGS]  # type: ignore[valid-type]
+
 # Command-line shorthands of scripts/train_text.py.
 TEXT_SHORTHANDS = {
     "norm": "head.name",
@@ -35,7 +39,7 @@ class TextModelConfig:
 
     name_or_path: str = "all-MiniLM-L6-v2"
     init: Literal["pretrained", "random"] = "pretrained"
-    pooling: Literal["mean", "cls", "last", "splade"] | None = None
+    pooling: PoolingName | None = None
     query_prefix: str = ""
     document_prefix: str = ""
     query_max_length: int = 64

@@ -28,7 +28,7 @@ from text_retrieval.data import EvalSettings
 from text_retrieval.data.bright import REASONING_CONFIGS
 from text_retrieval.data.settings import DEFAULT_MAX_LENGTH_CAP
 from text_retrieval.evaluation.evaluate import evaluate_paths
-from text_retrieval.model.encoder import POOLINGS
+from text_retrieval.model.pooling import POOLINGS
 from text_retrieval.retrieval.corpus_cache import shared_encoding
 from text_retrieval.retrieval.index import BACKENDS, CACHE_DTYPES, METHODS, RetrievalSettings
 

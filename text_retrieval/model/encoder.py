@@ -45,7 +45,7 @@ from text_retrieval.model.pooling import (
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["TextEncoder", "POOLINGS", "HEAD_FILE", "pool", "splade_pool"]
+__all__ = ["TextEncoder", "HEAD_FILE"]
 
 Side = Literal["query", "document"]
 DEFAULT_MAX_LENGTH = 512

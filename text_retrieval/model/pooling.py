@@ -12,9 +12,10 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, PreTrainedModel
 
+from text_retrieval.config import POOLINGS
+
 __all__ = ["POOLINGS", "VOCABULARY_POOLINGS", "VOCABULARY_LOGITS_BUDGET", "pool", "splade_pool", "load_model"]
 
-POOLINGS = ("mean", "cls", "last", "splade")
 # Poolings that read the masked-language-model logits (one value per vocabulary term), not the hidden states.
 VOCABULARY_POOLINGS = frozenset({"splade"})
 VOCABULARY_LOGITS_BUDGET = 1 << 26  # logits per encoding batch (256 MB in fp32) for those poolings

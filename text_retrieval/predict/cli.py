@@ -14,13 +14,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
 from clipmag.config import ConfigError, parse_cli
 from clipmag.entry import run_entry_point
-from text_retrieval.config import EmbeddedDataConfig
+from text_retrieval.config import EmbeddedDataConfig, PoolingName
 from text_retrieval.data.beir import is_beir_folder
 from text_retrieval.data.pairs import pairs_from_beir, pairs_from_embedded, pairs_from_jsonl, shuffled
 from text_retrieval.data.shards import TextShardStream
@@ -82,7 +82,7 @@ class PredictConfig:
     split: str = "train"
     n_pairs: int = 200
     max_length: int = 64
-    pooling: Literal["mean", "cls", "last", "splade"] | None = None
+    pooling: PoolingName | None = None
     seed: int = 0
     probe_steps: int = 4
     probe_lr: float = 1e-4

@@ -24,7 +24,7 @@ from clipmag.entry import run_entry_point
 from clipmag.evaluations import EvaluationResult
 from clipmag.heads import HEAD_NAMES
 from clipmag.run_logging import setup_logging
-from text_retrieval.model.encoder import POOLINGS
+from text_retrieval.model.pooling import POOLINGS
 from text_retrieval.rag.config import RagConfig
 from text_retrieval.rag.pipeline import run_rag
 from text_retrieval.rag.report import Row, comparison_table, read_row

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from text_retrieval.config import PoolingName
+
 __all__ = ["RagConfig", "RagDataConfig", "RetrievalConfig", "ReaderConfig", "ACCURACY_AT"]
 
 ACCURACY_AT = (1, 5, 20, 100)
@@ -48,7 +50,7 @@ class RetrievalConfig:
 
     models: list[str] = field(default_factory=lambda: ["all-MiniLM-L6-v2"])
     norms: list[str] = field(default_factory=list)
-    pooling: Literal["mean", "cls", "last", "splade"] | None = None
+    pooling: PoolingName | None = None
     max_length: int | None = None
     bm25: bool = False
     depth: int = 100
