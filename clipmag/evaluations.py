@@ -5,6 +5,8 @@ An evaluation is a module with two functions:
 * ``main(argv)`` evaluates one exported model; the sweep calls it with the evaluation's own
   arguments followed by ``--model <cell>/export --output <folder>``, so the model scores with the
   head its export records, and the folder holds ``results.json`` when it is done;
+* ``parse_args(argv)`` (optional) checks those arguments and runs nothing, so a sweep finds a bad
+  evaluation before its first cell trains;
 * ``read_evaluation(folder)`` returns an :class:`EvaluationResult`: metrics per dataset and, per
   question, the outcomes a paired test over questions needs.
 
@@ -44,6 +46,13 @@ class Evaluation:
 
     def run(self, model: Path, output: Path, argv: Sequence[str] = ()) -> None:
         importlib.import_module(self.module).main([*argv, "--model", str(model), "--output", str(output)])
+
+    def check(self, model: Path, output: Path, argv: Sequence[str] = ()) -> None:
+        """Parse the arguments ``run`` would pass with the module's ``parse_args`` (when it has one),
+        running nothing: a sweep checks every evaluation before its first cell trains."""
+        parse = getattr(importlib.import_module(self.module), "parse_args", None)
+        if parse is not None:
+            parse([*argv, "--model", str(model), "--output", str(output)])
 
     def read(self, folder: Path) -> EvaluationResult:
         return importlib.import_module(self.module).read_evaluation(folder)

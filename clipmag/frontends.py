@@ -1,9 +1,11 @@
 """The registry of trainers ("front ends") that sweeps and tools launch by name.
 
-Each entry names a module with ``main(argv)``; the same module runs under ``torchrun -m``, so
-a launcher never needs a script path and an installed clipmag works from any directory. Front ends
-register themselves through :mod:`clipmag.plugins` (clipmag's ``text`` and ``clip`` do so too), so
-the core names none; a project of its own calls ``register_front_end("mine", "my_pkg.cli")``.
+Each entry names a module with ``main(argv)`` (and, to be checked before a sweep starts,
+``parse_args(argv)``, which raises on a bad argument list and runs nothing); the same module runs
+under ``torchrun -m``, so a launcher never needs a script path and an installed clipmag works from
+any directory. Front ends register themselves through :mod:`clipmag.plugins` (clipmag's ``text``
+and ``clip`` do so too), so the core names none; a project of its own
+calls ``register_front_end("mine", "my_pkg.cli")``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,14 @@ class FrontEnd:
     @property
     def main(self) -> Callable[[Sequence[str]], Any]:
         return importlib.import_module(self.module).main
+
+    def check(self, argv: Sequence[str]) -> None:
+        """Parse ``argv`` with the module's ``parse_args`` (its config's own checks) without running
+        anything, so a sweep finds a bad cell before the first one trains; a module without
+        ``parse_args`` is checked when its cell starts."""
+        parse = getattr(importlib.import_module(self.module), "parse_args", None)
+        if parse is not None:
+            parse(list(argv))
 
 
 FRONT_ENDS: dict[str, FrontEnd] = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from clipmag.config import Fraction, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from clipmag.heads import HEAD_NAMES
 
 # The valid names come from the head registry, so a new head needs no edit here.
@@ -33,25 +34,25 @@ class LossConfig:
     """
 
     direction: Literal["auto", "q2d", "d2q", "both"] = "auto"
-    scale: float = 20.0
+    scale: PositiveFloat = 20.0
     learnable_scale: bool = False
-    max_scale: float = 100.0
-    label_smoothing: float = 0.0
+    max_scale: PositiveFloat = 100.0
+    label_smoothing: Fraction = 0.0
 
 
 @dataclass
 class OptimConfig:
     """AdamW with the paper's betas; gammas and the logit scale get their own group."""
 
-    lr: float = 5e-6
+    lr: NonNegativeFloat = 5e-6
     betas: tuple[float, ...] = (0.9, 0.98)
-    eps: float = 1e-8
-    weight_decay: float = 0.01
-    gamma_lr: float = 1e-2
-    scale_lr: float | None = None
+    eps: PositiveFloat = 1e-8
+    weight_decay: NonNegativeFloat = 0.01
+    gamma_lr: NonNegativeFloat = 1e-2
+    scale_lr: NonNegativeFloat | None = None
     schedule: Literal["cosine", "linear", "constant"] = "cosine"
-    warmup_steps: int = 0
-    clip_grad_norm: float = 1.0
+    warmup_steps: NonNegativeInt = 0
+    clip_grad_norm: NonNegativeFloat = 1.0
 
 
 @dataclass
@@ -72,24 +73,27 @@ class TrainLoopConfig:
     """
 
     output_dir: str = "runs/default"
-    steps: int = 100
-    grad_accum: int = 1
-    chunk_size: int = 0
+    steps: NonNegativeInt = 100
+    grad_accum: PositiveInt = 1
+    chunk_size: NonNegativeInt = 0
     # torch intra-op threads (0: torch's default, one per core). Results shift in their last bits
     # with the thread count; pin it to compare runs across machines.
-    threads: int = 0
+    threads: NonNegativeInt = 0
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
-    log_every: int = 10
-    eval_every: int = 0
-    save_every: int = 50
+    log_every: PositiveInt = 10
+    eval_every: NonNegativeInt = 0
+    save_every: NonNegativeInt = 50
     keep_best: bool = True
     resume: str | None = None
+    # Replace the run already in output_dir (its checkpoints, metrics, results and export are
+    # removed first); without it or ``resume``, a folder that holds a run is refused.
+    overwrite: bool = False
     tensorboard: bool = True
     progress: bool = True
-    max_loss: float = 1e4
-    max_norm: float = 1e4
+    max_loss: PositiveFloat = 1e4
+    max_norm: PositiveFloat = 1e4
     gradient_checkpointing: bool = False
     # Write <output_dir>/export: the final model with its head, in the front end's format.
     export_final: bool = True

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import pytest
 import yaml
 
-from clipmag.config import ConfigError, build_config, parse_cli, save_config, to_dict
+from clipmag.config import (
+    ConfigError,
+    PositiveInt,
+    build_config,
+    field_flags,
+    help_text,
+    parse_cli,
+    save_config,
+    to_dict,
+)
 from clipmag.settings import HeadConfig, LossConfig, OptimConfig, TrainLoopConfig
 
 
@@ -50,7 +60,12 @@ def test_resolved_config_round_trips(tmp_path):
         (["model=x"], "unknown key 'model'; valid keys of the top level: head, loss, optim, train"),
         (["train.steps=ten"], "key 'train.steps' expects int, got 'ten'"),
         (["train.steps=1.5"], "key 'train.steps' expects int, got 1.5"),
-        (["optim.lr"], "expected key=value, got 'optim.lr'"),
+        (["optim.lr"], "expected key=value or --flag, got 'optim.lr'"),
+        (["train.grad_accum=0"], "key 'train.grad_accum' expects int >= 1, got 0"),
+        (["train.chunk_size=-4"], "key 'train.chunk_size' expects int >= 0, got -4"),
+        (["loss.scale=0"], "key 'loss.scale' expects float > 0, got 0"),
+        (["loss.label_smoothing=1.5"], "key 'loss.label_smoothing' expects float >= 0 and <= 1, got 1.5"),
+        (["optim.scale_lr=-1"], "key 'optim.scale_lr' expects float >= 0 or null, got -1"),
         (["--normalise", "dot"], "unknown flag --normalise; valid flags: --config, --norm, --resume"),
         (["--config", "/no/such.yaml"], "config file not found: /no/such.yaml"),
     ],
@@ -68,3 +83,47 @@ def test_bad_yaml_key_names_the_file(tmp_path):
         ConfigError, match=rf"{path}: unknown key 'loss.temperature'; valid keys of 'loss': direction, scale"
     ):
         build_config(CoreSections, path)
+
+
+@dataclass
+class Flat:
+    model: list[str] = field(default_factory=list)
+    norm: list[Literal["cosine", "dot"]] = field(default_factory=list)
+    quiet: bool = False
+    top_k: PositiveInt = 10
+    output: str = "runs/x"
+    prefix: str | None = None
+
+
+def test_flags_take_the_values_their_key_types_call_for():
+    cfg = parse_cli(Flat, ["--model", "a", "b/c", "--quiet", "--norm", "cosine", "dot", "top_k=3"], field_flags(Flat))
+    assert cfg == Flat(model=["a", "b/c"], norm=["cosine", "dot"], quiet=True, top_k=3)
+    # a list key given one word, YAML list syntax, an inline boolean and text that YAML would read as a number
+    cfg = parse_cli(
+        Flat, ["norm=dot", "model=[x, y]", "--quiet=false", "--output", "2024", "--prefix=null"], field_flags(Flat)
+    )
+    assert cfg == Flat(model=["x", "y"], norm=["dot"], quiet=False, output="2024", prefix=None)
+    assert parse_cli(Flat, ["--prefix", "yes"], field_flags(Flat)).prefix == "yes"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--model", "--quiet"], "flag --model needs at least one value"),
+        (["--top-k"], "flag --top-k needs a value"),
+        (["--top-k", "0"], "key 'top_k' expects int >= 1, got 0"),
+        (["--norm", "cos"], "key 'norm' expects one of 'cosine', 'dot', got 'cos'"),
+    ],
+)
+def test_flag_errors_name_the_flag_or_key(argv, message):
+    with pytest.raises(ConfigError) as err:
+        parse_cli(Flat, argv, field_flags(Flat))
+    assert message in str(err.value)
+
+
+def test_help_lists_how_many_values_each_flag_takes():
+    text = help_text(Flat, field_flags(Flat), "Evaluate things.")
+    assert text.startswith("Evaluate things.")
+    assert "--model                  sets model  (one or more values)" in text
+    assert "--quiet                  sets quiet  (no value)" in text
+    assert "top_k = 10   (int >= 1)" in text

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
-from clipmag.config import ConfigError
+from clipmag.config import ConfigError, NonNegativeInt, PositiveFloat, PositiveInt
 from clipmag.settings import HeadConfig, LossConfig, OptimConfig, TrainLoopConfig
 
 # The poolings (text_retrieval/model/pooling.py), named here so every config checks against one list.
@@ -22,6 +22,7 @@ TEXT_SHORTHANDS = {
     "seed": "train.seed",
     "output": "train.output_dir",
     "resume": "train.resume",
+    "overwrite": "train.overwrite",
 }
 
 
@@ -42,8 +43,8 @@ class TextModelConfig:
     pooling: PoolingName | None = None
     query_prefix: str = ""
     document_prefix: str = ""
-    query_max_length: int = 64
-    document_max_length: int = 128
+    query_max_length: PositiveInt = 64
+    document_max_length: PositiveInt = 128
 
 
 @dataclass
@@ -52,10 +53,10 @@ class EmbeddedDataConfig:
     shares ``root`` must use the same sizes, or the set is rebuilt; evaluation is sized for CPUs."""
 
     root: str = "runs/data/text-embedded"
-    n_train: int = 2500
-    n_test: int = 150
-    n_dev: int = 100
-    corpus_size: int = 400
+    n_train: PositiveInt = 2500
+    n_test: PositiveInt = 150
+    n_dev: PositiveInt = 100
+    corpus_size: PositiveInt = 400
 
 
 @dataclass
@@ -75,18 +76,18 @@ class TextDataConfig:
 
     objective: Literal["infonce", "sts"] = "infonce"
     train: str = "embedded"
-    batch_size: int = 32
-    hard_negatives: int = 0
-    num_workers: int = 0
+    batch_size: PositiveInt = 32
+    hard_negatives: NonNegativeInt = 0
+    num_workers: NonNegativeInt = 0
     allow_corrupt_shards: bool = False
     split_by_rank: bool = True
-    sts_scale: float | None = None
+    sts_scale: PositiveFloat | None = None
     sts_range: tuple[float, float] | None = None
     validation: list[str] = field(default_factory=lambda: ["embedded:indomain"])
     validation_split: str = "dev"
     test: list[str] = field(default_factory=lambda: ["embedded:indomain", "embedded:outdomain"])
     test_split: str = "test"
-    eval_batch_size: int = 64
+    eval_batch_size: PositiveInt = 64
     embedded: EmbeddedDataConfig = field(default_factory=EmbeddedDataConfig)
 
     def __post_init__(self) -> None:

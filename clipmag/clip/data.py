@@ -11,7 +11,7 @@ Errors fail loudly. open_clip logs and skips unreadable samples (``log_and_conti
 shard is checked before training starts, shards are read through ``clipmag.shards.read_samples``
 (the reader the text front end uses too), and a read error, a count other than ``sizes.json``
 declares, an image that does not decode or a sample without a caption raises ``ShardError`` naming
-the shard and the sample.
+the shard file, the sample key, the member and what is wrong with it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import glob
 import io
 import itertools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -28,6 +28,7 @@ from typing import Any, Literal
 import torch
 from PIL import Image
 
+from clipmag.config import ConfigError, NonNegativeInt, PositiveInt
 from clipmag.shards import ShardError, declared_sizes, expand_shards, listed_samples, read_samples
 
 IMAGE_EXTENSIONS = ("jpg", "png", "jpeg", "webp")
@@ -52,19 +53,19 @@ class ClipDataConfig:
     """
 
     source: Literal["auto", "embedded", "shards"] = "auto"
-    batch_size: int = 128
-    eval_batch_size: int = 256
+    batch_size: PositiveInt = 128
+    eval_batch_size: PositiveInt = 256
     train_shards: str | None = None
     val_shards: str | None = None
     test_shards: str | None = None
     classnames: str | None = None
     templates: str | None = None
-    workers: int = 0
+    workers: NonNegativeInt = 0
     augment: bool = True
-    embedded_train: int = 20000
-    embedded_val: int = 500
-    embedded_test: int = 1000
-    embedded_per_class: int = 50
+    embedded_train: NonNegativeInt = 20000
+    embedded_val: NonNegativeInt = 500
+    embedded_test: NonNegativeInt = 1000
+    embedded_per_class: PositiveInt = 50
     embedded_seed: int = 0
 
 
@@ -92,6 +93,25 @@ def shard_sizes(paths: Sequence[str]) -> list[int]:
     """Sample count of each shard: ``sizes.json`` where it lists the shard, else the tar headers."""
     declared = declared_sizes(paths)
     return [declared[p] if p in declared else listed_samples(p) for p in paths]
+
+
+def check_disjoint_splits(splits: Mapping[str, Sequence[str]]) -> None:
+    """Refuse two splits (``train``, ``val``, ``test`` -> their shard paths) that share a shard file.
+
+    Validation picks the checkpoint and test gives the final numbers, so no two may hold the same
+    shard. Paths are compared resolved - ``..``, ``.`` and symbolic links followed - since
+    ``data/../data/test`` and ``data/test`` are one folder however the settings spell it.
+    """
+    resolved = {split: {os.path.realpath(p): p for p in paths} for split, paths in splits.items()}
+    for (a, files_a), (b, files_b) in itertools.combinations(resolved.items(), 2):
+        shared = sorted(files_a.keys() & files_b.keys())
+        if shared:
+            spelled = {files_a[shared[0]], files_b[shared[0]]} - {shared[0]}
+            named = f" (given as {' and '.join(sorted(spelled))})" if spelled else ""
+            raise ConfigError(
+                f"data.{a}_shards and data.{b}_shards share {shared[0]}{named}: the splits must be disjoint "
+                "(validation picks the checkpoint, test gives the final numbers)"
+            )
 
 
 def dataset_name(spec: str) -> str:
@@ -135,22 +155,40 @@ class ImageCaptions:
     label: int
 
 
+def _image(data: bytes, member: str, where: str) -> Image.Image:
+    """The decoded RGB image of one member; ``ShardError`` saying what is wrong with it."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            return image.convert("RGB")
+    except Image.UnidentifiedImageError:
+        problem = "is empty" if not data else "is not in an image format PIL reads"
+    except Exception as err:  # PIL's decoders raise OSError, SyntaxError, zlib.error, struct.error ...
+        problem = f"does not decode ({type(err).__name__}: {err})"
+    raise ShardError(f"{where}: its image {member} ({len(data)} bytes) {problem}")
+
+
 def decode_sample(sample: dict[str, Any]) -> ImageCaptions:
     """A raw shard sample (``read_samples``) -> image, captions and class; ``ShardError`` naming the
-    shard and the sample when a part is missing or does not decode."""
-    where = f"shard {sample.get('__url__', '(unknown)')}: sample {sample.get('__key__')!r}"
+    shard file, the sample key and the member that is missing or does not decode."""
+    key = sample.get("__key__")
+    where = f"shard {sample.get('__url__', '(unknown)')}: sample {key!r}"
     ext = next((e for e in IMAGE_EXTENSIONS if e in sample), None)
     if ext is None or "txt" not in sample:
-        raise ShardError(f"{where} lacks an image ({'/'.join(IMAGE_EXTENSIONS)}) or its captions (txt)")
+        found = ", ".join(f"{key}.{e}" for e in sample if not e.startswith("__")) or "no member"
+        raise ShardError(
+            f"{where} lacks an image ({'/'.join(IMAGE_EXTENSIONS)}) or its captions (txt): it holds {found}"
+        )
+    image = _image(sample[ext], f"{key}.{ext}", where)
     try:
-        image = Image.open(io.BytesIO(sample[ext]))
-        image = image.convert("RGB")
         captions = [c.strip() for c in sample["txt"].decode("utf-8").splitlines() if c.strip()]
+    except UnicodeDecodeError as err:
+        raise ShardError(f"{where}: its captions {key}.txt are not UTF-8 text ({err})") from None
+    try:
         label = int(sample["cls"]) if "cls" in sample else -1
-    except (OSError, ValueError) as err:
-        raise ShardError(f"{where} does not decode ({type(err).__name__}: {err})") from None
+    except ValueError:
+        raise ShardError(f"{where}: its class {key}.cls is not an integer ({sample['cls'][:20]!r})") from None
     if not captions:
-        raise ShardError(f"{where}: its txt holds no caption")
+        raise ShardError(f"{where}: its captions {key}.txt hold no caption")
     return ImageCaptions(sample["__key__"], image, captions, label)
 
 

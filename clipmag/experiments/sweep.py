@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from clipmag.config import build_config
+from clipmag.config import PositiveInt, build_config
 from clipmag.evaluations import EVALUATIONS, get_evaluation
 from clipmag.experiments.prepare import SweepStep, missing_paths, run_prepare
 from clipmag.frontends import FRONT_ENDS, get_front_end
@@ -93,7 +93,7 @@ class SweepConfig:
     name: str = "sweep"
     output_dir: str = "runs/sweep"
     launcher: Literal["inprocess", "torchrun"] = "inprocess"
-    nproc_per_node: int = 1
+    nproc_per_node: PositiveInt = 1
     prepare: list[SweepStep] = field(default_factory=list)
     groups: list[SweepGroup] = field(default_factory=list)
     # appended to every cell's arguments after its group's, so they win: a whole sweep in fp32 is

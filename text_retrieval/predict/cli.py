@@ -7,18 +7,17 @@ the data loaders or the packaged-model lookup. The command line is the trainers'
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 
-from clipmag.config import ConfigError, parse_cli
+from clipmag.config import NonNegativeInt, PositiveFloat, Range, field_flags, parse_cli
 from clipmag.entry import run_entry_point
 from text_retrieval.config import EmbeddedDataConfig, PoolingName
 from text_retrieval.data.beir import is_beir_folder
@@ -28,7 +27,7 @@ from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.model.packaged import resolve_model_name
 from text_retrieval.predict.predictors import DCV_THRESHOLD, predict_norm
 
-__all__ = ["main", "entry", "load_probe_pairs", "summary_lines"]
+__all__ = ["PredictConfig", "parse_args", "main", "entry", "load_probe_pairs", "summary_lines"]
 
 EMBEDDED_ROOT = EmbeddedDataConfig().root  # where the trainer builds the embedded set
 
@@ -72,6 +71,9 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     ]
 
 
+AtLeastTwo = Annotated[int, Range(2)]  # norms and pairs need two samples to have a spread
+
+
 @dataclass
 class PredictConfig:
     """The predictors' settings. ``data``: ``embedded``, a WebDataset shard folder, a BEIR folder
@@ -80,32 +82,30 @@ class PredictConfig:
     model: str = "all-MiniLM-L6-v2"
     data: str = "embedded"
     split: str = "train"
-    n_pairs: int = 200
-    max_length: int = 64
+    n_pairs: AtLeastTwo = 200
+    max_length: AtLeastTwo = 64
     pooling: PoolingName | None = None
     seed: int = 0
-    probe_steps: int = 4
-    probe_lr: float = 1e-4
-    probe_batch_size: int = 16
-    fisher_batch_size: int = 32
-    dcv_threshold: float = DCV_THRESHOLD
+    probe_steps: NonNegativeInt = 4
+    probe_lr: PositiveFloat = 1e-4
+    probe_batch_size: AtLeastTwo = 16
+    fisher_batch_size: AtLeastTwo = 32
+    dcv_threshold: PositiveFloat = DCV_THRESHOLD
     output: str | None = None
-
-    def __post_init__(self) -> None:
-        for key in ("n_pairs", "max_length", "probe_batch_size", "fisher_batch_size"):
-            if getattr(self, key) < 2:
-                raise ConfigError(f"key '{key}' must be at least 2, got {getattr(self, key)}")
-        if self.probe_steps < 0:
-            raise ConfigError(f"key 'probe_steps' must be at least 0, got {self.probe_steps}")
 
 
 # Every key is also a flag: --n-pairs 128 sets n_pairs (as the trainers' --norm sets head.name).
-PREDICT_SHORTHANDS = {f.name: f.name for f in dataclasses.fields(PredictConfig)}
+PREDICT_SHORTHANDS = field_flags(PredictConfig)
+
+
+def parse_args(argv: Sequence[str]) -> PredictConfig:
+    """``[--config YAML] [--flag value ...] [key=value ...]`` -> checked settings."""
+    return parse_cli(PredictConfig, argv, PREDICT_SHORTHANDS, description=__doc__)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """``predict_norm.py --model PATH --data DIR``: both predictors, JSON to --output (or stdout)."""
-    args = parse_cli(PredictConfig, list(sys.argv[1:] if argv is None else argv), PREDICT_SHORTHANDS)
+    args = parse_args(list(sys.argv[1:] if argv is None else argv))
 
     queries, documents = load_probe_pairs(args.data, args.n_pairs, args.seed, args.split)
     encoder = TextEncoder.from_pretrained(

@@ -15,20 +15,31 @@ from typing import Any
 
 from clipmag.evaluations import EvaluationResult
 from clipmag.results import RESULTS_FILE
+from text_retrieval.predict.cli import PredictConfig
 from text_retrieval.predict.cli import main as predict_main
+from text_retrieval.predict.cli import parse_args as predict_parse_args
 
-__all__ = ["main", "read_evaluation"]
+__all__ = ["main", "parse_args", "read_evaluation"]
+
+
+def _predictor_argv(argv: Sequence[str]) -> list[str]:
+    """The predictor's arguments with the sweep's ``--output FOLDER`` (the last one) made ``FOLDER/results.json``."""
+    args = list(argv)
+    if "--output" not in args:
+        raise ValueError("the predict evaluation needs --output FOLDER")
+    at = len(args) - 1 - args[::-1].index("--output")
+    args[at + 1] = str(Path(args[at + 1]) / RESULTS_FILE)
+    return args
+
+
+def parse_args(argv: Sequence[str]) -> PredictConfig:
+    """The checked settings ``main`` would run with."""
+    return predict_parse_args(_predictor_argv(argv))
 
 
 def main(argv: Sequence[str]) -> dict[str, Any]:
     """Run both predictors; ``--output FOLDER`` receives ``results.json`` (the predictor's JSON)."""
-    args = list(argv)
-    if "--output" not in args:
-        raise ValueError("the predict evaluation needs --output FOLDER")
-    at = len(args) - 1 - args[::-1].index("--output")  # the sweep's --output comes last
-    folder = Path(args[at + 1])
-    args[at + 1] = str(folder / RESULTS_FILE)
-    return predict_main(args)
+    return predict_main(_predictor_argv(argv))
 
 
 def read_evaluation(folder: str | Path) -> EvaluationResult:

@@ -10,11 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from clipmag.config import NonNegativeInt, PositiveInt
+from clipmag.heads import HEAD_NAMES
 from text_retrieval.config import PoolingName
 
 __all__ = ["RagConfig", "RagDataConfig", "RetrievalConfig", "ReaderConfig", "ACCURACY_AT"]
 
 ACCURACY_AT = (1, 5, 20, 100)
+# A retriever's head: a registered head, or ``model`` for the model's own.
+NormChoice = Literal[(*HEAD_NAMES, "model")]  # type: ignore[valid-type]
 
 
 @dataclass
@@ -32,9 +36,9 @@ class RagDataConfig:
     corpus: str = ""
     qa: list[str] = field(default_factory=list)
     answer_match: Literal["auto", "string", "regex"] = "auto"
-    limit: int | None = None
+    limit: PositiveInt | None = None
     embedded_root: str = "runs/data/rag-embedded"
-    embedded_questions: int = 200
+    embedded_questions: PositiveInt = 200
     dpr_qa_dir: str = ""
     seed: int = 0
 
@@ -49,12 +53,12 @@ class RetrievalConfig:
     """
 
     models: list[str] = field(default_factory=lambda: ["all-MiniLM-L6-v2"])
-    norms: list[str] = field(default_factory=list)
+    norms: list[NormChoice] = field(default_factory=list)
     pooling: PoolingName | None = None
-    max_length: int | None = None
+    max_length: PositiveInt | None = None
     bm25: bool = False
-    depth: int = 100
-    batch_size: int = 64
+    depth: PositiveInt = 100
+    batch_size: PositiveInt = 64
     cache_dir: str | None = "runs/cache/rag"
 
 
@@ -69,12 +73,12 @@ class ReaderConfig:
     """
 
     name_or_path: str = "smollm2"
-    top_k: int = 5
-    few_shot: int = 3
+    top_k: PositiveInt = 5
+    few_shot: NonNegativeInt = 3
     instruction: str = ""
-    max_new_tokens: int = 16
-    max_input_tokens: int = 0
-    batch_size: int = 8
+    max_new_tokens: PositiveInt = 16
+    max_input_tokens: NonNegativeInt = 0
+    batch_size: PositiveInt = 8
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     device: str = "auto"
     cache: str = "runs/cache/rag/generations.jsonl"

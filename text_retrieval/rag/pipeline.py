@@ -216,7 +216,7 @@ def run_rag(cfg: RagConfig, reader: Reader | None = None, show_progress: bool = 
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
         _write_json(folder / "results.json", record)
-        rows.append(Row(run.label, (run.head or {}).get("head", {}).get("name"), metrics, outcomes))
+        rows.append(Row(run.label, (run.head or {}).get("head", {}).get("name"), metrics, outcomes, rc.top_k))
         logger.info("%s: %s", run.label, {qa: {k: round(v, 4) for k, v in m.items()} for qa, m in metrics.items()})
     output.mkdir(parents=True, exist_ok=True)
     (output / "table.md").write_text(comparison_table(rows, rc.top_k), encoding="utf-8")

@@ -31,6 +31,7 @@ class Row:
     head: str | None
     metrics: dict[str, dict[str, Any]]
     outcomes: dict[str, dict[str, dict[str, float]]]
+    top_k: int  # passages the reader saw, which the outcomes' "hit within k" counts at
 
 
 def question_outcomes(record: Mapping[str, Any], top_k: int) -> dict[str, float]:
@@ -57,7 +58,7 @@ def read_row(folder: str | Path, top_k: int | None = None) -> Row:
         rows = [json.loads(line) for line in lines if line.strip()]
         outcomes[name] = {r["id"]: question_outcomes(r, top_k) for r in rows}
     head = (record.get("head") or {}).get("head", {}).get("name")
-    return Row(record["row"], head, record["metrics"], outcomes)
+    return Row(record["row"], head, record["metrics"], outcomes, top_k)
 
 
 def _cell(value: float | None) -> str:
