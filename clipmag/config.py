@@ -3,157 +3,61 @@
 A run's configuration is one tree of dataclasses. Values come, in order, from the dataclass
 defaults, an optional YAML file (``--config``) and the command line: dotted ``key=value`` tokens
 (``optim.lr=1e-5``) and a few ``--flag value`` shorthands (``--norm dnorm`` for ``head.name=dnorm``).
-Every key and every value is checked against the dataclass types before any work starts; an
-unknown key, a wrong type or a number out of its range (``Annotated[int, Range(1)]``, e.g.
-``PositiveInt``) raises ``ConfigError`` naming the key, where it came from, and the valid choices.
-The resolved tree is written next to every run's outputs (``save_config``).
+Every key and every value is checked against the dataclass types (:mod:`clipmag.config_types`)
+before any work starts; an unknown key, a wrong type or a number out of its range
+(``Annotated[int, Range(1)]``, e.g. ``PositiveInt``) raises ``ConfigError`` naming the key, where it
+came from, and the valid choices. The resolved tree is written next to every run's outputs
+(``save_config``). The command line's words are read by :mod:`clipmag.command_line`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
-import types
-import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import Any, TypeVar, get_args
 
 import yaml
 
+from clipmag.config_types import (
+    ConfigError,
+    Fraction,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Range,
+    alternatives,
+    build,
+    coerce,
+    config_fields,
+    list_types,
+    type_name,
+)
 from clipmag.files import write_text_atomic
 from clipmag.resources import config_path
 
+__all__ = [
+    "ConfigError",
+    "Range",
+    "PositiveInt",
+    "NonNegativeInt",
+    "PositiveFloat",
+    "NonNegativeFloat",
+    "Fraction",
+    "to_dict",
+    "parse_value",
+    "load_yaml",
+    "key_type",
+    "cli_value",
+    "parse_override",
+    "build_config",
+    "config_keys_text",
+    "save_config",
+    "config_from_dict",
+]
+
 T = TypeVar("T")
-
-
-class ConfigError(ValueError):
-    """A configuration key or value that does not fit the schema."""
-
-
-@dataclass(frozen=True)
-class Range:
-    """Bounds of a numeric key, attached as ``Annotated[int, Range(1)]``; ``open_low`` excludes ``low``."""
-
-    low: float | None = None
-    high: float | None = None
-    open_low: bool = False
-
-    def holds(self, value: float) -> bool:
-        above = self.low is None or (value > self.low if self.open_low else value >= self.low)
-        return above and (self.high is None or value <= self.high)
-
-    def __str__(self) -> str:
-        parts = [f"{'>' if self.open_low else '>='} {self.low:g}"] if self.low is not None else []
-        return " and ".join(parts + ([f"<= {self.high:g}"] if self.high is not None else []))
-
-
-PositiveInt = Annotated[int, Range(1)]
-NonNegativeInt = Annotated[int, Range(0)]
-PositiveFloat = Annotated[float, Range(0, open_low=True)]
-NonNegativeFloat = Annotated[float, Range(0)]
-Fraction = Annotated[float, Range(0, 1)]
-
-
-def _type_name(tp: Any) -> str:
-    origin = get_origin(tp)
-    if origin is Annotated:
-        base, *extras = get_args(tp)
-        return " ".join([_type_name(base), *(str(e) for e in extras if isinstance(e, Range))])
-    if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in get_args(tp))
-    if origin in (Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in get_args(tp))
-    if origin in (list, tuple):
-        return f"a list of {_type_name(get_args(tp)[0])}"
-    if tp is type(None):
-        return "null"
-    return getattr(tp, "__name__", str(tp))
-
-
-def _coerce(value: Any, tp: Any, key: str, source: str) -> Any:
-    """Check ``value`` against type ``tp`` (converting ints to floats and lists to tuples)."""
-
-    def fail() -> ConfigError:
-        return ConfigError(f"{source}: key '{key}' expects {_type_name(tp)}, got {value!r}")
-
-    origin = get_origin(tp)
-    if tp is Any:
-        return value
-    if origin is Annotated:
-        base, *extras = get_args(tp)
-        value = _coerce(value, base, key, source)
-        if any(isinstance(e, Range) and not e.holds(value) for e in extras):
-            raise fail()
-        return value
-    if origin is Literal:
-        if value not in get_args(tp):
-            raise fail()
-        return value
-    if origin in (Union, types.UnionType):
-        args = get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(value, arg, key, source)
-            except ConfigError:
-                continue
-        raise fail()
-    if origin in (list, tuple):
-        if not isinstance(value, (list, tuple)):
-            raise fail()
-        item_tp = get_args(tp)[0]
-        items = [_coerce(v, item_tp, key, source) for v in value]
-        return tuple(items) if origin is tuple else items
-    if origin is dict:
-        if not isinstance(value, Mapping):
-            raise fail()
-        key_tp, value_tp = get_args(tp)
-        return {_coerce(k, key_tp, key, source): _coerce(v, value_tp, f"{key}.{k}", source) for k, v in value.items()}
-    if dataclasses.is_dataclass(tp):
-        if not isinstance(value, Mapping):
-            raise fail()
-        return _build(tp, value, key, source)
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise fail()
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise fail()
-        return float(value)
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise fail()
-        return value
-    if tp is str:
-        if not isinstance(value, str):
-            raise fail()
-        return value
-    if isinstance(tp, type) and not isinstance(value, tp):
-        raise fail()
-    return value
-
-
-def _fields(cls: type) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls, include_extras=True)
-    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
-
-
-def _build(cls: type[T], values: Mapping[str, Any], prefix: str, source: str) -> T:
-    fields = _fields(cls)
-    kwargs = {}
-    for name, value in values.items():
-        key = f"{prefix}.{name}" if prefix else name
-        if name not in fields:
-            where = f"'{prefix}'" if prefix else "the top level"
-            raise ConfigError(f"{source}: unknown key '{key}'; valid keys of {where}: {', '.join(fields)}")
-        kwargs[name] = _coerce(value, fields[name], key, source)
-    return cls(**kwargs)
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:
@@ -220,49 +124,33 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-# A dotted ``key=value`` token (a path such as ``runs/a=b`` is not one: '/' ends the key).
-_OVERRIDE = re.compile(r"^[A-Za-z_][\w.]*=")
-
-
 def key_type(cls: type, dotted: str) -> Any:
     """The annotated type of a dotted key of ``cls`` (``Any`` for a key it lacks: ``_build`` names it)."""
     tp: Any = cls
     for part in dotted.split("."):
-        if not (isinstance(tp, type) and dataclasses.is_dataclass(tp)) or part not in _fields(tp):
+        if not (isinstance(tp, type) and dataclasses.is_dataclass(tp)) or part not in config_fields(tp):
             return Any
-        tp = _fields(tp)[part]
+        tp = config_fields(tp)[part]
     return tp
-
-
-def _alternatives(tp: Any) -> tuple[Any, ...]:
-    """The plain types ``tp`` admits, through ``Annotated``, unions and string ``Literal`` s."""
-    origin = get_origin(tp)
-    if origin is Annotated:
-        return _alternatives(get_args(tp)[0])
-    if origin in (Union, types.UnionType):
-        return tuple(a for arg in get_args(tp) for a in _alternatives(arg))
-    if origin is Literal:
-        return tuple({type(a) for a in get_args(tp)})
-    return (origin or tp,)
 
 
 def _text_value(text: str, tp: Any) -> Any:
     """A command-line value for a key of type ``tp``: YAML-parsed, but kept as text where the key takes
     text and the parsed value would not fit (``output=2024``, ``--query-prefix 'yes'``)."""
     value = parse_value(text)
-    if isinstance(value, str) or str not in _alternatives(tp):
+    if isinstance(value, str) or str not in alternatives(tp):
         return value
     try:
-        _coerce(value, tp, "", "")
+        coerce(value, tp, "", "")
     except ConfigError:
         return text
     return value
 
 
-def _cli_value(values: Sequence[str], tp: Any) -> Any:
+def cli_value(values: Sequence[str], tp: Any) -> Any:
     """One or several command-line words as the value of a key of type ``tp`` (a list key takes
     every word; one word that is not a YAML list becomes a list of one)."""
-    lists = _list_types(tp)
+    lists = list_types(tp)
     if lists:
         item_tp = get_args(lists[0])[0]
         if len(values) == 1 and isinstance(parse_value(values[0]), list):
@@ -271,21 +159,11 @@ def _cli_value(values: Sequence[str], tp: Any) -> Any:
     return _text_value(values[0], tp)
 
 
-def _list_types(tp: Any) -> list[Any]:
-    """The list or tuple types among the alternatives of ``tp``."""
-    origin = get_origin(tp)
-    if origin is Annotated:
-        return _list_types(get_args(tp)[0])
-    if origin in (Union, types.UnionType):
-        return [a for arg in get_args(tp) for a in _list_types(arg)]
-    return [tp] if origin in (list, tuple) else []
-
-
-def _override(cls: type, token: str) -> tuple[str, Any]:
+def parse_override(cls: type, token: str) -> tuple[str, Any]:
     if "=" not in token:
         raise ConfigError(f"command line: expected key=value or --flag, got {token!r}")
     key, text = token.split("=", 1)
-    return key.strip(), _cli_value([text], key_type(cls, key.strip()))
+    return key.strip(), cli_value([text], key_type(cls, key.strip()))
 
 
 def build_config(
@@ -299,100 +177,19 @@ def build_config(
     An override is a ``key=value`` token or an already parsed ``(key, value)`` pair."""
     cfg = to_dict(cls())
     if base:
-        _build(cls, base, "", "defaults")
+        build(cls, base, "", "defaults")
         cfg = _merge(cfg, base)
     if yaml_path is not None:
         data = load_yaml(yaml_path)
-        _build(cls, _merge(cfg, data), "", str(yaml_path))
+        build(cls, _merge(cfg, data), "", str(yaml_path))
         cfg = _merge(cfg, data)
     for item in overrides:
-        key, value = _override(cls, item) if isinstance(item, str) else item
+        key, value = parse_override(cls, item) if isinstance(item, str) else item
         update: dict[str, Any] = {}
         _set_dotted(update, key, value)
-        _build(cls, _merge(cfg, update), "", "command line")
+        build(cls, _merge(cfg, update), "", "command line")
         cfg = _merge(cfg, update)
-    return _build(cls, cfg, "", "config")
-
-
-def _is_switch(tp: Any) -> bool:
-    """A boolean key (or boolean-or-None): its flag takes no value."""
-    return set(_alternatives(tp)) <= {bool, type(None)} and bool in _alternatives(tp)
-
-
-def _flag_words(args: Sequence[str], i: int, flag: str, tp: Any) -> tuple[list[str], int]:
-    """The words after ``--flag`` at ``args[i]`` that are its value, and the index after them: none
-    for a boolean key, every word up to the next flag or ``key=value`` for a list key, else one."""
-    if _is_switch(tp):
-        return ["true"], i
-    if _list_types(tp):
-        end = i
-        while end < len(args) and not args[end].startswith("--") and not _OVERRIDE.match(args[end]):
-            end += 1
-        if end == i:
-            raise ConfigError(f"command line: flag --{flag} needs at least one value")
-        return list(args[i:end]), end
-    if i >= len(args):
-        raise ConfigError(f"command line: flag --{flag} needs a value")
-    return [args[i]], i + 1
-
-
-def parse_cli(
-    cls: type[T],
-    argv: Sequence[str],
-    shorthands: Mapping[str, str],
-    default_config: str | Path | None = None,
-    description: str = "",
-) -> T:
-    """Parse ``[--config PATH] [--flag value ...] [key=value ...]`` into a checked config.
-
-    ``shorthands`` maps flag names to dotted keys, e.g. ``{"norm": "head.name"}``. A flag takes the
-    value its key's type calls for: none for a boolean (``--quiet``), one or more words for a list
-    (``--norm cosine dot``), else one; ``--flag=value`` always works. ``--help`` prints the flags
-    and every key with its default, after ``description``.
-    """
-    yaml_path = default_config
-    overrides: list[tuple[str, Any]] = []
-    args = list(argv)
-    i = 0
-    while i < len(args):
-        token = args[i]
-        i += 1
-        if token in ("-h", "--help"):
-            print(help_text(cls, shorthands, description))
-            raise SystemExit(0)
-        if not token.startswith("--"):
-            overrides.append(_override(cls, token))
-            continue
-        flag, has_inline, inline = token[2:].partition("=")
-        name = flag.replace("-", "_")
-        if name != "config" and name not in shorthands:
-            valid = ", ".join(f"--{k.replace('_', '-')}" for k in ("config", *shorthands))
-            raise ConfigError(f"command line: unknown flag --{flag}; valid flags: {valid}, or dotted key=value")
-        tp = str if name == "config" else key_type(cls, shorthands[name])
-        words, i = ([inline], i) if has_inline else _flag_words(args, i, flag, tp)
-        if name == "config":
-            yaml_path = words[0]
-        else:
-            overrides.append((shorthands[name], _cli_value(words, tp)))
-    return build_config(cls, yaml_path, overrides)
-
-
-def field_flags(cls: type) -> dict[str, str]:
-    """Every top-level key of a flat config as its own flag (``--top-k`` sets ``top_k``)."""
-    return {f.name: f.name for f in dataclasses.fields(cls)}
-
-
-def help_text(cls: type, shorthands: Mapping[str, str], description: str = "") -> str:
-    """``--help``: the description, the flags with the key each sets (and how many values it takes), the keys."""
-
-    def takes(key: str) -> str:
-        tp = key_type(cls, key)
-        return "  (no value)" if _is_switch(tp) else "  (one or more values)" if _list_types(tp) else ""
-
-    lines = [description.strip(), ""] if description else []
-    lines += ["usage: [--config PATH] [--FLAG VALUE ...] [key=value ...]", "", "flags:"]
-    lines += [f"  --{flag.replace('_', '-'):<22} sets {key}{takes(key)}" for flag, key in shorthands.items()]
-    return "\n".join(lines + ["", config_keys_text(cls)])
+    return build(cls, cfg, "", "config")
 
 
 def config_keys_text(cls: type) -> str:
@@ -400,13 +197,13 @@ def config_keys_text(cls: type) -> str:
     lines = ["keys (default):"]
 
     def walk(obj: Any, prefix: str) -> None:
-        for name, tp in _fields(type(obj)).items():
+        for name, tp in config_fields(type(obj)).items():
             value = getattr(obj, name)
             key = f"{prefix}{name}"
             if dataclasses.is_dataclass(value):
                 walk(value, key + ".")
             else:
-                lines.append(f"  {key} = {value!r}   ({_type_name(tp)})")
+                lines.append(f"  {key} = {value!r}   ({type_name(tp)})")
 
     walk(cls(), "")
     return "\n".join(lines)
@@ -419,4 +216,4 @@ def save_config(cfg: Any, path: str | Path) -> None:
 
 def config_from_dict(cls: type[T], values: Mapping[str, Any], source: str = "saved config") -> T:
     """Rebuild a config saved with ``to_dict`` (e.g. from a checkpoint)."""
-    return _build(cls, _merge(to_dict(cls()), values), "", source)
+    return build(cls, _merge(to_dict(cls()), values), "", source)

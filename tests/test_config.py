@@ -8,16 +8,8 @@ from typing import Literal
 import pytest
 import yaml
 
-from clipmag.config import (
-    ConfigError,
-    PositiveInt,
-    build_config,
-    field_flags,
-    help_text,
-    parse_cli,
-    save_config,
-    to_dict,
-)
+from clipmag.command_line import field_flags, help_text, parse_cli
+from clipmag.config import ConfigError, PositiveInt, build_config, save_config, to_dict
 from clipmag.settings import HeadConfig, LossConfig, OptimConfig, TrainLoopConfig
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from clipmag.config import parse_cli
+from clipmag.command_line import parse_cli
 from clipmag.entry import run_entry_point
 from clipmag.resources import config_path
 from clipmag.run import run_training

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from clipmag.config import ConfigError, parse_cli
+from clipmag.command_line import parse_cli
+from clipmag.config import ConfigError
 from clipmag.settings import HeadConfig, LossConfig, OptimConfig, TrainLoopConfig
 
 from .data import ClipDataConfig
@@ -33,6 +34,7 @@ SHORTHANDS = {
     "pretrained": "model.pretrained",
     "query_side": "model.query_side",
     "resume": "train.resume",
+    "overwrite": "train.overwrite",
     "output": "train.output_dir",
     "steps": "train.steps",
     "seed": "train.seed",
@@ -90,8 +92,6 @@ def _data_problems(d: ClipDataConfig) -> list[str]:
             f"data.embedded_val + data.embedded_test = {d.embedded_val + d.embedded_test}: at most 10000 distinct "
             "four-digit composites exist"
         )
-    sizes = {k: getattr(d, k) for k in ("embedded_train", "embedded_val", "embedded_test", "workers")}
-    problems += [f"data.{k} must be >= 0, got {v}" for k, v in sizes.items() if v < 0]
     return problems
 
 

@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from clipmag.experiments.sweep import CELL_FILE, EVALUATIONS_DIR
+from clipmag.experiments.grid import CELL_FILE, EVALUATIONS_DIR
 from clipmag.results import RESULTS_FILE
 
 __all__ = ["archive_results", "main"]

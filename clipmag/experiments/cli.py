@@ -1,22 +1,26 @@
 """Command lines of the experiment tools: ``clipmag-sweep``, ``clipmag-report``, ``clipmag-demo``.
 
 The ``scripts/sweep.py``, ``scripts/report.py`` and ``scripts/demo.py`` wrappers call these, so
-the README commands and the console scripts behave the same from any directory.
+the README commands and the console scripts behave the same from any directory. All three take the
+trainers' command-line style (:mod:`clipmag.command_line`): the sweep's keys as ``key=value``
+(``output_dir=runs/demo-fp32``), a few flags, ``--help`` listing both.
 """
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from clipmag.command_line import config_file, field_flags, parse_cli
+from clipmag.config import ConfigError
 from clipmag.entry import run_entry_point
 from clipmag.evaluations import get_evaluation
 from clipmag.experiments.report import build_report
 from clipmag.experiments.report.build import PREDICTIONS_FILE
-from clipmag.experiments.sweep import load_sweep_config, run_sweep
+from clipmag.experiments.sweep import SweepConfig, run_sweep
 from clipmag.resources import config_path
 from clipmag.results import RESULTS_FILE
 from clipmag.run_logging import setup_logging
@@ -25,25 +29,45 @@ DEMO_SWEEP = "configs/sweeps/demo.yaml"
 DEMO_PREDICTOR_MODEL = "all-MiniLM-L6-v2"  # the demo's start, judged before fine-tuning
 
 
+@dataclass
+class SweepCommand(SweepConfig):
+    """A sweep (its YAML is ``--config``) and ``only``: the groups to run (empty: all)."""
+
+    only: list[str] = field(default_factory=list)
+
+
+SWEEP_FLAGS = {"only": "only", "output": "output_dir"}
+
+
+@dataclass
+class ReportCommand:
+    """``runs_dir``: a sweep's ``output_dir``; ``title``: the report's first heading."""
+
+    runs_dir: str = ""
+    title: str = "clipmag sweep report"
+
+
 def sweep_main(argv: Sequence[str]) -> None:
-    """Run a grid of heads x seeds x models; finished cells are skipped, so rerunning resumes."""
-    parser = argparse.ArgumentParser(prog="clipmag-sweep", description=sweep_main.__doc__)
-    parser.add_argument("--config", required=True, help="sweep YAML (e.g. configs/sweeps/demo.yaml)")
-    parser.add_argument("--only", nargs="*", default=[], help="run only these groups")
-    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides of the sweep config")
-    args = parser.parse_args(argv)
-    cfg = load_sweep_config(args.config, args.overrides)
-    setup_logging(cfg.output_dir)
-    run_sweep(cfg, args.only)
+    """Run a grid of heads x seeds x models; finished cells are skipped, so rerunning resumes.
+
+    clipmag-sweep --config configs/sweeps/demo.yaml [--only GROUP ...] [key=value ...]"""
+    cmd = parse_cli(SweepCommand, argv, SWEEP_FLAGS, description=sweep_main.__doc__)
+    if not cmd.groups:
+        raise ConfigError("command line: the sweep has no groups; give its YAML with --config (see --help)")
+    setup_logging(cmd.output_dir)
+    run_sweep(cmd, cmd.only, source=config_file(argv) or "the command line")
 
 
 def report_main(argv: Sequence[str]) -> Path:
-    """Collect a sweep's runs into report.md with tables (markdown + CSV) and figures."""
-    parser = argparse.ArgumentParser(prog="clipmag-report", description=report_main.__doc__)
-    parser.add_argument("runs_dir", help="a sweep's output_dir")
-    parser.add_argument("--title", default="clipmag sweep report")
-    args = parser.parse_args(argv)
-    path = build_report(args.runs_dir, args.title)
+    """Collect a sweep's runs into report.md with tables (markdown + CSV) and figures.
+
+    clipmag-report RUNS_DIR [--title TEXT]"""
+    cmd = parse_cli(
+        ReportCommand, argv, field_flags(ReportCommand), description=report_main.__doc__, positional="runs_dir"
+    )
+    if not cmd.runs_dir:
+        raise ConfigError("command line: give the sweep's output folder (clipmag-report RUNS_DIR)")
+    path = build_report(cmd.runs_dir, cmd.title)
     print(path.read_text().split("## Figures")[0])
     print(f"report: {path}")
     return path
@@ -51,14 +75,13 @@ def report_main(argv: Sequence[str]) -> Path:
 
 def demo_main(argv: Sequence[str]) -> Path:
     """The main job on the embedded defaults: head sweeps (text retrieval in and out of domain, the
-    symmetric STS-style task, CLIP in both directions), the qnorm/dnorm predictor, then report.md."""
-    parser = argparse.ArgumentParser(prog="clipmag-demo", description=demo_main.__doc__)
-    parser.add_argument("--config", default=DEMO_SWEEP, help="sweep YAML (default: the packaged demo sweep)")
-    args = parser.parse_args(argv)
+    symmetric STS-style task, CLIP in both directions), the qnorm/dnorm predictor, then report.md.
+
+    clipmag-demo [--config SWEEP_YAML] [key=value ...]  (default: the packaged demo sweep)"""
     start = time.perf_counter()
-    cfg = load_sweep_config(config_path(args.config))
+    cfg = parse_cli(SweepConfig, argv, {"output": "output_dir"}, config_path(DEMO_SWEEP), demo_main.__doc__)
     setup_logging(cfg.output_dir)
-    run_sweep(cfg)
+    run_sweep(cfg, source=config_file(argv) or DEMO_SWEEP)
     predictions = Path(cfg.output_dir) / PREDICTIONS_FILE
     if not predictions.is_file():  # the text front end's predictors, by their registered name
         folder = Path(cfg.output_dir) / "predictor"

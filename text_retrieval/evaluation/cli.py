@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from clipmag.config import ConfigError, PositiveFloat, PositiveInt, field_flags, parse_cli
+from clipmag.command_line import field_flags, parse_cli
+from clipmag.config import ConfigError, PositiveFloat, PositiveInt
 from clipmag.entry import run_entry_point
 from clipmag.run_logging import setup_logging
 from clipmag.settings import HeadName

@@ -17,7 +17,8 @@ from typing import Annotated, Any
 
 import torch
 
-from clipmag.config import NonNegativeInt, PositiveFloat, Range, field_flags, parse_cli
+from clipmag.command_line import field_flags, parse_cli
+from clipmag.config import NonNegativeInt, PositiveFloat, Range
 from clipmag.entry import run_entry_point
 from text_retrieval.config import EmbeddedDataConfig, PoolingName
 from text_retrieval.data.beir import is_beir_folder

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clipmag.config import parse_cli
+from clipmag.command_line import parse_cli
 from clipmag.entry import run_entry_point
 from clipmag.evaluations import EvaluationResult
 from clipmag.run_logging import setup_logging

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from clipmag.evaluations import get_evaluation
-from clipmag.experiments.sweep import CELL_FILE, EVALUATIONS_DIR
+from clipmag.experiments.grid import CELL_FILE, EVALUATIONS_DIR
 from clipmag.results import RESULTS_FILE, read_results
 
 TEXT_METRICS = (

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from clipmag.experiments.grid import EVALUATIONS_DIR
 from clipmag.experiments.report.collect import CellResult, learnable_trajectories
 from clipmag.experiments.report.tables import paired_seed_p
-from clipmag.experiments.sweep import EVALUATIONS_DIR
 from clipmag.heads import HEAD_NAMES
 from clipmag.results import RESULTS_FILE
 from clipmag.significance import signed_rank_p

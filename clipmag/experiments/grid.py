@@ -1,0 +1,191 @@
+"""A sweep's grid: its YAML schema (groups of heads x variants x models x seeds, evaluations,
+prepare steps) and the cells it expands to, each with its run folder and argument list.
+:mod:`clipmag.experiments.sweep` runs them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from clipmag.config import PositiveInt
+from clipmag.evaluations import EVALUATIONS, get_evaluation
+from clipmag.experiments.prepare import SweepStep
+from clipmag.frontends import FRONT_ENDS
+from clipmag.naming import slug
+
+CELL_FILE = "cell.json"
+EVALUATIONS_DIR = "evaluations"
+
+
+@dataclass
+class SweepVariant:
+    """A named set of extra arguments (e.g. a CLIP loss direction with a head)."""
+
+    name: str
+    args: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SweepEvaluation:
+    """An evaluation run on every cell's export: a registered ``kind``, its ``config`` file and
+    extra ``args`` (the evaluation's own command line), and a ``name`` for its folder (default: kind)."""
+
+    kind: str
+    name: str = ""
+    config: str | None = None
+    args: list[str] = field(default_factory=list)
+
+    @property
+    def folder_name(self) -> str:
+        return self.name or self.kind
+
+    def argv(self) -> list[str]:
+        return (["--config", self.config] if self.config else []) + list(self.args)
+
+
+@dataclass
+class SweepGroup:
+    """One grid. ``heads`` and ``variants`` multiply; leave one empty to use only the other.
+    ``requires``: paths the group reads; when one is absent the group is skipped with a line.
+    ``model_args``: arguments added to one model's cells (after the group's), keyed by its label."""
+
+    name: str
+    kind: str = "text"  # a registered front end (clipmag.frontends)
+    config: str | None = None
+    heads: list[str] = field(default_factory=list)
+    variants: list[SweepVariant] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=lambda: [0])
+    args: list[str] = field(default_factory=list)
+    evaluations: list[SweepEvaluation] = field(default_factory=list)
+    requires: list[str] = field(default_factory=list)
+    # extra arguments for one model's cells, by its label (e.g. a learning rate chosen per model)
+    model_args: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass
+class SweepConfig:
+    name: str = "sweep"
+    output_dir: str = "runs/sweep"
+    launcher: Literal["inprocess", "torchrun"] = "inprocess"
+    nproc_per_node: PositiveInt = 1
+    prepare: list[SweepStep] = field(default_factory=list)
+    groups: list[SweepGroup] = field(default_factory=list)
+    # appended to every cell's arguments after its group's, so they win: a whole sweep in fp32 is
+    # ``clipmag-sweep --config demo.yaml output_dir=runs/demo-fp32 'args=[train.precision=fp32]'``
+    args: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Cell:
+    group: str
+    kind: str
+    model: str | None
+    head: str | None
+    variant: str | None
+    seed: int
+    directory: Path
+    argv: list[str]
+    evaluations: list[SweepEvaluation] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return "/".join(x for x in (self.group, self.model, self.variant or self.head, f"seed{self.seed}") if x)
+
+    def describe(self) -> dict:
+        return {
+            "group": self.group,
+            "kind": self.kind,
+            "model": self.model,
+            "head": self.head,
+            "variant": self.variant,
+            "seed": self.seed,
+            "argv": self.argv,
+            "evaluations": [{"name": e.folder_name, "kind": e.kind} for e in self.evaluations],
+        }
+
+    def write_description(self) -> None:
+        """``cell.json``: what the report reads to place the cell (and its evaluations)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        (self.directory / CELL_FILE).write_text(json.dumps(self.describe(), indent=1))
+
+    def evaluation_folder(self, evaluation: SweepEvaluation) -> Path:
+        return self.directory / EVALUATIONS_DIR / evaluation.folder_name
+
+
+def _check_evaluations(group: SweepGroup) -> None:
+    names = [e.folder_name for e in group.evaluations]
+    if len(set(names)) != len(names):
+        raise ValueError(f"sweep group {group.name!r}: evaluation names repeat ({names}); give each a distinct name")
+    for e in group.evaluations:
+        if e.kind not in EVALUATIONS:
+            raise ValueError(
+                f"sweep group {group.name!r}: unknown evaluation kind {e.kind!r}; valid: {', '.join(EVALUATIONS)}"
+            )
+        if group.kind not in get_evaluation(e.kind).front_ends:
+            raise ValueError(
+                f"sweep group {group.name!r}: a {e.kind!r} evaluation needs a "
+                f"{' or '.join(get_evaluation(e.kind).front_ends)} group, not {group.kind!r}"
+            )
+
+
+def split_model_entry(entry: str) -> tuple[str, str]:
+    """``label=path`` -> (label, path); a plain path or hub name is its own label."""
+    label, sep, path = entry.partition("=")
+    if sep and label and path:
+        return label, path
+    return entry, entry
+
+
+def expand(cfg: SweepConfig) -> list[Cell]:
+    """Every cell of every group, in a stable order."""
+    cells: list[Cell] = []
+    root = Path(cfg.output_dir)
+    for group in cfg.groups:
+        if group.kind not in FRONT_ENDS:
+            raise ValueError(f"sweep group {group.name!r}: unknown kind {group.kind!r}; valid: {', '.join(FRONT_ENDS)}")
+        _check_evaluations(group)
+        variants = group.variants or [SweepVariant(name="")]
+        heads = group.heads or [None]
+        models = group.models or [None]
+        labels = {split_model_entry(m)[0] for m in group.models}
+        unknown = sorted(set(group.model_args) - labels)
+        if unknown:
+            raise ValueError(
+                f"sweep group {group.name!r}: model_args for {', '.join(unknown)}, which is not a model label "
+                f"of the group ({', '.join(sorted(labels)) or 'none'})"
+            )
+        for entry in models:
+            label, model = split_model_entry(entry) if entry else (None, None)
+            for head in heads:
+                for variant in variants:
+                    for seed in group.seeds:
+                        name = "-".join(x for x in (head, variant.name) if x) or "default"
+                        directory = (
+                            root
+                            / group.name
+                            / (slug(Path(label.rstrip("/")).name or label) if label else "default")
+                            / name
+                            / f"seed{seed}"
+                        )
+                        argv = ["--config", group.config] if group.config else []
+                        argv += [*group.args, *group.model_args.get(label or "", []), *variant.args, *cfg.args]
+                        argv += ["--norm", head] if head else []
+                        argv += ["--model", model] if model else []
+                        argv += ["--seed", str(seed), "--output", str(directory), "--resume", "latest"]
+                        cells.append(
+                            Cell(
+                                group.name,
+                                group.kind,
+                                label,
+                                head,
+                                variant.name or None,
+                                seed,
+                                directory,
+                                argv,
+                                list(group.evaluations),
+                            )
+                        )
+    return cells
