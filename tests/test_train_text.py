@@ -175,3 +175,12 @@ def test_bad_shards_fail_clearly(tiny_setup, tmp_path):
         _args(tiny_setup, tmp_path / "c", f"data.train={corrupt}", "data.allow_corrupt_shards=true", "train.steps=2")
     )
     assert "skipped 1 of 4 shards" in proc.stderr
+
+
+def test_a_batch_larger_than_the_training_set_is_refused(tiny_setup, tmp_path):
+    from text_retrieval.cli import main
+
+    with pytest.raises(
+        ValueError, match=r"40 training pairs are fewer than one global batch of 64 \(data.batch_size=64"
+    ):
+        main(_args(tiny_setup, tmp_path / "big", "data.batch_size=64"))

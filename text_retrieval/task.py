@@ -118,9 +118,11 @@ class TextRetrievalTask:
             return _pair_batches(self.sts_train_pairs(train), d.batch_size, seed, rank, world, start_step)
         if d.split_by_rank:
             stream = TextShardStream(train, d.batch_size, seed, rank, world, d.num_workers, d.allow_corrupt_shards)
+            _check_batch_fits(stream.num_samples, d.batch_size, world, train)
             return stream.batches(start_step)
         # one stream of global batches, cut by rank like SeededBatches cuts its permutation
         stream = TextShardStream(train, d.batch_size * world, seed, 0, 1, d.num_workers, d.allow_corrupt_shards)
+        _check_batch_fits(stream.num_samples, d.batch_size, world, train)
         return (_slice(batch, rank, d.batch_size) for batch in stream.batches(start_step))
 
     # ---- model -------------------------------------------------------------------------------
@@ -220,6 +222,16 @@ class TextRetrievalTask:
             cells = [f"{k} {result[k]:.4f}" for k in TABLE_KEYS if isinstance(result.get(k), float)]
             lines.append(f"  {name:<24} " + "  ".join(cells))
         return "\n".join(lines)
+
+
+def _check_batch_fits(num_samples: int, batch_size: int, world: int, where: str) -> None:
+    """A global batch larger than the training set repeats queries inside one batch: a query's own
+    positive would then also be an in-batch negative of its copy, so the loss is refused instead."""
+    if num_samples < batch_size * world:
+        raise ValueError(
+            f"{where}: {num_samples} training pairs are fewer than one global batch of {batch_size * world} "
+            f"(data.batch_size={batch_size} x {world} ranks): batches would repeat queries; lower data.batch_size"
+        )
 
 
 def _slice(batch: dict[str, list], rank: int, size: int) -> dict[str, list]:
