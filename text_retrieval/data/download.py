@@ -4,10 +4,15 @@
     python -m text_retrieval.data.download bright data/bright --long-documents     # + long documents
     python -m text_retrieval.data.download bright data/bright --reasoning gpt4_reason
     python -m text_retrieval.data.download beir scifact data/beir
+    python -m text_retrieval.data.download msmarco data/msmarco80k                  # the paper's training set
+    python -m text_retrieval.data.download msmarco data/msmarco500k --size 500k
+    python -m text_retrieval.data.download allnli data/sts                          # data/sts/train.tsv
 
 Network access is checked first with a short connection attempt, so an offline machine gets an
 immediate, explicit error (with the URL to fetch by hand) instead of a long hang in a retry loop.
-BRIGHT is fetched at a pinned dataset revision, recorded next to the files and in every result.
+BRIGHT and MS MARCO are fetched at pinned dataset revisions, recorded next to the files. The
+training-set builders (``msmarco.py``, ``msmarco_passage.py``, ``allnli.py``) convert local copies;
+``--source DIR`` hands them files fetched by hand, and without it they fetch into ``<root>/raw``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from urllib.parse import urlparse
 from clipmag.entry import run_entry_point
 from clipmag.files import download, write_text_atomic
 from clipmag.run_logging import setup_logging
+from text_retrieval.data.allnli import SOURCES as NLI_SOURCES
 from text_retrieval.data.bright import (
     BRIGHT_REPO,
     BRIGHT_REVISION,
@@ -45,22 +51,23 @@ __all__ = ["BEIR_URL", "STS_SOURCES", "check_online", "download_beir", "download
 
 BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
 STS_SOURCES = {
-    "stsbenchmark": "https://ixa2.si.ehu.eus/stswiki/images/4/48/Stsbenchmark.tar.gz",
+    "stsbenchmark": NLI_SOURCES["stsb"].url,
     "sickr": "https://zenodo.org/record/2787612/files/SICK.zip",
 }
 
 
-def check_online(url: str, timeout: float = 5.0) -> None:
-    """Raise ``ConnectionError`` at once when ``url``'s host cannot be reached."""
+def check_online(url: str, timeout: float = 5.0, hint: str | None = None) -> None:
+    """Raise ``ConnectionError`` at once when ``url``'s host cannot be reached: one line naming the
+    URL and ``hint``, how to place the files by hand (default: unpack them into the target folder)."""
+    hint = hint or "fetch it on a connected machine and unpack it into the target folder"
     if os.environ.get("HF_HUB_OFFLINE") == "1" and "huggingface.co" in url:
-        raise ConnectionError(f"HF_HUB_OFFLINE=1 is set; cannot fetch {url}. Unset it or copy the data by hand.")
+        raise ConnectionError(f"HF_HUB_OFFLINE=1 is set, so the Hugging Face hub cannot be reached for {url}; {hint}")
     host = urlparse(url).hostname or url
     try:
         socket.create_connection((host, 443), timeout=timeout).close()
     except OSError as err:
         raise ConnectionError(
-            f"cannot reach {host} ({err}); this machine looks offline. Fetch {url} on a connected machine "
-            "and unpack it into the target folder."
+            f"cannot reach {host} ({err}): this machine looks offline, so {url} cannot be fetched; {hint}"
         ) from None
 
 
@@ -73,8 +80,9 @@ def _unpack(archive: Path, into: Path) -> None:
             tf.extractall(into, filter="data")
 
 
-def download_beir(name: str, root: str | Path) -> Path:
-    """Download and unpack BEIR dataset ``name`` (e.g. ``scifact``) into ``root/name``."""
+def download_beir(name: str, root: str | Path, hint: str | None = None) -> Path:
+    """Download and unpack BEIR dataset ``name`` (e.g. ``scifact``) into ``root/name``; ``hint``: what
+    the offline error suggests instead."""
     root = Path(root)
     folder = root / name
     if (folder / "qrels").is_dir():
@@ -82,7 +90,7 @@ def download_beir(name: str, root: str | Path) -> Path:
         return folder
     with tempfile.TemporaryDirectory(dir=root if root.exists() else None) as tmp:
         url = BEIR_URL.format(name=name)
-        check_online(url)
+        check_online(url, hint=hint)
         archive = download(url, Path(tmp) / f"{name}.zip")
         _unpack(archive, root)
     return folder
@@ -192,9 +200,9 @@ def download_bright(
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
-    """``python -m text_retrieval.data.download {bright,beir,sts} ...``: the helpers from a shell."""
+    """``python -m text_retrieval.data.download {bright,beir,sts,msmarco,allnli} ...``: the helpers from a shell."""
     parser = argparse.ArgumentParser(prog="python -m text_retrieval.data.download", description=__doc__)
-    sources = parser.add_subparsers(dest="source", required=True)
+    sources = parser.add_subparsers(dest="command", required=True)
     bright = sources.add_parser("bright", help="BRIGHT tasks from the Hugging Face Hub at a pinned revision")
     bright.add_argument("root", help="folder to write <task>/ folders into")
     bright.add_argument("--tasks", nargs="+", choices=BRIGHT_TASKS, metavar="TASK", help="default: all of the setting")
@@ -215,11 +223,17 @@ def main(argv: Sequence[str] | None = None) -> Path:
     sts = sources.add_parser("sts", help="an STS set")
     sts.add_argument("name", choices=sorted(STS_SOURCES))
     sts.add_argument("root")
+    from text_retrieval.data import training_download  # it imports this module, so not at the top
+
+    training_download.add_parsers(sources)
     args = parser.parse_args(argv)
     setup_logging(level=logging.INFO)
-    if args.source == "bright":
+    if args.command in training_download.COMMANDS:
+        training_download.run(args)
+        return Path(args.root)
+    if args.command == "bright":
         return download_bright(args.root, args.tasks, args.long_documents, args.reasoning, args.revision, args.snapshot)
-    if args.source == "beir":
+    if args.command == "beir":
         return download_beir(args.name, args.root)
     return download_sts(args.name, args.root)
 

@@ -1,0 +1,119 @@
+"""Both shard readers split one epoch across 2 ranks x 2 DataLoader workers without loss or overlap.
+
+``test_text_shards.py`` already shows, for the text reader with equal shards, that one epoch of steps
+yields every sample once and that a resumed rank continues its batches. What is shown here: the
+same for the image-text reader (``clipmag.clip.stream``), and for both readers a layout whose shards
+do not split evenly over the four streams (the builders' last shard is short): every shard-epoch is
+partitioned exactly - each stream's share of epoch 0 (the shards at its positions of the epoch's
+permutation) holds every sample once across the streams - and a run restarted mid-epoch from its
+step continues every rank's batches.
+
+With uneven shards the streams do not finish an epoch at the same step (every rank yields a full
+batch every step), so a step count is no epoch boundary there; within each shard-epoch the
+partition is still exact.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+from clipmag.clip.stream import ClipShardStream
+from clipmag.shards import write_tar_shards
+from text_retrieval.data.shards import TextShardStream, write_text_shards
+
+WORLD, WORKERS = 2, 2
+
+
+def _png() -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (2, 2), (10, 20, 30)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _tokenize(texts: str | list[str]) -> torch.Tensor:
+    """A caption ``image <i> ...`` becomes the token ``i``, so a batch names its images."""
+    texts = [texts] if isinstance(texts, str) else texts
+    return torch.tensor([[int(t.split()[1])] for t in texts])
+
+
+def _preprocess(image: Image.Image) -> torch.Tensor:
+    return torch.zeros(1)
+
+
+def _write(kind: str, folder: Path, n: int, per_shard: int) -> Path:
+    if kind == "text":
+        samples = [{"query": f"q{i}", "positive": f"p{i}", "negatives": []} for i in range(n)]
+        write_text_shards(samples, folder, samples_per_shard=per_shard)
+    else:
+        png = _png()
+        records = ({"__key__": f"{i:05d}", "png": png, "txt": f"image {i} a\nimage {i} b"} for i in range(n))
+        write_tar_shards(records, folder, per_shard)
+    return folder
+
+
+def _stream(kind: str, folder: Path, batch_size: int, rank: int):
+    if kind == "text":
+        return TextShardStream(folder, batch_size, seed=5, rank=rank, world_size=WORLD, num_workers=WORKERS)
+    return ClipShardStream(
+        str(folder), _preprocess, _tokenize, batch_size, 5, rank=rank, world_size=WORLD, workers=WORKERS
+    )
+
+
+def _ids(kind: str, batch) -> list[int]:
+    if kind == "text":
+        return [int(q[1:]) for q in batch["query"]]
+    return batch[1][:, 0].tolist()
+
+
+def _steps(kind: str, stream, start: int, n: int) -> list[list[int]]:
+    return [_ids(kind, b) for b in itertools.islice(stream.batches(start), n)]
+
+
+def test_clip_reader_one_epoch_of_steps_is_every_image_once(tmp_path):
+    """48 images in 8 shards of 6, batch 3: each of the 4 streams holds 2 shards, 4 batches; 8 steps."""
+    folder = _write("clip", tmp_path / "clip", 48, 6)
+    seen = Counter()
+    for rank in range(WORLD):
+        seen.update(i for batch in _steps("clip", _stream("clip", folder, 3, rank), 0, 8) for i in batch)
+    assert seen == Counter(range(48))
+
+
+@pytest.mark.parametrize("kind", ["text", "clip"])
+def test_uneven_shards_each_epoch_share_is_a_partition(kind, tmp_path):
+    """53 samples in shards of 5 (the last of 3): 11 shards over 4 streams, three or two shards each."""
+    folder = _write(kind, tmp_path / kind, 53, 5)
+    batch_size, seen, all_shares = 4, Counter(), []
+    for rank in range(WORLD):
+        stream = _stream(kind, folder, batch_size, rank)
+        n_shards, streams = len(stream.shards), WORLD * WORKERS
+        shares = {
+            w: sum(stream.sizes[stream.shard_at(p)] for p in range(rank * WORKERS + w, n_shards, streams))
+            for w in range(WORKERS)
+        }
+        steps = WORKERS * -(-max(shares.values()) // batch_size)
+        by_worker = {w: [] for w in range(WORKERS)}
+        for t, batch in enumerate(_steps(kind, stream, 0, steps)):
+            by_worker[t % WORKERS] += batch  # step t of a rank comes from its stream t mod workers
+        for w, share in shares.items():
+            seen.update(by_worker[w][:share])
+        all_shares += shares.values()
+    assert len(set(all_shares)) > 1 and sum(all_shares) == 53  # the streams' shares differ
+    assert seen == Counter(range(53))
+
+
+@pytest.mark.parametrize("kind", ["text", "clip"])
+def test_restart_mid_epoch_continues_every_rank(kind, tmp_path):
+    """A rank restarted at step 5 (mid-epoch, mid-shard) yields the batches the uninterrupted run
+    yields from step 5 on, over the epoch's end, so the partition above carries over a resume."""
+    folder = _write(kind, tmp_path / kind, 53, 5)
+    for rank in range(WORLD):
+        stream = _stream(kind, folder, 4, rank)
+        straight = _steps(kind, stream, 0, 16)  # 2 ranks x 16 steps x 4 = 128 samples: past epoch 2
+        assert _steps(kind, stream, 5, 11) == straight[5:]
