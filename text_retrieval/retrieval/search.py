@@ -90,10 +90,13 @@ class ExactIndex:
             yield start, self._transform(start, min(start + self.chunk_rows, self.ntotal))
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Top-``k`` inner products of raw ``queries`` with the transformed corpus: (scores, positions)."""
+        """Top-``k`` inner products of raw ``queries`` with the transformed corpus: (scores, positions).
+
+        Each chunk's top-k is kept and one selection over all of them ends the search: a running
+        merge after every chunk would re-select k of 2k per chunk and copy both halves each time."""
         q = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32)).to(self.device)
         k = min(k, self.ntotal)
-        best_values = best_indices = None
+        found_values, found_indices = [], []
         for start, docs in self.chunks():
             backend, timings = choose_backend(q, docs, k, self.settings.backend)
             self.described.update(backend=backend, calibration=timings, device=str(self.device))
@@ -101,12 +104,12 @@ class ExactIndex:
             values, indices = KERNELS[backend](q, docs, min(k, docs.shape[0]), block)
             if self._kept is None:  # streamed: this chunk's pages leave resident memory
                 release_pages(self._raw, start, start + docs.shape[0])
-            indices = indices.to(q.device) + start
-            if best_values is not None:  # merge this chunk's top-k into the running top-k
-                values, order = torch.topk(torch.cat([best_values, values.to(q.device)], dim=1), k, dim=1)
-                indices = torch.gather(torch.cat([best_indices, indices], dim=1), 1, order)
-            best_values, best_indices = values.to(q.device), indices
-        return best_values.cpu().numpy(), best_indices.cpu().numpy()
+            found_values.append(values.to(q.device))
+            found_indices.append(indices.to(q.device) + start)
+        if len(found_values) == 1:
+            return found_values[0].cpu().numpy(), found_indices[0].cpu().numpy()
+        values, order = torch.topk(torch.cat(found_values, dim=1), k, dim=1)
+        return values.cpu().numpy(), torch.gather(torch.cat(found_indices, dim=1), 1, order).cpu().numpy()
 
 
 def build_index(
