@@ -71,6 +71,8 @@ def parse_cli(
             print(help_text(cls, shorthands, description, positional))
             raise SystemExit(0)
         if positional and not token.startswith("--") and not _OVERRIDE.match(token):
+            if any(key == positional for key, _ in overrides):
+                raise ConfigError(f"command line: one {positional.upper()} expected, got a second: {token!r}")
             overrides.append((positional, cli_value([token], key_type(cls, positional))))
             continue
         if not token.startswith("--"):

@@ -119,3 +119,15 @@ def test_help_lists_how_many_values_each_flag_takes():
     assert "--model                  sets model  (one or more values)" in text
     assert "--quiet                  sets quiet  (no value)" in text
     assert "top_k = 10   (int >= 1)" in text
+
+
+@dataclass
+class Tool:
+    folder: str = ""
+    quiet: bool = False
+
+
+def test_a_positional_word_sets_its_key_once():
+    assert parse_cli(Tool, ["runs/a", "--quiet"], field_flags(Tool), positional="folder") == Tool("runs/a", True)
+    with pytest.raises(ConfigError, match="one FOLDER expected, got a second: 'runs/b'"):
+        parse_cli(Tool, ["runs/a", "runs/b"], field_flags(Tool), positional="folder")

@@ -20,12 +20,14 @@ Train with ``data.train_shards=OUT/train data.val_shards=OUT/val data.test_shard
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from clipmag.command_line import field_flags, parse_cli
+from clipmag.config import ConfigError, Fraction, NonNegativeInt, PositiveInt
 from clipmag.entry import run_entry_point
 
 from . import embedded, sources
@@ -33,35 +35,49 @@ from .download import download
 from .shards import Sample, caption_text, write_benchmark_classification, write_benchmark_retrieval, write_shards
 
 Splits = dict[str, list[Sample]]
+SOURCES = ("captions", "karpathy", "download", "embedded")
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="clipmag-make-clip-shards", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--output", required=True)
-    p.add_argument("--images", help="image folder (the root of a --download)")
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--captions", help="filename<TAB>caption[<TAB>class] per line, one line per caption")
-    source.add_argument("--karpathy", help="a Karpathy split file (dataset_coco.json, dataset_flickr30k.json)")
-    source.add_argument("--download", choices=["coco", "flickr30k"], help="fetch into --images, then as --karpathy")
-    source.add_argument("--embedded", action="store_true", help="write the composite digits set")
-    p.add_argument("--name", default=None, help="benchmark set name (default: digits, or the output folder's name)")
-    p.add_argument("--val-fraction", type=float, default=0.05, help="of the images of a captions file")
-    p.add_argument("--test-fraction", type=float, default=0.1, help="of the images of a captions file")
-    p.add_argument("--shard-size", type=int, default=1000, help="images per shard")
-    p.add_argument("--classnames")
-    p.add_argument("--templates")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--overwrite", action="store_true", help="replace shards an earlier run left in OUTPUT")
-    p.add_argument("--embedded-train", type=int, default=20000)
-    p.add_argument("--embedded-val", type=int, default=500)
-    p.add_argument("--embedded-test", type=int, default=1000)
-    p.add_argument("--embedded-per-class", type=int, default=50)
-    return p
+@dataclass
+class ClipShardsCommand:
+    """What to write. One source: ``captions`` (``filename<TAB>caption[<TAB>class]`` per line, one
+    line per caption), ``karpathy`` (a Karpathy split file), ``download`` (fetch into ``images``, then
+    as ``karpathy``) or ``embedded`` (the composite digits). ``images``: the image folder; ``name``:
+    the benchmark set's name (default: digits, or the output folder's name); the fractions split a
+    captions file's images; ``overwrite`` replaces shards an earlier run left in ``output``."""
+
+    output: str = ""
+    images: str | None = None
+    captions: str | None = None
+    karpathy: str | None = None
+    download: Literal["coco", "flickr30k"] | None = None
+    embedded: bool = False
+    name: str | None = None
+    val_fraction: Fraction = 0.05
+    test_fraction: Fraction = 0.1
+    shard_size: PositiveInt = 1000
+    classnames: str | None = None
+    templates: str | None = None
+    seed: int = 0
+    overwrite: bool = False
+    embedded_train: NonNegativeInt = 20000
+    embedded_val: NonNegativeInt = 500
+    embedded_test: NonNegativeInt = 1000
+    embedded_per_class: PositiveInt = 50
 
 
-def _embedded_splits(args: argparse.Namespace) -> tuple[Splits, list[Sample], dict[str, Any]]:
+def parse_args(argv: Sequence[str]) -> ClipShardsCommand:
+    """The checked command: an output folder and exactly one source."""
+    args = parse_cli(ClipShardsCommand, argv, field_flags(ClipShardsCommand), description=__doc__)
+    given = [f"--{key}" for key in SOURCES if getattr(args, key)]
+    if not args.output or len(given) != 1:
+        sources_text = ", ".join(f"--{key}" for key in SOURCES)
+        found = f"got {', '.join(given)}" if given else "got none"
+        raise ConfigError(f"command line: give --output and exactly one of {sources_text} ({found}); see --help")
+    return args
+
+
+def _embedded_splits(args: ClipShardsCommand) -> tuple[Splits, list[Sample], dict[str, Any]]:
     sets = embedded.build_embedded(
         args.embedded_train, args.embedded_val, args.embedded_test, args.embedded_per_class, seed=args.seed
     )
@@ -79,7 +95,7 @@ def _embedded_splits(args: argparse.Namespace) -> tuple[Splits, list[Sample], di
     return splits, as_samples(sets.classification, "cl"), {"source": "embedded", "rule": rule}
 
 
-def _folder_splits(args: argparse.Namespace) -> tuple[Splits, dict[str, Any]]:
+def _folder_splits(args: ClipShardsCommand) -> tuple[Splits, dict[str, Any]]:
     """Samples of an image folder by a captions file or a Karpathy split file; keys number the
     images in the order of the source, so a key names one image in every split."""
     if not args.images:
@@ -136,10 +152,9 @@ def _record(splits: Splits, how: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def main(argv: Sequence[str] | None = None) -> Path:
+def main(argv: Sequence[str]) -> Path:
     """Write the shards, the split record and the benchmark sets; returns the output folder."""
-    p = _parser()
-    args = p.parse_args(argv)
+    args = parse_args(argv)
     out = Path(args.output)
     classified: list[Sample] = []
     classnames = templates = None

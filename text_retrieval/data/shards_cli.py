@@ -2,45 +2,53 @@
 
 python scripts/make_text_shards.py OUT_DIR --beir DATA/beir/scifact [--split train]
 python scripts/make_text_shards.py OUT_DIR --jsonl pairs.jsonl
-python scripts/make_text_shards.py OUT_DIR --embedded [runs/embedded-data]
+python scripts/make_text_shards.py OUT_DIR --embedded [--embedded-root runs/embedded-data]
+
+One source: ``beir`` (pairs from the ``split`` of its qrels), ``jsonl`` (``{"query", "positive",
+"negatives"?}`` or ``{"query", "title", "text"}`` per line) or ``embedded`` (the embedded default's
+training pairs, built under ``embedded_root`` if absent). The pairs are shuffled with ``seed``
+unless ``no_shuffle``; ``overwrite`` replaces shards already in OUT_DIR.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
+from dataclasses import dataclass
 
+from clipmag.command_line import field_flags, parse_cli
+from clipmag.config import ConfigError, PositiveInt
 from clipmag.run_logging import setup_logging
 from text_retrieval.data.pairs import pairs_from_beir, pairs_from_embedded, pairs_from_jsonl, shuffled
 from text_retrieval.data.shards import write_text_shards
 
-__all__ = ["main", "entry"]
+__all__ = ["TextShardsCommand", "parse_args", "main", "entry"]
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("out_dir", type=Path, help="folder for shard-*.tar and sizes.json")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--beir", type=Path, help="BEIR folder; pairs from its qrels split")
-    source.add_argument(
-        "--jsonl", type=Path, help='jsonl of {"query","positive","negatives"?} or {"query","title","text"}'
-    )
-    source.add_argument(
-        "--embedded",
-        nargs="?",
-        const=Path("runs/embedded-data"),
-        type=Path,
-        metavar="ROOT",
-        help="the embedded default's training pairs (built under ROOT if absent)",
-    )
-    parser.add_argument("--split", default="train", help="qrels split for --beir (default: train)")
-    parser.add_argument("--samples-per-shard", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=0, help="seed of the shuffle before writing")
-    parser.add_argument("--no-shuffle", action="store_true", help="keep the source order")
-    parser.add_argument("--overwrite", action="store_true", help="replace shards already in OUT_DIR")
-    return parser
+@dataclass
+class TextShardsCommand:
+    """The shard builder's settings (module docstring)."""
+
+    out_dir: str = ""
+    beir: str | None = None
+    jsonl: str | None = None
+    embedded: bool = False
+    embedded_root: str = "runs/embedded-data"
+    split: str = "train"
+    samples_per_shard: PositiveInt = 1000
+    seed: int = 0
+    no_shuffle: bool = False
+    overwrite: bool = False
+
+
+def parse_args(argv: Sequence[str]) -> TextShardsCommand:
+    """``OUT_DIR`` and exactly one of ``--beir``, ``--jsonl``, ``--embedded``."""
+    args = parse_cli(TextShardsCommand, argv, field_flags(TextShardsCommand), description=__doc__, positional="out_dir")
+    given = [f"--{key}" for key in ("beir", "jsonl", "embedded") if getattr(args, key)]
+    if not args.out_dir or len(given) != 1:
+        found = f"got {', '.join(given)}" if given else "got none"
+        raise ConfigError(f"command line: give OUT_DIR and exactly one of --beir, --jsonl, --embedded ({found})")
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -49,19 +57,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     It catches every ``OSError`` (not only the missing files :func:`clipmag.entry.run_entry_point` knows),
     so a full or existing OUT_DIR ends with one line as well.
     """
-    args = _parser().parse_args(argv)
     setup_logging()
     try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
         if args.beir is not None:
             samples = pairs_from_beir(args.beir, args.split)
         elif args.jsonl is not None:
             samples = pairs_from_jsonl(args.jsonl)
         else:
-            samples = pairs_from_embedded(args.embedded)
+            samples = pairs_from_embedded(args.embedded_root)
         if not args.no_shuffle:
             samples = shuffled(samples, args.seed)
         paths = write_text_shards(samples, args.out_dir, args.samples_per_shard, overwrite=args.overwrite)
-    except (OSError, ValueError) as exc:  # DataFormatError is a ValueError and names file and line
+    except (OSError, ValueError) as exc:  # DataFormatError and ConfigError are ValueErrors naming file, line or key
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"{len(samples)} samples in {len(paths)} shards -> {args.out_dir}")
