@@ -189,7 +189,7 @@ def test_detect_kind_on_shared_layouts_and_unknown(tmp_path):
 
 
 def test_download_fails_fast_offline(monkeypatch, tmp_path):
-    from text_retrieval.data import download
+    from text_retrieval.data import download, fetch
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ConnectionError, match="HF_HUB_OFFLINE"):
@@ -198,6 +198,6 @@ def test_download_fails_fast_offline(monkeypatch, tmp_path):
     def refuse(*args, **kwargs):
         raise OSError("network unreachable")
 
-    monkeypatch.setattr(download.socket, "create_connection", refuse)
+    monkeypatch.setattr(fetch.socket, "create_connection", refuse)
     with pytest.raises(ConnectionError, match=r"offline.*scifact\.zip"):
         download.download_beir("scifact", tmp_path)

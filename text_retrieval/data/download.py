@@ -20,13 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import shutil
-import socket
 import sys
-import tarfile
 import tempfile
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +31,7 @@ from urllib.parse import urlparse
 from clipmag.entry import run_entry_point
 from clipmag.files import download, write_text_atomic
 from clipmag.run_logging import setup_logging
+from text_retrieval.data import training_download
 from text_retrieval.data.allnli import SOURCES as NLI_SOURCES
 from text_retrieval.data.bright import (
     BRIGHT_REPO,
@@ -44,70 +41,34 @@ from text_retrieval.data.bright import (
     REASONING_CONFIGS,
     SOURCE_FILE,
 )
+from text_retrieval.data.fetch import BEIR_URL, check_online, download_beir, unpack
 
 logger = logging.getLogger("clipmag")
 
 __all__ = ["BEIR_URL", "STS_SOURCES", "check_online", "download_beir", "download_bright", "download_sts", "main"]
 
-BEIR_URL = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets/{name}.zip"
 STS_SOURCES = {
     "stsbenchmark": NLI_SOURCES["stsb"].url,
     "sickr": "https://zenodo.org/record/2787612/files/SICK.zip",
 }
 
 
-def check_online(url: str, timeout: float = 5.0, hint: str | None = None) -> None:
-    """Raise ``ConnectionError`` at once when ``url``'s host cannot be reached: one line naming the
-    URL and ``hint``, how to place the files by hand (default: unpack them into the target folder)."""
-    hint = hint or "fetch it on a connected machine and unpack it into the target folder"
-    if os.environ.get("HF_HUB_OFFLINE") == "1" and "huggingface.co" in url:
-        raise ConnectionError(f"HF_HUB_OFFLINE=1 is set, so the Hugging Face hub cannot be reached for {url}; {hint}")
-    host = urlparse(url).hostname or url
-    try:
-        socket.create_connection((host, 443), timeout=timeout).close()
-    except OSError as err:
-        raise ConnectionError(
-            f"cannot reach {host} ({err}): this machine looks offline, so {url} cannot be fetched; {hint}"
-        ) from None
-
-
-def _unpack(archive: Path, into: Path) -> None:
-    if archive.suffix == ".zip":
-        with zipfile.ZipFile(archive) as zf:
-            zf.extractall(into)
-    else:
-        with tarfile.open(archive) as tf:
-            tf.extractall(into, filter="data")
-
-
-def download_beir(name: str, root: str | Path, hint: str | None = None) -> Path:
-    """Download and unpack BEIR dataset ``name`` (e.g. ``scifact``) into ``root/name``; ``hint``: what
-    the offline error suggests instead."""
-    root = Path(root)
-    folder = root / name
-    if (folder / "qrels").is_dir():
-        logger.info("%s already present", folder)
-        return folder
-    with tempfile.TemporaryDirectory(dir=root if root.exists() else None) as tmp:
-        url = BEIR_URL.format(name=name)
-        check_online(url, hint=hint)
-        archive = download(url, Path(tmp) / f"{name}.zip")
-        _unpack(archive, root)
-    return folder
-
-
-def download_sts(name: str, root: str | Path) -> Path:
-    """Download ``stsbenchmark`` or ``sickr`` into ``root/name`` (the loaders read these as found)."""
+def download_sts(name: str, root: str | Path, source: str | Path | None = None) -> Path:
+    """Download ``stsbenchmark`` or ``sickr`` into ``root/name`` (the loaders read these as found);
+    ``source``: the published archive fetched by hand, unpacked instead of downloading."""
     if name not in STS_SOURCES:
         raise ValueError(f"unknown STS source {name!r}; known: {sorted(STS_SOURCES)}")
+    if source is not None and not Path(source).is_file():
+        raise FileNotFoundError(f"--source {source}: no such archive (expected {STS_SOURCES[name]} fetched by hand)")
     folder = Path(root) / name
     folder.mkdir(parents=True, exist_ok=True)
     url = STS_SOURCES[name]
     with tempfile.TemporaryDirectory() as tmp:
-        check_online(url)
-        archive = download(url, Path(tmp) / Path(urlparse(url).path).name)
+        if source is None:
+            check_online(url, hint="fetch it on a connected machine and pass the archive as --source FILE")
+        archive = Path(source) if source else download(url, Path(tmp) / Path(urlparse(url).path).name)
         unpacked = Path(tmp) / "unpacked"
-        _unpack(archive, unpacked)
+        unpack(archive, unpacked)
         for path in unpacked.rglob("*"):
             if path.is_file() and (path.name.startswith(("sts-", "SICK")) and path.suffix in {".csv", ".txt"}):
                 shutil.copy2(path, folder / path.name)
@@ -223,8 +184,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
     sts = sources.add_parser("sts", help="an STS set")
     sts.add_argument("name", choices=sorted(STS_SOURCES))
     sts.add_argument("root")
-    from text_retrieval.data import training_download  # it imports this module, so not at the top
-
+    sts.add_argument("--source", default=None, help="the archive fetched by hand (e.g. Stsbenchmark.tar.gz)")
     training_download.add_parsers(sources)
     args = parser.parse_args(argv)
     setup_logging(level=logging.INFO)
@@ -235,7 +195,7 @@ def main(argv: Sequence[str] | None = None) -> Path:
         return download_bright(args.root, args.tasks, args.long_documents, args.reasoning, args.revision, args.snapshot)
     if args.command == "beir":
         return download_beir(args.name, args.root)
-    return download_sts(args.name, args.root)
+    return download_sts(args.name, args.root, args.source)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 The builders (``msmarco.py``, ``msmarco_passage.py``, ``allnli.py``) convert local copies; this module
 fetches those copies into ``<root>/raw`` at their pinned revisions (a file already there is kept), or
 takes ``--source DIR``, files placed by hand. Offline, the error is one line naming the URL and
-how to place the files instead (:func:`text_retrieval.data.download.check_online`).
+how to place the files instead (:func:`text_retrieval.data.fetch.check_online`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from clipmag.files import download
 from text_retrieval.data.allnli import SOURCES as NLI_SOURCES
 from text_retrieval.data.allnli import build_allnli_sts
-from text_retrieval.data.download import BEIR_URL, check_online, download_beir
+from text_retrieval.data.fetch import BEIR_URL, check_online, download_beir
 from text_retrieval.data.msmarco import MSMARCO_FILES, build_msmarco80k, msmarco_url
 from text_retrieval.data.msmarco_passage import build_msmarco500k
 
