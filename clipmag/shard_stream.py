@@ -18,6 +18,8 @@ counts and, inside the shard it resumes in, skips samples without preparing them
 
 The order depends on ``workers``: resume with the value the run started with. Both front ends
 subclass ``AddressableShardStream`` with how to read a shard, prepare a sample and collate a batch.
+A ``ShardError`` met in a DataLoader worker reaches the main process as itself: one line naming the
+shard, not the worker's traceback.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from clipmag.shards import ShardError
 
 
 def _identity(batch: Any) -> Any:
@@ -118,7 +122,32 @@ class AddressableShardStream:
         loader = torch.utils.data.DataLoader(
             _WorkerView(self, start_step), batch_size=None, num_workers=self.workers, collate_fn=_identity
         )
-        return iter(loader)
+        return _raising(loader)
+
+
+class _WorkerFailure:
+    """A broken shard met in a DataLoader worker, sent to the main process as a batch: torch would
+    re-raise it there with the worker's whole traceback as its message, burying the shard's name."""
+
+    def __init__(self, error: ShardError) -> None:
+        self.error = error
+
+
+def _raising(loader: torch.utils.data.DataLoader) -> Iterator[Any]:
+    """The loader's batches, with a worker's ``ShardError`` raised as itself (one line naming the shard).
+
+    The workers are let go before the error is raised: left to the garbage collector with the
+    error's traceback, their shutdown waits out a timeout per worker.
+    """
+    batches, failure = iter(loader), None
+    for batch in batches:
+        if isinstance(batch, _WorkerFailure):
+            failure = batch.error
+            break
+        yield batch
+    del batches
+    if failure is not None:
+        raise failure
 
 
 class _WorkerView(torch.utils.data.IterableDataset):
@@ -131,4 +160,7 @@ class _WorkerView(torch.utils.data.IterableDataset):
     def __iter__(self) -> Iterator[Any]:
         info = torch.utils.data.get_worker_info()
         worker = (self.start_step + (info.id if info is not None else 0)) % self.stream.streams_per_rank
-        return self.stream.worker_batches(worker, self.start_step)
+        try:
+            yield from self.stream.worker_batches(worker, self.start_step)
+        except ShardError as err:
+            yield _WorkerFailure(err)

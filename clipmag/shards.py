@@ -119,7 +119,8 @@ def check_count(url: str, count: int, expected: int | None) -> None:
 
 
 def _unreadable(url: str, err: BaseException) -> ShardError:
-    return ShardError(f"corrupt shard {url}: not a readable tar file ({type(err).__name__}: {err})")
+    reason = " ".join(str(err).split())  # tarfile lists each compression it tried on a line of its own
+    return ShardError(f"corrupt shard {url}: not a readable tar file ({type(err).__name__}: {reason})")
 
 
 def read_samples(url: str, expected: int | None = None) -> Iterator[dict[str, Any]]:

@@ -23,7 +23,7 @@ from clipmag.command_line import parse_cli
 from clipmag.config import ConfigError
 from clipmag.settings import HeadConfig, LossConfig, OptimConfig, TrainLoopConfig
 
-from .data import ClipDataConfig
+from .data import ClipDataConfig, split_overlap
 from .model import ClipModelConfig, resolve_model_name
 
 Objective = Literal["sym", "i2t", "t2i"]
@@ -80,11 +80,10 @@ def _data_problems(d: ClipDataConfig) -> list[str]:
     problems = []
     if d.source == "shards" and not d.train_shards:
         problems.append("data.source=shards needs data.train_shards (a folder of shards, or data/train-{000..009}.tar)")
-    if d.source == "shards" and d.val_shards and d.val_shards == d.test_shards:
-        problems.append(
-            "data.val_shards and data.test_shards are the same: validation would pick the checkpoint on test"
-        )
     given = [k for k in ("train_shards", "val_shards", "test_shards") if getattr(d, k)]
+    overlap = split_overlap({k.removesuffix("_shards"): [getattr(d, k)] for k in given})
+    if d.source == "shards" and overlap:
+        problems.append(overlap)
     if d.source == "embedded" and given:
         problems.append(f"data.{given[0]} is set but data.source=embedded: drop one of them")
     if d.source == "embedded" and d.embedded_val + d.embedded_test > 10**4:

@@ -28,7 +28,7 @@ from typing import Any, Literal
 import torch
 from PIL import Image
 
-from clipmag.config import ConfigError, NonNegativeInt, PositiveInt
+from clipmag.config import NonNegativeInt, PositiveInt
 from clipmag.shards import ShardError, declared_sizes, expand_shards, listed_samples, read_samples
 
 IMAGE_EXTENSIONS = ("jpg", "png", "jpeg", "webp")
@@ -95,12 +95,21 @@ def shard_sizes(paths: Sequence[str]) -> list[int]:
     return [declared[p] if p in declared else listed_samples(p) for p in paths]
 
 
-def check_disjoint_splits(splits: Mapping[str, Sequence[str]]) -> None:
-    """Refuse two splits (``train``, ``val``, ``test`` -> their shard paths) that share a shard file.
+_OVERLAP_HARM = {
+    ("train", "val"): "validation would score data the model trained on",
+    ("train", "test"): "the final numbers would score data the model trained on",
+    ("val", "test"): "validation would pick the checkpoint on the test data",
+}
+
+
+def split_overlap(splits: Mapping[str, Sequence[str]]) -> str | None:
+    """The problem with two splits (``train``, ``val``, ``test`` -> their paths, in that order) that
+    share a path, or None.
 
     Validation picks the checkpoint and test gives the final numbers, so no two may hold the same
     shard. Paths are compared resolved - ``..``, ``.`` and symbolic links followed - since
-    ``data/../data/test`` and ``data/test`` are one folder however the settings spell it.
+    ``data/../data/test`` and ``data/test`` are one folder however the settings spell it. The config
+    compares the settings' folders (before any shard need exist), the task their shard files.
     """
     resolved = {split: {os.path.realpath(p): p for p in paths} for split, paths in splits.items()}
     for (a, files_a), (b, files_b) in itertools.combinations(resolved.items(), 2):
@@ -108,10 +117,8 @@ def check_disjoint_splits(splits: Mapping[str, Sequence[str]]) -> None:
         if shared:
             spelled = {files_a[shared[0]], files_b[shared[0]]} - {shared[0]}
             named = f" (given as {' and '.join(sorted(spelled))})" if spelled else ""
-            raise ConfigError(
-                f"data.{a}_shards and data.{b}_shards share {shared[0]}{named}: the splits must be disjoint "
-                "(validation picks the checkpoint, test gives the final numbers)"
-            )
+            return f"data.{a}_shards and data.{b}_shards share {shared[0]}{named}: {_OVERLAP_HARM[a, b]}"
+    return None
 
 
 def dataset_name(spec: str) -> str:

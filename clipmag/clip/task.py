@@ -10,7 +10,6 @@ embedded set, the shard folder's otherwise (``data/coco/test`` -> ``coco``).
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from clipmag.losses import infonce_from_config
 
 from . import embedded as embedded_set
 from .config import ClipConfig
-from .data import EvalSet, flatten_captions, read_eval_set, validate_shards
+from .data import EvalSet, flatten_captions, read_eval_set, shard_paths, split_overlap, validate_shards
 from .evaluate import encode, format_results, retrieval_metrics, zero_shot_metrics, zero_shot_prompts
 from .model import ClipMagModel, build_open_clip, export_open_clip, load_clipmag, resolve_model_name
 from .stream import ClipShardStream
@@ -106,6 +105,11 @@ class ClipTask:
 
     def _load_shards(self) -> None:
         d = self.cfg.data
+        self.eval_specs = {"val": d.val_shards, "test": d.test_shards}
+        specs = {"train": d.train_shards, **self.eval_specs}
+        overlap = split_overlap({s: shard_paths(spec, f"data.{s}_shards") for s, spec in specs.items() if spec})
+        if overlap:
+            raise ConfigError(overlap)
         self.stream = ClipShardStream(
             d.train_shards,
             self.preprocess_train if d.augment else self.preprocess_val,
@@ -116,17 +120,9 @@ class ClipTask:
             world_size=self.ctx.world_size,
             workers=d.workers,
         )
-        self.eval_specs = {"val": d.val_shards, "test": d.test_shards}
-        splits = {"train": set(self.stream.shards)}
-        splits.update(
-            {s: set(validate_shards(spec, f"data.{s}_shards")) for s, spec in self.eval_specs.items() if spec}
-        )
-        for (a, paths_a), (b, paths_b) in itertools.combinations(splits.items(), 2):
-            if paths_a & paths_b:
-                raise ConfigError(
-                    f"data.{a}_shards and data.{b}_shards share {sorted(paths_a & paths_b)[0]}: the splits must be "
-                    "disjoint (validation picks the checkpoint, test gives the final numbers)"
-                )
+        for split, spec in self.eval_specs.items():
+            if spec:
+                validate_shards(spec, f"data.{split}_shards")
         if d.classnames and d.templates:
             self.classes = (_lines(d.classnames, "data.classnames"), _lines(d.templates, "data.templates"))
 

@@ -65,7 +65,9 @@ BRIGHT_TASKS = (
 LONG_DOCUMENT_TASKS = (*BRIGHT_TASKS[:7], "pony")  # the StackExchange tasks and pony
 SOURCE_FILE = "bright_source.json"
 _EXAMPLE_FILES = ("examples.jsonl", "examples.jsonl.gz")
-_DOCUMENT_FILES = ("documents.jsonl", "documents.jsonl.gz", "long_documents.jsonl", "long_documents.jsonl.gz")
+_SHORT_FILES = ("documents.jsonl", "documents.jsonl.gz")
+_LONG_FILES = ("long_documents.jsonl", "long_documents.jsonl.gz")
+_DOCUMENT_FILES = (*_SHORT_FILES, *_LONG_FILES)
 
 
 @dataclass
@@ -223,13 +225,32 @@ def load_bright(
     )
 
 
+def _looks_like_task(path: Path) -> bool:
+    """A folder meant as a BRIGHT task: named like one, or holding any file a BRIGHT download writes."""
+    names = (*_EXAMPLE_FILES, *_DOCUMENT_FILES, SOURCE_FILE, *(f"{config}.jsonl" for config in REASONING_CONFIGS))
+    return path.is_dir() and (path.name in BRIGHT_TASKS or find_file(path, *names) is not None)
+
+
+def _missing_files(folder: Path, long_documents: bool, reasoning: str | None) -> list[str]:
+    """The files of the setting that the task folder lacks."""
+    examples = (f"{reasoning}.jsonl",) if reasoning else _EXAMPLE_FILES
+    documents = _LONG_FILES if long_documents else _SHORT_FILES
+    return [choices[0] for choices in (examples, documents) if find_file(folder, *choices) is None]
+
+
 def load_bright_collection(
     root: str | Path, long_documents: bool = False, reasoning: str | None = None, strict: bool = False
 ) -> list[BrightDataset]:
-    """Every task folder under ``root``; the long setting takes the tasks that have long documents."""
-    folders = [p for p in sorted(Path(root).iterdir()) if is_bright_folder(p)]
+    """Every task folder under ``root``; the long setting takes the tasks that have long documents.
+
+    Tasks absent altogether are a subset chosen at download (``--tasks``); a task folder that lacks
+    a file of the setting is an error naming it, since averaging over the others would silently
+    change what the BRIGHT mean means. The long setting leaves out the tasks BRIGHT has no long
+    documents for.
+    """
+    folders = [p for p in sorted(Path(root).iterdir()) if _looks_like_task(p)]
     if long_documents:
-        skipped = [p.name for p in folders if find_file(p, "long_documents.jsonl", "long_documents.jsonl.gz") is None]
+        skipped = [p.name for p in folders if p.name not in LONG_DOCUMENT_TASKS and find_file(p, *_LONG_FILES) is None]
         if skipped:
             logger.info("BRIGHT long setting: %s have no long documents and are not evaluated", ", ".join(skipped))
         folders = [p for p in folders if p.name not in skipped]
@@ -238,4 +259,14 @@ def load_bright_collection(
                 f"{root}: no task folder has long_documents.jsonl (fetch them: "
                 f"python -m text_retrieval.data.download bright {root} --long-documents)"
             )
+    missing = {p.name: _missing_files(p, long_documents, reasoning) for p in folders}
+    missing = {task: files for task, files in missing.items() if files}
+    if missing:
+        listed = "; ".join(f"{task} lacks {', '.join(files)}" for task, files in missing.items())
+        options = " --long-documents" * long_documents + (f" --reasoning {reasoning}" if reasoning else "")
+        fetch = f"python -m text_retrieval.data.download bright {root} --tasks {' '.join(missing)}{options}"
+        raise FileNotFoundError(
+            f"{root}: incomplete BRIGHT task folder(s): {listed}. Fetch them ({fetch}) or move those folders out "
+            f"of {root} to evaluate the other {len(folders) - len(missing)} task(s) alone"
+        )
     return [load_bright(p, long_documents, reasoning, strict) for p in folders]

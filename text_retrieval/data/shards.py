@@ -8,12 +8,15 @@ ranks and DataLoader workers, and resumable at any step by counts; every rank yi
 every step (``all_gather`` needs equal sizes).
 
 Writing, pattern expansion, ``sizes.json``, the count check and the tar reading are the ones the
-image-text front end uses (``clipmag.shards``); a broken shard is a ``ShardError`` naming it.
+image-text front end uses (``clipmag.shards``); a broken shard is a ``ShardError`` naming it. Data
+that was never made into shards (a pairs ``.jsonl``, a BEIR folder, a folder without shards, a tar
+of other files) is refused up front with the ``clipmag-make-text-shards`` command that builds them.
 """
 
 from __future__ import annotations
 
 import glob
+import itertools
 import json
 import logging
 import os
@@ -31,13 +34,36 @@ from clipmag.shards import (
     read_samples,
     write_tar_shards,
 )
+from text_retrieval.data.beir import is_beir_folder
 
 logger = logging.getLogger("clipmag")
 
 CorruptShardError = ShardError  # the name this reader's errors had before both front ends shared one
+_JSON_SUFFIXES = (".jsonl", ".json", ".jsonl.gz", ".json.gz")
+_MAKE_SHARDS = "clipmag-make-text-shards"  # the console script of scripts/make_text_shards.py
+
+
+def _how_to_build(source: str | Path | None = None) -> str:
+    """The command that builds shards from ``source`` (a pairs jsonl, a BEIR folder or a folder
+    holding a jsonl; a placeholder otherwise) and the setting that then trains on them."""
+    path = Path(source) if source is not None else None
+    out, option = "SHARD_DIR", "--jsonl PAIRS.jsonl"
+    if path is not None and path.is_dir():
+        pairs = sorted(path.glob("*.jsonl"))
+        out = f"{path}-shards"
+        option = f"--beir {path}" if is_beir_folder(path) else f"--jsonl {pairs[0]}" if pairs else option
+    elif path is not None and path.name.endswith(_JSON_SUFFIXES):
+        out, option = str(path.parent / f"{path.name.split('.')[0]}-shards"), f"--jsonl {path}"
+    other = " (--beir FOLDER for a BEIR folder)" if option == "--jsonl PAIRS.jsonl" else ""
+    return (
+        f"build shards with `{_MAKE_SHARDS} {out} {option}` or `python scripts/make_text_shards.py {out} {option}`"
+        f"{other}, then train with data.train={out}"
+    )
 
 
 def _clean_sample(sample: Mapping[str, Any], where: str) -> dict[str, Any]:
+    if not isinstance(sample, Mapping):
+        raise ValueError(f'{where}: expected a JSON object {{"query", "positive", "negatives"}}, found {sample!r:.80}')
     query, positive = sample.get("query"), sample.get("positive")
     negatives = sample.get("negatives") or []
     if not isinstance(query, str) or not query.strip():
@@ -94,7 +120,7 @@ def resolve_shards(spec: str | Path | Sequence[str | Path]) -> list[str]:
     elif Path(spec).is_dir():
         paths = sorted(glob.glob(os.path.join(str(spec), "*.tar")))
         if not paths:
-            raise FileNotFoundError(f"no WebDataset shards (*.tar) in directory {spec}")
+            raise FileNotFoundError(f"no WebDataset shards (*.tar) in directory {spec}; {_how_to_build(spec)}")
         return paths
     elif any(c in str(spec) for c in "*?["):
         paths = sorted(glob.glob(str(spec)))
@@ -106,7 +132,29 @@ def resolve_shards(spec: str | Path | Sequence[str | Path]) -> list[str]:
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         raise FileNotFoundError(f"shard not found: {missing[0]}{more}")
+    unbuilt = [p for p in paths if p.endswith(_JSON_SUFFIXES)]
+    if unbuilt:
+        raise ShardError(f"{unbuilt[0]} is a JSON file, not WebDataset shards: {_how_to_build(unbuilt[0])}")
     return paths
+
+
+def _not_text_shard(path: str, sample: Mapping[str, Any]) -> ShardError:
+    members = ", ".join(f"{sample['__key__']}.{ext}" for ext in sample if not ext.startswith("__"))
+    return ShardError(
+        f"{path} is not a text shard: its sample {sample['__key__']!r} holds {members or 'nothing'} where text "
+        f'shards hold one <key>.json of {{"query", "positive", "negatives"}}; {_how_to_build()}'
+    )
+
+
+def _check_first_shard(path: str) -> None:
+    """Read the first sample of ``path``: a file that is no tar, or a tar of other files, fails
+    here with the command that builds shards, before training starts rather than at its first step."""
+    try:
+        first = next(itertools.islice(read_samples(path), 1), None)
+    except ShardError as exc:
+        raise ShardError(f"{exc}; if it is not a shard, {_how_to_build()}") from exc
+    if first is not None and "json" not in first:
+        raise _not_text_shard(path, first)
 
 
 def load_shard(path: str, expected: int | None = None) -> list[dict[str, Any]]:
@@ -116,9 +164,12 @@ def load_shard(path: str, expected: int | None = None) -> list[dict[str, Any]]:
     holds a sample that is not one ``<key>.json`` of ``{"query", "positive", "negatives"}``.
     """
     raw = list(read_samples(path, expected))
+    unlike = next((s for s in raw if "json" not in s), None)
+    if unlike is not None:
+        raise _not_text_shard(path, unlike)
     try:
         return [_clean_sample(json.loads(s["json"]), f"sample {s['__key__']}") for s in raw]
-    except (KeyError, ValueError) as exc:
+    except ValueError as exc:
         raise ShardError(f"corrupt shard {path}: {type(exc).__name__}: {exc}") from exc
 
 
@@ -144,6 +195,8 @@ class TextShardStream(AddressableShardStream):
         allow_corrupt: bool = False,
     ) -> None:
         paths = resolve_shards(shard_dir_or_pattern)
+        if not allow_corrupt:  # with it, every shard is read below and the bad ones are skipped
+            _check_first_shard(paths[0])
         self.skipped_shards: list[str] = []
         sizes = {}
         if allow_corrupt:

@@ -8,23 +8,32 @@ and the settings' prefix template for the dataset where one is set. The model's 
 official BRIGHT baselines, use) unless the model is a clipmag export (whose file holds the training
 length), else the tokenizer's ``model_max_length``, else the position embeddings, and never more
 than the position embeddings.
+
+Empty (or whitespace-only) documents and queries are encoded like any other - the model sees its
+prefix alone - so scores stay comparable with other evaluations of the same data; but they are
+counted, warned about once per dataset with a few ids, and the counts go into the result record.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from clipmag.head_record import HeadRecord
-from text_retrieval.data import EvalSettings
+from text_retrieval.data import EvalSettings, RetrievalDataset
 from text_retrieval.model.encoder import DEFAULT_MAX_LENGTH, TextEncoder
 from text_retrieval.model.hf_files import sentence_transformers_settings
 
-__all__ = ["model_length_limit", "evaluation_encoding"]
+logger = logging.getLogger("clipmag")
+
+__all__ = ["model_length_limit", "evaluation_encoding", "empty_inputs"]
 
 _SIDE_KEYS = ("query_prefix", "document_prefix", "query_max_length", "document_max_length")
 _NO_LIMIT = 1_000_000  # tokenizers without a limit report a huge sentinel (1e30)
+_SHOWN_IDS = 5
+_warned: set[tuple[str, str]] = set()  # (dataset, corpus fingerprint): validation evaluates the same data often
 
 
 def _declared_length(source: str) -> int | None:
@@ -65,3 +74,24 @@ def evaluation_encoding(encoder: TextEncoder, settings: EvalSettings | None, tas
     finally:
         for key, value in saved.items():
             setattr(encoder, key, value)
+
+
+def empty_inputs(dataset: RetrievalDataset) -> dict[str, int]:
+    """``{"empty_documents": n, "empty_queries": m}`` for the counts that are not zero, with one
+    warning per dataset naming the counts and a few ids (the texts are still encoded)."""
+    empty = {
+        "documents": [i for i, text in zip(dataset.corpus_ids, dataset.corpus_texts) if not text.strip()],
+        "queries": [q for q, text in dataset.queries.items() if not text.strip()],
+    }
+    found = {side: ids for side, ids in empty.items() if ids}
+    key = (dataset.name, dataset.fingerprint)
+    if found and key not in _warned:
+        _warned.add(key)
+        logger.warning(
+            "%s: %s are empty or whitespace; they are encoded as they are, so the scores stay comparable",
+            dataset.name,
+            " and ".join(
+                f"{len(ids)} {side} (e.g. {', '.join(map(repr, ids[:_SHOWN_IDS]))})" for side, ids in found.items()
+            ),
+        )
+    return {f"empty_{side}": len(ids) for side, ids in found.items()}

@@ -24,7 +24,7 @@ from scipy import stats
 from clipmag.diagnostics import document_norm_effect, norm_stats, row_norms
 from text_retrieval.data import BrightDataset, EvalSettings, RetrievalDataset, STSPairs, load_eval_datasets
 from text_retrieval.evaluation.bright_scores import add_recall_at_1, bright_summary
-from text_retrieval.evaluation.encoding import evaluation_encoding
+from text_retrieval.evaluation.encoding import empty_inputs, evaluation_encoding
 from text_retrieval.evaluation.metrics import evaluate_run, write_trec_run
 from text_retrieval.evaluation.report import build_record, format_table, model_label, write_record
 from text_retrieval.model.encoder import TextEncoder
@@ -70,6 +70,7 @@ def evaluate_retrieval(
     settings = settings or (bright.settings if bright else None)
     timings: dict[str, float] = {}
     with evaluation_encoding(encoder, settings, bright.task if bright else dataset.name) as encoding:
+        encoding.update(empty_inputs(dataset))
         start = time.perf_counter()
         docs = encode_corpus(
             encoder,

@@ -16,6 +16,12 @@ The corpus is cut into chunks of ``chunk_size`` rows, the unit of sharding and o
 * when every chunk is done, rank 0 renames the file to ``embeddings.npy`` and writes
   ``identity.json``. ``dtype="fp16"`` halves disk and memory; search reads chunks back as fp32.
 
+A finished cache is checked before it is used - its header, its size against the shape and dtype
+the header declares, and the document count ``identity.json`` records - because a truncated memory
+map fails deep inside numpy (``mmap length is greater than file size``) on every later run, or
+worse, reads past its end during search. A damaged one is removed with a warning naming it and
+encoded again; where it cannot be removed, the error names the folder to delete.
+
 Without ``cache_dir`` (validation during training) the corpus is encoded in memory by one process,
 stored in the settings' ``cache_dtype`` as well.
 """
@@ -43,7 +49,7 @@ from text_retrieval.retrieval.index import CACHE_DTYPES, RetrievalSettings, rele
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["corpus_cache_key", "encode_corpus", "corpus_norms", "shared_encoding"]
+__all__ = ["DamagedCacheError", "corpus_cache_key", "encode_corpus", "corpus_norms", "shared_encoding"]
 
 CACHE_VERSION = 2
 _PARTIAL, _LAYOUT, _DONE = "embeddings.partial.npy", "partial.json", "chunks"
@@ -51,6 +57,10 @@ TEMPORARY_CACHE = "corpus_cache.tmp"
 # Ranks other than 0 wait in the next corpus's first barrier while rank 0 searches and scores the
 # previous one, which on a large corpus takes far longer than torch.distributed's default 30 minutes.
 _WAIT_MINUTES = 24 * 60
+
+
+class DamagedCacheError(ValueError):
+    """A finished corpus cache that is unusable and cannot be removed; the message names what to delete."""
 
 
 def corpus_cache_key(
@@ -71,6 +81,45 @@ def corpus_cache_key(
     digest = hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     model_tag = slug(Path(encoder.name_or_path.rstrip("/")).name, fallback="model")
     return f"{dataset_name}__{model_tag}__{digest}", identity
+
+
+def _damage(folder: Path, shape: tuple[int, int], dtype: np.dtype) -> str | None:
+    """What is wrong with the finished cache in ``folder`` for a corpus of ``shape``, or None if nothing."""
+    target = folder / "embeddings.npy"
+    try:
+        with open(target, "rb") as fh:
+            version = np.lib.format.read_magic(fh)
+            read_header = (
+                np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            )
+            found_shape, fortran, found_dtype = read_header(fh)
+            offset = fh.tell()
+    except Exception as err:  # numpy's parse of overwritten bytes raises ValueError, SyntaxError, TokenError ...
+        return f"unreadable header ({type(err).__name__}: {err})"
+    if tuple(found_shape) != shape or found_dtype != dtype or fortran:
+        return f"holds a {found_shape} {found_dtype} array, expected {shape} {dtype}"
+    size, needed = target.stat().st_size, offset + int(np.prod(shape)) * dtype.itemsize
+    if size != needed:
+        return f"{size} bytes where its header's {found_shape} {found_dtype} array needs {needed}: cut short?"
+    try:
+        recorded = json.loads((folder / "identity.json").read_text(encoding="utf-8"))["num_documents"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return f"no readable identity.json beside it ({type(err).__name__}: {err})"
+    if recorded != shape[0]:
+        return f"identity.json records {recorded} documents, the embeddings hold {shape[0]}"
+    return None
+
+
+def _discard(folder: Path, damage: str) -> None:
+    """Rank 0: remove a damaged finished cache so that it is encoded again; else say what to delete."""
+    try:
+        for name in ("embeddings.npy", "identity.json"):
+            (folder / name).unlink(missing_ok=True)
+    except OSError as err:
+        raise DamagedCacheError(
+            f"corpus cache {folder / 'embeddings.npy'} is damaged ({damage}) and cannot be removed "
+            f"({type(err).__name__}: {err}); delete the folder {folder} and run again"
+        ) from None
 
 
 def _open_partial(folder: Path, shape: tuple[int, int], dtype: str, chunk_size: int) -> None:
@@ -140,15 +189,17 @@ def encode_corpus(
     key, identity = corpus_cache_key(encoder, dataset_name, dataset_fingerprint, dtype)
     folder = Path(cache_dir) / key
     target, shape = folder / "embeddings.npy", (len(texts), encoder.dim)
-    if target.is_file():
-        cached = np.load(target, mmap_mode="r")
-        if cached.shape == shape:
-            logger.info("corpus embeddings from cache %s", folder)
-            return cached
-        logger.warning("ignoring cache %s with shape %s (expected %s)", folder, cached.shape, shape)
     ranks = (dist_utils.get_rank(), dist_utils.get_world_size()) if distributed else (0, 1)
     sync = dist_utils.barrier if distributed else (lambda: None)
     main = ranks[0] == 0
+    if target.is_file():  # every rank reads the same file, so every rank takes the same branch
+        damage = _damage(folder, shape, np.dtype(CACHE_DTYPES[dtype]))
+        if damage is None:
+            logger.info("corpus embeddings from cache %s", folder)
+            return np.load(target, mmap_mode="r")
+        if main:
+            logger.warning("corpus cache %s is damaged (%s); removing it and encoding the corpus again", target, damage)
+            _discard(folder, damage)
     if main:
         _open_partial(folder, shape, dtype, chunk_size)
     sync()
