@@ -7,6 +7,10 @@ atomic checkpoints and exact resume, and the final export. A front end supplies 
 Exact resume: the model, optimizer, scheduler, scaler and RNG states are saved at a step
 boundary, and the task's batch stream is a deterministic function of the micro-batch index, so
 a run killed and resumed from ``latest`` repeats the uninterrupted run step for step.
+
+Nothing is written into the run folder before it is known to be this run's: the folder must not
+hold another run (``clipmag.run_folder``) and a checkpoint to resume must match this run
+(``clipmag.resume_check``); only then are ``config.yaml`` and the metrics written.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from clipmag.heads import SimilarityHead
 from clipmag.optim import build_optimizer, build_scheduler
 from clipmag.optimizer_step import OptimizerStep
 from clipmag.precision import autocast_dtype
+from clipmag.resume_check import check_resumable, step_identity
+from clipmag.run_folder import plan_run_folder
 from clipmag.run_logging import MetricsWriter, logger
 from clipmag.settings import OptimConfig, TrainLoopConfig
 
@@ -93,7 +99,15 @@ class Trainer:
         self.step, self.samples_seen = 0, 0
         self.best: float | None = None
         self.tested: dict[str, Any] = {}
-        self.writer = MetricsWriter(self.output_dir, loop.tensorboard) if ctx.is_main else None
+        run_identity = getattr(task, "run_identity", None)  # a front end's model and objective (RunTask)
+        self.identity = step_identity(
+            to_dict(full_config),
+            task.local_batch_size() * ctx.world_size,
+            self.optimizer_step.amp_dtype,
+            run_identity() if run_identity else {},
+        )
+        self.writer: MetricsWriter | None = None  # opened by prepare(), once the folder is this run's
+        self.prepared = False
 
     # ---- checkpoints -------------------------------------------------------------------------
     def state(self, rng: list[dict[str, Any]]) -> dict[str, Any]:
@@ -109,6 +123,7 @@ class Trainer:
             "scaler": self.optimizer_step.scaler.state_dict(),
             "head": self.model.head_record().to_dict(),
             "config": to_dict(self.full_config),
+            "identity": self.identity,
             "rng": rng,
             "best": self.best,
         }
@@ -119,8 +134,28 @@ class Trainer:
             ckpt_io.atomic_save(self.state(rng), self.ckpt_dir / ckpt_io.LATEST)
         dist_utils.barrier()
 
-    def restore(self, path: Path) -> None:
-        ckpt = ckpt_io.load_checkpoint(path)
+    def prepare(self) -> None:
+        """Claim the run folder: check it and the checkpoint to resume (every rank, before anything
+        is written), clear what the plan says (rank 0), write ``config.yaml``, open the metrics and
+        restore the checkpoint. ``fit()`` calls it; a caller may call it first to know that the
+        folder was accepted."""
+        if self.prepared:
+            return
+        resume_path = ckpt_io.resolve_resume(self.loop.resume, self.output_dir)
+        plan = plan_run_folder(self.loop, resume_path)
+        ckpt = ckpt_io.load_checkpoint(resume_path) if resume_path is not None else None
+        if ckpt is not None:
+            check_resumable(ckpt, resume_path, self.identity, self.model.state_dict())
+        dist_utils.barrier()  # every rank has read the folder before rank 0 changes it
+        if self.ctx.is_main:
+            plan.apply()
+            save_config(self.full_config, self.output_dir / "config.yaml")
+            self.writer = MetricsWriter(self.output_dir, self.loop.tensorboard)
+        if ckpt is not None:
+            self.restore(ckpt, resume_path)
+        self.prepared = True
+
+    def restore(self, ckpt: dict[str, Any], path: Path) -> None:
         self.model.load_state_dict(ckpt["state_dict"])
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.scheduler.load_state_dict(ckpt["scheduler"])
@@ -162,11 +197,7 @@ class Trainer:
     # ---- the loop ----------------------------------------------------------------------------
     def fit(self) -> dict[str, float]:
         loop = self.loop
-        if self.ctx.is_main:
-            save_config(self.full_config, self.output_dir / "config.yaml")
-        resume_path = ckpt_io.resolve_resume(loop.resume, self.output_dir)
-        if resume_path is not None:
-            self.restore(resume_path)
+        self.prepare()
         global_batch = self.task.local_batch_size() * loop.grad_accum * self.ctx.world_size
         batches = self.task.train_batches(self.step * loop.grad_accum)
         self.model.train()

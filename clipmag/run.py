@@ -21,7 +21,7 @@ from clipmag.distributed import DistributedContext
 from clipmag.engine import Task, Trainer
 from clipmag.head_record import HeadRecord
 from clipmag.results import build_results, numerics, write_results
-from clipmag.run_logging import logger, setup_logging
+from clipmag.run_logging import logger, release_held_log, setup_logging
 from clipmag.settings import OptimConfig, TrainLoopConfig
 
 EXPORT_DIR = "export"
@@ -64,11 +64,13 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
     """
     ctx = dist_utils.init_distributed(cfg.train.device)
     output_dir = Path(cfg.train.output_dir)
-    setup_logging(output_dir, ctx.rank)
+    setup_logging(output_dir, ctx.rank, hold=True)  # out.log waits until the folder is this run's
     try:
         task = make_task(cfg, ctx)
         start = time.perf_counter()
         trainer = Trainer(task, cfg.train, cfg.optim, cfg, ctx)
+        trainer.prepare()
+        release_held_log()
         validation = trainer.fit()
         train_seconds = time.perf_counter() - start
         if not ctx.is_main:

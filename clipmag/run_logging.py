@@ -1,13 +1,16 @@
 """The "clipmag" logger and a run's metric sinks (console, metrics.jsonl, TensorBoard).
 
 Library code logs through ``logging.getLogger("clipmag")`` and never configures the root logger.
-Only rank 0 writes files; other ranks keep warnings on the console.
+Only rank 0 writes files; other ranks keep warnings on the console. A trainer may hold the run's
+``out.log`` back until its folder is accepted (``hold=True``, then ``release_held_log()``): a run
+refused there leaves the folder as it was, and an accepted one still logs its set-up.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import logging.handlers
 import math
 import sys
 from collections.abc import Mapping
@@ -18,8 +21,26 @@ LOGGER_NAME = "clipmag"
 logger = logging.getLogger(LOGGER_NAME)
 
 
-def setup_logging(output_dir: str | Path | None = None, rank: int = 0, level: int = logging.INFO) -> logging.Logger:
-    """Console handler (rank 0 at ``level``, other ranks warnings only) and ``out.log`` in the run folder."""
+class _HeldRecords(logging.handlers.MemoryHandler):
+    """Keeps records in memory until ``release_held_log`` writes them to ``path``."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(capacity=1 << 30, flushLevel=logging.CRITICAL + 1, flushOnClose=False)
+        self.path = path
+
+
+def _file_handler(path: Path, fmt: logging.Formatter | None) -> logging.FileHandler:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(fmt)
+    return handler
+
+
+def setup_logging(
+    output_dir: str | Path | None = None, rank: int = 0, level: int = logging.INFO, hold: bool = False
+) -> logging.Logger:
+    """Console handler (rank 0 at ``level``, other ranks warnings only) and ``out.log`` in the run
+    folder; with ``hold`` the file is not touched until ``release_held_log()``."""
     log = logging.getLogger(LOGGER_NAME)
     log.setLevel(level if rank == 0 else logging.WARNING)
     log.propagate = False
@@ -31,11 +52,26 @@ def setup_logging(output_dir: str | Path | None = None, rank: int = 0, level: in
     console.setFormatter(fmt)
     log.addHandler(console)
     if output_dir is not None and rank == 0:
-        Path(output_dir).mkdir(parents=True, exist_ok=True)
-        file_handler = logging.FileHandler(Path(output_dir) / "out.log")
-        file_handler.setFormatter(fmt)
-        log.addHandler(file_handler)
+        path = Path(output_dir) / "out.log"
+        if hold:
+            held = _HeldRecords(path)
+            held.setFormatter(fmt)
+            log.addHandler(held)
+        else:
+            log.addHandler(_file_handler(path, fmt))
     return log
+
+
+def release_held_log() -> None:
+    """Open the ``out.log`` that ``setup_logging(hold=True)`` held back and write the records so far to it."""
+    log = logging.getLogger(LOGGER_NAME)
+    for held in [h for h in log.handlers if isinstance(h, _HeldRecords)]:
+        file_handler = _file_handler(held.path, held.formatter)
+        held.setTarget(file_handler)
+        held.flush()
+        log.removeHandler(held)
+        held.close()
+        log.addHandler(file_handler)
 
 
 def _plain(value: Any) -> Any:
