@@ -34,7 +34,7 @@ from text_retrieval.data.bright import REASONING_CONFIGS
 from text_retrieval.data.settings import DEFAULT_MAX_LENGTH_CAP
 from text_retrieval.evaluation.evaluate import evaluate_paths
 from text_retrieval.retrieval.corpus_cache import shared_encoding
-from text_retrieval.retrieval.index import BACKENDS, CACHE_DTYPES, METHODS, RetrievalSettings
+from text_retrieval.retrieval.index import ANN_TRANSFORMS, BACKENDS, CACHE_DTYPES, METHODS, RetrievalSettings
 
 __all__ = ["EvalTextConfig", "parse_args", "main", "entry"]
 
@@ -51,7 +51,9 @@ class EvalTextConfig:
     corpus an error (default: kept and counted). Encoding: ``max_length`` sets both sides;
     prefixes are templates where ``{task}`` is the BRIGHT task or dataset name. Corpus scale
     (``torchrun --nproc_per_node=N`` shares the corpus encoding): ``search`` exact or approximate
-    (recall@10 against exact is reported), ``search_backend`` for exact search (auto: timed),
+    (recall@10 against exact is reported), ``ann_transform`` how an approximate index holds the
+    documents (``mips``: brought to one norm first, text_retrieval/retrieval/mips.py says what each
+    measured), ``search_backend`` for exact search (auto: timed),
     ``search_memory_gb`` bounds what is held at once, ``chunk_size`` corpus rows per encoding chunk
     (the resume unit), ``cache_dir`` keeps raw corpus embeddings.
     """
@@ -76,6 +78,7 @@ class EvalTextConfig:
     query_prefix: str | None = None
     document_prefix: str | None = None
     search: Literal[METHODS] = "exact"  # type: ignore[valid-type]
+    ann_transform: Literal[ANN_TRANSFORMS] = "none"  # type: ignore[valid-type]
     search_backend: Literal[BACKENDS] = "auto"  # type: ignore[valid-type]
     search_memory_gb: PositiveFloat = 4.0
     cache_dtype: Literal[tuple(CACHE_DTYPES)] = "fp32"  # type: ignore[valid-type]
@@ -107,7 +110,13 @@ def main(argv: Sequence[str]) -> list[dict[str, Any]]:
     )
     with shared_encoding(cfg.output, cfg.cache_dir) as (cache_dir, distributed):
         retrieval = RetrievalSettings(
-            cfg.chunk_size, cfg.cache_dtype, distributed, cfg.search, cfg.search_backend, cfg.search_memory_gb
+            cfg.chunk_size,
+            cfg.cache_dtype,
+            distributed,
+            cfg.search,
+            cfg.search_backend,
+            cfg.search_memory_gb,
+            ann_transform=cfg.ann_transform,
         )
         return evaluate_paths(
             cfg.model,

@@ -1,25 +1,26 @@
 """Approximate top-k search (faiss HNSW or IVF), valid under every head, with its recall measured.
 
 Documents are indexed in their head-transformed form, as for exact search, and the query factor is
-applied after search (``text_retrieval/retrieval/search.py``), so the index ranks by the head's scores. Both
-indexes use the inner product directly. The usual alternative for vectors of unequal norms - one
-extra coordinate ``sqrt(M^2 - |d|^2)`` that makes every norm M, so that L2 ranks as the inner
-product (Bachrach et al., 2014) - was measured worse here: on 20k x 64 synthetic sets with
-log-normal norms, inner-product HNSW (M 32, efSearch 128) reached recall@10 0.998-1.0 where the
-Euclidean form reached 0.58-0.99, and the same held for IVF. ``recall_vs_exact`` reports what an
-index reaches on the evaluated queries.
+applied after search (``text_retrieval/retrieval/search.py``), so the index ranks by the head's scores.
+With ``ann_transform`` ``mips`` they are first brought to one norm by the reduction of inner-product
+search to nearest-neighbour search (``text_retrieval/retrieval/mips.py``, which also says why ``none``
+is the default); either way the hits are scored by their exact inner products. ``described`` records
+the index (method, transform, largest document norm, HNSW or IVF parameters) with the results, and
+``recall_vs_exact`` what it reaches on the evaluated queries.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import faiss
 import numpy as np
 
 from clipmag.heads import SimilarityHead
-from text_retrieval.retrieval.index import Index, RetrievalSettings, head_transform
+from text_retrieval.retrieval.index import Index, RetrievalSettings, head_transform, release_pages
+from text_retrieval.retrieval.mips import augment_documents, augment_queries
 
 __all__ = ["ApproximateIndex", "recall_vs_exact", "HNSW_M", "HNSW_EF_SEARCH"]
 
@@ -33,28 +34,51 @@ class ApproximateIndex:
 
     def __init__(self, doc_embeddings: np.ndarray, head: SimilarityHead, settings: RetrievalSettings) -> None:
         self.ntotal, dim = int(doc_embeddings.shape[0]), int(doc_embeddings.shape[1])
+        self.head, self._raw = head, doc_embeddings
+        self.max_norm = self._max_norm() if settings.ann_transform == "mips" else None
+        dim += self.max_norm is not None
         ip = faiss.METRIC_INNER_PRODUCT
         if settings.method == "hnsw":
             self.index: faiss.Index = faiss.IndexHNSWFlat(dim, HNSW_M, ip)
             parameters = {"M": HNSW_M, "efConstruction": self.index.hnsw.efConstruction, "efSearch": HNSW_EF_SEARCH}
+            parameters["efSearch_raised_to_k"] = True  # a search for more hits widens the beam to k
         else:
             lists = max(1, min(self.ntotal // 39, int(IVF_LISTS_PER_SQRT_N * math.sqrt(self.ntotal))))
-            self.index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, lists, ip)
+            self.index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, lists, ip)  # spherical k-means
             self.index.nprobe = max(1, math.ceil(lists * IVF_PROBE_FRACTION))
             parameters = {"nlist": lists, "nprobe": self.index.nprobe}
-        for start in range(0, self.ntotal, _ADD_ROWS):
-            rows = head_transform(head, np.asarray(doc_embeddings[start : start + _ADD_ROWS]), "document")
+        for rows in self._transformed():
+            if self.max_norm is not None:
+                rows = augment_documents(rows, self.max_norm)
             if not self.index.is_trained:  # IVF: the coarse clusters come from the first rows
                 self.index.train(rows)
             self.index.add(rows)
-        self.described: dict[str, Any] = {"method": settings.method, "metric": "inner product", **parameters}
+        self.described: dict[str, Any] = {
+            "method": settings.method,
+            "metric": "inner product",
+            "transform": settings.ann_transform,
+            "max_document_norm": self.max_norm,
+            **parameters,
+        }
+
+    def _transformed(self) -> Iterator[np.ndarray]:
+        """The head-transformed corpus, ``_ADD_ROWS`` rows at a time (a memory map's pages released after)."""
+        for start in range(0, self.ntotal, _ADD_ROWS):
+            stop = min(start + _ADD_ROWS, self.ntotal)
+            yield head_transform(self.head, np.asarray(self._raw[start:stop]), "document")
+            release_pages(self._raw, start, stop)
+
+    def _max_norm(self) -> float:
+        """The largest transformed document norm: a first pass, since the reduction needs it before adding."""
+        return max((float(np.linalg.norm(rows, axis=1).max(initial=0.0)) for rows in self._transformed()), default=0.0)
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Approximate top-``k`` inner products (exact for the hits found; position -1 pads missing hits)."""
         k = min(k, self.ntotal)
         if isinstance(self.index, faiss.IndexHNSWFlat):
             self.index.hnsw.efSearch = max(HNSW_EF_SEARCH, k)  # HNSW returns at most efSearch hits
-        return self.index.search(np.ascontiguousarray(queries, dtype=np.float32), k)
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        return self.index.search(queries if self.max_norm is None else augment_queries(queries), k)
 
 
 def recall_vs_exact(

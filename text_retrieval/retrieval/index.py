@@ -23,11 +23,13 @@ __all__ = [
     "release_pages",
     "METHODS",
     "BACKENDS",
+    "ANN_TRANSFORMS",
     "CACHE_DTYPES",
 ]
 
 METHODS = ("exact", "hnsw", "ivf")
 BACKENDS = ("auto", "torch", "faiss")
+ANN_TRANSFORMS = ("none", "mips")
 CACHE_DTYPES = {"fp32": np.float32, "fp16": np.float16}
 
 
@@ -39,8 +41,11 @@ class RetrievalSettings:
     ``cache_dtype``: ``fp32`` or ``fp16`` storage of the cached embeddings; ``distributed``: share
     the chunks out over the ranks of ``torch.distributed`` (``text_retrieval/retrieval/corpus_cache.py``).
     ``method``: ``exact``, or an approximate ``hnsw`` / ``ivf`` index whose recall against exact is
-    reported; ``backend``: the exact backend (``auto``: timed per case); ``memory_gb``: the bound on
-    the transformed corpus plus score buffers held at once (larger corpora are searched in chunks).
+    reported; ``ann_transform``: for those, ``none`` indexes the documents as they are, ``mips``
+    brought to one norm by the reduction of inner-product to nearest-neighbour search (what each
+    measured: ``text_retrieval/retrieval/mips.py``); ``backend``: the exact backend (``auto``: timed
+    per case); ``memory_gb``: the bound on the transformed corpus plus score buffers held at once
+    (larger corpora are searched in chunks).
     """
 
     chunk_size: int = 10_000
@@ -49,12 +54,17 @@ class RetrievalSettings:
     method: str = "exact"
     backend: str = "auto"
     memory_gb: float = 4.0
+    ann_transform: str = "none"
 
     def __post_init__(self) -> None:
-        choices = {"cache_dtype": CACHE_DTYPES, "method": METHODS, "backend": BACKENDS}
+        choices = {"cache_dtype": CACHE_DTYPES, "method": METHODS, "backend": BACKENDS, "ann_transform": ANN_TRANSFORMS}
         for key, valid in choices.items():
             if getattr(self, key) not in valid:
                 raise ValueError(f"{key} {getattr(self, key)!r} unknown; valid: {', '.join(valid)}")
+        if self.ann_transform != "none" and self.method == "exact":
+            raise ValueError(
+                f"ann_transform {self.ann_transform!r} applies to the approximate methods (hnsw, ivf), not exact"
+            )
         if self.chunk_size < 1 or not self.memory_gb > 0:
             raise ValueError(f"chunk_size and memory_gb must be positive, got {self.chunk_size}, {self.memory_gb}")
 
