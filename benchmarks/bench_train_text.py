@@ -13,14 +13,17 @@ and number of steps, on the CPU with the same thread count:
   Face default (fused AdamW on recent torch): what a user gets.
 
 Four sides: each trainer at fp32 and at bf16 autocast (ours ``train.precision=bf16``, theirs
-``bf16=True``). Ours at its default (``precision=auto``: bf16 on a CPU with native bf16) is
-compared with theirs at its default (fp32), and each precision with the other trainer at the same
-precision. Timing: each side stamps the start of every step (ours: when the loop draws the
-step's batch; theirs: ``on_step_begin``); a side runs ``warmup + steps + 1`` steps and the window
-spans whole iterations (data, tokenization, forward, backward, clipping, optimizer, logging).
-Rounds rotate the order of the sides; medians of the per-round ratios are reported with their
-range. The FLOPs of our timed steps are counted once (forward + backward, FlopCounterMode) to give
-the achieved rate against the CPU's peak. Needs ``datasets`` and ``accelerate``.
+``bf16=True``); the bf16 sides only on a CPU with native bf16 (``harness.select_sides``: elsewhere
+bf16 is emulated, 0.6 samples/s on an AVX2 CPU, and the output says they were skipped). Ours at
+its default (``precision=auto``: bf16 on a CPU with native bf16) is compared with theirs at its
+default (fp32), and each precision with the other trainer at the same precision. Timing: each
+side stamps the start of every step (ours: when the loop draws the step's batch; theirs:
+``on_step_begin``); a side runs ``warmup + steps + 1`` steps and the window spans whole
+iterations (data, tokenization, forward, backward, clipping, optimizer, logging). Rounds rotate
+the order of the sides; medians of the per-round ratios are reported with their range. The FLOPs
+of our timed steps are counted once (forward + backward, FlopCounterMode, at the default
+precision: the count does not depend on it) to give the achieved rate against the CPU's peak.
+Needs ``datasets`` and ``accelerate``.
 
     python benchmarks/bench_train_text.py [--steps 15] [--warmup 2] [--rounds 4] [--batch-size 16] [--max-length 64]
 """
@@ -39,6 +42,8 @@ from typing import Any
 
 import torch
 from harness import (
+    CPU,
+    OUR_DTYPES,
     ROOT,
     count_flops,
     default_model,
@@ -47,17 +52,16 @@ from harness import (
     print_flop_rate,
     print_header,
     rounds,
+    select_sides,
 )
 
 from clipmag.config import build_config
 from clipmag.distributed import DistributedContext, init_distributed
 from clipmag.engine import Trainer
-from clipmag.precision import autocast
+from clipmag.precision import autocast, autocast_dtype
 from text_retrieval.config import TextConfig
 from text_retrieval.data.embedded import build_embedded
 from text_retrieval.task import TextRetrievalTask
-
-CPU = torch.device("cpu")
 
 
 @dataclass
@@ -211,24 +215,40 @@ def first_batch_losses(
 
 
 def timed_flops(args: argparse.Namespace, shards: Path, batches: list[dict[str, Any]], work: Path) -> int:
-    """FLOPs of forward + backward over our timed steps (the same batches in every round)."""
-    model = TextRetrievalTask(our_config(args, shards, 1, work / "unused", "bf16"), init_distributed("cpu"))
+    """FLOPs of forward + backward over our timed steps (the same batches in every round), counted at
+    the default precision, which this CPU runs natively."""
+    precision = default_precision()
+    model = TextRetrievalTask(our_config(args, shards, 1, work / "unused", precision), init_distributed("cpu"))
     bi_encoder = model.build_model()
 
     def steps() -> None:
         for batch in batches[args.warmup : args.warmup + args.steps]:
-            with autocast(CPU, torch.bfloat16):
+            with autocast(CPU, autocast_dtype(precision, CPU)):
                 loss = bi_encoder({**batch, "negatives": [[] for _ in batch["query"]]})["loss"]
             loss.backward()
 
     return count_flops(steps)
 
 
+def sides(args: argparse.Namespace, shards: Path, dataset: Any, work: Path) -> dict[str, Callable[[], RoundResult]]:
+    """Both trainers at fp32, and at bf16 where this CPU computes bf16 natively."""
+    return select_sides(
+        {
+            "clipmag fp32": lambda: run_ours(args, shards, work, "fp32"),
+            "ST fp32 (its default)": lambda: run_theirs(args, dataset, work, bf16=False),
+        },
+        {
+            "clipmag bf16": lambda: run_ours(args, shards, work, "bf16"),
+            "ST bf16=True": lambda: run_theirs(args, dataset, work, bf16=True),
+        },
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=15, help="timed steps per side and round")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps at the start of each side's run")
-    p.add_argument("--rounds", type=int, default=4, help="rounds; the order of the four sides rotates")
+    p.add_argument("--rounds", type=int, default=4, help="rounds; the order of the sides rotates")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--max-length", type=int, default=64, help="token limit of queries and documents alike")
     p.add_argument("--lr", type=float, default=5e-5)
@@ -265,18 +285,14 @@ def main() -> None:
         dataset = Dataset.from_dict({"anchor": pairs["query"], "positive": pairs["positive"]})
         losses = first_batch_losses(args, shards, batches[0], work)
         print(f"  first-batch fp32 loss, dropout off: clipmag {losses[0]:.5f}  sentence-transformers {losses[1]:.5f}")
-        sides = {
-            "clipmag fp32": lambda: run_ours(args, shards, work, "fp32"),
-            "ST fp32 (its default)": lambda: run_theirs(args, dataset, work, bf16=False),
-            "clipmag bf16": lambda: run_ours(args, shards, work, "bf16"),
-            "ST bf16=True": lambda: run_theirs(args, dataset, work, bf16=True),
-        }
-        results = rounds(sides, args.rounds, lambda r: f"{r.samples_per_s:7.1f} samples/s")
+        chosen = sides(args, shards, dataset, work)
+        results = rounds(chosen, args.rounds, lambda r: f"{r.samples_per_s:7.1f} samples/s")
         flops = timed_flops(args, shards, batches, work)
     sps = {name: [r.samples_per_s for r in rs] for name, rs in results.items()}
     print_comparison(sps, "samples/s", "ST fp32 (its default)", "ST bf16=True")
-    for name, dtype in (("clipmag fp32", torch.float32), ("clipmag bf16", torch.bfloat16)):
-        print_flop_rate(f"{name} step", flops / args.steps, [r.seconds / args.steps for r in results[name]], dtype)
+    for name in [n for n in OUR_DTYPES if n in results]:
+        seconds = [r.seconds / args.steps for r in results[name]]
+        print_flop_rate(f"{name} step", flops / args.steps, seconds, OUR_DTYPES[name])
 
 
 if __name__ == "__main__":

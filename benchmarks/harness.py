@@ -1,5 +1,5 @@
-"""What every benchmark shares: the machine header, rounds in rotating order, medians with their
-spread, and achieved FLOP rates against the CPU's peak.
+"""What every benchmark shares: the machine header, which precisions this hardware runs natively,
+rounds in rotating order, medians with their spread, and achieved FLOP rates against the CPU's peak.
 
 The numbers are meant to be read on shared machines, so every benchmark runs ours and the peer in
 one process run, round after round with the order rotating (load that drifts during a run hits
@@ -31,9 +31,12 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from clipmag.precision import autocast_dtype, cpu_has_native_bf16  # noqa: E402
+from clipmag.precision import autocast_dtype, cpu_has_native_bf16, native_bf16  # noqa: E402
 
 T = TypeVar("T")
+CPU = torch.device("cpu")
+# Our sides that a benchmark reports a FLOP rate for, with the dtype of the peak they are held against.
+OUR_DTYPES = {"clipmag fp32": torch.float32, "clipmag bf16": torch.bfloat16}
 
 
 def default_model() -> str:
@@ -76,11 +79,16 @@ def _cpuinfo(key: str) -> str:
     return ""
 
 
+def cpu_name() -> str:
+    """The CPU's model name, as /proc/cpuinfo (else the platform) gives it."""
+    return _cpuinfo("model name") or platform.processor()
+
+
 def print_header(title: str) -> None:
     """Title, machine, library versions and the load average at the start of the run."""
     print(title)
     print(
-        f"  machine: {_cpuinfo('model name') or platform.processor()}, {os.cpu_count()} cores, "
+        f"  machine: {cpu_name()}, {os.cpu_count()} cores, "
         f"torch {torch.__version__} with {torch.get_num_threads()} threads, "
         f"native bf16: {'yes' if cpu_has_native_bf16() else 'no'}"
     )
@@ -111,15 +119,38 @@ def ratio(faster: Sequence[float], slower: Sequence[float]) -> list[float]:
 
 def default_precision() -> str:
     """What clipmag's ``precision=auto`` runs on this CPU: ``bf16`` or ``fp32``."""
-    return "bf16" if autocast_dtype("auto", torch.device("cpu")) is torch.bfloat16 else "fp32"
+    return "bf16" if autocast_dtype("auto", CPU) is torch.bfloat16 else "fp32"
+
+
+def select_sides(always: dict[str, T], bf16: dict[str, T], device: torch.device = CPU) -> dict[str, T]:
+    """The sides to run: ``always``, plus the ``bf16`` ones only where ``device`` computes bf16 natively.
+
+    Native means what ``precision=auto`` calls native (``clipmag.precision.native_bf16``). A CPU
+    without AVX-512 BF16, AMX or Arm's BF16 extension only emulates bf16, and there a bf16 side
+    measures the emulation (MiniLM training on an AVX2 CPU: 0.6 samples/s, which kept a benchmark
+    running past 15 minutes) rather than anything a user would run, so it is skipped and the output
+    says so. Prints the sides that will run.
+    """
+    if native_bf16(device):
+        chosen = {**always, **bf16}
+    else:
+        chosen = dict(always)
+        missing = "AVX-512 BF16, AMX or Arm BF16" if device.type == "cpu" else "bf16 units"
+        print(
+            f"  skipped, because this {device.type} only emulates bf16 (no {missing}; precision=auto runs fp32 "
+            f"here): {', '.join(bf16)}"
+        )
+    print(f"  sides: {', '.join(chosen)}", flush=True)
+    return chosen
 
 
 def print_comparison(rates: dict[str, list[float]], unit: str, peer_default: str, peer_bf16: str) -> None:
     """Each side's median rate with its range, then the per-round ratios that answer the questions:
     clipmag vs the peer at their defaults, at equal precision (fp32; bf16), and bf16 vs fp32.
 
-    ``rates`` holds ``clipmag fp32``, ``clipmag bf16``, ``peer_bf16``, ``peer_default`` and a peer
-    fp32 side named ``<peer> fp32...`` (the same as ``peer_default`` where the peer defaults to fp32).
+    ``rates`` holds ``clipmag fp32``, ``peer_default`` and a peer fp32 side named ``<peer> fp32...``
+    (the same as ``peer_default`` where the peer defaults to fp32), and ``clipmag bf16`` and
+    ``peer_bf16`` unless ``select_sides`` skipped them; a ratio with a skipped side is named as not measured.
     """
     print(f"\n  load average at end (1 / 5 / 15 min): {load_average()}")
     print(f"  {'side':<26}{unit + ' median (range)':>28}")
@@ -135,7 +166,8 @@ def print_comparison(rates: dict[str, list[float]], unit: str, peer_default: str
         (f"bf16: clipmag / {peer_bf16}", "clipmag bf16", peer_bf16),
         ("clipmag bf16 / clipmag fp32", "clipmag bf16", "clipmag fp32"),
     ):
-        print(f"    {label:<56}{spread(ratio(rates[a], rates[b]))}")
+        measured = spread(ratio(rates[a], rates[b])) if a in rates and b in rates else "not measured (side skipped)"
+        print(f"    {label:<56}{measured}")
 
 
 def count_flops(fn: Callable[[], object]) -> int:
