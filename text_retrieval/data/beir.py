@@ -19,7 +19,7 @@ from text_retrieval.data.common import DataFormatError, find_file, iter_jsonl, i
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["RetrievalDataset", "load_beir", "is_beir_folder", "read_qrels", "IGNORE_IDENTICAL_IDS"]
+__all__ = ["RetrievalDataset", "load_beir", "is_beir_folder", "read_qrels", "read_corpus", "IGNORE_IDENTICAL_IDS"]
 
 # BEIR datasets whose queries are also corpus documents, so a query's own id is never a hit: MTEB's
 # per-task setting (ArguAna, Quora); BEIR's original evaluator dropped such hits for every dataset.
@@ -118,7 +118,8 @@ def read_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     return qrels
 
 
-def _read_corpus(path: Path) -> tuple[list[str], list[str]]:
+def read_corpus(path: Path) -> tuple[list[str], list[str]]:
+    """Ids and texts of a BEIR ``corpus.jsonl[.gz]``, each text ``title + " " + text`` (stripped)."""
     ids: list[str] = []
     texts: list[str] = []
     seen: dict[str, int] = {}
@@ -173,7 +174,7 @@ def load_beir(
             available = sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
             raise FileNotFoundError(f"{folder}: missing {what} (BEIR layout; qrels splits present: {available})")
     assert corpus_path is not None and queries_path is not None
-    corpus_ids, corpus_texts = _read_corpus(corpus_path)
+    corpus_ids, corpus_texts = read_corpus(corpus_path)
     all_queries = _read_queries(queries_path)
     qrels = read_qrels(qrels_path)
     known_docs = set(corpus_ids)

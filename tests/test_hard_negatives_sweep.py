@@ -1,0 +1,50 @@
+"""The hard-negatives sweep expands to the cells its header documents, each mined variant reading
+the shards a prepare step mines under that variant's own head."""
+
+from __future__ import annotations
+
+import importlib
+
+from clipmag.experiments import sweep
+from clipmag.resources import config_path
+from text_retrieval.cli import parse_args as parse_train_args
+from text_retrieval.retrieval.mine_cli import parse_args
+
+
+def test_the_hard_negatives_sweep_expands_as_documented():
+    path = config_path("configs/sweeps/hard_negatives.yaml")
+    cfg = sweep.load_sweep_config(path)
+    steps = {s.name: s for s in cfg.prepare}
+    assert list(steps) == ["scifact-train-shards", "mine-cosine", "mine-qnorm"]
+    assert all(callable(importlib.import_module(s.module).main) for s in cfg.prepare)
+    assert all("../shared/data/beir/scifact" in s.requires for s in cfg.prepare)
+    mined_by = {}
+    for name in ("mine-cosine", "mine-qnorm"):
+        mining = parse_args(steps[name].args)
+        assert steps[name].creates == f"{mining.output}/manifest.json"
+        assert (mining.data, mining.split, mining.corpus) == (
+            "../shared/data/beir/scifact",
+            "train",
+            "../shared/data/beir/scifact/corpus.jsonl",
+        )
+        assert (mining.num_negatives, mining.rank_min, mining.relative_margin, mining.sampling) == (3, 0, 0.05, "top")
+        assert mining.cache_dir == "runs/data/scifact-mining-cache" and mining.rank_max >= 5183
+        mined_by[mining.norm] = mining.output
+    assert set(mined_by) == {"cosine", "qnorm"}
+
+    cells = sweep.expand(cfg)
+    sweep.check_cells(cells, str(path))  # every cell parses with the text trainer's own config
+    assert len(cells) == 4 * 3 and {c.seed for c in cells} == {0, 1, 2}
+    assert {c.variant for c in cells} == {"cosine", "qnorm", "cosine-mined", "qnorm-mined"}
+    plain = steps["scifact-train-shards"].args[0]
+    for cell in cells:
+        run = parse_train_args(cell.argv)
+        norm = run.head.name
+        assert cell.variant.split("-")[0] == norm and run.model.name_or_path == "all-MiniLM-L6-v2"
+        if cell.variant.endswith("-mined"):
+            assert run.data.train == mined_by[norm] and run.data.hard_negatives == 3
+        else:
+            assert run.data.train == plain and run.data.hard_negatives == 0
+        assert (run.train.steps, run.data.batch_size, run.optim.lr, run.loss.scale) == (60, 16, 5e-5, 20.0)
+        assert (run.model.query_max_length, run.model.document_max_length) == (64, 64)
+        assert run.data.test == ["../shared/data/beir/scifact", "../shared/data/beir/cranfield"]

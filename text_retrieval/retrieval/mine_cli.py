@@ -1,0 +1,298 @@
+"""Mine hard negatives under a model's own similarity head and write them as training shards.
+
+Examples:
+    python scripts/mine_negatives.py --model all-MiniLM-L6-v2 --norm qnorm \\
+        --data ../shared/data/beir/scifact --split train --corpus ../shared/data/beir/scifact/corpus.jsonl \\
+        --output runs/data/scifact-mined-qnorm --rank-min 10 --rank-max 100 --relative-margin 0.05
+    python scripts/mine_negatives.py --model all-MiniLM-L6-v2 --data embedded --output runs/data/embedded-mined
+    torchrun --nproc_per_node=4 scripts/mine_negatives.py --model M --data pairs.jsonl --output OUT \\
+        --cache-dir cache/emb                                         # the ranks share the corpus encoding
+
+``--data`` is a pairs jsonl, a shard folder, a BEIR folder (judged pairs of ``--split``) or
+``embedded`` (the trainer's embedded code-search pairs under ``--embedded-root``, built if absent). The corpus
+searched is every positive of the data, plus the documents of ``--corpus`` (a BEIR corpus.jsonl or
+its folder) when given. The selection rules (rank window, margins, score cap, sampling, positive
+exclusion) are documented in ``text_retrieval/retrieval/negatives.py``; mined negatives replace any
+the data had. ``--norm`` defaults to the model's own head. The output folder holds the shards,
+``sizes.json`` and ``manifest.json`` (model, head, every setting, the seed and the counts, among
+them how many queries got fewer than ``--num-negatives``); it is written beside the output and
+moved into place when complete, and an existing output is replaced only with ``--overwrite``. The
+samples are shuffled with ``--seed`` (the seed of ``random`` sampling too) exactly as
+``make_text_shards.py`` shuffles with it, so mined and plain shards of one source hold the same
+samples in the same order. Every key is a flag (``--rank-max 50``) and a ``key=value`` token.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import torch
+
+from clipmag.command_line import field_flags, parse_cli
+from clipmag.config import ConfigError, Fraction, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, to_dict
+from clipmag.entry import run_entry_point
+from clipmag.naming import slug
+from clipmag.precision import PRECISIONS
+from clipmag.run_logging import setup_logging
+from clipmag.settings import HeadName
+from clipmag.shards import SIZES_FILE, declared_sizes
+from text_retrieval.config import EmbeddedDataConfig, PoolingName
+from text_retrieval.data.beir import is_beir_folder, read_corpus
+from text_retrieval.data.common import find_file
+from text_retrieval.data.embedded import build_embedded
+from text_retrieval.data.pairs import pairs_from_beir, pairs_from_jsonl, shuffled
+from text_retrieval.data.shards import load_shard, resolve_shards, write_text_shards
+from text_retrieval.model.encoder import TextEncoder
+from text_retrieval.retrieval.corpus_cache import shared_encoding
+from text_retrieval.retrieval.index import CACHE_DTYPES, RetrievalSettings
+from text_retrieval.retrieval.mining import mine_negatives
+from text_retrieval.retrieval.negatives import SAMPLINGS, MiningRules
+
+__all__ = ["MineConfig", "parse_args", "load_samples", "main", "entry"]
+
+logger = logging.getLogger("clipmag")
+
+T = TypeVar("T")
+MANIFEST = "manifest.json"
+EMBEDDED = "embedded"
+
+
+@dataclass
+class MineConfig:
+    """One mining run. ``model``: a Hugging Face folder or name, or a clipmag export; ``norm`` and
+    ``pooling`` default to its own. ``num_negatives`` (k), ``rank_min`` / ``rank_max`` (the window,
+    ranks counted from 0 among the non-positive candidates, ``rank_max`` excluded),
+    ``absolute_margin``, ``relative_margin``, ``max_score`` and ``sampling`` are the selection rules
+    (``text_retrieval/retrieval/negatives.py``). Encoding: max lengths default to the model's own.
+    ``cache_dir`` keeps the raw corpus embeddings (one cache serves every head)."""
+
+    model: str = ""
+    data: str = ""
+    output: str = ""
+    norm: HeadName | None = None
+    pooling: PoolingName | None = None
+    split: str = "train"
+    corpus: str | None = None
+    embedded_root: str = EmbeddedDataConfig.root  # the trainer's own
+    num_negatives: PositiveInt = 3
+    rank_min: NonNegativeInt = 0
+    rank_max: PositiveInt = 100
+    absolute_margin: NonNegativeFloat | None = None
+    relative_margin: Fraction | None = None
+    max_score: float | None = None
+    sampling: Literal[SAMPLINGS] = "top"  # type: ignore[valid-type]
+    seed: NonNegativeInt = 0
+    no_shuffle: bool = False
+    samples_per_shard: PositiveInt = 1000
+    overwrite: bool = False
+    batch_size: PositiveInt = 64
+    query_max_length: PositiveInt | None = None
+    document_max_length: PositiveInt | None = None
+    precision: Literal[PRECISIONS] = "auto"  # type: ignore[valid-type]
+    cache_dir: str | None = None
+    cache_dtype: Literal[tuple(CACHE_DTYPES)] = "fp32"  # type: ignore[valid-type]
+    chunk_size: PositiveInt = 10_000
+    search_memory_gb: PositiveFloat = 4.0
+    quiet: bool = False
+
+    def rules(self) -> MiningRules:
+        keys = ("num_negatives", "rank_min", "rank_max", "absolute_margin", "relative_margin", "max_score", "sampling")
+        return MiningRules(**{k: getattr(self, k) for k in keys}, seed=self.seed)
+
+
+def parse_args(argv: Sequence[str]) -> MineConfig:
+    """``--model M --data D --output OUT [--flag value ...] [key=value ...]`` -> a checked config."""
+    cfg = parse_cli(MineConfig, argv, field_flags(MineConfig), description=__doc__)
+    missing = [f"--{key}" for key in ("model", "data", "output") if not getattr(cfg, key)]
+    if missing:
+        raise ConfigError(f"command line: {' and '.join(missing)} needed; see --help")
+    try:
+        cfg.rules()
+    except ValueError as err:
+        raise ConfigError(f"command line: {err}") from None
+    return cfg
+
+
+def _embedded_pairs(root: str | Path) -> list[dict[str, Any]]:
+    """The training pairs ``data.train=embedded`` reads: built (or reused) with the trainer's sizes,
+    which decide the held-out test modules, so no mined pair comes from a module the trainer tests on."""
+    e = EmbeddedDataConfig(root=str(root))
+    paths = build_embedded(e.root, n_train=e.n_train, n_test=e.n_test, n_dev=e.n_dev, corpus_size=e.corpus_size, seed=0)
+    return pairs_from_jsonl(paths["train_pairs"])
+
+
+def _shard_samples(folder: Path) -> list[dict[str, Any]]:
+    paths = resolve_shards(folder)
+    declared = declared_sizes(paths)
+    return [sample for path in paths for sample in load_shard(path, declared.get(path))]
+
+
+def load_samples(
+    data: str, split: str = "train", embedded_root: str | Path = EmbeddedDataConfig.root
+) -> list[dict[str, Any]]:
+    """The (query, positive) samples of ``data``: a pairs jsonl, a shard folder, a BEIR folder
+    (the judged pairs of ``split``) or ``embedded``."""
+    if data == EMBEDDED:
+        return _embedded_pairs(embedded_root)
+    path = Path(data)
+    if path.is_file():
+        return pairs_from_jsonl(path)
+    if is_beir_folder(path):
+        return pairs_from_beir(path, split)
+    if path.is_dir() and any(path.glob("*.tar")):
+        return _shard_samples(path)
+    raise FileNotFoundError(
+        f"--data {data}: expected a pairs .jsonl file, a folder of text shards, a BEIR folder or {EMBEDDED!r}"
+    )
+
+
+def load_corpus(spec: str) -> list[str]:
+    """The document texts of a BEIR ``corpus.jsonl[.gz]`` (or of the folder holding one)."""
+    path = Path(spec)
+    if path.is_dir():
+        found = find_file(path, "corpus.jsonl", "corpus.jsonl.gz")
+        if found is None:
+            raise FileNotFoundError(f"--corpus {spec}: the folder holds no corpus.jsonl[.gz]")
+        path = found
+    if not path.is_file():
+        raise FileNotFoundError(f"--corpus {spec}: no such BEIR corpus.jsonl")
+    return read_corpus(path)[1]
+
+
+_OUTPUT_NAMES = (SIZES_FILE, MANIFEST)
+
+
+def check_output(output: Path, overwrite: bool) -> None:
+    """Refuse an output that exists (unless ``overwrite``) and one that holds anything but mined shards."""
+    if output.exists() and not output.is_dir():
+        raise ConfigError(f"--output {output} is a file; expected a folder for the shards")
+    present = sorted(p.name for p in output.iterdir()) if output.is_dir() else []
+    if not present:
+        return
+    if not overwrite:
+        raise ConfigError(f"--output {output} already exists; pass --overwrite to replace it, or choose another folder")
+    foreign = [n for n in present if n not in _OUTPUT_NAMES and not (n.startswith("shard-") and n.endswith(".tar"))]
+    if foreign:
+        raise ConfigError(
+            f"--output {output} holds files that mining did not write ({', '.join(foreign[:5])}); "
+            "--overwrite replaces mined shards only: choose another folder"
+        )
+
+
+def _writable(write: Callable[..., T], where: Path, *args: Any, **kwargs: Any) -> T:
+    """``write(*args, **kwargs)``, an ``OSError`` (no space, no permission) told as one line naming ``where``."""
+    try:
+        return write(*args, **kwargs)
+    except OSError as err:
+        raise ConfigError(f"--output: cannot write {where} ({type(err).__name__}: {err})") from None
+
+
+def _publish(staging: Path, output: Path) -> None:
+    """Move the complete ``staging`` folder to ``output``, the old output (if any) aside first."""
+    if output.exists():
+        old = output.with_name(f".{output.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(output, old)
+        os.replace(staging, output)
+        shutil.rmtree(old)
+    else:
+        os.replace(staging, output)
+
+
+def _encoder(cfg: MineConfig) -> TextEncoder:
+    encoder = TextEncoder.from_pretrained(
+        cfg.model,
+        norm=cfg.norm,
+        pooling=cfg.pooling,
+        precision=cfg.precision,
+        query_max_length=cfg.query_max_length,
+        document_max_length=cfg.document_max_length,
+    )
+    return encoder.to("cuda") if torch.cuda.is_available() else encoder
+
+
+def _mine(cfg: MineConfig, staging: Path) -> tuple[TextEncoder, list[dict[str, Any]], dict[str, Any]] | None:
+    """The encoder, the mined samples and the summary; None on the ranks that only helped encode."""
+    samples = load_samples(cfg.data, cfg.split, cfg.embedded_root)
+    corpus = load_corpus(cfg.corpus) if cfg.corpus else []
+    encoder = _encoder(cfg)
+    name = f"mining-{slug(Path(cfg.corpus).stem if cfg.corpus else Path(cfg.data).name, fallback='corpus')}"
+    with shared_encoding(staging, cfg.cache_dir) as (cache_dir, distributed):
+        settings = RetrievalSettings(
+            cfg.chunk_size, cfg.cache_dtype, distributed, "exact", "auto", memory_gb=cfg.search_memory_gb
+        )
+        mined = mine_negatives(
+            encoder, samples, cfg.rules(), corpus, cache_dir, name, cfg.batch_size, not cfg.quiet, settings
+        )
+    return None if mined is None else (encoder, *mined)
+
+
+def _write(
+    cfg: MineConfig, encoder: TextEncoder, samples: list[dict[str, Any]], summary: dict[str, Any], staging: Path
+) -> dict[str, Any]:
+    """Shards and manifest into ``staging``, which then replaces the output; the manifest."""
+    output = Path(cfg.output)
+    if not cfg.no_shuffle:
+        samples = shuffled(samples, cfg.seed)
+    paths = _writable(write_text_shards, staging, samples, staging, cfg.samples_per_shard)
+    manifest = {
+        "model": cfg.model,
+        "encoder": encoder.head_record().to_dict(),
+        "head": encoder.head.to_dict(),
+        "seed": cfg.seed,
+        "settings": to_dict(cfg),
+        "counts": {**summary, "shards": len(paths)},
+    }
+    text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
+    _writable((staging / MANIFEST).write_text, staging, text, encoding="utf-8")
+    _writable(_publish, output, staging, output)
+    short, k = summary["queries_fewer_than_k"], cfg.num_negatives
+    if short:
+        logger.warning(
+            "%d of %d queries got fewer than %d negatives (%d none; training with data.hard_negatives cycles a "
+            "query's negatives and stops at a sample without any): see %s",
+            short,
+            summary["queries"],
+            k,
+            summary["queries_without_negatives"],
+            output / MANIFEST,
+        )
+    print(
+        f"{len(samples)} samples, {summary['queries']} queries ({short} with fewer than {k} negatives) "
+        f"mined under {encoder.head.name} in {len(paths)} shards -> {output}"
+    )
+    return manifest
+
+
+def main(argv: Sequence[str]) -> dict[str, Any] | None:
+    """Mine, write the shards and the manifest; the manifest (None on the helper ranks of torchrun).
+
+    Everything is written into a staging folder beside the output (which also holds the temporary
+    corpus cache of a torchrun run without ``--cache-dir``), removed when the run fails."""
+    cfg = parse_args(argv)
+    rank = int(os.environ.get("RANK", "0"))
+    setup_logging(rank=rank, level=logging.WARNING if cfg.quiet else logging.INFO)
+    output = Path(cfg.output)
+    staging = output.with_name(f".{output.name}.partial")
+    check_output(output, cfg.overwrite)
+    if rank == 0:  # a killed run's staging goes; the other ranks write nowhere before a barrier
+        shutil.rmtree(staging, ignore_errors=True)
+        _writable(staging.mkdir, staging, parents=True)
+    try:
+        mined = _mine(cfg, staging)
+        return None if mined is None else _write(cfg, *mined, staging)
+    finally:
+        if rank == 0:  # moved into place on success, so this removes only a failed run's
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def entry() -> None:
+    """Console-script entry: user errors end with one ``error:`` line and exit status 2."""
+    run_entry_point(main)
