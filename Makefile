@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: venv lint test demo demo-rag clean
+.PHONY: venv lint test demo demo-rag paper-dry-run clean
 
 venv: $(VENV)/.installed
 
@@ -34,6 +34,10 @@ demo: venv
 
 demo-rag: venv
 	$(RAG_DEMO)
+
+# Every paper config on CPU with stand-in data and tiny models (two steps per cell), then the report.
+paper-dry-run: venv
+	$(BIN)/python scripts/paper_dry_run.py
 
 clean:
 	rm -rf runs/demo runs/rag/embedded-reader40 .pytest_cache

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from clipmag.kept_logging import caller_logging_kept
 from clipmag.plugins import load_plugins
 
 __all__ = ["Evaluation", "EvaluationResult", "EVALUATIONS", "register_evaluation", "get_evaluation"]
@@ -45,7 +46,8 @@ class Evaluation:
     metrics: tuple[str, ...]
 
     def run(self, model: Path, output: Path, argv: Sequence[str] = ()) -> None:
-        importlib.import_module(self.module).main([*argv, "--model", str(model), "--output", str(output)])
+        with caller_logging_kept():
+            importlib.import_module(self.module).main([*argv, "--model", str(model), "--output", str(output)])
 
     def check(self, model: Path, output: Path, argv: Sequence[str] = ()) -> None:
         """Parse the arguments ``run`` would pass with the module's ``parse_args`` (when it has one),

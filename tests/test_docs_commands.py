@@ -23,10 +23,11 @@ DOTTED = re.compile(r"^'?\"?([a-z_]+(?:\.[a-z_]+)+)=")
 
 def fenced_commands(path: Path) -> list[tuple[int, str]]:
     """(line number, command) of every command line in the file's shell blocks (continuations joined)."""
-    commands, block, pending, start = [], False, "", 0
+    commands, fenced, block, pending, start = [], False, False, "", 0
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.startswith("```"):
-            block = bool(FENCE.match(line)) and not block
+        if line.startswith("```"):  # a fence opens a block (a shell block when FENCE matches) or closes it
+            fenced = not fenced
+            block = fenced and bool(FENCE.match(line))
             continue
         if not block:
             continue

@@ -20,7 +20,7 @@ from clipmag.head_record import HeadRecord
 from clipmag.heads import build_head
 from clipmag.losses import infonce_from_config
 from text_retrieval.config import TextConfig
-from text_retrieval.data import STSPairs, load_eval_datasets, load_sts_file
+from text_retrieval.data import STSPairs, check_eval_data, load_eval_datasets, load_sts_file
 from text_retrieval.data.beir import is_beir_folder
 from text_retrieval.data.embedded import build_embedded
 from text_retrieval.data.shards import TextShardStream
@@ -52,6 +52,7 @@ class TextRetrievalTask:
         self.primary_metric = "spearman" if cfg.data.objective == "sts" else "NDCG@10"
         self._embedded: dict[str, Path] | None = None
         self._refuse_validation_on_test_data()
+        self._check_test_data()
         self.validation_sets = [
             ds for spec in cfg.data.validation for ds in self._load(spec, cfg.data.validation_split)
         ]
@@ -70,6 +71,15 @@ class TextRetrievalTask:
                     f"{d.validation_split!r}); validation picks the checkpoint, so the test numbers would be tuned "
                     "on the test set: validate on another split (data.validation_split) or another set"
                 )
+
+    def _check_test_data(self) -> None:
+        """The test sets are read after the last step, so a missing one is named before the first."""
+        for spec in self.cfg.data.test:
+            if not spec.startswith(EMBEDDED_PREFIX):
+                try:
+                    check_eval_data(spec)
+                except FileNotFoundError as err:
+                    raise FileNotFoundError(f"data.test {spec!r}: {err} (relative to {Path.cwd()})") from None
 
     def embedded_paths(self) -> dict[str, Path]:
         """Build the embedded default once (rank 0 first, the others wait and reuse it)."""

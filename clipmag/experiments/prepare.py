@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from clipmag.kept_logging import caller_logging_kept
 from clipmag.run_logging import logger
 
 __all__ = ["SweepStep", "run_prepare", "missing_paths"]
@@ -43,6 +44,7 @@ def run_prepare(steps: Sequence[SweepStep]) -> None:
             logger.info("prepare %s: %s exists, skipped", step.name, step.creates)
         else:
             logger.info("prepare %s: python -m %s %s", step.name, step.module, " ".join(step.args))
-            status = importlib.import_module(step.module).main(list(step.args))
+            with caller_logging_kept():  # the step's main sets up logging of its own
+                status = importlib.import_module(step.module).main(list(step.args))
             if isinstance(status, int) and status != 0:  # a main that returns an exit status
                 raise RuntimeError(f"prepare step {step.name!r} ({step.module}) failed with status {status}")

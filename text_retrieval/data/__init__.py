@@ -2,7 +2,9 @@
 
 ``load_eval_datasets(path)`` is what the command line and the trainer's evaluation use: it looks at
 a path, decides whether it is a BEIR folder, a BRIGHT task folder (or a folder of them), STS data,
-or a BRIGHT settings file (see :mod:`text_retrieval.data.settings`), and loads it.
+or a BRIGHT settings file (see :mod:`text_retrieval.data.settings`), and loads it. A settings file
+named as a packaged config (``configs/eval/bright_official.yaml``) is found from any directory, as
+every config is; ``check_eval_data(path)`` finds what a later load would miss, without loading.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ import dataclasses
 from pathlib import Path
 from typing import Literal
 
+from clipmag.resources import config_path
 from text_retrieval.data.beir import RetrievalDataset, is_beir_folder, load_beir, read_qrels
 from text_retrieval.data.bright import BrightDataset, is_bright_folder, load_bright, load_bright_collection
 from text_retrieval.data.common import DataFormatError
-from text_retrieval.data.settings import EvalSettings, is_settings_file, read_settings_file
+from text_retrieval.data.settings import SETTINGS_SUFFIXES, EvalSettings, is_settings_file, read_settings_file
 from text_retrieval.data.sts import STSPairs, is_sts_path, load_sts, load_sts_file
 
 __all__ = [
@@ -23,6 +26,7 @@ __all__ = [
     "EvalSettings",
     "RetrievalDataset",
     "STSPairs",
+    "check_eval_data",
     "detect_kind",
     "load_eval_datasets",
     "load_beir",
@@ -35,9 +39,15 @@ __all__ = [
 DatasetKind = Literal["beir", "bright", "bright-collection", "bright-settings", "sts"]
 
 
+def _located(path: str | Path) -> Path:
+    """``path``, or, for a settings file absent there, the packaged config it names (``configs/eval/...``)."""
+    path = Path(path)
+    return config_path(path) if not path.exists() and path.suffix in SETTINGS_SUFFIXES else path
+
+
 def detect_kind(path: str | Path) -> DatasetKind:
     """Which kind of evaluation data lives at ``path``; a clear error listing the layouts otherwise."""
-    path = Path(path)
+    path = _located(path)
     if not path.exists():
         raise FileNotFoundError(f"evaluation data not found: {path}")
     if is_beir_folder(path):
@@ -80,7 +90,7 @@ def load_eval_datasets(
     ``settings`` choose the BRIGHT setting (long documents, reasoning queries) and the strictness;
     a settings file brings its own and ignores these.
     """
-    path = Path(path)
+    path = _located(path)
     settings = settings or EvalSettings()
     kind = detect_kind(path)
     if kind == "beir":
@@ -91,3 +101,11 @@ def load_eval_datasets(
         root, own = read_settings_file(path)
         return list(_load_bright(root, own, attach=True))
     return list(load_sts(path, split=split))
+
+
+def check_eval_data(path: str | Path) -> None:
+    """Raise what :func:`load_eval_datasets` would for a missing or unrecognised ``path`` (and, for a
+    settings file, its BRIGHT root), reading no dataset: a trainer tests after its last step, so it
+    checks its test sets before the first."""
+    if detect_kind(path) == "bright-settings":
+        read_settings_file(_located(path))

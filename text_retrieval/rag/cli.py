@@ -3,7 +3,7 @@
 Examples:
     python scripts/eval_rag.py --model all-MiniLM-L6-v2 --data embedded
     python scripts/eval_rag.py --data embedded --norm cosine dot qnorm dnorm --bm25 --reader none
-    python scripts/eval_rag.py --config configs/rag/paper_nq.yaml --model runs/paper/qnorm/export
+    python scripts/eval_rag.py --config configs/rag/paper_nq.yaml --model runs/paper/text/e5/default/qnorm/seed0/export
     python scripts/eval_rag.py --compare runs/rag/cosine-model runs/rag/qnorm-model
 
 Flags set the keys of ``text_retrieval/rag/config.py`` (``--norm`` and ``--qa`` take one or more

@@ -1,0 +1,9 @@
+"""Dry-run every paper config on CPU: stand-in data, tiny models, two steps per cell, the report.
+
+python scripts/paper_dry_run.py [--only text sts clip rag] [--root runs/paper-dry-run] [--full]
+"""
+
+from clipmag.experiments.paper_dry_run import entry
+
+if __name__ == "__main__":
+    entry()
