@@ -137,12 +137,7 @@ def build_msmarco500k(
     """
     source, out = Path(source), Path(out)
     files = _files(source)
-    positives = {q: d for q, judged in read_qrels(files["train"]).items() for d in judged if judged[d] > 0}
-    positives = {
-        q: next(d for d, g in judged.items() if g > 0)
-        for q, judged in read_qrels(files["train"]).items()
-        if q in positives
-    }
+    positives = _first_positives(files["train"])
     dev_qrels = _sample_dev(files["dev"], dev_queries, seed)
     judged = {d for docs in dev_qrels.values() for d in docs}
     wanted = max(0, dev_corpus - len(judged))
