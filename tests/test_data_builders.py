@@ -28,27 +28,8 @@ from text_retrieval.data.common import DataFormatError
 from text_retrieval.data.msmarco import MSMARCO_REVISION
 from text_retrieval.data.shards import TextShardStream, load_shard
 from text_retrieval.data.shards_cli import main as make_shards_main
+from text_retrieval.data.standins import msmarco_schema
 from text_retrieval.data.sts import GoldScale, load_sts_file
-
-MSMARCO_SCHEMA = pa.schema(
-    [
-        ("answers", pa.list_(pa.string())),
-        (
-            "passages",
-            pa.struct(
-                [
-                    ("is_selected", pa.list_(pa.int32())),
-                    ("passage_text", pa.list_(pa.string())),
-                    ("url", pa.list_(pa.string())),
-                ]
-            ),
-        ),
-        ("query", pa.string()),
-        ("query_id", pa.int32()),
-        ("query_type", pa.string()),
-        ("wellFormedAnswers", pa.list_(pa.string())),
-    ]
-)
 
 
 def _row(qid: int, query: str, passages: list[tuple[str, int]]) -> dict:
@@ -89,7 +70,7 @@ VALIDATION_ROWS = [
 
 def _write_parquet(path: Path, rows: list[dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows, schema=MSMARCO_SCHEMA), path)
+    pq.write_table(pa.Table.from_pylist(rows, schema=msmarco_schema()), path)
 
 
 @pytest.fixture(scope="module")
