@@ -103,6 +103,16 @@ def config_file(argv: Sequence[str]) -> str | None:
     return found
 
 
+def require_one_of(cfg: Any, keys: Sequence[str], target: str, target_given: bool) -> None:
+    """Refuse a tool's command unless its ``target`` is given and exactly one of the flags ``keys`` is set
+    (a tool with several sources, e.g. a shard builder's ``--beir`` / ``--jsonl`` / ``--embedded``)."""
+    given = [f"--{key.replace('_', '-')}" for key in keys if getattr(cfg, key)]
+    if not target_given or len(given) != 1:
+        choices = ", ".join(f"--{key.replace('_', '-')}" for key in keys)
+        found = f"got {', '.join(given)}" if given else "got none"
+        raise ConfigError(f"command line: give {target} and exactly one of {choices} ({found}); see --help")
+
+
 def field_flags(cls: type) -> dict[str, str]:
     """Every top-level key of a flat config as its own flag (``--top-k`` sets ``top_k``)."""
     return {f.name: f.name for f in dataclasses.fields(cls)}

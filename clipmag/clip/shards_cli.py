@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from clipmag.command_line import field_flags, parse_cli
-from clipmag.config import ConfigError, Fraction, NonNegativeInt, PositiveInt
+from clipmag.command_line import field_flags, parse_cli, require_one_of
+from clipmag.config import Fraction, NonNegativeInt, PositiveInt
 from clipmag.entry import run_entry_point
 
 from . import embedded, sources
@@ -69,11 +69,7 @@ class ClipShardsCommand:
 def parse_args(argv: Sequence[str]) -> ClipShardsCommand:
     """The checked command: an output folder and exactly one source."""
     args = parse_cli(ClipShardsCommand, argv, field_flags(ClipShardsCommand), description=__doc__)
-    given = [f"--{key}" for key in SOURCES if getattr(args, key)]
-    if not args.output or len(given) != 1:
-        sources_text = ", ".join(f"--{key}" for key in SOURCES)
-        found = f"got {', '.join(given)}" if given else "got none"
-        raise ConfigError(f"command line: give --output and exactly one of {sources_text} ({found}); see --help")
+    require_one_of(args, SOURCES, "--output", bool(args.output))
     return args
 
 

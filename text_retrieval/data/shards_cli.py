@@ -16,8 +16,8 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from clipmag.command_line import field_flags, parse_cli
-from clipmag.config import ConfigError, PositiveInt
+from clipmag.command_line import field_flags, parse_cli, require_one_of
+from clipmag.config import PositiveInt
 from clipmag.run_logging import setup_logging
 from text_retrieval.data.pairs import pairs_from_beir, pairs_from_embedded, pairs_from_jsonl, shuffled
 from text_retrieval.data.shards import write_text_shards
@@ -44,10 +44,7 @@ class TextShardsCommand:
 def parse_args(argv: Sequence[str]) -> TextShardsCommand:
     """``OUT_DIR`` and exactly one of ``--beir``, ``--jsonl``, ``--embedded``."""
     args = parse_cli(TextShardsCommand, argv, field_flags(TextShardsCommand), description=__doc__, positional="out_dir")
-    given = [f"--{key}" for key in ("beir", "jsonl", "embedded") if getattr(args, key)]
-    if not args.out_dir or len(given) != 1:
-        found = f"got {', '.join(given)}" if given else "got none"
-        raise ConfigError(f"command line: give OUT_DIR and exactly one of --beir, --jsonl, --embedded ({found})")
+    require_one_of(args, ("beir", "jsonl", "embedded"), "OUT_DIR", bool(args.out_dir))
     return args
 
 

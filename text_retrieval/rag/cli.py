@@ -15,6 +15,7 @@ prints the table of existing result folders, each read at the top k it was run w
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -62,7 +63,8 @@ class RagCommand(RagConfig):
     compare: list[str] = field(default_factory=list)
 
     def evaluation(self) -> RagConfig:
-        return RagConfig(self.data, self.retrieval, self.reader, self.output)
+        """The evaluation's own keys, which its results record (every field of ``RagConfig``)."""
+        return RagConfig(**{f.name: getattr(self, f.name) for f in dataclasses.fields(RagConfig)})
 
 
 def parse_args(argv: Sequence[str]) -> RagCommand:
