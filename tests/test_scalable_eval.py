@@ -52,6 +52,20 @@ def test_exact_backends_chunks_and_memory_maps_agree(name, tmp_path):
     assert set(ExactIndex(docs, head).described) >= {"method", "chunks"}
 
 
+def test_a_streamed_corpus_scored_slice_by_slice_finds_the_same_hits(tmp_path):
+    """Queries that fit one score buffer read a memory-mapped corpus a slice at a time (pages released
+    after each): the same hits as the corpus searched in memory, across slice and chunk edges."""
+    head = build_head("qnorm")
+    docs, queries = _clustered(3000, 32, 0), _clustered(20, 32, 1)
+    np.save(tmp_path / "docs.npy", docs)
+    streamed = ExactIndex(np.load(tmp_path / "docs.npy", mmap_mode="r"), head, RetrievalSettings(memory_gb=1e-4))
+    streamed.slice_rows = 300  # chunks of 1,024 rows in slices of 300
+    scores, positions = streamed.search(queries, 40)
+    in_memory = ExactIndex(docs, head).search(queries, 40)
+    np.testing.assert_allclose(scores, in_memory[0], rtol=1e-5, atol=1e-5)
+    assert (positions == in_memory[1]).mean() > 0.999 and streamed.described["chunks"] == 3
+
+
 def test_approximate_index_recall_for_every_head():
     """HNSW with default settings on a synthetic 20k-vector corpus: recall@10 vs exact >= 0.95. The
     ranking of a head depends on its document side only, so heads sharing gd share an index."""

@@ -9,8 +9,10 @@ alone bit for bit (docs/method.md Prop. 4.1).
 Exact search is a blocked matmul + top-k - what BEIR's exact search and sentence-transformers'
 ``semantic_search`` do - by torch or faiss, whichever is faster here (``text_retrieval/retrieval/topk.py``;
 the choice is recorded with the results), with as many queries per matmul as the memory budget
-allows. Corpora above the budget (``memory_gb``) are searched in chunks read from the memory-mapped
-cache, whose pages are released after each chunk, so peak memory stays near the budget. Approximate
+allows, and one running selection over all of it (``RunningTopK``: after the first chunk only
+scores above the k-th best so far are selected). Corpora above the budget (``memory_gb``) are
+searched in chunks read from the memory-mapped cache, whose pages are released once scored, so
+peak memory stays within the budget. Approximate
 indexes are in ``text_retrieval/retrieval/ann.py``; what both kinds share (the settings, the index
 interface, the head transforms) is in ``text_retrieval/retrieval/index.py``.
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
@@ -37,20 +39,26 @@ from text_retrieval.retrieval.index import (
     query_factor,
     release_pages,
 )
-from text_retrieval.retrieval.topk import KERNELS, MIN_QUERY_BLOCK, choose_backend
+from text_retrieval.retrieval.topk import CALIBRATION, RunningTopK, choose_backend, faiss_topk
 
 if TYPE_CHECKING:
     from text_retrieval.data import RetrievalDataset
 
 __all__ = ["ExactIndex", "build_index", "search", "retrieve"]
 
+MIN_QUERY_BLOCK = 64  # queries per matmul at the least; more where the memory budget allows (faster GEMMs)
+SLICE_BYTES = 32 * 2**20  # documents read, scored and released at once when the queries fit one buffer
+
 
 class ExactIndex:
     """The document-side-transformed corpus, searched exactly.
 
-    A corpus whose transformed copy fits the memory budget is transformed once and kept; a larger
-    one stays in its (memory-mapped) raw form and is transformed chunk by chunk at every search.
-    ``described`` says which backend searched and why (for the results record).
+    A corpus whose transformed copy fits half the memory budget is transformed once and kept; a
+    larger one stays in its (memory-mapped) raw form and is transformed chunk by chunk at every
+    search, each chunk's pages released once it is scored. When every query fits one score
+    buffer, a chunk is even read, scored and released a slice (``SLICE_BYTES``) at a time, so a
+    memory-mapped corpus holds about one slice of pages at once, not a chunk. ``described`` says
+    which backend searched and why (for the results record).
     """
 
     def __init__(
@@ -65,6 +73,7 @@ class ExactIndex:
         self.ntotal, self.dim = int(doc_embeddings.shape[0]), int(doc_embeddings.shape[1])
         self.budget = budget = self.settings.memory_gb * 2**30
         self.chunk_rows = max(1024, int(budget / 2 / (4 * self.dim)))  # half the budget: documents
+        self.slice_rows = max(256, min(self.chunk_rows, SLICE_BYTES // (4 * self.dim)))
         self._raw = doc_embeddings
         self._kept = self._transform(0, self.ntotal) if self.ntotal <= self.chunk_rows else None
         self.described: dict[str, Any] = {"method": "exact", "chunks": math.ceil(self.ntotal / self.chunk_rows)}
@@ -81,35 +90,51 @@ class ExactIndex:
         with torch.no_grad():
             return self.head.transform_document(rows.to(self.device)).float()
 
-    def chunks(self) -> Iterator[tuple[int, torch.Tensor]]:
-        """(first row, transformed rows) over the corpus, at most ``chunk_rows`` at a time."""
-        if self._kept is not None:
-            yield 0, self._kept
-            return
-        for start in range(0, self.ntotal, self.chunk_rows):
-            yield start, self._transform(start, min(start + self.chunk_rows, self.ntotal))
+    def _documents(self, start: int, stop: int) -> torch.Tensor:
+        """Transformed rows ``[start, stop)``: a view of the kept corpus, or transformed now."""
+        return self._kept[start:stop] if self._kept is not None else self._transform(start, stop)
+
+    def _release(self, start: int, stop: int) -> None:
+        """Drop rows ``[start, stop)`` of a streamed corpus from resident memory (a kept one stays)."""
+        if self._kept is None:
+            release_pages(self._raw, start, stop)
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Top-``k`` inner products of raw ``queries`` with the transformed corpus: (scores, positions).
-
-        Each chunk's top-k is kept and one selection over all of them ends the search: a running
-        merge after every chunk would re-select k of 2k per chunk and copy both halves each time."""
+        """Top-``k`` inner products of raw ``queries`` with the transformed corpus: (scores, positions)."""
         q = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32)).to(self.device)
         k = min(k, self.ntotal)
-        found_values, found_indices = [], []
-        for start, docs in self.chunks():
-            backend, timings = choose_backend(q, docs, k, self.settings.backend)
-            self.described.update(backend=backend, calibration=timings, device=str(self.device))
-            block = max(MIN_QUERY_BLOCK, int(self.budget / 2 / (4 * docs.shape[0])))  # the other half: scores
-            values, indices = KERNELS[backend](q, docs, min(k, docs.shape[0]), block)
-            if self._kept is None:  # streamed: this chunk's pages leave resident memory
-                release_pages(self._raw, start, start + docs.shape[0])
-            found_values.append(values.to(q.device))
-            found_indices.append(indices.to(q.device) + start)
-        if len(found_values) == 1:
-            return found_values[0].cpu().numpy(), found_indices[0].cpu().numpy()
-        values, order = torch.topk(torch.cat(found_values, dim=1), k, dim=1)
-        return values.cpu().numpy(), torch.gather(torch.cat(found_indices, dim=1), 1, order).cpu().numpy()
+        found = RunningTopK(len(q), k, self.device)
+        sample = self._documents(0, min(CALIBRATION[1], self.ntotal))
+        backend, timings = choose_backend(q, sample, k, self.settings.backend, min(self.chunk_rows, self.ntotal))
+        del sample
+        self.described.update(backend=backend, calibration=timings, device=str(self.device))
+        block = min(len(q), max(MIN_QUERY_BLOCK, int(self.budget / 2 / (4 * self.chunk_rows))))  # other half: scores
+        scores = torch.empty(block, min(self.chunk_rows, self.ntotal), device=self.device)  # allocated once
+        for start in range(0, self.ntotal, self.chunk_rows):
+            stop = min(start + self.chunk_rows, self.ntotal)
+            if backend == "faiss":
+                values, positions = faiss_topk(q, self._documents(start, stop), min(k, stop - start))
+                found.add_found(values.to(self.device), positions.to(self.device) + start)
+            elif block == len(q) and self._kept is None:
+                self._score_sliced(q, start, stop, scores[:, : stop - start])
+                found.add_scores(scores[:, : stop - start], start)
+            else:
+                docs = self._documents(start, stop)
+                for first in range(0, len(q), block):
+                    rows = slice(first, min(first + block, len(q)))
+                    out = scores[: rows.stop - rows.start, : stop - start]
+                    found.add_scores(torch.mm(q[rows], docs.T, out=out), start, rows)
+            self._release(start, stop)
+        values, positions = found.result()
+        return values.cpu().numpy(), positions.cpu().numpy()
+
+    def _score_sliced(self, q: torch.Tensor, start: int, stop: int, out: torch.Tensor) -> None:
+        """``out = q @ rows[start:stop].T`` of a streamed corpus, read, scored and released a slice at
+        a time (column slices of ``out``: the matmul writes them in place)."""
+        for first in range(start, stop, self.slice_rows):
+            last = min(first + self.slice_rows, stop)
+            torch.mm(q, self._transform(first, last).T, out=out[:, first - start : last - start])
+            self._release(first, last)
 
 
 def build_index(

@@ -1,13 +1,22 @@
-"""Exact top-k kernels - a blocked matmul + top-k - and the choice between them per case.
+"""Exact top-k: a running selection pruned by a score floor, two kernels, and the choice between them.
 
-torch (CPU or GPU) computes ``queries @ docs.T`` a block of queries at a time into a score buffer
-allocated once (no page faults per block) and selects the top k with block-max pruning
-(``pruned_topk``: a selection over the maxima of 16-column blocks, then over the candidates);
-faiss's brute-force ``knn`` does the same with its own BLAS blocking and heap selection. Which is
-faster swings with the machine and its load, so ``choose_backend("auto")`` times both on a slice of
-the first case it meets (64 queries x 16,384 documents, best of two) and keeps the winner for every
-case of the same size class in this process (device, dimension, corpus and k sizes rounded to powers
-of two, thread count); on a GPU it is torch. The choice and its timings go into the results.
+``RunningTopK`` keeps each query's k best (score, document) pairs over score blocks fed in any
+order. The k-th best score so far is a floor that a new score must reach; where k scores are not
+known yet, the k-th largest maximum of ``PRUNE_WIDTH``-column groups of the block is one (k
+groups each hold a score at least that high). Only groups whose maximum reaches the floor are
+read again, and only their scores that reach it are merged: after the first block of a stream few
+do, so a pass over a million documents in chunks selects little more than the k it returns,
+where a full ``torch.topk`` per chunk would select k of every chunk's columns. A group is every
+``n/PRUNE_WIDTH``-th column (a strided slab, not 16 neighbours): the maxima are then an element-wise
+maximum over 16 contiguous slabs, vectorised, 3x faster than pooling neighbouring columns.
+
+torch computes the scores (``queries @ docs.T`` into a buffer its caller allocates once) and feeds
+them to a ``RunningTopK``; faiss's brute-force ``knn`` does its own BLAS blocking and heap
+selection, and its per-chunk results are merged the same way. Which is faster swings with the
+machine and its load, so ``choose_backend("auto")`` times both on a slice of the first case it
+meets (64 queries x 16,384 documents, best of two) and keeps the winner for every case of the same
+size class in this process (device, dimension, corpus and k sizes rounded to powers of two, thread
+count); on a GPU it is torch. The choice and its timings go into the results.
 """
 
 from __future__ import annotations
@@ -17,76 +26,116 @@ import time
 
 import faiss
 import torch
-import torch.nn.functional as F
 
-__all__ = ["KERNELS", "MIN_QUERY_BLOCK", "choose_backend", "pruned_topk"]
+__all__ = ["BACKEND_KERNELS", "CALIBRATION", "PRUNE_WIDTH", "RunningTopK", "choose_backend", "faiss_topk", "torch_topk"]
 
-MIN_QUERY_BLOCK = 64  # queries per matmul at the least; more where the memory budget allows (faster GEMMs)
-PRUNE_WIDTH = 16  # columns per block of the block-max pruning of the top-k selection
-_CALIBRATION = (64, 16_384)  # queries x documents timed per backend when choosing
+PRUNE_WIDTH = 16  # columns per group of the floor pruning
+CALIBRATION = (64, 16_384)  # queries x documents timed per backend when choosing
 _CHOICES: dict[tuple, tuple[str, dict[str, float]]] = {}  # per process: case -> (backend, timings)
 
 
-def pruned_topk(scores: torch.Tensor, k: int, width: int = PRUNE_WIDTH) -> tuple[torch.Tensor, torch.Tensor]:
-    """``torch.topk(scores, k, dim=1)`` by block-max pruning: the k-th largest score is at least the
-    k-th largest of the maxima of ``width``-column blocks, so only the k blocks of highest maximum
-    can hold a top-k score. A top-k over the block maxima, then over those ``k * width`` candidates,
-    reads the scores once instead of selecting over every column: the same values (scores tied
-    with the k-th may come from another of the tied columns), at a fraction of the cost when
-    ``k * width`` is small against the row."""
-    rows, n = scores.shape
-    if k * width * 4 > n:  # too few blocks to prune: plain selection
-        return torch.topk(scores, k, dim=1)
-    whole = n - n % width
-    maxima = F.max_pool1d(scores.unsqueeze(1), width).squeeze(1)  # whole blocks only; 2-3x faster than amax
-    blocks = torch.topk(maxima, k, dim=1, sorted=False).indices
-    offsets = torch.arange(width, device=scores.device)
-    columns = (blocks.unsqueeze(2) * width + offsets).reshape(rows, -1)
-    if whole < n:  # the last, partial block is always a candidate
-        tail = torch.arange(whole, n, device=scores.device).expand(rows, -1)
-        columns = torch.cat([columns, tail], dim=1)
-    values, picked = torch.topk(torch.gather(scores, 1, columns), k, dim=1)
-    return values, torch.gather(columns, 1, picked)
+class RunningTopK:
+    """The ``k`` best (score, document position) pairs of each of ``n_queries`` queries so far.
+
+    Positions not filled yet hold score -inf and position -1 (NaN scores never enter). Scores tied
+    with the k-th may come from any of the tied documents."""
+
+    def __init__(self, n_queries: int, k: int, device: torch.device | str = "cpu") -> None:
+        self.k = k
+        self.values = torch.full((n_queries, k), -math.inf, device=device)
+        self.positions = torch.full((n_queries, k), -1, dtype=torch.long, device=device)
+
+    def add_scores(self, scores: torch.Tensor, offset: int, rows: slice = slice(None)) -> None:
+        """Merge ``scores`` [queries ``rows``, documents ``offset ...``]: column j is document ``offset + j``."""
+        n_rows, n = scores.shape
+        floor = self.values[rows].amin(dim=1)  # the k-th best so far
+        groups = n // PRUNE_WIDTH
+        if groups < 4 * self.k:  # too few groups to prune by: the block's own top k
+            best = torch.topk(scores, min(self.k, n), dim=1, sorted=False)
+            self.add_found(best.values, best.indices + offset, rows)
+            return
+        whole = groups * PRUNE_WIDTH
+        maxima = scores[:, :whole].view(n_rows, PRUNE_WIDTH, groups).amax(dim=1)
+        if bool(torch.isinf(floor).any()):  # fewer than k known: this block's own floor
+            floor = torch.maximum(floor, torch.topk(maxima, self.k, dim=1, sorted=False).values.amin(dim=1))
+        row, group = (maxima >= floor[:, None]).nonzero(as_tuple=True)
+        columns = group[:, None] + torch.arange(PRUNE_WIDTH, device=scores.device) * groups
+        candidates = scores[row[:, None], columns]
+        reached = candidates >= floor[row][:, None]
+        row, columns, candidates = row[:, None].expand_as(columns)[reached], columns[reached], candidates[reached]
+        if whole < n:  # the last n % PRUNE_WIDTH columns belong to no group
+            tail_row, tail = (scores[:, whole:] >= floor[:, None]).nonzero(as_tuple=True)
+            order = torch.argsort(torch.cat([row, tail_row]), stable=True)  # rows ascending again
+            row, columns = torch.cat([row, tail_row])[order], torch.cat([columns, tail + whole])[order]
+            candidates = torch.cat([candidates, scores[tail_row, tail + whole]])[order]
+        self._merge(rows, row, columns + offset, candidates)
+
+    def add_found(self, values: torch.Tensor, positions: torch.Tensor, rows: slice = slice(None)) -> None:
+        """Merge hits already selected elsewhere (faiss's per-chunk top k): scores and document positions."""
+        floor = self.values[rows].amin(dim=1)
+        row, column = (values >= floor[:, None]).nonzero(as_tuple=True)
+        self._merge(rows, row, positions[row, column], values[row, column])
+
+    def _merge(self, rows: slice, row: torch.Tensor, position: torch.Tensor, value: torch.Tensor) -> None:
+        """Merge ragged candidates (``row`` ascending, as ``nonzero`` gives them) into ``rows``' top k."""
+        values, positions = self.values[rows], self.positions[rows]
+        n_rows, k = values.shape
+        counts = torch.bincount(row, minlength=n_rows)
+        width = int(counts.max()) if len(row) else 0
+        if width == 0:
+            return
+        slot = k + torch.arange(len(row), device=row.device) - (torch.cumsum(counts, 0) - counts)[row]
+        merged_values = torch.full((n_rows, k + width), -math.inf, device=values.device)
+        merged_positions = torch.full((n_rows, k + width), -1, dtype=torch.long, device=values.device)
+        merged_values[:, :k], merged_positions[:, :k] = values, positions
+        merged_values[row, slot], merged_positions[row, slot] = value.to(values.dtype), position
+        best, picked = torch.topk(merged_values, k, dim=1, sorted=False)
+        self.values[rows], self.positions[rows] = best, torch.gather(merged_positions, 1, picked)
+
+    def result(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(scores, positions), each query's best first."""
+        values, order = torch.sort(self.values, dim=1, descending=True)
+        return values, torch.gather(self.positions, 1, order)
 
 
-def _torch_topk(queries: torch.Tensor, docs: torch.Tensor, k: int, block: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``queries @ docs.T`` + top-k, ``block`` queries at a time, into a score buffer allocated once."""
-    n_q = queries.shape[0]
-    scores = torch.empty(min(block, n_q), docs.shape[0], dtype=docs.dtype, device=docs.device)
-    values = torch.empty(n_q, k, dtype=docs.dtype, device=docs.device)
-    indices = torch.empty(n_q, k, dtype=torch.long, device=docs.device)
-    for start in range(0, n_q, block):
-        rows = slice(start, min(start + block, n_q))
-        block_scores = scores[: rows.stop - rows.start]
-        torch.mm(queries[rows], docs.T, out=block_scores)
-        values[rows], indices[rows] = pruned_topk(block_scores, k)
-    return values, indices
+def torch_topk(queries: torch.Tensor, docs: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-``k`` of ``queries @ docs.T`` in one matmul and one running selection."""
+    found = RunningTopK(queries.shape[0], k, docs.device)
+    found.add_scores(queries @ docs.T, 0)
+    return found.result()
 
 
-def _faiss_topk(queries: torch.Tensor, docs: torch.Tensor, k: int, block: int) -> tuple[torch.Tensor, torch.Tensor]:
-    values, indices = faiss.knn(queries.numpy(), docs.numpy(), k, metric=faiss.METRIC_INNER_PRODUCT)
-    return torch.from_numpy(values), torch.from_numpy(indices)
+def faiss_topk(queries: torch.Tensor, docs: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """faiss's brute-force inner-product top-``k`` (CPU tensors)."""
+    values, positions = faiss.knn(queries.numpy(), docs.numpy(), k, metric=faiss.METRIC_INNER_PRODUCT)
+    return torch.from_numpy(values), torch.from_numpy(positions)
 
 
-KERNELS = {"torch": _torch_topk, "faiss": _faiss_topk}
+BACKEND_KERNELS = {"torch": torch_topk, "faiss": faiss_topk}
 
 
-def choose_backend(queries: torch.Tensor, docs: torch.Tensor, k: int, backend: str) -> tuple[str, dict[str, float]]:
-    """The backend for this case: forced, torch on GPU, else the faster of the two on a timed slice."""
+def choose_backend(
+    queries: torch.Tensor, docs: torch.Tensor, k: int, backend: str, rows: int | None = None
+) -> tuple[str, dict[str, float]]:
+    """The backend for this case: forced, torch on GPU, else the faster of the two on a timed slice.
+
+    ``docs`` holds at least the first ``CALIBRATION[1]`` documents (when the corpus has them);
+    ``rows`` is how many one search step scores (default: all of ``docs``)."""
     if docs.device.type != "cpu":  # faiss here is the CPU build
         return "torch", {}
     if backend != "auto":
         return backend, {}
-    case = (queries.shape[1], int(math.log2(docs.shape[0] + 1)), int(math.log2(k + 1)), torch.get_num_threads())
+    rows = docs.shape[0] if rows is None else rows
+    case = (queries.shape[1], int(math.log2(rows + 1)), int(math.log2(k + 1)), torch.get_num_threads())
     if case not in _CHOICES:
-        q, d = queries[: _CALIBRATION[0]], docs[: _CALIBRATION[1]]
+        q, d = queries[: CALIBRATION[0]], docs[: CALIBRATION[1]]
         timings = {}
-        for name, kernel in KERNELS.items():
+        for name, kernel in BACKEND_KERNELS.items():
             runs = []
             for _ in range(2):
                 start = time.perf_counter()
-                kernel(q, d, min(k, d.shape[0]), MIN_QUERY_BLOCK)
+                kernel(q, d, min(k, d.shape[0]))
                 runs.append(time.perf_counter() - start)
             timings[f"{name}_s"] = min(runs)
-        _CHOICES[case] = (min(KERNELS, key=lambda n: timings[f"{n}_s"]), timings)
+        _CHOICES[case] = (min(BACKEND_KERNELS, key=lambda n: timings[f"{n}_s"]), timings)
     return _CHOICES[case]
