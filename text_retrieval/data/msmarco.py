@@ -36,6 +36,7 @@ from typing import Any
 from text_retrieval.data.common import DataFormatError
 from text_retrieval.data.training_sets import (
     MANIFEST,
+    keep_first_pairs,
     passage_id,
     sample_ids,
     sha256_of,
@@ -132,23 +133,19 @@ def _reason_left_out(row: QARow) -> str | None:
     return None
 
 
+def _candidate(row: QARow) -> dict[str, Any] | str:
+    """The row's pair by the module's rule, or the reason it has none."""
+    reason = _reason_left_out(row)
+    if reason is not None:
+        return reason
+    positive = row.selected()[0]
+    negatives = list(dict.fromkeys(t for t, chosen in row.passages if t and not chosen and t != positive))
+    return {"query_id": row.query_id, "query": row.query, "positive": positive, "negatives": negatives}
+
+
 def select_pairs(rows: Iterator[QARow]) -> tuple[list[dict[str, Any]], Counter]:
     """The training pairs by the module's rule, and the counts of rows read and left out (by reason)."""
-    pairs, counts, seen = [], Counter(), set()
-    for row in rows:
-        counts["rows"] += 1
-        reason = _reason_left_out(row)
-        if reason is None and (row.query, row.selected()[0]) in seen:
-            reason = "duplicate_pair"
-        if reason is not None:
-            counts[reason] += 1
-            continue
-        positive = row.selected()[0]
-        seen.add((row.query, positive))
-        negatives = list(dict.fromkeys(t for t, chosen in row.passages if t and not chosen and t != positive))
-        pairs.append({"query_id": row.query_id, "query": row.query, "positive": positive, "negatives": negatives})
-    counts["pairs"] = len(pairs)
-    return pairs, counts
+    return keep_first_pairs(map(_candidate, rows), "rows")
 
 
 def dev_subset(

@@ -28,6 +28,7 @@ from text_retrieval.data.beir import read_qrels
 from text_retrieval.data.common import find_file, iter_jsonl, open_text, require_str
 from text_retrieval.data.training_sets import (
     MANIFEST,
+    keep_first_pairs,
     sample_ids,
     sha256_of,
     write_beir_dev,
@@ -85,19 +86,13 @@ def _read_texts(path: Path, wanted: set[str], lines: set[int]) -> tuple[dict[str
 def _train_pairs(
     positives: dict[str, str], queries: dict[str, str], passages: dict[str, str]
 ) -> tuple[list[dict[str, Any]], Counter]:
-    pairs, counts, seen = [], Counter(), set()
-    for qid, doc_id in positives.items():
-        counts["queries"] += 1
+    def candidate(qid: str, doc_id: str) -> dict[str, Any] | str:
         query, positive = queries.get(qid, ""), passages.get(doc_id, "")
-        reason = None if query and positive else "missing_or_empty_text"
-        if reason is None and (query, positive) in seen:
-            reason = "duplicate_pair"
-        if reason is not None:
-            counts[reason] += 1
-            continue
-        seen.add((query, positive))
-        pairs.append({"query_id": qid, "query": query, "positive": positive, "negatives": []})
-    counts["pairs"] = len(pairs)
+        if not (query and positive):
+            return "missing_or_empty_text"
+        return {"query_id": qid, "query": query, "positive": positive, "negatives": []}
+
+    pairs, counts = keep_first_pairs((candidate(q, d) for q, d in positives.items()), "queries")
     if counts["missing_or_empty_text"]:
         logger.warning("MS MARCO 500K: %d judged queries left out for a missing text", counts["missing_or_empty_text"])
     return pairs, counts

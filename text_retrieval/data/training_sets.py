@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import random
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ __all__ = [
     "passage_id",
     "sha256_of",
     "sample_ids",
+    "keep_first_pairs",
     "write_jsonl",
     "write_manifest",
     "write_training_set",
@@ -66,6 +68,24 @@ def sample_ids(ids: Sequence[str], n: int, seed: int, what: str) -> list[str]:
     if n > len(ids):
         raise ValueError(f"{what}: asked for {n}, but the source holds only {len(ids)}")
     return random.Random(seed).sample(list(ids), n)
+
+
+def keep_first_pairs(candidates: Iterable[dict[str, Any] | str], unit: str) -> tuple[list[dict[str, Any]], Counter]:
+    """The pairs among ``candidates`` (each a pair, or the reason one was left out) that do not repeat
+    an earlier (query, positive), with the counts of candidates read (as ``unit``), of each reason a
+    candidate was left out (``duplicate_pair`` among them) and of pairs kept."""
+    pairs, counts, seen = [], Counter(), set()
+    for candidate in candidates:
+        counts[unit] += 1
+        if not isinstance(candidate, str) and (candidate["query"], candidate["positive"]) in seen:
+            candidate = "duplicate_pair"
+        if isinstance(candidate, str):
+            counts[candidate] += 1
+            continue
+        seen.add((candidate["query"], candidate["positive"]))
+        pairs.append(candidate)
+    counts["pairs"] = len(pairs)
+    return pairs, counts
 
 
 def write_jsonl(path: str | Path, records: Iterable[Mapping[str, Any]]) -> int:
