@@ -52,13 +52,26 @@ def parse_cli(
     description: str = "",
     positional: str | None = None,
 ) -> T:
+    """The checked config of a command line (:func:`parse_cli_and_file`, without the file's name)."""
+    return parse_cli_and_file(cls, argv, shorthands, default_config, description, positional)[0]
+
+
+def parse_cli_and_file(
+    cls: type[T],
+    argv: Sequence[str],
+    shorthands: Mapping[str, str],
+    default_config: str | Path | None = None,
+    description: str = "",
+    positional: str | None = None,
+) -> tuple[T, str | None]:
     """Parse ``[--config PATH] [--flag value ...] [key=value ...]`` into a checked config.
 
     ``shorthands`` maps flag names to dotted keys, e.g. ``{"norm": "head.name"}``. A flag takes the
     value its key's type calls for: none for a boolean (``--quiet``), one or more words for a list
     (``--norm cosine dot``), else one; ``--flag=value`` always works. ``--help`` prints the flags
     and every key with its default, after ``description``. ``positional`` names the key a bare word
-    (one that is neither a flag nor ``key=value``) sets, e.g. a folder a tool reads.
+    (one that is neither a flag nor ``key=value``) sets, e.g. a folder a tool reads. Returns the
+    config and the YAML file it was read from (``None``: no file), for errors to name it.
     """
     yaml_path = default_config
     overrides: list[tuple[str, Any]] = []
@@ -89,18 +102,7 @@ def parse_cli(
             yaml_path = words[0]
         else:
             overrides.append((shorthands[name], cli_value(words, tp)))
-    return build_config(cls, yaml_path, overrides)
-
-
-def config_file(argv: Sequence[str]) -> str | None:
-    """The ``--config`` file an argument list names (the last one wins, as in ``parse_cli``)."""
-    found = None
-    for i, token in enumerate(argv):
-        if token.startswith("--config="):
-            found = token.split("=", 1)[1]
-        elif token == "--config" and i + 1 < len(argv):
-            found = argv[i + 1]
-    return found
+    return build_config(cls, yaml_path, overrides), None if yaml_path is None else str(yaml_path)
 
 
 def require_one_of(cfg: Any, keys: Sequence[str], target: str, target_given: bool) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clipmag.command_line import config_file, field_flags, parse_cli
+from clipmag.command_line import field_flags, parse_cli, parse_cli_and_file
 from clipmag.config import ConfigError
 from clipmag.entry import run_entry_point
 from clipmag.evaluations import get_evaluation
@@ -51,11 +51,11 @@ def sweep_main(argv: Sequence[str]) -> None:
     """Run a grid of heads x seeds x models; finished cells are skipped, so rerunning resumes.
 
     clipmag-sweep --config configs/sweeps/demo.yaml [--only GROUP ...] [key=value ...]"""
-    cmd = parse_cli(SweepCommand, argv, SWEEP_FLAGS, description=sweep_main.__doc__)
+    cmd, source = parse_cli_and_file(SweepCommand, argv, SWEEP_FLAGS, description=sweep_main.__doc__)
     if not cmd.groups:
         raise ConfigError("command line: the sweep has no groups; give its YAML with --config (see --help)")
     setup_logging(cmd.output_dir)
-    run_sweep(cmd, cmd.only, source=config_file(argv) or "the command line")
+    run_sweep(cmd, cmd.only, source=source or "the command line")
 
 
 def report_main(argv: Sequence[str]) -> Path:
@@ -79,9 +79,11 @@ def demo_main(argv: Sequence[str]) -> Path:
 
     clipmag-demo [--config SWEEP_YAML] [key=value ...]  (default: the packaged demo sweep)"""
     start = time.perf_counter()
-    cfg = parse_cli(SweepConfig, argv, {"output": "output_dir"}, config_path(DEMO_SWEEP), demo_main.__doc__)
+    cfg, source = parse_cli_and_file(
+        SweepConfig, argv, {"output": "output_dir"}, config_path(DEMO_SWEEP), demo_main.__doc__
+    )
     setup_logging(cfg.output_dir)
-    run_sweep(cfg, source=config_file(argv) or DEMO_SWEEP)
+    run_sweep(cfg, source=source or DEMO_SWEEP)
     predictions = Path(cfg.output_dir) / PREDICTIONS_FILE
     if not predictions.is_file():  # the text front end's predictors, by their registered name
         folder = Path(cfg.output_dir) / "predictor"
