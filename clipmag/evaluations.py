@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clipmag.kept_logging import caller_logging_kept
-from clipmag.plugins import load_plugins
+from clipmag.plugins import check_arguments, load_plugins
 
 __all__ = ["Evaluation", "EvaluationResult", "EVALUATIONS", "register_evaluation", "get_evaluation"]
 
@@ -52,9 +52,7 @@ class Evaluation:
     def check(self, model: Path, output: Path, argv: Sequence[str] = ()) -> None:
         """Parse the arguments ``run`` would pass with the module's ``parse_args`` (when it has one),
         running nothing: a sweep checks every evaluation before its first cell trains."""
-        parse = getattr(importlib.import_module(self.module), "parse_args", None)
-        if parse is not None:
-            parse([*argv, "--model", str(model), "--output", str(output)])
+        check_arguments(self.module, [*argv, "--model", str(model), "--output", str(output)])
 
     def read(self, folder: Path) -> EvaluationResult:
         return importlib.import_module(self.module).read_evaluation(folder)

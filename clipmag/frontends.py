@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from clipmag.plugins import load_plugins
+from clipmag.plugins import check_arguments, load_plugins
 
 
 @dataclass(frozen=True)
@@ -33,9 +33,7 @@ class FrontEnd:
         """Parse ``argv`` with the module's ``parse_args`` (its config's own checks) without running
         anything, so a sweep finds a bad cell before the first one trains; a module without
         ``parse_args`` is checked when its cell starts."""
-        parse = getattr(importlib.import_module(self.module), "parse_args", None)
-        if parse is not None:
-            parse(list(argv))
+        check_arguments(self.module, argv)
 
 
 FRONT_ENDS: dict[str, FrontEnd] = {}

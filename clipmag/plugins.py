@@ -13,9 +13,11 @@ A registration function must stay cheap: it names modules, which are imported on
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Sequence
 from importlib.metadata import entry_points
 
-__all__ = ["PLUGIN_GROUP", "load_plugins"]
+__all__ = ["PLUGIN_GROUP", "check_arguments", "load_plugins"]
 
 PLUGIN_GROUP = "clipmag.plugins"
 _loaded = False
@@ -33,3 +35,12 @@ def load_plugins() -> None:
         except ImportError as err:
             raise ImportError(f"clipmag plugin {entry.name!r} ({entry.value}) cannot be imported: {err}") from err
         register()
+
+
+def check_arguments(module: str, argv: Sequence[str]) -> None:
+    """Parse ``argv`` with ``module.parse_args`` (a plugin module's optional checker), running nothing:
+    a sweep finds a bad argument list before its first cell trains. A module without one is checked
+    when it runs."""
+    parse = getattr(importlib.import_module(module), "parse_args", None)
+    if parse is not None:
+        parse(list(argv))
