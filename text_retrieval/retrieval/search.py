@@ -108,8 +108,9 @@ class ExactIndex:
         backend, timings = choose_backend(q, sample, k, self.settings.backend, min(self.chunk_rows, self.ntotal))
         del sample
         self.described.update(backend=backend, calibration=timings, device=str(self.device))
-        block = min(len(q), max(MIN_QUERY_BLOCK, int(self.budget / 2 / (4 * self.chunk_rows))))  # other half: scores
-        scores = torch.empty(block, min(self.chunk_rows, self.ntotal), device=self.device)  # allocated once
+        columns = min(self.chunk_rows, self.ntotal)
+        block = min(len(q), max(MIN_QUERY_BLOCK, int(self.budget / 2 / (4 * columns))))  # other half: scores
+        scores = torch.empty(block, columns, device=self.device)  # allocated once
         for start in range(0, self.ntotal, self.chunk_rows):
             stop = min(start + self.chunk_rows, self.ntotal)
             if backend == "faiss":

@@ -48,12 +48,12 @@ class RunningTopK:
     def add_scores(self, scores: torch.Tensor, offset: int, rows: slice = slice(None)) -> None:
         """Merge ``scores`` [queries ``rows``, documents ``offset ...``]: column j is document ``offset + j``."""
         n_rows, n = scores.shape
-        floor = self.values[rows].amin(dim=1)  # the k-th best so far
         groups = n // PRUNE_WIDTH
         if groups < 4 * self.k:  # too few groups to prune by: the block's own top k
             best = torch.topk(scores, min(self.k, n), dim=1, sorted=False)
             self.add_found(best.values, best.indices + offset, rows)
             return
+        floor = self.values[rows].amin(dim=1)  # the k-th best so far
         whole = groups * PRUNE_WIDTH
         maxima = scores[:, :whole].view(n_rows, PRUNE_WIDTH, groups).amax(dim=1)
         if bool(torch.isinf(floor).any()):  # fewer than k known: this block's own floor
