@@ -69,11 +69,15 @@ def test_ties_at_the_kth_value_keep_the_exact_values():
     assert all(len(set(row.tolist())) == 60 for row in positions)  # distinct columns
 
 
-def test_nan_scores_never_enter():
-    scores = torch.randn(2, 40 * PRUNE_WIDTH * 4)
-    scores[:, 7] = float("nan")
-    values, positions = _fed(scores, 5, [scores.shape[1]]).result()
-    assert not torch.isnan(values).any() and not (positions == 7).any()
+@pytest.mark.parametrize("n, k", [(40 * PRUNE_WIDTH * 4 + 3, 5), (300, 50)])  # pruned; too few groups
+def test_nan_scores_are_refused_naming_the_document(n, k):
+    """A NaN score (an embedding that is not finite) would make the ranking arbitrary: refused."""
+    scores = torch.randn(2, n)
+    scores[1, 7] = float("nan")
+    with pytest.raises(ValueError, match=r"NaN at document positions \[1007\]"):
+        RunningTopK(2, k).add_scores(scores, 1000)
+    with pytest.raises(ValueError, match=r"NaN at document positions \[1007\]"):
+        RunningTopK(2, k).add_found(scores, torch.arange(n).expand(2, -1) + 1000)
 
 
 def test_found_hits_merge_like_scores():

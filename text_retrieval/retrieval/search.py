@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["ExactIndex", "build_index", "search", "retrieve"]
 
 MIN_QUERY_BLOCK = 64  # queries per matmul at the least; more where the memory budget allows (faster GEMMs)
+MAX_QUERY_BLOCK = 512  # at the most: a larger matmul gains nothing, and the selection's temporaries grow with it
 SLICE_BYTES = 32 * 2**20  # documents read, scored and released at once when the queries fit one buffer
 
 
@@ -109,7 +110,7 @@ class ExactIndex:
         del sample
         self.described.update(backend=backend, calibration=timings, device=str(self.device))
         columns = min(self.chunk_rows, self.ntotal)
-        block = min(len(q), max(MIN_QUERY_BLOCK, int(self.budget / 2 / (4 * columns))))  # other half: scores
+        block = min(len(q), MAX_QUERY_BLOCK, max(MIN_QUERY_BLOCK, int(self.budget / 2 / (4 * columns))))  # half: scores
         scores = torch.empty(block, columns, device=self.device)  # allocated once
         for start in range(0, self.ntotal, self.chunk_rows):
             stop = min(start + self.chunk_rows, self.ntotal)

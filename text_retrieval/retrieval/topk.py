@@ -37,8 +37,8 @@ _CHOICES: dict[tuple, tuple[str, dict[str, float]]] = {}  # per process: case ->
 class RunningTopK:
     """The ``k`` best (score, document position) pairs of each of ``n_queries`` queries so far.
 
-    Positions not filled yet hold score -inf and position -1 (NaN scores never enter). Scores tied
-    with the k-th may come from any of the tied documents."""
+    Positions not filled yet hold score -inf and position -1; a NaN score is refused (it names the
+    document). Scores tied with the k-th may come from any of the tied documents."""
 
     def __init__(self, n_queries: int, k: int, device: torch.device | str = "cpu") -> None:
         self.k = k
@@ -50,28 +50,40 @@ class RunningTopK:
         n_rows, n = scores.shape
         groups = n // PRUNE_WIDTH
         if groups < 4 * self.k:  # too few groups to prune by: the block's own top k
-            best = torch.topk(scores, min(self.k, n), dim=1, sorted=False)
+            best = torch.topk(scores, min(self.k, n), dim=1, sorted=False)  # a NaN would rank first
+            if bool(torch.isnan(best.values).any()):
+                raise _nan_error(torch.isnan(scores).any(dim=0).nonzero() + offset)
             self.add_found(best.values, best.indices + offset, rows)
             return
         floor = self.values[rows].amin(dim=1)  # the k-th best so far
         whole = groups * PRUNE_WIDTH
-        maxima = scores[:, :whole].view(n_rows, PRUNE_WIDTH, groups).amax(dim=1)
+        maxima = scores[:, :whole].view(n_rows, PRUNE_WIDTH, groups).amax(dim=1)  # NaN where a group has one
+        if bool(torch.isnan(maxima).any() or torch.isnan(scores[:, whole:]).any()):
+            raise _nan_error(torch.isnan(scores).any(dim=0).nonzero() + offset)
         if bool(torch.isinf(floor).any()):  # fewer than k known: this block's own floor
             floor = torch.maximum(floor, torch.topk(maxima, self.k, dim=1, sorted=False).values.amin(dim=1))
-        row, group = (maxima >= floor[:, None]).nonzero(as_tuple=True)
-        columns = group[:, None] + torch.arange(PRUNE_WIDTH, device=scores.device) * groups
-        candidates = scores[row[:, None], columns]
-        reached = candidates >= floor[row][:, None]
-        row, columns, candidates = row[:, None].expand_as(columns)[reached], columns[reached], candidates[reached]
-        if whole < n:  # the last n % PRUNE_WIDTH columns belong to no group
-            tail_row, tail = (scores[:, whole:] >= floor[:, None]).nonzero(as_tuple=True)
-            order = torch.argsort(torch.cat([row, tail_row]), stable=True)  # rows ascending again
-            row, columns = torch.cat([row, tail_row])[order], torch.cat([columns, tail + whole])[order]
-            candidates = torch.cat([candidates, scores[tail_row, tail + whole]])[order]
-        self._merge(rows, row, columns + offset, candidates)
+        passing = maxima >= floor[:, None]
+        counts = passing.sum(dim=1)
+        row, group = passing.nonzero(as_tuple=True)
+        width = int(counts.max())
+        picked = torch.zeros(n_rows, width, dtype=torch.long, device=scores.device)  # each row's passing groups
+        picked[row, _slots(row, counts)] = group
+        members = torch.arange(PRUNE_WIDTH, device=scores.device) * groups
+        columns = (picked[:, :, None] + members).view(n_rows, -1)
+        if whole < n:  # the last n % PRUNE_WIDTH columns belong to no group: always candidates
+            columns = torch.cat([columns, torch.arange(whole, n, device=scores.device).expand(n_rows, -1)], dim=1)
+        candidates = torch.gather(scores, 1, columns)  # one dense gather, not ragged indexing: 3x faster
+        padding = torch.arange(width, device=scores.device) >= counts[:, None]  # slots past a row's groups
+        candidates[:, : width * PRUNE_WIDTH].view(n_rows, width, PRUNE_WIDTH).masked_fill_(
+            padding[:, :, None], -math.inf
+        )
+        reached = (candidates >= floor[:, None]).view(-1).nonzero().squeeze(1)  # row-major: rows ascending
+        self._merge(rows, reached // columns.shape[1], columns.view(-1)[reached] + offset, candidates.view(-1)[reached])
 
     def add_found(self, values: torch.Tensor, positions: torch.Tensor, rows: slice = slice(None)) -> None:
         """Merge hits already selected elsewhere (faiss's per-chunk top k): scores and document positions."""
+        if bool(torch.isnan(values).any()):
+            raise _nan_error(positions[torch.isnan(values)])
         floor = self.values[rows].amin(dim=1)
         row, column = (values >= floor[:, None]).nonzero(as_tuple=True)
         self._merge(rows, row, positions[row, column], values[row, column])
@@ -84,7 +96,7 @@ class RunningTopK:
         width = int(counts.max()) if len(row) else 0
         if width == 0:
             return
-        slot = k + torch.arange(len(row), device=row.device) - (torch.cumsum(counts, 0) - counts)[row]
+        slot = k + _slots(row, counts)
         merged_values = torch.full((n_rows, k + width), -math.inf, device=values.device)
         merged_positions = torch.full((n_rows, k + width), -1, dtype=torch.long, device=values.device)
         merged_values[:, :k], merged_positions[:, :k] = values, positions
@@ -96,6 +108,19 @@ class RunningTopK:
         """(scores, positions), each query's best first."""
         values, order = torch.sort(self.values, dim=1, descending=True)
         return values, torch.gather(self.positions, 1, order)
+
+
+def _nan_error(positions: torch.Tensor) -> ValueError:
+    """A NaN score comes from an embedding that is not finite and would leave the ranking arbitrary."""
+    return ValueError(
+        f"scores hold NaN at document positions {sorted(set(positions.flatten().tolist()))[:5]}: a query or document "
+        "embedding is not finite, and the ranking would be arbitrary"
+    )
+
+
+def _slots(row: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """Each entry's place among its row's entries (``row`` ascending; ``counts`` entries per row)."""
+    return torch.arange(len(row), device=row.device) - (torch.cumsum(counts, 0) - counts)[row]
 
 
 def torch_topk(queries: torch.Tensor, docs: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
