@@ -69,9 +69,9 @@ class RunningTopK:
         picked = torch.zeros(n_rows, width, dtype=torch.long, device=scores.device)  # each row's passing groups
         picked[row, _slots(row, counts)] = group
         members = torch.arange(PRUNE_WIDTH, device=scores.device) * groups
-        columns = (picked[:, :, None] + members).view(n_rows, -1)
-        if whole < n:  # the last n % PRUNE_WIDTH columns belong to no group: always candidates
-            columns = torch.cat([columns, torch.arange(whole, n, device=scores.device).expand(n_rows, -1)], dim=1)
+        columns = torch.empty(n_rows, width * PRUNE_WIDTH + n - whole, dtype=torch.long, device=scores.device)
+        torch.add(picked[:, :, None], members, out=columns[:, : width * PRUNE_WIDTH].view(n_rows, width, PRUNE_WIDTH))
+        columns[:, width * PRUNE_WIDTH :] = torch.arange(whole, n, device=scores.device)  # in no group: candidates
         candidates = torch.gather(scores, 1, columns)  # one dense gather, not ragged indexing: 3x faster
         padding = torch.arange(width, device=scores.device) >= counts[:, None]  # slots past a row's groups
         candidates[:, : width * PRUNE_WIDTH].view(n_rows, width, PRUNE_WIDTH).masked_fill_(
