@@ -20,6 +20,7 @@ interface, the head transforms) is in ``text_retrieval/retrieval/index.py``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,7 +40,7 @@ from text_retrieval.retrieval.index import (
     query_factor,
     release_pages,
 )
-from text_retrieval.retrieval.topk import CALIBRATION, RunningTopK, choose_backend, faiss_topk
+from text_retrieval.retrieval.topk import RunningTopK, choose_backend, faiss_topk
 
 if TYPE_CHECKING:
     from text_retrieval.data import RetrievalDataset
@@ -105,11 +106,10 @@ class ExactIndex:
         q = torch.from_numpy(np.ascontiguousarray(queries, dtype=np.float32)).to(self.device)
         k = min(k, self.ntotal)
         found = RunningTopK(len(q), k, self.device)
-        sample = self._documents(0, min(CALIBRATION[1], self.ntotal))
-        backend, timings = choose_backend(q, sample, k, self.settings.backend, min(self.chunk_rows, self.ntotal))
-        del sample
-        self.described.update(backend=backend, calibration=timings, device=str(self.device))
         columns = min(self.chunk_rows, self.ntotal)
+        first_documents = functools.partial(self._documents, 0)  # read only if this case is timed
+        backend, timings = choose_backend(q, first_documents, columns, k, self.settings.backend)
+        self.described.update(backend=backend, calibration=timings, device=str(self.device))
         block = min(len(q), MAX_QUERY_BLOCK, max(MIN_QUERY_BLOCK, int(self.budget / 2 / (4 * columns))))  # half: scores
         scores = torch.empty(block, columns, device=self.device)  # allocated once
         for start in range(0, self.ntotal, self.chunk_rows):

@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 
 import faiss
 import torch
 
-__all__ = ["BACKEND_KERNELS", "CALIBRATION", "PRUNE_WIDTH", "RunningTopK", "choose_backend", "faiss_topk", "torch_topk"]
+__all__ = ["BACKEND_KERNELS", "PRUNE_WIDTH", "RunningTopK", "choose_backend", "faiss_topk", "torch_topk"]
 
 PRUNE_WIDTH = 16  # columns per group of the floor pruning
-CALIBRATION = (64, 16_384)  # queries x documents timed per backend when choosing
+_CALIBRATION = (64, 16_384)  # queries x documents timed per backend when choosing
 _CHOICES: dict[tuple, tuple[str, dict[str, float]]] = {}  # per process: case -> (backend, timings)
 
 
@@ -140,20 +141,19 @@ BACKEND_KERNELS = {"torch": torch_topk, "faiss": faiss_topk}
 
 
 def choose_backend(
-    queries: torch.Tensor, docs: torch.Tensor, k: int, backend: str, rows: int | None = None
+    queries: torch.Tensor, first_documents: Callable[[int], torch.Tensor], rows: int, k: int, backend: str
 ) -> tuple[str, dict[str, float]]:
     """The backend for this case: forced, torch on GPU, else the faster of the two on a timed slice.
 
-    ``docs`` holds at least the first ``CALIBRATION[1]`` documents (when the corpus has them);
-    ``rows`` is how many one search step scores (default: all of ``docs``)."""
-    if docs.device.type != "cpu":  # faiss here is the CPU build
+    ``rows`` is how many documents one search step scores; ``first_documents(n)`` gives the first
+    ``n`` (transformed) and is called only when this case's size class has not been timed yet."""
+    if queries.device.type != "cpu":  # faiss here is the CPU build
         return "torch", {}
     if backend != "auto":
         return backend, {}
-    rows = docs.shape[0] if rows is None else rows
     case = (queries.shape[1], int(math.log2(rows + 1)), int(math.log2(k + 1)), torch.get_num_threads())
     if case not in _CHOICES:
-        q, d = queries[: CALIBRATION[0]], docs[: CALIBRATION[1]]
+        q, d = queries[: _CALIBRATION[0]], first_documents(min(_CALIBRATION[1], rows))
         timings = {}
         for name, kernel in BACKEND_KERNELS.items():
             runs = []
