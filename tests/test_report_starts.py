@@ -1,4 +1,4 @@
-"""The report's starting-point section: untuned columns, pooled per-query tests, predictor verdicts."""
+"""The report's starting-point section: untuned columns, query-level tests, predictor verdicts."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from clipmag.experiments.report.collect import find_cells
 from clipmag.experiments.report.starts import start_rows
 from clipmag.head_record import HeadRecord
 from clipmag.results import build_results, write_results
-from clipmag.significance import signed_rank_p
+from clipmag.significance import holm, paired_query_p
 
 QUERIES = [f"q{i}" for i in range(60)]
 
@@ -55,14 +55,20 @@ def runs(tmp_path):
     return tmp_path
 
 
-def test_pooled_per_query_test_pairs_each_seed_and_query(runs):
+def test_query_level_test_averages_seeds_per_query_and_corrects_over_heads(runs):
     (row,) = start_rows(find_cells(runs))
-    differences = [_per_query("qnorm", s)[q] - _per_query("cosine", s)[q] for s in (0, 1, 2) for q in QUERIES]
-    assert row.heads["qnorm"].p_queries == pytest.approx(signed_rank_p(differences))
+    averaged = {
+        h: [np.mean([_per_query(h, s)[q] for s in (0, 1, 2)]) for q in sorted(QUERIES)]
+        for h in ("qnorm", "dnorm", "cosine")
+    }
+    raw = [paired_query_p(averaged[h], averaged["cosine"]) for h in ("qnorm", "dnorm")]
+    assert row.heads["qnorm"].comparison.p == pytest.approx(raw[0])
+    assert row.heads["qnorm"].comparison.p_holm == pytest.approx(holm(raw)[0])
     seed_means = {h: [np.mean(list(_per_query(h, s).values())) for s in (0, 1, 2)] for h in ("qnorm", "cosine")}
-    assert row.heads["qnorm"].p_seeds == pytest.approx(
+    assert row.heads["qnorm"].comparison.p_seeds == pytest.approx(
         stats.ttest_rel(seed_means["qnorm"], seed_means["cosine"]).pvalue
     )
+    assert row.heads["cosine"].comparison is None
     assert row.untuned == pytest.approx(
         {"cosine": np.mean(list(_per_query("cosine", 0).values())), "dot": np.mean(list(_per_query("dot", 0).values()))}
     )
@@ -74,4 +80,7 @@ def test_report_section_states_the_winner_and_the_predictors_against_it(runs):
     assert "## Starting points: untuned and fine-tuned, per head" in report
     assert "qnorm said" not in report  # verdicts are named by predictor, with right/wrong against the winner
     assert "fisher said qnorm (right)" in report and "query_cv_ratio said dnorm (wrong)" in report
+    assert "Majority-class baseline over these 1 cases: always **qnorm** is right on 1 of 1" in report
+    assert "Predictor fisher: right on 1 of 1; it **ties** the majority-class baseline" in report
+    assert "Predictor query_cv_ratio: right on 0 of 1; it **loses to** the majority-class baseline" in report
     assert "| start | set |" in report and json.loads((runs / "starts.json").read_text())[0]["start"] == "start"

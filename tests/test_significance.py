@@ -1,32 +1,121 @@
-"""The Wilcoxon signed-rank p-value is exact when few questions differ, scipy's approximation above."""
+"""Query-level significance: seeds averaged per query, a randomisation test, Holm over the heads, the
+paper's seed t-test beside it, and marks only where the corrected query-level test earns them."""
 
 from __future__ import annotations
 
+import itertools
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
-from scipy.stats import wilcoxon
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
 
-from clipmag.significance import EXACT_SIGNED_RANK_MAX, paired_question_p, signed_rank_p
+from clipmag.experiments.report import build_report
+from clipmag.experiments.report.collect import find_cells
+from clipmag.experiments.report.starts import start_rows
+from clipmag.head_record import HeadRecord
+from clipmag.results import build_results, write_results
+from clipmag.significance import compare_with_baseline, holm, mark, mcnemar_p, paired_query_p, paired_seed_p
 
 
-def test_six_wins_among_heavy_ties_is_the_exact_two_sided_value():
-    assert signed_rank_p([0.1] * 6 + [0.0] * 50) == pytest.approx(2 / 2**6)
-    a = [0.6] * 6 + [0.3] * 50
-    b = [0.3] * 56
-    assert paired_question_p(a, b) == pytest.approx(0.03125)
+def _exact_sign_flip_p(d: list[float]) -> float:
+    """Every sign pattern enumerated: the definition of the two-sided randomisation test."""
+    d = np.asarray(d, dtype=float)
+    observed = abs(d.mean())
+    flips = [abs((d * np.array(signs)).mean()) for signs in itertools.product((-1, 1), repeat=d.size)]
+    return float(np.mean(np.array(flips) >= observed - 1e-12))
 
 
-def test_exact_value_matches_scipy_without_ties_and_the_approximation_is_used_for_many():
+def test_randomisation_test_is_exact_for_few_queries_and_ignores_ties():
+    d = [0.3, 0.1, -0.05, 0.2, 0.15, 0.4, -0.1, 0.25]
+    assert paired_query_p(d, [0.0] * len(d)) == pytest.approx(_exact_sign_flip_p(d))
+    # queries both score alike change no p: 6 wins and 50 ties is 2 / 2**6
+    assert paired_query_p([0.6] * 6 + [0.3] * 50, [0.3] * 56) == pytest.approx(2 / 2**6)
+    assert paired_query_p([0.2, 0.4], [0.2, 0.4]) == 1.0
+    with pytest.raises(ValueError, match="6 values against 5"):
+        paired_query_p([0.1] * 6, [0.1] * 5)
+
+
+def test_binary_outcomes_take_mcnemars_exact_test():
+    a, b = [1, 1, 1, 1, 1, 0, 0, 1], [0, 0, 0, 0, 1, 1, 0, 1]
+    assert paired_query_p(a, b) == pytest.approx(stats.binomtest(4, 5, 0.5).pvalue) == mcnemar_p(a, b)
+
+
+def test_many_queries_are_seeded_and_close_to_wilcoxon():
     rng = np.random.default_rng(0)
-    d = rng.normal(0.2, 1.0, 25)
-    assert signed_rank_p(d) == pytest.approx(wilcoxon(d, method="exact").pvalue)
-    many = rng.normal(0.1, 1.0, EXACT_SIGNED_RANK_MAX + 10)
-    assert signed_rank_p(many) == pytest.approx(wilcoxon(many).pvalue)
-    assert signed_rank_p([0.0, 0.0]) == 1.0
+    a = rng.random(300)
+    b = a + rng.normal(0.02, 0.1, 300)
+    p = paired_query_p(a, b)
+    assert p == paired_query_p(a, b)  # seeded: the same p every time
+    assert p == pytest.approx(stats.wilcoxon(a - b).pvalue, abs=0.02)
 
 
-def test_ties_use_mid_ranks_in_the_exact_distribution():
-    # |d| = 1, 1, 2: mid-ranks 1.5, 1.5, 3; the positive rank sums of the 8 sign patterns are
-    # 0, 1.5, 1.5, 3, 3, 4.5, 4.5, 6: all positive (6) is 1 of 8, a sum of 4.5 or more 3 of 8
-    assert signed_rank_p([1.0, 1.0, 2.0]) == pytest.approx(2 / 8)
-    assert signed_rank_p([1.0, -1.0, 2.0]) == pytest.approx(2 * 3 / 8)
+def test_holm_is_statsmodels_and_the_seed_test_is_scipys():
+    ps = [0.01, 0.04, 0.03, 0.2]
+    assert holm(ps) == pytest.approx(list(multipletests(ps, method="holm")[1]))
+    a, b = {0: 0.5, 1: 0.6, 2: 0.55}, {0: 0.4, 1: 0.45, 2: 0.5}
+    assert paired_seed_p(a, b) == pytest.approx(stats.ttest_rel([0.5, 0.6, 0.55], [0.4, 0.45, 0.5]).pvalue)
+    assert paired_seed_p({0: 0.5}, {0: 0.4}) is None
+
+
+def test_comparison_averages_seeds_per_query_and_corrects_over_heads():
+    rng = np.random.default_rng(1)
+    queries = sorted(f"q{i}" for i in range(40))  # the comparison's order (Monte Carlo draws pair with it)
+    base = {s: {q: float(rng.random()) for q in queries} for s in (0, 1)}
+    systems = {
+        "cosine": base,
+        "dot": {s: {q: base[s][q] - 0.2 + float(rng.normal(0, 0.05)) for q in queries} for s in (0, 1)},
+        "qnorm": {s: {q: base[s][q] + float(rng.normal(0, 0.05)) for q in queries} for s in (0, 1)},
+    }
+    result = compare_with_baseline(systems, "cosine")
+    averaged = {h: np.array([np.mean([systems[h][s][q] for s in (0, 1)]) for q in queries]) for h in systems}
+    raw = {h: paired_query_p(averaged[h], averaged["cosine"]) for h in ("dot", "qnorm")}
+    corrected = dict(zip(raw, holm(list(raw.values()))))
+    for head in ("dot", "qnorm"):
+        assert result[head].p == pytest.approx(raw[head])
+        assert result[head].p_holm == pytest.approx(corrected[head])
+        assert result[head].difference == pytest.approx(np.mean(averaged[head] - averaged["cosine"]))
+        assert result[head].ci_low <= result[head].difference <= result[head].ci_high
+        assert result[head].n_queries == 40 and result[head].n_seeds == 2
+    assert mark(result["dot"]) == "▼" and mark(result["qnorm"]) == ""
+
+
+QUERIES = [f"q{i}" for i in range(20)]
+# 20 per-query differences that one test over the 20 queries does not find (p ~ 0.2), but the same
+# differences repeated on three seeds (perfectly correlated, as seeds of one query are) does when
+# the 60 (seed, query) pairs are pooled as if they were independent.
+DIFFERENCES = [-0.09, -0.07, -0.05, -0.04, -0.03, -0.03, -0.02, -0.02, -0.01, -0.01]
+DIFFERENCES += [0.005, 0.01, 0.01, 0.02, 0.02, 0.03, 0.06, -0.08, 0.005, 0.04]
+
+
+def _write_cell(root: Path, head: str, seed: int, per_query: dict[str, float]) -> None:
+    folder = root / "g" / "start" / head / f"seed{seed}"
+    folder.mkdir(parents=True)
+    metric = {
+        "NDCG@10": float(np.mean(list(per_query.values()))),
+        "per_query": {q: {"NDCG@10": v} for q, v in per_query.items()},
+    }
+    cell = {"group": "g", "kind": "text", "model": "start", "head": head, "variant": None, "seed": seed}
+    (folder / "cell.json").write_text(json.dumps({**cell, "argv": [], "evaluations": []}))
+    record = build_results({"steps": 30, "seed": seed}, HeadRecord({"name": head}), {}, {"set": metric}, {}, {})
+    write_results(record, folder)
+
+
+def test_a_difference_only_pooled_seeds_call_significant_gets_no_mark(tmp_path):
+    base = {q: 0.5 + 0.01 * i for i, q in enumerate(QUERIES)}
+    for seed in (0, 1, 2):
+        _write_cell(tmp_path, "cosine", seed, {q: base[q] + 0.001 * seed for q in QUERIES})
+        _write_cell(tmp_path, "dot", seed, {q: base[q] + 0.001 * seed + d for q, d in zip(QUERIES, DIFFERENCES)})
+    pooled = stats.wilcoxon(DIFFERENCES * 3).pvalue
+    assert pooled < 0.05  # what the old pooled test would have marked
+    (row,) = start_rows(find_cells(tmp_path))
+    comparison = row.heads["dot"].comparison
+    in_order = [dict(zip(QUERIES, DIFFERENCES))[q] for q in sorted(QUERIES)]
+    assert comparison.p > 0.05 and comparison.p == pytest.approx(paired_query_p(in_order, [0.0] * 20))
+    assert row.marked("▼") == [] and mark(comparison) == ""
+    report = build_report(tmp_path, allow_mixed=True).read_text()
+    starts = report[report.index("## Starting points") :]
+    assert "▼" not in starts.split("\n- ")[0] and "below: none" in starts
+    assert "randomisation test over queries" in report and "Holm" in report

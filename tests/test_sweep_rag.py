@@ -7,15 +7,14 @@ import json
 import numpy as np
 import pytest
 import toy_frontend
-from scipy import stats
 from text_fixtures import minilm_encoder
 
 from clipmag.experiments import sweep
 from clipmag.experiments.report import build_report
 from clipmag.experiments.report.collect import evaluation_rows, find_cells
-from clipmag.experiments.report.tables import aggregate, with_question_tests
+from clipmag.experiments.report.tables import aggregate, with_query_tests
 from clipmag.frontends import FRONT_ENDS, FrontEnd
-from clipmag.significance import mcnemar_p, paired_question_p
+from clipmag.significance import holm, paired_query_p
 
 HEADS = ["cosine", "dot", "qnorm"]
 
@@ -66,7 +65,7 @@ def test_sweep_runs_rag_on_every_export_and_reports_a_paired_test_over_questions
     assert {label: path.stat().st_mtime_ns for label, path in results.items()} == stamps
 
     rows, outcomes = evaluation_rows(find_cells(cfg.output_dir))
-    table = {r.metric: r for r in with_question_tests(aggregate(rows, ("accuracy@1", "accuracy@5")), outcomes)}
+    table = {r.metric: r for r in with_query_tests(aggregate(rows, ("accuracy@1", "accuracy@5")), outcomes)}
     run = tmp_path / "runs" / "qa" / "default"
     for metric in ("accuracy@1", "accuracy@5"):
         per_head = {h: [_outcomes(run / h / f"seed{s}", metric) for s in (0, 1)] for h in HEADS}
@@ -75,7 +74,9 @@ def test_sweep_runs_rag_on_every_export_and_reports_a_paired_test_over_questions
         means = {h: [np.mean([seed[q] for seed in per_head[h]]) for q in questions] for h in HEADS}
         cell = table[metric].cells["dot"]
         assert cell.mean == pytest.approx(np.mean(means["dot"]))
-        assert cell.p_value == pytest.approx(paired_question_p(means["dot"], means["cosine"]))
+        raw = {h: paired_query_p(means[h], means["cosine"]) for h in HEADS if h != "cosine"}
+        assert cell.comparison.p == pytest.approx(raw["dot"])
+        assert cell.comparison.p_holm == pytest.approx(dict(zip(raw, holm(list(raw.values()))))["dot"])
     report = build_report(cfg.output_dir).read_text()
     assert "## Evaluations of the exports (RAG)" in report and "| qa | rag: tiny | accuracy@5 |" in report
 
@@ -91,14 +92,3 @@ def test_attached_evaluations_are_checked(tmp_path):
     twice = sweep.SweepGroup(name="g", kind="text", evaluations=[rag, sweep.SweepEvaluation(kind="rag")])
     with pytest.raises(ValueError, match="evaluation names repeat"):
         sweep.expand(sweep.SweepConfig(groups=[twice]))
-
-
-def test_paired_question_test_is_mcnemar_on_binary_outcomes_and_wilcoxon_otherwise():
-    a, b = [1, 1, 1, 1, 1, 0, 0, 1], [0, 0, 0, 0, 1, 1, 0, 1]
-    assert paired_question_p(a, b) == pytest.approx(stats.binomtest(4, 5, 0.5).pvalue) == mcnemar_p(a, b)
-    x, y = [0.5, 1.0, 0.0, 0.5, 1.0, 0.5], [0.0, 0.5, 0.0, 1.0, 0.0, 0.0]
-    expected = stats.wilcoxon(np.subtract(x, y), zero_method="wilcox").pvalue
-    assert paired_question_p(x, y) == pytest.approx(expected)
-    assert paired_question_p(x, x) == 1.0
-    with pytest.raises(ValueError, match="6 values against 5"):
-        paired_question_p(x, y[:5])

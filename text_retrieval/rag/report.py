@@ -3,8 +3,9 @@
 Each row is one retriever (a model under a head, or BM25). The change column is relative to the
 baseline row (the first row scored with the cosine head, else the first row), and its p-value is
 an exact McNemar test over questions (:mod:`clipmag.significance`): a two-sided binomial test on
-the questions where exactly one of the two rows is right. It is a paired test because both rows
-answer the same questions; with the few questions of the embedded set only large gaps reach p < 0.05.
+the questions where exactly one of the two rows is right, Holm-corrected over the rows compared
+with the baseline (▲/▼ when the corrected p is below 0.05). It is a paired test because both rows
+answer the same questions; with the few questions of the embedded set only large gaps reach it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clipmag.significance import mcnemar_p
+from clipmag.significance import Comparison, compare_with_baseline, mark
 from text_retrieval.rag.config import ACCURACY_AT
 
 __all__ = ["Row", "comparison_table", "read_row", "question_outcomes", "QUESTIONS_SUFFIX"]
@@ -65,14 +66,23 @@ def _cell(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}"
 
 
-def _change(row: Row, base: Row, qa: str, key: str) -> str:
+def _comparisons(rows: Sequence[Row], base: Row, qa: str, key: str) -> dict[str, Comparison]:
+    """Every other row against the baseline on one QA set and outcome (one Holm family), by position."""
+    systems = {
+        str(i): {0: {q: o[key] for q, o in row.outcomes.get(qa, {}).items() if key in o}}
+        for i, row in enumerate(rows)
+        if row is base or row.metrics.get(qa, {}).get(key) is not None
+    }
+    return compare_with_baseline(systems, str(next(i for i, row in enumerate(rows) if row is base)))
+
+
+def _change(row: Row, base: Row, qa: str, key: str, comparison: Comparison | None) -> str:
     ours, theirs = row.metrics[qa].get(key), base.metrics[qa].get(key)
-    if row is base or ours is None or theirs is None:
+    if row is base or ours is None or theirs is None or comparison is None:
         return "-"
-    shared = [q for q in base.outcomes[qa] if q in row.outcomes[qa] and key in row.outcomes[qa][q]]
-    p = mcnemar_p([row.outcomes[qa][q][key] for q in shared], [base.outcomes[qa][q][key] for q in shared])
     relative = f" ({100 * (ours - theirs) / theirs:+.0f}%)" if theirs else ""
-    return f"{100 * (ours - theirs):+.1f}{relative}, p={p:.2g}"
+    text = f"{100 * (ours - theirs):+.1f}{relative}, p={comparison.p_holm:.2g}"
+    return f"{text} {mark(comparison)}" if mark(comparison) else text
 
 
 def comparison_table(rows: Sequence[Row], top_k: int = 5) -> str:
@@ -89,12 +99,13 @@ def comparison_table(rows: Sequence[Row], top_k: int = 5) -> str:
         header += [f"acc@{top_k} vs {base.label}"] + ([f"EM vs {base.label}"] if reader else [])
         lines = [f"**{qa}** ({rows[0].metrics[qa]['num_questions']} questions, x100)", ""]
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        for row in rows:
+        keys = [f"accuracy@{top_k}", *(["EM"] if reader else [])]
+        tests = {key: _comparisons(rows, base, qa, key) for key in keys}
+        for i, row in enumerate(rows):
             m = row.metrics.get(qa, {})
             cells = [row.label, *(_cell(m.get(f"accuracy@{k}")) for k in ks)]
             cells += [_cell(m.get(key)) for key in ("EM", "F1", "contains")] if reader else []
-            cells.append(_change(row, base, qa, f"accuracy@{top_k}"))
-            cells += [_change(row, base, qa, "EM")] if reader else []
+            cells += [_change(row, base, qa, key, tests[key].get(str(i))) for key in keys]
             lines.append("| " + " | ".join(cells) + " |")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n"

@@ -19,10 +19,13 @@ from clipmag.experiments.report.collect import (
     evaluation_rows,
     find_cells,
     gamma_trajectories,
+    query_outcomes,
     tidy_rows,
 )
 from clipmag.experiments.report.starts import start_rows, starting_points_section, write_start_rows
-from clipmag.experiments.report.tables import TableRow, aggregate, mean_of, to_csv, to_markdown, with_question_tests
+from clipmag.experiments.report.tables import TableRow, aggregate, mean_of, to_csv, to_markdown, with_query_tests
+from clipmag.experiments.report.verdicts import scorecard
+from clipmag.significance import QUERY_TEST, SEED_TEST, mark
 
 RETRIEVAL = ("NDCG@10", "MRR@10", "Recall@100")
 BRIGHT = ("NDCG@10", "Recall@1", "Recall@100")
@@ -39,6 +42,7 @@ def predictor_section(runs_dir: Path, retrieval: list[TableRow]) -> list[str]:
     """Each predictor's verdict next to the sweep's qnorm-vs-dnorm winner on mean nDCG@10. A group's own
     ``<group>/predict_norm.json`` (predictors run on that group's training data) overrides the sweep's."""
     lines = []
+    cases: list[tuple[str, dict[str, str]]] = []
     for group in _groups(retrieval):
         q, d = mean_of(retrieval, group, "NDCG@10", "qnorm"), mean_of(retrieval, group, "NDCG@10", "dnorm")
         if math.isnan(q) or math.isnan(d):
@@ -53,6 +57,9 @@ def predictor_section(runs_dir: Path, retrieval: list[TableRow]) -> list[str]:
             lines.append(f"- _No predictor output (run scripts/predict_norm.py --output {path})._")
             continue
         data = json.loads(path.read_text())
+        cases.append(
+            (winner, {n: str(v["verdict"]) for n, v in data.items() if isinstance(v, dict) and "verdict" in v})
+        )
         for name, v in data.items():
             if not (isinstance(v, dict) and "verdict" in v):
                 continue
@@ -64,7 +71,9 @@ def predictor_section(runs_dir: Path, retrieval: list[TableRow]) -> list[str]:
                 f"- {name} (`{path.relative_to(runs_dir)}`): predicted **{v['verdict']}** ({numbers}) - {match} "
                 f"the sweep's winner. Definition: {v.get('definition', 'n/a')}."
             )
-    return (lines or ["_No qnorm/dnorm retrieval results to compare the predictions with._"]) + [""]
+    if not lines:
+        return ["_No qnorm/dnorm retrieval results to compare the predictions with._", ""]
+    return [*lines, *scorecard(cases), ""]
 
 
 def findings(retrieval: list[TableRow], sts: list[TableRow], clip: list[TableRow]) -> list[str]:
@@ -77,9 +86,17 @@ def findings(retrieval: list[TableRow], sts: list[TableRow], clip: list[TableRow
             continue
         best = max(means, key=means.get)
         above = [c for c in means if c != "cosine" and means[c] > means["cosine"]]
+        marks = {
+            sign: sorted(
+                {n for r in retrieval if r.group == group for n, c in r.cells.items() if mark(c.comparison) == sign}
+            )
+            for sign in ("▲", "▼")
+        }
         out.append(
             f"- `{group}`: best mean nDCG@10 is **{best}** ({100 * means[best]:.2f}); "
-            f"heads above cosine ({100 * means['cosine']:.2f}): {', '.join(above) or 'none'}."
+            f"heads above cosine ({100 * means['cosine']:.2f}) in the mean: {', '.join(above) or 'none'}; "
+            f"significantly above on some test set and metric: {', '.join(marks['▲']) or 'none'}, "
+            f"below: {', '.join(marks['▼']) or 'none'}."
         )
     for group in _groups(sts):
         means = {c: mean_of(sts, group, "spearman", c) for r in sts if r.group == group for c in r.cells}
@@ -181,15 +198,16 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report") -> P
     suites = bright_suites(cells)  # BRIGHT tasks are averaged apart: its own score is the mean over its tasks
     tasks = [r for r in rows if r.dataset in suites]
     attached, outcomes = evaluation_rows(cells)
+    per_query = query_outcomes(cells)
     attached_metrics = tuple(dict.fromkeys(m for e in EVALUATIONS.values() for m in e.metrics))
     tables = {
-        "retrieval": aggregate([r for r in rows if r.dataset not in suites], RETRIEVAL),
+        "retrieval": with_query_tests(aggregate([r for r in rows if r.dataset not in suites], RETRIEVAL), per_query),
         "bright": aggregate(bright_means(tasks, suites), BRIGHT),
         "bright_tasks": aggregate(tasks, BRIGHT),
         "sts": aggregate(rows, STS),
         "clip": aggregate(rows, CLIP_METRICS),
         "diagnostics": aggregate(rows, DIAGNOSTICS),
-        "evaluations": with_question_tests(aggregate(attached, attached_metrics), outcomes),
+        "evaluations": with_query_tests(aggregate(attached, attached_metrics), outcomes),
     }
     for name, table in tables.items():
         if table:
@@ -214,8 +232,9 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report") -> P
         f"# {title}",
         "",
         f"{len(cells)} finished runs under `{runs_dir}`, seeds {sorted(seeds)}. Scores x100, "
-        "diagnostics as they are; mean ± std over seeds; (change vs cosine, paired t-test p-value vs cosine when "
-        "there are 2+ seeds); best per row in bold.",
+        "diagnostics as they are; mean ± std over seeds; best per row in bold. Against cosine: (change, "
+        f"p= the {QUERY_TEST}, where the runs kept per-query scores (▲/▼ mark it); t= the {SEED_TEST}, "
+        "with 2+ seeds).",
         "",
         numerics_line(cells),
         "",
@@ -232,9 +251,9 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report") -> P
         ("Evaluations of the exports (RAG)", "evaluations"),
     ]
     notes = {
-        "evaluations": "Each run's export retrieves with its own head. Here the p-value is a paired test over "
-        "questions vs cosine: McNemar's exact test with one seed, Wilcoxon signed-rank on per-question seed means "
-        "with several.",
+        "evaluations": "Each run's export retrieves with its own head; the question is the unit of the p-value "
+        "(McNemar's exact test on 0/1 outcomes with one seed, the randomisation test on per-question seed means "
+        "with several), Holm-corrected over the heads.",
     }
     starts = start_rows(cells)
     for heading, key in sections:

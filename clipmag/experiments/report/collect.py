@@ -117,6 +117,20 @@ def tidy_rows(cells: list[CellResult]) -> list[Row]:
 QuestionOutcomes = dict[tuple[str, str, str, str], dict[int, dict[str, dict[str, float]]]]
 
 
+def query_outcomes(cells: list[CellResult]) -> QuestionOutcomes:
+    """The per-query scores each run kept with its test results (``per_query`` of a dataset), for
+    the query-level tests of the retrieval tables."""
+    outcomes: QuestionOutcomes = {}
+    for c in cells:
+        model = c.cell.get("model") or "default"
+        for dataset, result in c.results["metrics"].items():
+            per_query = result.get("per_query")
+            if isinstance(per_query, dict) and per_query:
+                key = (c.cell["group"], model, dataset, c.config)
+                outcomes.setdefault(key, {})[int(c.cell["seed"])] = per_query
+    return outcomes
+
+
 def evaluation_rows(cells: list[CellResult]) -> tuple[list[Row], QuestionOutcomes]:
     """Tidy rows of every finished attached evaluation (dataset ``<evaluation>: <dataset>``) and the
     per-question outcomes behind them, for paired tests over questions."""

@@ -1,16 +1,17 @@
 """The report's starting-point section: per start (a sweep ``models`` label) and test set, the untuned
-model's scores and norm statistics next to every head fine-tuned from it, with two paired tests.
+model's scores and norm statistics next to every head fine-tuned from it, with paired tests.
 
 A cell trained for zero steps (``run.steps == 0`` in its results) is the start itself, evaluated
 untuned; the others are fine-tuned. For each fine-tuned group, start and test set the section gives:
 
 * untuned nDCG@10 under cosine and dot, Cohen's d of document norms and the document-norm CV
   (the paper's precondition: relevance visible in the norms before training);
-* each head's nDCG@10, mean +- std over seeds, with the p-value of a paired test against cosine
-  over per-query nDCG@10 pooled across seeds (each (seed, query) a pair, Wilcoxon signed-rank;
-  more power than three seed means) and the seed-level paired t-test;
+* each head's nDCG@10, mean +- std over seeds, against cosine: the mean per-query difference with
+  its bootstrap interval, the query-level test with Holm's correction over the row's heads (the
+  mark), and the paper's seed-level paired t-test beside it (:mod:`clipmag.significance`);
 * Cohen's d after fine-tuning per head, the learnable head's final exponents, and each qnorm/dnorm
-  predictor's verdict (a ``predict`` evaluation on the untuned cell) against the measured winner.
+  predictor's verdict (a ``predict`` evaluation on the untuned cell) against the measured winner
+  and against the majority-class guess on the same cells.
 """
 
 from __future__ import annotations
@@ -26,14 +27,13 @@ import numpy as np
 
 from clipmag.experiments.grid import EVALUATIONS_DIR
 from clipmag.experiments.report.collect import CellResult, learnable_trajectories
-from clipmag.experiments.report.tables import paired_seed_p
+from clipmag.experiments.report.verdicts import scorecard
 from clipmag.heads import HEAD_NAMES
 from clipmag.results import RESULTS_FILE
-from clipmag.significance import signed_rank_p
+from clipmag.significance import QUERY_TEST, SEED_TEST, Comparison, compare_with_baseline, mark
 
 METRIC = "NDCG@10"
 BASELINE = "cosine"
-SIGNIFICANCE = 0.05
 PREDICT_EVALUATION = "predict"
 
 __all__ = ["starting_points_section", "StartRow", "start_rows"]
@@ -46,8 +46,7 @@ class HeadResult:
     per_seed: dict[int, float] = field(default_factory=dict)
     per_query: dict[int, dict[str, float]] = field(default_factory=dict)
     cohens_d: list[float] = field(default_factory=list)
-    p_queries: float | None = None
-    p_seeds: float | None = None
+    comparison: Comparison | None = None  # against cosine; None for cosine itself
 
     @property
     def mean(self) -> float:
@@ -68,14 +67,9 @@ class StartRow:
     untuned: dict[str, float]  # head -> nDCG@10 of the start itself
     untuned_norms: dict[str, float]  # cohens_d, document_norm_cv
 
-    def above_cosine(self) -> list[str]:
-        """Heads whose mean beats cosine with a pooled per-query p below the significance level."""
-        base = self.heads.get(BASELINE)
-        return [
-            h
-            for h, r in self.heads.items()
-            if base and h != BASELINE and r.mean > base.mean and r.p_queries is not None and r.p_queries < SIGNIFICANCE
-        ]
+    def marked(self, sign: str) -> list[str]:
+        """Heads the corrected query-level test puts above (``▲``) or below (``▼``) cosine."""
+        return [h for h, r in self.heads.items() if mark(r.comparison) == sign]
 
 
 def _steps(cell: CellResult) -> int:
@@ -92,15 +86,6 @@ def _effect(result: dict[str, Any]) -> dict[str, float]:
     if isinstance(cv, (int, float)):
         out["document_norm_cv"] = float(cv)
     return out
-
-
-def _pooled_p(head: HeadResult, base: HeadResult) -> float | None:
-    differences = [
-        head.per_query[s][q] - base.per_query[s][q]
-        for s in sorted(set(head.per_query) & set(base.per_query))
-        for q in sorted(set(head.per_query[s]) & set(base.per_query[s]))
-    ]
-    return signed_rank_p(differences) if differences else None
 
 
 def start_rows(cells: list[CellResult]) -> list[StartRow]:
@@ -131,9 +116,9 @@ def start_rows(cells: list[CellResult]) -> list[StartRow]:
         base = heads.get(BASELINE)
         if base is None:  # e.g. a learning-rate grid: variants, no head to compare with
             continue
-        for name, head in heads.items():
-            if name != BASELINE:
-                head.p_queries, head.p_seeds = _pooled_p(head, base), paired_seed_p(head.per_seed, base.per_seed)
+        comparisons = compare_with_baseline({name: head.per_query for name, head in heads.items()}, BASELINE)
+        for name, comparison in comparisons.items():
+            heads[name].comparison = comparison
         order = [h for h in HEAD_NAMES if h in heads] + [h for h in heads if h not in HEAD_NAMES]
         rows.append(
             StartRow(
@@ -157,8 +142,13 @@ def _head_cell(row: StartRow, name: str) -> str:
     if r is None:
         return ""
     text = f"{100 * r.mean:.2f} ± {100 * r.std:.2f}"
-    if name != BASELINE:
-        text += f" (p {_fmt_p(r.p_queries)} / {_fmt_p(r.p_seeds)})"
+    c = r.comparison
+    if c is not None:
+        text += f" {mark(c)}" if mark(c) else ""
+        text += (
+            f" (Δ {100 * c.difference:+.2f} [{100 * c.ci_low:+.2f}, {100 * c.ci_high:+.2f}], "
+            f"p {_fmt_p(c.p_holm)} / t {_fmt_p(c.p_seeds)})"
+        )
     best = max(row.heads, key=lambda h: row.heads[h].mean)
     return f"**{text}**" if name == best else text
 
@@ -196,12 +186,12 @@ def _start_lines(cells: list[CellResult], rows: list[StartRow]) -> list[str]:
     lines = []
     trajectories = learnable_trajectories(cells)
     for r in rows:
-        above = r.above_cosine()
         best = max(r.heads, key=lambda h: r.heads[h].mean)
         lines.append(
-            f"- `{r.start}` on {r.dataset}: best **{best}**; significantly above cosine (pooled per-query "
-            f"p < {SIGNIFICANCE}): {', '.join(above) or 'none'}."
+            f"- `{r.start}` on {r.dataset}: best **{best}**; significantly above cosine: "
+            f"{', '.join(r.marked('▲')) or 'none'}; below: {', '.join(r.marked('▼')) or 'none'}."
         )
+    cases: list[tuple[str, dict[str, str]]] = []
     by_start: dict[tuple[str, str], list[StartRow]] = defaultdict(list)
     for r in rows:
         by_start[(r.group, r.start)].append(r)
@@ -211,6 +201,7 @@ def _start_lines(cells: list[CellResult], rows: list[StartRow]) -> list[str]:
         verdicts = _verdicts(cells, start, {x.dataset for x in start_rows_})
         if not math.isnan(q) and not math.isnan(d) and verdicts:
             winner = "qnorm" if q > d else "dnorm"
+            cases.append((winner, verdicts))
             said = ", ".join(f"{name} said {v} ({'right' if v == winner else 'wrong'})" for name, v in verdicts.items())
             lines.append(f"- `{group}` / `{start}`: qnorm {100 * q:.2f} vs dnorm {100 * d:.2f} -> {winner}; {said}.")
         gammas = [
@@ -221,7 +212,7 @@ def _start_lines(cells: list[CellResult], rows: list[StartRow]) -> list[str]:
         if gammas:
             text = ", ".join(f"({gq:.3f}, {gd:.3f})" for gq, gd in gammas)
             lines.append(f"- `{group}` / `{start}`: learnable (gq, gd) after training, per seed: {text}.")
-    return lines
+    return lines + scorecard(cases)
 
 
 def starting_points_section(cells: list[CellResult], rows: list[StartRow]) -> list[str]:
@@ -229,9 +220,10 @@ def starting_points_section(cells: list[CellResult], rows: list[StartRow]) -> li
     if not rows:
         return []
     parts = [
-        "nDCG@10 x100, mean ± std over seeds; (p pooled over (seed, query) pairs by Wilcoxon signed-rank / "
-        "p of the seed-level paired t-test), both against cosine. Untuned: the start itself (0 steps); "
-        "d: Cohen's d of document norms (relevant vs a seeded non-relevant sample), CV: document-norm CV.",
+        "nDCG@10 x100, mean ± std over seeds. Against cosine: Δ, the mean per-query difference x100 with its 95% "
+        f"bootstrap interval over queries; ▲/▼ and p: the {QUERY_TEST}; t: the {SEED_TEST}. Untuned: the start "
+        "itself (0 steps); d: Cohen's d of document norms (relevant vs a seeded non-relevant sample), before "
+        "fine-tuning (untuned) and after it (per head, mean over seeds); CV: document-norm CV.",
         "",
     ]
     for group in dict.fromkeys(r.group for r in rows):
@@ -249,7 +241,14 @@ def write_start_rows(rows: list[StartRow], path: Path) -> Path:
             "untuned": r.untuned,
             "untuned_norms": r.untuned_norms,
             "heads": {
-                h: {"mean": x.mean, "std": x.std, "seeds": x.per_seed, "p_queries": x.p_queries, "p_seeds": x.p_seeds}
+                h: {
+                    "mean": x.mean,
+                    "std": x.std,
+                    "seeds": x.per_seed,
+                    "cohens_d_after": float(np.mean(x.cohens_d)) if x.cohens_d else None,
+                    "versus_cosine": x.comparison.to_dict() if x.comparison else None,
+                    "mark": mark(x.comparison),
+                }
                 for h, x in r.heads.items()
             },
         }

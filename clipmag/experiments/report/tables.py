@@ -1,6 +1,7 @@
-"""Aggregate tidy rows into a paper-style table: mean +- std over seeds, change vs cosine,
-paired t-test p-value vs cosine (scipy), best per row marked. Evaluations scored per question
-(RAG) get a paired test over questions instead (:func:`with_question_tests`)."""
+"""Aggregate tidy rows into a paper-style table: mean +- std over seeds, change vs cosine, the paper's
+paired t-test over seed means vs cosine, best per row in bold. Where the runs kept per-query scores
+(retrieval, RAG) each row also gets the query-level test with Holm's correction over its heads
+and the mark it earns (:func:`with_query_tests`, :mod:`clipmag.significance`)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
 
 from clipmag.experiments.report.collect import QuestionOutcomes, Row
 from clipmag.heads import HEAD_NAMES
-from clipmag.significance import paired_question_p
+from clipmag.significance import Comparison, compare_with_baseline, mark, paired_seed_p
 
 BASELINE = "cosine"
 LOWER_IS_BETTER = {"asymmetry_gap"}
@@ -36,7 +36,8 @@ class Cell:
     std: float
     n: int
     change_vs_baseline: float | None
-    p_value: float | None
+    p_seeds: float | None  # the paper's paired t-test over seed means
+    comparison: Comparison | None = None  # the query-level test, when per-query scores exist
     best: bool = False
 
 
@@ -47,17 +48,6 @@ class TableRow:
     dataset: str
     metric: str
     cells: dict[str, Cell]
-
-
-def paired_seed_p(values: dict[int, float], baseline: dict[int, float]) -> float | None:
-    """Paired t-test p-value over the seeds both ran (None with fewer than 2, or constant differences)."""
-    seeds = sorted(set(values) & set(baseline))
-    if len(seeds) < 2:
-        return None
-    a, b = np.array([values[s] for s in seeds]), np.array([baseline[s] for s in seeds])
-    if np.allclose(a - b, (a - b)[0]):
-        return None  # t-test undefined when the differences do not vary
-    return float(stats.ttest_rel(a, b).pvalue)
 
 
 def aggregate(rows: list[Row], metrics: tuple[str, ...]) -> list[TableRow]:
@@ -92,29 +82,22 @@ def aggregate(rows: list[Row], metrics: tuple[str, ...]) -> list[TableRow]:
     return table
 
 
-def with_question_tests(table: list[TableRow], outcomes: QuestionOutcomes) -> list[TableRow]:
-    """Give each cell the p-value of a paired test over questions against cosine.
+def with_query_tests(table: list[TableRow], outcomes: QuestionOutcomes) -> list[TableRow]:
+    """Give each cell with per-query scores its query-level comparison against cosine.
 
-    Each question's outcome is averaged over the seeds both heads ran (one seed: the 0/1 outcome
-    itself, tested with McNemar's exact test; several: Wilcoxon signed-rank on the averages, see
-    :mod:`clipmag.significance`). Questions are the unit, so one seed already gives a test.
-    """
+    The family Holm corrects is the row: every head compared with cosine on that test set and
+    metric. Rows without per-query outcomes (STS, CLIP) keep only the seed-level t-test."""
     for row in table:
-        base = outcomes.get((row.group, row.model, row.dataset, BASELINE))
-        for name, cell in row.cells.items():
-            ours = outcomes.get((row.group, row.model, row.dataset, name))
-            if name == BASELINE or base is None or ours is None:
-                continue
-            seeds = sorted(set(ours) & set(base))
-            shared = [set(ours[s]) & set(base[s]) for s in seeds]
-            questions = sorted(set.intersection(*shared)) if shared else []
-            questions = [q for q in questions if all(row.metric in ours[s][q] for s in seeds)]
-            if not questions:
-                cell.p_value = None
-                continue
-            a = [np.mean([ours[s][q][row.metric] for s in seeds]) for q in questions]
-            b = [np.mean([base[s][q][row.metric] for s in seeds]) for q in questions]
-            cell.p_value = paired_question_p(a, b)
+        systems = {
+            name: {
+                seed: {q: v[row.metric] for q, v in queries.items() if row.metric in v}
+                for seed, queries in runs.items()
+            }
+            for name in row.cells
+            if (runs := outcomes.get((row.group, row.model, row.dataset, name)))
+        }
+        for name, comparison in compare_with_baseline(systems, BASELINE).items():
+            row.cells[name].comparison = comparison
     return table
 
 
@@ -125,9 +108,12 @@ def _fmt(cell: Cell | None, scale: float) -> str:
     text = f"{cell.mean * scale:.{digits}f}"
     if cell.n > 1:
         text += f" ± {cell.std * scale:.{digits}f}"
+    if mark(cell.comparison):
+        text += f" {mark(cell.comparison)}"
     if cell.change_vs_baseline is not None:
-        text += f" ({cell.change_vs_baseline:+.0%}"
-        text += f", p={cell.p_value:.3f})" if cell.p_value is not None else ")"
+        tests = [f"p={cell.comparison.p_holm:.3f}"] if cell.comparison else []
+        tests += [f"t={cell.p_seeds:.3f}"] if cell.p_seeds is not None else []
+        text += f" ({', '.join([f'{cell.change_vs_baseline:+.0%}', *tests])})"
     return f"**{text}**" if cell.best else text
 
 
@@ -162,7 +148,13 @@ def to_csv(table: list[TableRow], path: str | Path) -> Path:
                 "std",
                 "n",
                 "change_vs_cosine",
-                "p_value_vs_cosine",
+                "p_seeds_vs_cosine",
+                "difference_vs_cosine",
+                "difference_ci_low",
+                "difference_ci_high",
+                "p_query_vs_cosine",
+                "p_query_holm_vs_cosine",
+                "mark",
                 "best",
             ]
         )
@@ -179,7 +171,13 @@ def to_csv(table: list[TableRow], path: str | Path) -> Path:
                         c.std,
                         c.n,
                         "" if c.change_vs_baseline is None else c.change_vs_baseline,
-                        "" if c.p_value is None else c.p_value,
+                        "" if c.p_seeds is None else c.p_seeds,
+                        *(
+                            (q.difference, q.ci_low, q.ci_high, q.p, q.p_holm)
+                            if (q := c.comparison)
+                            else ("", "", "", "", "")
+                        ),
+                        mark(c.comparison),
                         c.best,
                     ]
                 )
