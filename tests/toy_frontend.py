@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -12,6 +13,8 @@ CALLS: list[list[str]] = []
 FAIL_ON: set[str] = set()
 # (export folder, head name) -> None: set by a test to write a real export next to results.json
 EXPORT: list[Callable[[Path, str], None]] = []
+# the loss scale at which each head scores best; a cell's score falls off with log-distance from it
+BEST_SCALE = {"cosine": 20.0, "dot": 1.0, "qnorm": 5.0, "dnorm": 20.0, "learnable": 5.0}
 
 
 def main(argv: Sequence[str]) -> None:
@@ -25,6 +28,9 @@ def main(argv: Sequence[str]) -> None:
     score = {"cosine": 0.5, "dot": 0.4, "qnorm": 0.45, "dnorm": 0.48, "learnable": 0.47}[opts["norm"]] + 0.01 * int(
         opts["seed"]
     )
+    scales = [float(a.split("=", 1)[1]) for a in argv if a.startswith("loss.scale=")]
+    if scales:
+        score -= 0.01 * abs(math.log(scales[-1] / BEST_SCALE[opts["norm"]]))
     record = build_results(
         {"front_end": "toy"},
         HeadRecord({"name": opts["norm"]}),

@@ -46,6 +46,19 @@ class SweepEvaluation:
 
 
 @dataclass
+class VariantChoice:
+    """Take each cell's variant from an earlier group: per model and head, the variant of group
+    ``group`` whose cells scored the highest mean ``metric`` on ``dataset`` (its only test set when
+    unset). The earlier group is the selection run (a dev split, e.g. a scale grid); the protocol
+    is the rule, fixed before either group runs, and the choice it makes is recorded in
+    ``cell.json``. Ties go to the variant listed first."""
+
+    group: str
+    metric: str = "NDCG@10"
+    dataset: str | None = None
+
+
+@dataclass
 class SweepGroup:
     """One grid. ``heads`` and ``variants`` multiply; leave one empty to use only the other.
     ``requires``: paths the group reads; when one is absent the group is skipped with a line.
@@ -63,6 +76,8 @@ class SweepGroup:
     requires: list[str] = field(default_factory=list)
     # extra arguments for one model's cells, by its label (e.g. a learning rate chosen per model)
     model_args: dict[str, list[str]] = field(default_factory=dict)
+    # the variant of every cell chosen from an earlier group's results (instead of ``variants``)
+    choose_variant: VariantChoice | None = None
 
 
 @dataclass
@@ -89,6 +104,10 @@ class Cell:
     directory: Path
     argv: list[str]
     evaluations: list[SweepEvaluation] = field(default_factory=list)
+    variant_args: list[str] = field(default_factory=list)  # the variant's part of ``argv``, at ``variant_at``
+    variant_at: int = 0
+    choice: VariantChoice | None = None  # resolved into ``argv`` by clipmag.experiments.choice
+    chosen: dict | None = None  # what the choice picked, and from which scores
 
     @property
     def label(self) -> str:
@@ -104,6 +123,7 @@ class Cell:
             "seed": self.seed,
             "argv": self.argv,
             "evaluations": [{"name": e.folder_name, "kind": e.kind} for e in self.evaluations],
+            **({"chosen": self.chosen} if self.chosen else {}),
         }
 
     def write_description(self) -> None:
@@ -131,6 +151,20 @@ def _check_evaluations(group: SweepGroup) -> None:
             )
 
 
+def _check_choice(group: SweepGroup, names: list[str]) -> None:
+    choice = group.choose_variant
+    if choice is None:
+        return
+    if group.variants:
+        raise ValueError(f"sweep group {group.name!r}: give either variants or choose_variant, not both")
+    earlier = names[: names.index(group.name)]
+    if choice.group not in earlier:
+        raise ValueError(
+            f"sweep group {group.name!r}: choose_variant.group {choice.group!r} is not a group listed before it "
+            f"({', '.join(earlier) or 'none'})"
+        )
+
+
 def split_model_entry(entry: str) -> tuple[str, str]:
     """``label=path`` -> (label, path); a plain path or hub name is its own label."""
     label, sep, path = entry.partition("=")
@@ -150,6 +184,7 @@ def expand(cfg: SweepConfig) -> list[Cell]:
         variants = group.variants or [SweepVariant(name="")]
         heads = group.heads or [None]
         models = group.models or [None]
+        _check_choice(group, [g.name for g in cfg.groups])
         labels = {split_model_entry(m)[0] for m in group.models}
         unknown = sorted(set(group.model_args) - labels)
         if unknown:
@@ -171,7 +206,9 @@ def expand(cfg: SweepConfig) -> list[Cell]:
                             / f"seed{seed}"
                         )
                         argv = ["--config", group.config] if group.config else []
-                        argv += [*group.args, *group.model_args.get(label or "", []), *variant.args, *cfg.args]
+                        argv += [*group.args, *group.model_args.get(label or "", [])]
+                        variant_at = len(argv)
+                        argv += [*variant.args, *cfg.args]
                         argv += ["--norm", head] if head else []
                         argv += ["--model", model] if model else []
                         argv += ["--seed", str(seed), "--output", str(directory), "--resume", "latest"]
@@ -186,6 +223,9 @@ def expand(cfg: SweepConfig) -> list[Cell]:
                                 directory,
                                 argv,
                                 list(group.evaluations),
+                                list(variant.args),
+                                variant_at,
+                                group.choose_variant,
                             )
                         )
     return cells

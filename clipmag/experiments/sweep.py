@@ -28,6 +28,7 @@ from pathlib import Path
 
 from clipmag.config import ConfigError, build_config
 from clipmag.evaluations import get_evaluation
+from clipmag.experiments.choice import choose_variant
 from clipmag.experiments.grid import (
     CELL_FILE,
     EVALUATIONS_DIR,
@@ -118,13 +119,24 @@ def runnable_groups(cfg: SweepConfig) -> SweepConfig:
     return dataclasses.replace(cfg, groups=kept)
 
 
+def _argv_choices(cell: Cell, cells: Sequence[Cell]) -> list[list[str]]:
+    """The argument lists a cell may run with: its own, or one per variant it may choose."""
+    if cell.choice is None:
+        return [cell.argv]
+    options = {tuple(c.variant_args) for c in cells if c.group == cell.choice.group and c.model == cell.model}
+    return [[*cell.argv[: cell.variant_at], *args, *cell.argv[cell.variant_at :]] for args in sorted(options)] or [
+        cell.argv
+    ]
+
+
 def check_cells(cells: Sequence[Cell], source: str) -> None:
     """Parse every cell's arguments, and its evaluations', with its front end's own config, running
     nothing: a bad head in the last cell stops the sweep before the first cell trains, with one line
     naming the sweep file, the group and the cell."""
     for cell in cells:
         try:
-            get_front_end(cell.kind).check(cell.argv)
+            for argv in _argv_choices(cell, cells):
+                get_front_end(cell.kind).check(argv)
             for evaluation in cell.evaluations:
                 folder = cell.evaluation_folder(evaluation)
                 get_evaluation(evaluation.kind).check(cell.directory / EXPORT_DIR, folder, evaluation.argv())
@@ -142,19 +154,29 @@ def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep")
         raise ConfigError(f"{source}: --only names {', '.join(unknown)}, which is not a group (groups: {valid})")
     check_cells([c for c in expand(cfg) if not only or c.group in only], source)
     run_prepare(cfg.prepare)
-    cells = [c for c in expand(runnable_groups(cfg)) if not only or c.group in only]
+    every_cell = expand(runnable_groups(cfg))
+    cells = [c for c in every_cell if not only or c.group in only]
     Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
     total = len(cells)
     for i, cell in enumerate(cells, 1):
         if (cell.directory / RESULTS_FILE).is_file():
             logger.info("[%d/%d] %s: finished earlier, skipped", i, total, cell.label)
         else:
+            cell = choose_variant(cell, every_cell)
+            if cell.chosen:
+                logger.info("%s: variant %s chosen by %s on %s", cell.label, cell.chosen["variant"], *_chosen_by(cell))
             logger.info("[%d/%d] %s: running", i, total, cell.label)
             start = time.perf_counter()
             run_cell(cell, cfg.launcher, cfg.nproc_per_node)
             logger.info("[%d/%d] %s: done in %.0f s", i, total, cell.label, time.perf_counter() - start)
         run_evaluations(cell)
     return cells
+
+
+def _chosen_by(cell: Cell) -> tuple[str, str]:
+    assert cell.chosen is not None
+    scores = ", ".join(f"{v} {x:.4f}" for v, x in cell.chosen["scores"].items())
+    return cell.chosen["by"], f"{cell.chosen['from']} ({scores})"
 
 
 def load_sweep_config(path: str | Path, overrides: Sequence[str] = ()) -> SweepConfig:

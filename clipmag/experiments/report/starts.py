@@ -47,6 +47,7 @@ class HeadResult:
     per_query: dict[int, dict[str, float]] = field(default_factory=dict)
     cohens_d: list[float] = field(default_factory=list)
     comparison: Comparison | None = None  # against cosine; None for cosine itself
+    chosen: set[str] = field(default_factory=set)  # variants a choose_variant group picked for it
 
     @property
     def mean(self) -> float:
@@ -108,6 +109,8 @@ def start_rows(cells: list[CellResult]) -> list[StartRow]:
             seed = int(c.cell["seed"])
             head.per_seed[seed] = float(result[METRIC])
             head.per_query[seed] = {q: float(v[METRIC]) for q, v in (result.get("per_query") or {}).items()}
+            if c.cell.get("chosen"):
+                head.chosen.add(str(c.cell["chosen"]["variant"]))
             effect = _effect(result)
             if "cohens_d" in effect:
                 head.cohens_d.append(effect["cohens_d"])
@@ -204,6 +207,10 @@ def _start_lines(cells: list[CellResult], rows: list[StartRow]) -> list[str]:
             cases.append((winner, verdicts))
             said = ", ".join(f"{name} said {v} ({'right' if v == winner else 'wrong'})" for name, v in verdicts.items())
             lines.append(f"- `{group}` / `{start}`: qnorm {100 * q:.2f} vs dnorm {100 * d:.2f} -> {winner}; {said}.")
+        chosen = {h: x.chosen for h, x in start_rows_[0].heads.items() if x.chosen}
+        if chosen:
+            text = ", ".join(f"{h} {'/'.join(sorted(v))}" for h, v in chosen.items())
+            lines.append(f"- `{group}` / `{start}`: variants chosen on the selection group's dev split: {text}.")
         gammas = [
             points[-1][1:]
             for c, points in trajectories
@@ -246,6 +253,7 @@ def write_start_rows(rows: list[StartRow], path: Path) -> Path:
                     "std": x.std,
                     "seeds": x.per_seed,
                     "cohens_d_after": float(np.mean(x.cohens_d)) if x.cohens_d else None,
+                    "chosen": sorted(x.chosen),
                     "versus_cosine": x.comparison.to_dict() if x.comparison else None,
                     "mark": mark(x.comparison),
                 }
