@@ -19,6 +19,7 @@ from clipmag import checkpoint as ckpt_io
 from clipmag import distributed as dist_utils
 from clipmag.distributed import DistributedContext
 from clipmag.engine import Task, Trainer
+from clipmag.folder_lock import FolderLock
 from clipmag.head_record import HeadRecord
 from clipmag.results import build_results, numerics, write_results
 from clipmag.run_logging import logger, release_held_log, setup_logging
@@ -64,8 +65,11 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
     """
     ctx = dist_utils.init_distributed(cfg.train.device)
     output_dir = Path(cfg.train.output_dir)
-    setup_logging(output_dir, ctx.rank, hold=True)  # out.log waits until the folder is this run's
+    lock = FolderLock(output_dir, "training run")
     try:
+        if ctx.is_main:  # before any rank writes: a second run into this folder stops here
+            lock.acquire()
+        setup_logging(output_dir, ctx.rank, hold=True)  # out.log waits until the folder is this run's
         task = make_task(cfg, ctx)
         start = time.perf_counter()
         trainer = Trainer(task, cfg.train, cfg.optim, cfg, ctx)
@@ -106,4 +110,5 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
         print(task.format_results(metrics), flush=True)
         return results
     finally:
+        lock.release()
         dist_utils.cleanup()

@@ -1,0 +1,59 @@
+"""A folder's lock refuses a second live process at once, naming it, and dies with its holder."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from clipmag.folder_lock import LOCK_FILE, FolderBusy, FolderLock
+
+HOLD = textwrap.dedent(
+    """
+    import sys, time
+    from clipmag.folder_lock import FolderLock
+    lock = FolderLock(sys.argv[1], "training run").acquire()
+    print("held", flush=True)
+    time.sleep(120)
+    """
+)
+
+
+def _holder(folder):
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(folder)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_second_process_is_refused_naming_the_holder_and_a_killed_holder_frees_it(tmp_path):
+    proc = _holder(tmp_path)
+    try:
+        with pytest.raises(FolderBusy, match=rf"is in use by another training run: pid {proc.pid} on .* since "):
+            FolderLock(tmp_path, "training run").acquire()
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    with FolderLock(tmp_path, "sweep") as lock:  # nothing to clean up after a SIGKILL
+        record = json.loads((tmp_path / LOCK_FILE).read_text())
+        assert record["pid"] == os.getpid() and record["what"] == "sweep"
+        assert lock.path == tmp_path / LOCK_FILE
+    FolderLock(tmp_path, "again").acquire().release()  # released on exit from the block
+
+
+def test_the_same_folder_twice_in_one_process_is_refused_too(tmp_path):
+    with FolderLock(tmp_path, "sweep"):
+        with pytest.raises(FolderBusy, match="in use by another sweep"):
+            FolderLock(tmp_path, "training run").acquire()
+
+
+def test_an_unwritable_folder_is_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(Exception, match="cannot write here") as err:
+        FolderLock(blocker / "run", "training run").acquire()
+    assert "\n" not in str(err.value)
