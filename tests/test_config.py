@@ -131,3 +131,14 @@ def test_a_positional_word_sets_its_key_once():
     assert parse_cli(Tool, ["runs/a", "--quiet"], field_flags(Tool), positional="folder") == Tool("runs/a", True)
     with pytest.raises(ConfigError, match="one FOLDER expected, got a second: 'runs/b'"):
         parse_cli(Tool, ["runs/a", "runs/b"], field_flags(Tool), positional="folder")
+
+
+def test_a_repeated_yaml_key_is_refused_naming_file_line_and_key(tmp_path):
+    from clipmag.config import load_yaml
+
+    path = tmp_path / "twice.yaml"
+    path.write_text("train:\n  steps: 2\n  lr: 1\n  steps: 5\n")
+    with pytest.raises(ConfigError, match=r"twice.yaml: line 4: key 'steps' appears twice \(first at line 2\)"):
+        load_yaml(path)
+    path.write_text("train:\n  steps: 2\nmodel:\n  steps: 5\n")  # the same name in two sections is fine
+    assert load_yaml(path) == {"train": {"steps": 2}, "model": {"steps": 5}}
