@@ -171,3 +171,13 @@ def test_corpus_cache_written_once_and_keyed(tmp_path):
     encode_corpus(enc, texts, cache_dir=tmp_path, dataset_name="toy", settings=RetrievalSettings(chunk_size=4))
     assert enc.calls == 6 and len(list(tmp_path.iterdir())) == 2
     assert not list(tmp_path.rglob("*.partial.npy"))
+
+
+def test_an_id_with_whitespace_is_refused_instead_of_written_as_seven_fields(tmp_path):
+
+    path = tmp_path / "run.trec"
+    with pytest.raises(ValueError, match=r"document id 'rel 1-0' is empty or holds whitespace"):
+        write_trec_run({"q1": {"rel 1-0": 1.0, "d2": 0.5}}, path)
+    with pytest.raises(ValueError, match=r"query id 'q 1' is empty or holds whitespace"):
+        write_trec_run({"q 1": {"d2": 0.5}}, path)
+    assert not path.exists()

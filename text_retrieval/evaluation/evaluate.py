@@ -25,7 +25,7 @@ from clipmag.diagnostics import document_norm_effect, norm_stats, row_norms
 from text_retrieval.data import BrightDataset, EvalSettings, RetrievalDataset, STSPairs, load_eval_datasets
 from text_retrieval.evaluation.bright_scores import add_recall_at_1, bright_summary
 from text_retrieval.evaluation.encoding import empty_inputs, evaluation_encoding
-from text_retrieval.evaluation.metrics import evaluate_run, write_trec_run
+from text_retrieval.evaluation.metrics import check_trec_ids, evaluate_run, write_trec_run
 from text_retrieval.evaluation.report import build_record, format_table, model_label, write_record
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.retrieval.corpus_cache import corpus_norms, encode_corpus
@@ -68,6 +68,9 @@ def evaluate_retrieval(
     """
     bright = dataset if isinstance(dataset, BrightDataset) else None
     settings = settings or (bright.settings if bright else None)
+    if run_file is not None:  # before encoding anything, not after the search
+        check_trec_ids(dataset.query_ids, "query", dataset.name)
+        check_trec_ids(dataset.corpus_ids, "document", dataset.name)
     timings: dict[str, float] = {}
     with evaluation_encoding(encoder, settings, bright.task if bright else dataset.name) as encoding:
         encoding.update(empty_inputs(dataset))

@@ -20,7 +20,15 @@ import pytrec_eval
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["METRICS", "drop_excluded", "truncate_run", "evaluate_run", "write_trec_run", "read_trec_run"]
+__all__ = [
+    "METRICS",
+    "check_trec_ids",
+    "drop_excluded",
+    "truncate_run",
+    "evaluate_run",
+    "write_trec_run",
+    "read_trec_run",
+]
 
 Run = dict[str, dict[str, float]]
 Qrels = Mapping[str, Mapping[str, int]]
@@ -95,8 +103,21 @@ def evaluate_run(
     return mean, per_query
 
 
+def check_trec_ids(ids: Iterable[str], what: str, source: str) -> None:
+    """Refuse an id a TREC run file cannot hold: its fields are separated by whitespace, so an id
+    with a space would be read back (by trec_eval too) as two fields."""
+    bad = next((i for i in ids if not i or any(c.isspace() for c in i)), None)
+    if bad is not None:
+        raise ValueError(
+            f"{source}: {what} id {bad!r} is empty or holds whitespace, which a TREC run file "
+            "(whitespace-separated fields) cannot hold; rename it in the data set"
+        )
+
+
 def write_trec_run(run: Mapping[str, Mapping[str, float]], path: str | Path, tag: str = "clipmag") -> Path:
     """Write ``qid Q0 docid rank score tag`` lines, best hit first per query."""
+    check_trec_ids(run, "query", str(path))
+    check_trec_ids((d for hits in run.values() for d in hits), "document", str(path))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tag = tag.replace(" ", "_") or "clipmag"
