@@ -93,9 +93,24 @@ def check_resumable(
     ]
     if not problems:
         problems = _shape_problems(ckpt["state_dict"], state)
+    if problems == [f"train.steps is {saved.get('train.steps')!r} there and {identity.get('train.steps')!r} here"]:
+        raise ResumeMismatch(_extend_advice(Path(path), saved, identity))
     if problems:
         raise ResumeMismatch(
             f"cannot resume from {path}: it belongs to another run ({'; '.join(problems)}); resume with the "
             "checkpoint's settings, or start the new run in another train.output_dir (or drop --resume and add "
             "--overwrite to replace the old run)"
         )
+
+
+def _extend_advice(path: Path, saved: Mapping[str, Any], identity: Mapping[str, Any]) -> str:
+    """Only the step count differs: the user wants a longer run. Its learning-rate schedule was
+    planned for the old count, so continuing would change every later step; say what does work."""
+    run = path.parent.parent
+    return (
+        f"cannot extend the run in {run} from {saved['train.steps']} to {identity['train.steps']} steps: its "
+        f"{saved.get('optim.schedule', '?')} schedule was planned for {saved['train.steps']} steps, so every later "
+        "step's learning rate would differ from the run it claims to continue. To train longer, either start a new "
+        f"run from its weights (--model {run / 'export'} train.steps=N --output NEW_FOLDER), or plan extendable "
+        "runs with optim.schedule=constant, whose step count a resume may raise"
+    )

@@ -171,7 +171,6 @@ def test_resume_finds_results_but_no_checkpoint_and_overwrite_contradicts_resume
         (["head.gq=0.25"], "head.gq is 0.5 there and 0.25 here"),
         (["train.seed=3"], "train.seed is 0 there and 3 here"),
         (["train.grad_accum=2"], "train.grad_accum is 1 there and 2 here"),
-        (["train.steps=12"], "train.steps is 8 there and 12 here"),
         (["optim.schedule=linear"], "optim.schedule is 'cosine' there and 'linear' here"),
         (["loss.scale=5"], "loss.scale is 20.0 there and 5.0 here"),
         (["train.precision=bf16"], "train.precision is 'fp32' there and 'bfloat16' here"),
@@ -187,6 +186,16 @@ def test_resume_into_other_settings_is_one_error_before_anything_is_written(monk
     assert message in str(err.value) and "cannot resume from" in str(err.value) and "\n" not in str(err.value)
     assert isinstance(err.value, USER_ERRORS)
     assert snapshot(interrupted) == before  # config.yaml and metrics.jsonl included
+
+
+def test_a_longer_run_is_refused_saying_how_to_extend_it(monkeypatch, interrupted):
+    before = snapshot(interrupted)
+    with pytest.raises(ResumeMismatch) as err:
+        toy(monkeypatch, interrupted, "train.steps=12", "train.resume=latest")
+    message = str(err.value)
+    assert f"cannot extend the run in {interrupted} from 8 to 12 steps: its cosine schedule" in message
+    assert f"--model {interrupted / 'export'} train.steps=N" in message and "optim.schedule=constant" in message
+    assert "\n" not in message and snapshot(interrupted) == before
 
 
 def test_settings_that_leave_a_step_unchanged_may_differ_on_resume(monkeypatch, interrupted, full_run):
