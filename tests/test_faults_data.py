@@ -208,6 +208,13 @@ def test_validation_on_the_test_shards_spelled_otherwise_is_refused(digits, tmp_
     assert task.eval_specs == {"val": val, "test": test}
 
 
+def test_validation_on_a_byte_copy_of_the_test_shards_is_refused(digits, tmp_path):
+    train, test = (str(digits / split) for split in ("train", "test"))
+    copy = shutil.copytree(test, tmp_path / "val-copy")
+    with pytest.raises(ConfigError, match=r"data.val_shards and data.test_shards hold the same shard: .*val-copy/"):
+        _clip_task(f"data.train_shards={train}", f"data.val_shards={copy}", f"data.test_shards={test}")
+
+
 # ---- a broken image in a shard ---------------------------------------------------------------------
 
 

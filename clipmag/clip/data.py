@@ -29,7 +29,7 @@ import torch
 from PIL import Image
 
 from clipmag.config import NonNegativeInt, PositiveInt
-from clipmag.shards import ShardError, declared_sizes, expand_shards, listed_samples, read_samples
+from clipmag.shards import ShardError, declared_sizes, expand_shards, listed_samples, read_samples, shard_fingerprint
 
 IMAGE_EXTENSIONS = ("jpg", "png", "jpeg", "webp")
 CHECKED_SAMPLES = 256  # how far into a shard validate_shards looks for an image-caption sample
@@ -118,6 +118,20 @@ def split_overlap(splits: Mapping[str, Sequence[str]]) -> str | None:
             spelled = {files_a[shared[0]], files_b[shared[0]]} - {shared[0]}
             named = f" (given as {' and '.join(sorted(spelled))})" if spelled else ""
             return f"data.{a}_shards and data.{b}_shards share {shared[0]}{named}: {_OVERLAP_HARM[a, b]}"
+    return _content_overlap(splits)
+
+
+def _content_overlap(splits: Mapping[str, Sequence[str]]) -> str | None:
+    """Two splits holding byte copies of one shard under different paths (files only: the config's
+    check runs before the shards exist)."""
+    prints = {split: {shard_fingerprint(p): p for p in paths if os.path.isfile(p)} for split, paths in splits.items()}
+    for (a, files_a), (b, files_b) in itertools.combinations(prints.items(), 2):
+        shared = sorted(files_a.keys() & files_b.keys())
+        if shared:
+            return (
+                f"data.{a}_shards and data.{b}_shards hold the same shard: {files_a[shared[0]]} and "
+                f"{files_b[shared[0]]} have the same content: {_OVERLAP_HARM[a, b]}"
+            )
     return None
 
 
