@@ -1,10 +1,12 @@
 """Head sweeps: a grid of heads x seeds x models (x named variants) for the text or CLIP trainer.
 
 Each cell trains in its own run folder, ``<output_dir>/<group>/<model>/<head or variant>/seed<N>``,
-with its resolved config. A cell is finished when its ``results.json`` exists; a rerun of the same
-sweep skips finished cells and continues an interrupted cell from its latest checkpoint, so a
-killed sweep resumes where it stopped. Cells run one after another in this process (cheap on a
-laptop: the libraries are imported once) or each under ``torchrun`` with ``nproc_per_node``.
+with its resolved config. A cell is finished when its ``results.json`` parses, belongs to the cell
+(head, seed) and names a tested model that exists (:mod:`clipmag.experiments.finished`); a rerun of
+the same sweep skips finished cells, runs the others again (saying why) and continues an
+interrupted cell from its latest checkpoint, so a killed sweep resumes where it stopped. Cells run
+one after another in this process (cheap on a laptop: the libraries are imported once) or each
+under ``torchrun`` with ``nproc_per_node``.
 
 A sweep may first prepare what its groups read (``prepare``: data builders, a model folder): each
 step runs a module's ``main(argv)`` unless the file it ``creates`` exists. A group (or step) that
@@ -29,6 +31,7 @@ from pathlib import Path
 from clipmag.config import ConfigError, build_config
 from clipmag.evaluations import get_evaluation
 from clipmag.experiments.choice import choose_variant
+from clipmag.experiments.finished import unfinished_reason
 from clipmag.experiments.grid import (
     CELL_FILE,
     EVALUATIONS_DIR,
@@ -159,9 +162,12 @@ def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep")
     Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
     total = len(cells)
     for i, cell in enumerate(cells, 1):
-        if (cell.directory / RESULTS_FILE).is_file():
+        reason = unfinished_reason(cell)
+        if reason is None:
             logger.info("[%d/%d] %s: finished earlier, skipped", i, total, cell.label)
         else:
+            if (cell.directory / RESULTS_FILE).exists():
+                logger.warning("[%d/%d] %s: not finished (%s): running it again", i, total, cell.label, reason)
             cell = choose_variant(cell, every_cell)
             if cell.chosen:
                 logger.info("%s: variant %s chosen by %s on %s", cell.label, cell.chosen["variant"], *_chosen_by(cell))

@@ -1,0 +1,61 @@
+"""A sweep re-checks what it skips: a truncated, foreign or dangling results.json is not "finished"."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import toy_frontend
+
+from clipmag.experiments import sweep
+from clipmag.frontends import FRONT_ENDS, FrontEnd
+
+
+@pytest.fixture
+def toy_sweep(monkeypatch, tmp_path):
+    monkeypatch.setitem(FRONT_ENDS, "toy", FrontEnd("toy", "toy_frontend"))
+    toy_frontend.CALLS.clear()
+    group = sweep.SweepGroup(name="toy", kind="toy", heads=["cosine", "qnorm"], seeds=[0])
+    cfg = sweep.SweepConfig(output_dir=str(tmp_path / "runs"), groups=[group])
+    sweep.run_sweep(cfg)
+    toy_frontend.CALLS.clear()
+    return cfg, tmp_path / "runs" / "toy" / "default"
+
+
+def _rerun_heads(cfg) -> list[str]:
+    toy_frontend.CALLS.clear()
+    sweep.run_sweep(cfg)
+    return [c[c.index("--norm") + 1] for c in toy_frontend.CALLS]
+
+
+def test_a_truncated_results_file_is_run_again_saying_why(toy_sweep, caplog):
+    cfg, cells = toy_sweep
+    path = cells / "qnorm" / "seed0" / "results.json"
+    path.write_text(path.read_text()[:40])
+    with caplog.at_level(logging.WARNING, logger="clipmag"):
+        assert _rerun_heads(cfg) == ["qnorm"]
+    assert "toy/qnorm/seed0: not finished (its results.json is unreadable" in caplog.text
+    assert json.loads(path.read_text())["head"]["head"]["name"] == "qnorm"  # written whole again
+
+
+def test_another_heads_or_seeds_results_are_not_taken_for_the_cell(toy_sweep):
+    cfg, cells = toy_sweep
+    (cells / "qnorm" / "seed0" / "results.json").write_bytes((cells / "cosine" / "seed0" / "results.json").read_bytes())
+    assert _rerun_heads(cfg) == ["qnorm"]
+    record = json.loads((cells / "cosine" / "seed0" / "results.json").read_text())
+    record["run"]["seed"] = 7
+    (cells / "cosine" / "seed0" / "results.json").write_text(json.dumps(record))
+    assert _rerun_heads(cfg) == ["cosine"]
+
+
+def test_results_naming_a_missing_model_are_not_finished(toy_sweep, caplog):
+    cfg, cells = toy_sweep
+    path = cells / "cosine" / "seed0" / "results.json"
+    record = json.loads(path.read_text())
+    record["checkpoint"]["path"] = str(cells / "cosine" / "seed0" / "export")  # never written by the toy
+    path.write_text(json.dumps(record))
+    with caplog.at_level(logging.WARNING, logger="clipmag"):
+        assert _rerun_heads(cfg) == ["cosine"]
+    assert "which is not there" in caplog.text
+    assert _rerun_heads(cfg) == []  # finished now
