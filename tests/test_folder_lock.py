@@ -57,3 +57,25 @@ def test_an_unwritable_folder_is_one_line(tmp_path):
     with pytest.raises(Exception, match="cannot write here") as err:
         FolderLock(blocker / "run", "training run").acquire()
     assert "\n" not in str(err.value)
+
+
+def test_a_second_sweep_on_one_folder_is_refused_before_it_prepares_or_trains(tmp_path, monkeypatch):
+    import toy_frontend
+
+    from clipmag.experiments import sweep
+    from clipmag.frontends import FRONT_ENDS, FrontEnd
+
+    monkeypatch.setitem(FRONT_ENDS, "toy", FrontEnd("toy", "toy_frontend"))
+    toy_frontend.CALLS.clear()
+    group = sweep.SweepGroup(name="toy", kind="toy", heads=["cosine"], seeds=[0])
+    cfg = sweep.SweepConfig(output_dir=str(tmp_path / "runs"), groups=[group])
+    proc = _holder(tmp_path / "runs")
+    try:
+        with pytest.raises(FolderBusy, match=rf"runs is in use by another training run: pid {proc.pid}"):
+            sweep.run_sweep(cfg)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert toy_frontend.CALLS == [] and not (tmp_path / "runs" / "toy").exists()
+    sweep.run_sweep(cfg)  # the holder was killed: its lock went with it
+    assert len(toy_frontend.CALLS) == 1

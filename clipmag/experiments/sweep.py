@@ -44,6 +44,7 @@ from clipmag.experiments.grid import (
     split_model_entry,
 )
 from clipmag.experiments.prepare import SweepStep, missing_paths, run_prepare
+from clipmag.folder_lock import FolderLock
 from clipmag.frontends import get_front_end
 from clipmag.results import RESULTS_FILE
 from clipmag.run import EXPORT_DIR
@@ -156,10 +157,16 @@ def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep")
         valid = ", ".join(g.name for g in cfg.groups)
         raise ConfigError(f"{source}: --only names {', '.join(unknown)}, which is not a group (groups: {valid})")
     check_cells([c for c in expand(cfg) if not only or c.group in only], source)
-    run_prepare(cfg.prepare)
-    every_cell = expand(runnable_groups(cfg))
-    cells = [c for c in every_cell if not only or c.group in only]
-    Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
+    with FolderLock(cfg.output_dir, "sweep"):  # a second sweep on this folder stops here, before preparing
+        run_prepare(cfg.prepare)
+        every_cell = expand(runnable_groups(cfg))
+        cells = [c for c in every_cell if not only or c.group in only]
+        _run_cells(cells, every_cell, cfg)
+    return cells
+
+
+def _run_cells(cells: Sequence[Cell], every_cell: Sequence[Cell], cfg: SweepConfig) -> None:
+    """Run the unfinished ``cells`` (and every evaluation) in order; ``every_cell`` feeds variant choices."""
     total = len(cells)
     for i, cell in enumerate(cells, 1):
         reason = unfinished_reason(cell)
@@ -176,7 +183,6 @@ def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep")
             run_cell(cell, cfg.launcher, cfg.nproc_per_node)
             logger.info("[%d/%d] %s: done in %.0f s", i, total, cell.label, time.perf_counter() - start)
         run_evaluations(cell)
-    return cells
 
 
 def _chosen_by(cell: Cell) -> tuple[str, str]:
