@@ -5,9 +5,10 @@ and metrics and leave checkpoints, exports and results from whichever finished l
 ``fcntl.flock`` on a file in the folder: the kernel releases it when the holder exits, however it
 exits (a crash or SIGKILL included), so a lock is never left behind by a dead process and no stale
 marker needs clearing. While held, the file names its holder (pid, host, command, start time),
-which is what a refused process prints; a holder that exits normally empties it again. Distributed runs take it once, on rank 0,
-before any rank writes. flock locks belong to an open file, so one process taking the same
-folder twice is refused too: a sweep locks its own folder, each cell its cell folder.
+which is what a refused process prints; a holder that exits normally empties it again.
+Distributed runs take it once, on rank 0, before any rank writes. flock locks belong to an open
+file, so one process taking the same folder twice is refused too: a sweep locks its own folder,
+each cell its cell folder.
 """
 
 from __future__ import annotations

@@ -14,8 +14,13 @@ Readers (the report, later evaluators) read one shape, whatever front end wrote 
       "timings": {"train_seconds": ..., "test_seconds": ...},
       "versions": {"python": ..., "clipmag": ..., "torch": ..., ...},
       "numerics": {"torch_threads": 2, "cpu_capability": "AVX512", "autocast": "bfloat16", ...},
+      "provenance": {"code": {"commit": ..., "dirty": false, "diff_sha256": null, "reason": null},
+                     "command": {"argv": [...]}, "config": {...}, "config_sha256": ...},
       "created": "2026-11-30T12:00:00"
     }
+
+``provenance`` (:mod:`clipmag.provenance`) names the commit and settings that made the numbers;
+files written before it existed lack it, which the report treats as "no commit recorded".
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import torch
 
 from clipmag.files import write_text_atomic
 from clipmag.head_record import HeadRecord
+from clipmag.provenance import provenance
 
 RESULTS_FILE = "results.json"
 RESULTS_VERSION = 1
@@ -84,8 +90,9 @@ def build_results(
     validation: Mapping[str, Any],
     timings: Mapping[str, float],
     numerics: Mapping[str, Any] | None = None,
+    config: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A results record in the schema above."""
+    """A results record in the schema above; ``config`` is the run's resolved config (``to_dict``)."""
     return {
         "format_version": RESULTS_VERSION,
         "run": dict(run),
@@ -96,6 +103,7 @@ def build_results(
         "timings": dict(timings),
         "versions": package_versions(),
         "numerics": dict(numerics or {}),
+        "provenance": provenance(config),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
 

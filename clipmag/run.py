@@ -17,6 +17,7 @@ from torch import nn
 
 from clipmag import checkpoint as ckpt_io
 from clipmag import distributed as dist_utils
+from clipmag.config import to_dict
 from clipmag.distributed import DistributedContext
 from clipmag.engine import Task, Trainer
 from clipmag.folder_lock import FolderLock
@@ -101,7 +102,14 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
         timings = {"train_seconds": train_seconds, "test_seconds": time.perf_counter() - start}
         checkpoint = {"path": str(tested), **trainer.tested}
         results = build_results(
-            run, record, checkpoint, metrics, validation, timings, numerics(trainer.optimizer_step.amp_dtype)
+            run,
+            record,
+            checkpoint,
+            metrics,
+            validation,
+            timings,
+            numerics(trainer.optimizer_step.amp_dtype),
+            config=to_dict(cfg),
         )
         write_results(results, output_dir)
         logger.info("results written to %s", output_dir / "results.json")

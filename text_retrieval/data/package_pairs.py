@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from clipmag.files import write_text_atomic
+from clipmag.provenance import provenance
 from clipmag.results import installed_versions
 from clipmag.run_logging import setup_logging
 from text_retrieval.data.codesearch import CodeFunction, extract_functions, installed_package_dir
@@ -173,6 +174,7 @@ def build_package_pairs(
         "per_package": counts,
         "sha256_pairs": hashlib.sha256(text.encode("utf-8")).hexdigest(),
         "description": "see text_retrieval/data/package_pairs.py",
+        "provenance": provenance(),
     }
     write_text_atomic(paths["manifest"], json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     logger.info("package pairs: %d pairs in %d shards (sha256 %s)", len(pairs), len(shards), manifest["sha256_pairs"])

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from clipmag.files import replace_on_success, write_text_atomic
+from clipmag.provenance import provenance
 from text_retrieval.data.pairs import shuffled
 from text_retrieval.data.shards import write_text_shards
 
@@ -99,7 +100,8 @@ def write_jsonl(path: str | Path, records: Iterable[Mapping[str, Any]]) -> int:
 
 
 def write_manifest(path: str | Path, manifest: Mapping[str, Any]) -> Path:
-    """``manifest`` as indented JSON at ``path``, atomically."""
+    """``manifest`` as indented JSON at ``path``, atomically, with the code and command that built it."""
+    manifest = {**manifest, "provenance": provenance()}
     return write_text_atomic(path, json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from clipmag.naming import slug
+from clipmag.provenance import provenance
 from clipmag.results import package_versions
 from text_retrieval.data import RetrievalDataset, STSPairs
 from text_retrieval.evaluation.metrics import METRICS
@@ -58,6 +59,7 @@ def build_record(
         "diagnostics": result["diagnostics"],
         "config": {**encoder.head_record().to_dict(), **config, "data_source": dataset.source},
         "versions": package_versions(),
+        "provenance": provenance(config),
         "timings": result["timings"],
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }

@@ -20,6 +20,7 @@ import torch
 from clipmag.command_line import field_flags, parse_cli
 from clipmag.config import NonNegativeInt, PositiveFloat, Range
 from clipmag.entry import run_entry_point
+from clipmag.provenance import provenance
 from text_retrieval.config import EmbeddedDataConfig, PoolingName
 from text_retrieval.data.beir import is_beir_folder
 from text_retrieval.data.pairs import pairs_from_beir, pairs_from_embedded, pairs_from_jsonl, shuffled
@@ -131,6 +132,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "seconds": time.perf_counter() - start,
         "torch_threads": torch.get_num_threads(),
     }
+    result["provenance"] = provenance(result["settings"])
     text = json.dumps(result, indent=2)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)

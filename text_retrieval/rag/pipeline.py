@@ -29,6 +29,7 @@ import torch
 from clipmag.config import to_dict
 from clipmag.files import write_text_atomic
 from clipmag.naming import slug
+from clipmag.provenance import provenance
 from clipmag.results import package_versions
 from text_retrieval.evaluation.report import model_label
 from text_retrieval.model.encoder import TextEncoder
@@ -213,6 +214,7 @@ def run_rag(cfg: RagConfig, reader: Reader | None = None, show_progress: bool = 
             "timings": {"retrieve_s": run.seconds, "score_and_read_s": read_seconds},
             "generation_cache": {"hits": cache.hits, "misses": cache.misses},
             "versions": package_versions(RAG_PACKAGES),
+            "provenance": provenance(to_dict(cfg)),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
         _write_json(folder / "results.json", record)

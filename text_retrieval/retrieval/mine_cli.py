@@ -40,6 +40,7 @@ from clipmag.config import ConfigError, Fraction, NonNegativeFloat, NonNegativeI
 from clipmag.entry import run_entry_point
 from clipmag.naming import slug
 from clipmag.precision import PRECISIONS
+from clipmag.provenance import provenance
 from clipmag.run_logging import setup_logging
 from clipmag.settings import HeadName
 from clipmag.shards import SIZES_FILE, declared_sizes
@@ -249,6 +250,7 @@ def _write(
         "seed": cfg.seed,
         "settings": to_dict(cfg),
         "counts": {**summary, "shards": len(paths)},
+        "provenance": provenance(to_dict(cfg)),
     }
     text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
     _writable((staging / MANIFEST).write_text, staging, text, encoding="utf-8")

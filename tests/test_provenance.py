@@ -1,0 +1,65 @@
+"""Every result names its code: commit, dirtiness and a hash of the difference, read from git."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from clipmag.head_record import HeadRecord
+from clipmag.provenance import config_sha256, provenance, read_code_state
+from clipmag.results import build_results
+
+
+def _git(root, *args):
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path):
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "config", "user.email", "t@example.org")
+    _git(tmp_path, "config", "user.name", "t")
+    (tmp_path / ".gitignore").write_text("runs/\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-q", "-m", "first")
+    return tmp_path
+
+
+def _head(root) -> str:
+    return subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+
+
+def test_a_clean_tree_names_its_commit_and_ignored_files_do_not_make_it_dirty(repo):
+    (repo / "runs").mkdir()
+    (repo / "runs" / "results.json").write_text("{}")
+    state = read_code_state(repo)
+    assert state == {"commit": _head(repo), "dirty": False, "diff_sha256": None, "reason": None}
+
+
+def test_edits_and_untracked_files_make_it_dirty_with_a_hash_that_follows_them(repo):
+    (repo / "code.py").write_text("x = 2\n")
+    edited = read_code_state(repo)
+    assert edited["dirty"] is True and edited["commit"] == _head(repo) and len(edited["diff_sha256"]) == 64
+    (repo / "new.py").write_text("y = 1\n")
+    untracked = read_code_state(repo)
+    assert untracked["diff_sha256"] != edited["diff_sha256"]
+    (repo / "new.py").write_text("y = 2\n")  # same names, other content: another hash
+    assert read_code_state(repo)["diff_sha256"] != untracked["diff_sha256"]
+    (repo / "new.py").write_text("y = 1\n")
+    assert read_code_state(repo)["diff_sha256"] == untracked["diff_sha256"]  # the same tree, the same hash
+
+
+def test_outside_a_checkout_the_reason_is_recorded(tmp_path):
+    state = read_code_state(tmp_path)
+    assert state["commit"] is None and state["dirty"] is None and state["reason"].startswith("not a git checkout")
+
+
+def test_results_carry_the_block_with_the_config_and_its_hash():
+    config = {"head": {"name": "qnorm"}, "train": {"steps": 3}}
+    record = build_results({}, HeadRecord({"name": "qnorm"}), {}, {}, {}, {}, config=config)
+    block = record["provenance"]
+    assert block["config"] == config and block["config_sha256"] == config_sha256(dict(reversed(config.items())))
+    assert block["command"]["argv"] and set(block["code"]) == {"commit", "dirty", "diff_sha256", "reason"}
+    assert provenance()["config"] is None and provenance()["config_sha256"] is None
