@@ -108,6 +108,7 @@ class Cell:
     variant_at: int = 0
     choice: VariantChoice | None = None  # resolved into ``argv`` by clipmag.experiments.choice
     chosen: dict | None = None  # what the choice picked, and from which scores
+    sweep_sha256: str | None = None  # the whole sweep config's hash, set by the sweep that runs the cell
 
     @property
     def label(self) -> str:
@@ -124,6 +125,7 @@ class Cell:
             "argv": self.argv,
             "evaluations": [{"name": e.folder_name, "kind": e.kind} for e in self.evaluations],
             **({"chosen": self.chosen} if self.chosen else {}),
+            "sweep_config_sha256": self.sweep_sha256,
         }
 
     def write_description(self) -> None:

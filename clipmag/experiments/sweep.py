@@ -44,6 +44,7 @@ from clipmag.experiments.grid import (
     split_model_entry,
 )
 from clipmag.experiments.prepare import SweepStep, missing_paths, run_prepare
+from clipmag.experiments.protocol import record_start
 from clipmag.folder_lock import FolderLock
 from clipmag.frontends import get_front_end
 from clipmag.results import RESULTS_FILE
@@ -158,8 +159,11 @@ def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep")
         raise ConfigError(f"{source}: --only names {', '.join(unknown)}, which is not a group (groups: {valid})")
     check_cells([c for c in expand(cfg) if not only or c.group in only], source)
     with FolderLock(cfg.output_dir, "sweep"):  # a second sweep on this folder stops here, before preparing
+        protocol = record_start(cfg)  # the protocol on disk before any result
         run_prepare(cfg.prepare)
-        every_cell = expand(runnable_groups(cfg))
+        every_cell = [
+            dataclasses.replace(c, sweep_sha256=protocol["config_sha256"]) for c in expand(runnable_groups(cfg))
+        ]
         cells = [c for c in every_cell if not only or c.group in only]
         _run_cells(cells, every_cell, cfg)
     return cells

@@ -1,0 +1,63 @@
+"""``<sweep folder>/sweep.json``: the protocol on disk before the first result.
+
+Before a sweep prepares or runs anything it appends an entry: the resolved sweep config, its
+sha256, the code state (commit, dirty, diff hash) and the command line, with the time. A resumed
+sweep appends another entry and never rewrites the earlier ones, so the file shows that the
+protocol came before the results and whether code or protocol changed between starts - which the
+log says in one line each time they differ from the first entry.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from clipmag.config import to_dict
+from clipmag.experiments.grid import SweepConfig
+from clipmag.files import write_text_atomic
+from clipmag.provenance import provenance
+from clipmag.run_logging import logger
+
+__all__ = ["PROTOCOL_FILE", "record_start", "read_protocol"]
+
+PROTOCOL_FILE = "sweep.json"
+
+
+def read_protocol(folder: str | Path) -> list[dict[str, Any]]:
+    """The entries of a sweep folder's ``sweep.json`` (empty when there is none)."""
+    path = Path(folder) / PROTOCOL_FILE
+    if not path.is_file():
+        return []
+    try:
+        return list(json.loads(path.read_text(encoding="utf-8"))["starts"])
+    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        raise ValueError(f"{path}: not a sweep protocol file ({err}); move it away to start the record anew") from None
+
+
+def _differences(first: dict[str, Any], entry: dict[str, Any]) -> list[str]:
+    out = []
+    if first["config_sha256"] != entry["config_sha256"]:
+        out.append(f"the sweep config changed (sha256 {first['config_sha256'][:12]} -> {entry['config_sha256'][:12]})")
+    before, now = first["code"], entry["code"]
+    if before.get("commit") != now.get("commit"):
+        out.append(f"the code moved from commit {before.get('commit')} to {now.get('commit')}")
+    if (before.get("dirty"), before.get("diff_sha256")) != (now.get("dirty"), now.get("diff_sha256")):
+        out.append(
+            f"the working tree was {'dirty' if before.get('dirty') else 'clean'} and is "
+            f"{'dirty' if now.get('dirty') else 'clean'} (diff {now.get('diff_sha256')})"
+        )
+    return out
+
+
+def record_start(cfg: SweepConfig) -> dict[str, Any]:
+    """Append this start to ``sweep.json`` (creating it) and warn where it differs from the first."""
+    folder = Path(cfg.output_dir)
+    starts = read_protocol(folder)
+    entry = {**provenance(to_dict(cfg)), "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    for line in _differences(starts[0], entry) if starts else []:
+        logger.warning("%s: since this sweep first started, %s", folder / PROTOCOL_FILE, line)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(folder / PROTOCOL_FILE, json.dumps({"starts": [*starts, entry]}, indent=1, default=str) + "\n")
+    return entry

@@ -1,0 +1,44 @@
+"""sweep.json: the protocol is written before the first cell, and every later start is appended."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import toy_frontend
+
+from clipmag.config import to_dict
+from clipmag.experiments import sweep
+from clipmag.experiments.protocol import read_protocol
+from clipmag.frontends import FRONT_ENDS, FrontEnd
+from clipmag.provenance import config_sha256
+
+
+@pytest.fixture
+def cfg(monkeypatch, tmp_path):
+    monkeypatch.setitem(FRONT_ENDS, "toy", FrontEnd("toy", "toy_frontend"))
+    toy_frontend.CALLS.clear()
+    group = sweep.SweepGroup(name="toy", kind="toy", heads=["cosine", "qnorm"], seeds=[0])
+    return sweep.SweepConfig(output_dir=str(tmp_path / "runs"), groups=[group])
+
+
+def test_the_protocol_precedes_the_results_and_names_code_and_config(cfg, tmp_path):
+    sweep.run_sweep(cfg)
+    (start,) = read_protocol(cfg.output_dir)
+    assert start["config_sha256"] == config_sha256(to_dict(cfg)) and start["config"]["groups"][0]["name"] == "toy"
+    assert set(start["code"]) == {"commit", "dirty", "diff_sha256", "reason"} and start["command"]["argv"]
+    cell = json.loads((tmp_path / "runs" / "toy" / "default" / "qnorm" / "seed0" / "cell.json").read_text())
+    assert cell["sweep_config_sha256"] == start["config_sha256"]
+    results = json.loads((tmp_path / "runs" / "toy" / "default" / "qnorm" / "seed0" / "results.json").read_text())
+    assert start["started"] <= results["created"]
+
+
+def test_a_resumed_sweep_appends_and_says_what_changed(cfg, caplog):
+    sweep.run_sweep(cfg)
+    cfg.groups[0].seeds = [0, 1]
+    with caplog.at_level(logging.WARNING, logger="clipmag"):
+        sweep.run_sweep(cfg)
+    first, second = read_protocol(cfg.output_dir)
+    assert first["config_sha256"] != second["config_sha256"] and first["config"]["groups"][0]["seeds"] == [0]
+    assert "since this sweep first started, the sweep config changed" in caplog.text
