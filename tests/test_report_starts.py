@@ -76,7 +76,7 @@ def test_query_level_test_averages_seeds_per_query_and_corrects_over_heads(runs)
 
 
 def test_report_section_states_the_winner_and_the_predictors_against_it(runs):
-    report = build_report(runs).read_text()
+    report = build_report(runs, allow_mixed=True).read_text()
     assert "## Starting points: untuned and fine-tuned, per head" in report
     assert "qnorm said" not in report  # verdicts are named by predictor, with right/wrong against the winner
     assert "fisher said qnorm (right)" in report and "query_cv_ratio said dnorm (wrong)" in report

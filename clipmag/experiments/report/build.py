@@ -22,6 +22,7 @@ from clipmag.experiments.report.collect import (
     query_outcomes,
     tidy_rows,
 )
+from clipmag.experiments.report.provenance import check_one_code_state, code_line
 from clipmag.experiments.report.starts import start_rows, starting_points_section, write_start_rows
 from clipmag.experiments.report.tables import TableRow, aggregate, mean_of, to_csv, to_markdown, with_query_tests
 from clipmag.experiments.report.verdicts import scorecard
@@ -188,12 +189,20 @@ def numerics_line(cells: list[CellResult]) -> str:
     return "Numerics: " + "; ".join(f"{key} ({n} runs)" for key, n in counts.items()) + "."
 
 
-def build_report(runs_dir: str | Path, title: str = "clipmag sweep report") -> Path:
-    """Write tables (``table_*.md``/``.csv``), figures and ``report.md`` into ``runs_dir``."""
+def _table_code(cells: list[CellResult], groups: set[str]) -> str:
+    return code_line([c for c in cells if c.cell["group"] in groups])
+
+
+def build_report(runs_dir: str | Path, title: str = "clipmag sweep report", allow_mixed: bool = False) -> Path:
+    """Write tables (``table_*.md``/``.csv``), figures and ``report.md`` into ``runs_dir``.
+
+    Refuses cells from more than one code state (commits, a dirty tree, none recorded) unless
+    ``allow_mixed``; the report names the code behind each table either way."""
     runs_dir = Path(runs_dir)
     cells = find_cells(runs_dir)
     if not cells:
         raise FileNotFoundError(f"{runs_dir}: no finished sweep cells (folders with cell.json and results.json)")
+    check_one_code_state(cells, allow_mixed)
     rows = tidy_rows(cells)
     suites = bright_suites(cells)  # BRIGHT tasks are averaged apart: its own score is the mean over its tasks
     tasks = [r for r in rows if r.dataset in suites]
@@ -238,6 +247,8 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report") -> P
         "",
         numerics_line(cells),
         "",
+        code_line(cells),
+        "",
     ]
     if len(seeds) < 2:
         parts += ["With one seed no difference is tested for significance; gaps of a point or two may be noise.", ""]
@@ -258,11 +269,14 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report") -> P
     starts = start_rows(cells)
     for heading, key in sections:
         if tables[key]:
-            parts += [f"## {heading}", "", *([notes[key], ""] if key in notes else []), to_markdown(tables[key])]
+            parts += [f"## {heading}", "", _table_code(cells, {r.group for r in tables[key]}), ""]
+            parts += [*([notes[key], ""] if key in notes else []), to_markdown(tables[key])]
         if key == "retrieval" and starts:
             write_start_rows(starts, runs_dir / "starts.json")
             parts += [
                 "## Starting points: untuned and fine-tuned, per head",
+                "",
+                _table_code(cells, {r.group for r in starts}),
                 "",
                 *starting_points_section(cells, starts),
             ]
