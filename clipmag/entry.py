@@ -14,7 +14,14 @@ from typing import Any
 from clipmag.config import ConfigError
 from clipmag.optimizer_step import TrainingDiverged
 
-USER_ERRORS: tuple[type[BaseException], ...] = (ConfigError, FileNotFoundError, ValueError, TrainingDiverged)
+# PermissionError: an unwritable output folder is the user's to fix, and its message names the path
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    ConfigError,
+    FileNotFoundError,
+    PermissionError,
+    ValueError,
+    TrainingDiverged,
+)
 
 
 def run_entry_point(main: Callable[[Sequence[str]], Any], argv: Sequence[str] | None = None) -> None:

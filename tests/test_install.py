@@ -66,6 +66,7 @@ def test_console_scripts_run_from_outside_the_repository(installed, tmp_path):
         "clipmag-eval-text",
         "clipmag-sweep",
         "clipmag-report",
+        "clipmag-rerun-cell",
         "clipmag-demo",
         "clipmag-predict-norm",
         "clipmag-make-text-shards",
