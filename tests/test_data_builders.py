@@ -172,6 +172,15 @@ def test_msmarco80k_schema_and_size_errors_name_the_file(tmp_path, msmarco_sourc
     assert not (tmp_path / "o").exists()  # checked before anything is written
 
 
+def test_msmarco80k_junk_parquet_names_its_file(tmp_path):
+    junk = tmp_path / "junk" / "v1.1"
+    junk.mkdir(parents=True)
+    for split in ("train", "validation"):
+        (junk / f"{split}-00000-of-00001.parquet").write_bytes(b"not a parquet file at all")
+    with pytest.raises(DataFormatError, match=r"train-00000-of-00001\.parquet: expected a parquet file .* unreadable"):
+        _build_80k(junk.parent, tmp_path / "out")
+
+
 def _write_beir_msmarco(root: Path) -> Path:
     (root / "qrels").mkdir(parents=True)
     corpus = [{"_id": str(i), "title": "", "text": f"passage {i}"} for i in range(60)]

@@ -106,7 +106,12 @@ def read_qa_rows(path: str | Path) -> Iterator[QARow]:
     import pyarrow.parquet as pq
 
     path = Path(path)
-    table = pq.ParquetFile(path)
+    try:
+        table = pq.ParquetFile(path)
+    except (OSError, ValueError) as err:  # pyarrow's ArrowInvalid is a ValueError; its message names no file
+        raise DataFormatError(
+            path, None, "a parquet file (MS MARCO v1.1 as on the hub)", f"unreadable: {err}"
+        ) from None
     names = table.schema_arrow.names
     passages = table.schema_arrow.field("passages").type if "passages" in names else None
     nested = {passages.field(i).name for i in range(passages.num_fields)} if hasattr(passages, "num_fields") else set()
