@@ -9,6 +9,13 @@ CLIP), the ``head`` entry of every checkpoint, and the ``head`` entry of every `
 Format 2 is this dataclass as a dict. Format 1 files still load: the text export's
 ``{"format_version": 1, "head": ..., "pooling": ...}``, the CLIP export's record without a
 version, and bare head dicts (``{"name": "qnorm"}``) from older checkpoints.
+
+Max lengths: ``query_max_length`` / ``document_max_length`` are the lengths the model is *used*
+at - for a trained export, the lengths its run's final test encoded at, which sentence-transformers,
+MTEB and ``eval_text.py`` then load - and ``training_*_max_length`` the lengths it was trained at.
+Records written before the training fields existed held the training lengths in the first pair
+(their runs tested at them), so a record of a clipmag-trained model (``scale`` set) that lacks them
+takes them from there; any other record gets None.
 """
 
 from __future__ import annotations
@@ -38,7 +45,10 @@ class HeadRecord:
     ``query_side``: the tower whose embeddings are the query (``image`` / ``text`` for CLIP;
     ``None`` for a text encoder, whose one tower serves both sides). ``loss_direction`` and
     ``scale``: the InfoNCE the model was trained with (``None`` when not trained by clipmag).
-    Pooling, prefixes and max lengths apply to text encoders only.
+    Pooling, prefixes and max lengths apply to text encoders only. ``query_max_length`` /
+    ``document_max_length`` are the lengths to encode with - what the run's own test used, so
+    every loader scores what the run reported - and ``training_*_max_length`` what it trained at
+    (``None`` in records written before they were kept apart).
     """
 
     head: dict[str, Any] = field(default_factory=lambda: {"name": "cosine"})
@@ -50,6 +60,8 @@ class HeadRecord:
     document_prefix: str | None = None
     query_max_length: int | None = None
     document_max_length: int | None = None
+    training_query_max_length: int | None = None
+    training_document_max_length: int | None = None
     model_name: str | None = None
     format_version: int = FORMAT_VERSION
 
@@ -80,6 +92,9 @@ class HeadRecord:
         head = values.get("head")
         if not isinstance(head, Mapping) or "name" not in head:
             raise HeadRecordError(f"{source}: key 'head' must be an object with a 'name', got {head!r}")
+        if values.get("scale") is not None:  # trained by clipmag, before the training lengths had fields
+            for side in ("query", "document"):
+                values.setdefault(f"training_{side}_max_length", values.get(f"{side}_max_length"))
         record = cls(**{k: v for k, v in values.items() if k in known})  # format 1 extras (e.g. objective) drop
         try:
             build_head(record)

@@ -132,6 +132,8 @@ def test_cli_writes_json_per_model_and_dataset(tmp_path, scifact_small, sts_smal
             "--cache-dir",
             str(tmp_path / "cache"),
             "--quiet",
+            "--precision",
+            "fp32",
         ]
     )
     files = sorted(out.glob("*.json"))
@@ -142,6 +144,7 @@ def test_cli_writes_json_per_model_and_dataset(tmp_path, scifact_small, sts_smal
     assert set(sts["metrics"]) >= {"spearman", "pearson", "spearman_reversed", "pearson_reversed"}
     assert ret["config"]["head"] == {"name": "qnorm"} and ret["config"]["document_max_length"] == 32
     assert ret["versions"]["pytrec-eval-terrier"] and "encode_corpus_s" in ret["timings"]
+    assert ret["config"]["precision"] == "fp32" and ret["numerics"]["autocast"] == "fp32"
     assert (out / "runs").is_dir() and list((tmp_path / "cache").iterdir())
     table = capsys.readouterr().out
     assert "NDCG@10" in table and "tiny" in table and "pairs" in table

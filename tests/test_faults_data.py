@@ -45,6 +45,7 @@ class _Encoder:
     """Just enough of TextEncoder for the corpus cache; counts its encode calls."""
 
     name_or_path, pooling, document_prefix, document_max_length, dim = "fake/model", "mean", "", 16, 4
+    precision, device = "fp32", torch.device("cpu")
 
     def __init__(self) -> None:
         self.calls = 0

@@ -179,6 +179,7 @@ def test_the_command_writes_shards_the_trainer_reads_with_hard_negatives(tmp_pat
                                                       "shard-000002.tar", "sizes.json"]  # fmt: skip
     written = json.loads((out / "manifest.json").read_text())
     assert written == manifest and written["head"] == {"name": "cosine"} and written["settings"]["rank_min"] == 1
+    assert written["numerics"]["precision"] == "fp32" and written["numerics"]["autocast"] == "fp32"
     counts = written["counts"]
     assert counts["samples"] == 25 and counts["queries"] == 24 and counts["corpus_documents"] == 48
     assert counts["queries_fewer_than_k"] == 0 and counts["negatives"] == 48

@@ -86,6 +86,7 @@ class _Encoder:
     """Just enough of TextEncoder for the corpus cache; ``fail_after`` chunks it raises mid-chunk."""
 
     name_or_path, pooling, document_prefix, document_max_length, dim = "fake/model", "mean", "", 16, 4
+    precision, device = "fp32", torch.device("cpu")
 
     def __init__(self, fail_after: int | None = None):
         self.chunks, self.fail_after = [], fail_after

@@ -7,6 +7,7 @@ objectives are :class:`text_retrieval.model.biencoder.BiEncoder`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -208,8 +209,18 @@ class TextRetrievalTask:
                 }
         return results
 
+    def test_lengths(self) -> dict[str, int]:
+        """The max lengths the final test encodes at (every test set without a settings file of its
+        own): the training lengths, ``model.query_max_length`` / ``model.document_max_length``."""
+        m = self.cfg.model
+        return {"query_max_length": m.query_max_length, "document_max_length": m.document_max_length}
+
     def export(self, model: BiEncoder, directory: Path) -> None:
-        model.encoder.save_pretrained(directory, record=model.head_record())
+        """Save the model with its record, whose inference lengths are the test's: the test loads the
+        export and encodes at them, and so do sentence-transformers, MTEB and ``eval_text.py``, so
+        a user of the export scores what the run reported. The training lengths are recorded apart."""
+        record = dataclasses.replace(model.head_record(), **self.test_lengths())
+        model.encoder.save_pretrained(directory, record=record)
 
     def load_export(self, directory: Path) -> TextEncoder:
         """The export as a user loads it: the head and settings come from its ``clipmag_head.json``."""

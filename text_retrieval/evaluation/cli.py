@@ -10,9 +10,12 @@ Examples:
         --split dev --cache-dir cache/emb                                   # 8 processes share the corpus
 
 Every key of ``EvalTextConfig`` is a flag (``--top-k 100``) and a ``key=value`` token; ``--model``
-and ``--data`` take one or more values. Max lengths are evaluation-time settings: each side gets the
-model's own limit (its sentence-transformers max_seq_length, else its tokenizer's) capped by
---max-length-cap, unless set.
+and ``--data`` take one or more values. Max lengths: a side without --query-max-length /
+--document-max-length (--max-length for both) gets, for a clipmag export, the inference length its
+head record carries (the length its run tested at, which sentence-transformers and MTEB use too),
+and for any other model its own limit (its sentence-transformers max_seq_length, else its
+tokenizer's); both capped by --max-length-cap. --precision: auto (bf16 where the hardware computes
+it natively), fp32, bf16 or fp16, as for the trainers.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any, Literal
 from clipmag.command_line import field_flags, parse_cli
 from clipmag.config import ConfigError, PositiveFloat, PositiveInt
 from clipmag.entry import run_entry_point
+from clipmag.precision import PRECISIONS
 from clipmag.run_logging import setup_logging
 from clipmag.settings import HeadName
 from text_retrieval.config import PoolingName
@@ -55,7 +59,9 @@ class EvalTextConfig:
     documents (``mips``: brought to one norm first, text_retrieval/retrieval/mips.py says what each
     measured), ``search_backend`` for exact search (auto: timed),
     ``search_memory_gb`` bounds what is held at once, ``chunk_size`` corpus rows per encoding chunk
-    (the resume unit), ``cache_dir`` keeps raw corpus embeddings.
+    (the resume unit), ``cache_dir`` keeps raw corpus embeddings. ``precision``: what encoding
+    computes in (``clipmag.precision``: ``auto`` is bf16 autocast where native, else fp32); every
+    record's ``numerics`` says what it resolved to.
     """
 
     model: list[str] = field(default_factory=list)
@@ -83,6 +89,7 @@ class EvalTextConfig:
     search_memory_gb: PositiveFloat = 4.0
     cache_dtype: Literal[tuple(CACHE_DTYPES)] = "fp32"  # type: ignore[valid-type]
     chunk_size: PositiveInt = 10_000
+    precision: Literal[PRECISIONS] = "auto"  # type: ignore[valid-type]
 
 
 def parse_args(argv: Sequence[str]) -> EvalTextConfig:
@@ -131,6 +138,7 @@ def main(argv: Sequence[str]) -> list[dict[str, Any]]:
             show_progress=not cfg.quiet,
             settings=settings,
             retrieval=retrieval,
+            precision=cfg.precision,
         )
 
 

@@ -5,9 +5,15 @@ own prefixes. An evaluation with :class:`~text_retrieval.data.EvalSettings` uses
 the explicit length if one is set, otherwise the model's own limit capped by ``max_length_cap``,
 and the settings' prefix template for the dataset where one is set. The model's own limit is the
 ``max_seq_length`` of its sentence-transformers config (what ``SentenceTransformer``, and so the
-official BRIGHT baselines, use) unless the model is a clipmag export (whose file holds the training
-length), else the tokenizer's ``model_max_length``, else the position embeddings, and never more
-than the position embeddings.
+official BRIGHT baselines, use) unless the model is a clipmag export (whose file holds only its
+document length), else the tokenizer's ``model_max_length``, else the position embeddings, and
+never more than the position embeddings.
+
+A clipmag export records its inference lengths, the ones its run tested at
+(:class:`~clipmag.head_record.HeadRecord`). ``eval_text.py`` encodes at those where no length is
+set (:func:`with_export_lengths`), as sentence-transformers and MTEB load the export, so all three
+reproduce the run's results. A settings file's unset lengths keep meaning the model's own limit:
+the run tested its settings-file sets that way too.
 
 Empty (or whitespace-only) documents and queries are encoded like any other - the model sees its
 prefix alone - so scores stay comparable with other evaluations of the same data; but they are
@@ -16,19 +22,22 @@ counted, warned about once per dataset with a few ids, and the counts go into th
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from clipmag.head_record import HeadRecord
+from clipmag.precision import autocast_dtype
+from clipmag.results import numerics
 from text_retrieval.data import EvalSettings, RetrievalDataset
 from text_retrieval.model.encoder import DEFAULT_MAX_LENGTH, TextEncoder
 from text_retrieval.model.hf_files import sentence_transformers_settings
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["model_length_limit", "evaluation_encoding", "empty_inputs"]
+__all__ = ["model_length_limit", "with_export_lengths", "evaluation_encoding", "encoding_numerics", "empty_inputs"]
 
 _SIDE_KEYS = ("query_prefix", "document_prefix", "query_max_length", "document_max_length")
 _NO_LIMIT = 1_000_000  # tokenizers without a limit report a huge sentinel (1e30)
@@ -51,6 +60,28 @@ def model_length_limit(encoder: TextEncoder) -> int:
         tokenizer_limit = None
     limit = _declared_length(encoder.name_or_path) or tokenizer_limit or positions or DEFAULT_MAX_LENGTH
     return int(min(limit, positions)) if positions else int(limit)
+
+
+def with_export_lengths(settings: EvalSettings, encoder: TextEncoder) -> EvalSettings:
+    """``settings`` whose unset max lengths are, for a clipmag export, its recorded inference lengths
+    (capped by ``max_length_cap``); any other model, and a side the record leaves open, keeps the
+    model's own limit."""
+    if not HeadRecord.exists(encoder.name_or_path):
+        return settings
+    record = HeadRecord.read(encoder.name_or_path)
+    lengths = {}
+    for key in ("query_max_length", "document_max_length"):
+        recorded = getattr(record, key)
+        if getattr(settings, key) is None and recorded is not None:
+            lengths[key] = min(recorded, settings.max_length_cap)
+    return dataclasses.replace(settings, **lengths)
+
+
+def encoding_numerics(encoder: TextEncoder) -> dict[str, Any]:
+    """The numerics block of an evaluation's results: the ``precision`` asked for, the ``autocast``
+    dtype it resolves to on the encoder's device, and the threads and CPU kernels (as a run records)."""
+    dtype = autocast_dtype(encoder.precision, encoder.device)
+    return {"precision": encoder.precision, **numerics(dtype), "device": encoder.device.type}
 
 
 @contextmanager

@@ -24,7 +24,7 @@ from scipy import stats
 from clipmag.diagnostics import document_norm_effect, norm_stats, row_norms
 from text_retrieval.data import BrightDataset, EvalSettings, RetrievalDataset, STSPairs, load_eval_datasets
 from text_retrieval.evaluation.bright_scores import add_recall_at_1, bright_summary
-from text_retrieval.evaluation.encoding import empty_inputs, evaluation_encoding
+from text_retrieval.evaluation.encoding import empty_inputs, encoding_numerics, evaluation_encoding, with_export_lengths
 from text_retrieval.evaluation.metrics import check_trec_ids, evaluate_run, write_trec_run
 from text_retrieval.evaluation.report import build_record, format_table, model_label, write_record
 from text_retrieval.model.encoder import TextEncoder
@@ -195,11 +195,15 @@ def evaluate_paths(
     show_progress: bool = True,
     settings: EvalSettings | None = None,
     retrieval: RetrievalSettings | None = None,
+    precision: str = "auto",
 ) -> list[dict[str, Any]]:
     """Evaluate every model on every dataset found under ``data``; write one JSON per pair.
 
     ``settings`` (default ``EvalSettings()``) choose the BRIGHT setting, the strictness and the
-    evaluation-time prefixes and max lengths; the datasets of a settings file use that file's.
+    evaluation-time prefixes and max lengths; the max lengths they leave unset are, for a clipmag
+    export, its recorded inference lengths (its run's test lengths). The datasets of a settings
+    file use that file's settings alone, as a run's test does. ``precision`` is what encoding
+    computes in (``clipmag.precision``); each record's ``numerics`` says what it resolved to.
     """
     output = Path(output)
     settings = settings or EvalSettings()
@@ -208,12 +212,13 @@ def evaluate_paths(
         raise ValueError("long documents and reasoning queries are BRIGHT settings, but no BRIGHT data was given")
     records = []
     for model_path in models:
-        encoder = TextEncoder.from_pretrained(model_path, norm=norm, pooling=pooling)
+        encoder = TextEncoder.from_pretrained(model_path, norm=norm, pooling=pooling, precision=precision)
         if torch.cuda.is_available():
             encoder.to("cuda")
+        model_settings = with_export_lengths(settings, encoder)
         for ds in datasets:
             start = time.perf_counter()
-            own = ds.settings if isinstance(ds, BrightDataset) and ds.settings else settings
+            own = ds.settings if isinstance(ds, BrightDataset) and ds.settings else model_settings
             if isinstance(ds, STSPairs):
                 result = evaluate_sts(encoder, ds, batch_size=batch_size, show_progress=show_progress, settings=own)
             else:
@@ -238,11 +243,13 @@ def evaluate_paths(
                 "top_k": top_k,
                 "batch_size": batch_size,
                 "cache_dir": cache_dir and str(cache_dir),
+                "precision": precision,
             }
             config.update(result["encoding"])  # what was used, over the model's own settings
             if "data" in result:
                 config["bright"] = result["data"]
             record = build_record(encoder, ds, result, config)
+            record["numerics"] = encoding_numerics(encoder)
             if "Recall@1" in result:
                 record["metrics"]["Recall@1"] = result["Recall@1"]
             record["output_file"] = str(write_record(record, output))

@@ -43,10 +43,16 @@ class BiEncoder(nn.Module):
         return self.encoder.head
 
     def head_record(self) -> HeadRecord:
-        """The encoder's record plus the loss it trains with."""
+        """The encoder's record plus the loss it trains with and the max lengths it trains at."""
         scale = self.sts_scale if self.objective == "sts" else float(self.loss.current_scale().detach())
         direction = None if self.objective == "sts" else self.loss.direction
-        return dataclasses.replace(self.encoder.head_record(), loss_direction=direction, scale=scale)
+        return dataclasses.replace(
+            self.encoder.head_record(),
+            loss_direction=direction,
+            scale=scale,
+            training_query_max_length=self.encoder.query_max_length,
+            training_document_max_length=self.encoder.document_max_length,
+        )
 
     def _embed(self, texts: list[str], side: str) -> torch.Tensor:
         tokens = self.encoder.tokenize(texts, side)  # type: ignore[arg-type]

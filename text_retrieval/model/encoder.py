@@ -57,6 +57,7 @@ _OVERRIDES = (
     "max_length",
     "head_settings",
 )
+_TRAINING_LENGTHS = ("training_query_max_length", "training_document_max_length")
 
 
 class TextEncoder(nn.Module):
@@ -86,6 +87,8 @@ class TextEncoder(nn.Module):
         self.query_max_length, self.document_max_length = int(query_max_length), int(document_max_length)
         self.name_or_path = name_or_path or str(getattr(model.config, "_name_or_path", ""))
         self.precision = check_precision(precision)  # what encode() computes in; training: train.precision
+        # the training lengths of a loaded export's record, carried into head_record() (a trainer sets its own)
+        self.training_lengths: dict[str, int | None] = {}
         if tokenizer.pad_token is None:
             # decoder models (e.g. Qwen3) often ship without one; the mask hides it anyway
             tokenizer.pad_token = tokenizer.eos_token
@@ -136,12 +139,14 @@ class TextEncoder(nn.Module):
         }
         settings["document_max_length"] = settings["query_max_length"]
         head_dict: dict[str, Any] = {"name": "cosine"}
+        training: dict[str, int | None] = {}
         settings.update(sentence_transformers_settings(source))
         if HeadRecord.exists(folder):
             record = HeadRecord.read(folder)
             head_dict = record.head
             saved = record.to_dict()
             settings.update({k: saved[k] for k in settings if saved.get(k) is not None})
+            training = {k: saved[k] for k in _TRAINING_LENGTHS}
         if "max_length" in overrides:
             overrides["query_max_length"] = overrides["document_max_length"] = overrides.pop("max_length")
         head_settings = overrides.pop("head_settings", None)
@@ -155,7 +160,9 @@ class TextEncoder(nn.Module):
             head = build_head({**head_dict, **(head_settings or {})})
         lengths = f"{settings['query_max_length']}/{settings['document_max_length']}"
         logger.info("loaded %s: pooling=%s head=%s max_length=%s", source, settings["pooling"], head.name, lengths)
-        return cls(model, tokenizer, head=head, name_or_path=source, precision=precision, **settings)
+        encoder = cls(model, tokenizer, head=head, name_or_path=source, precision=precision, **settings)
+        encoder.training_lengths = training
+        return encoder
 
     # ------------------------------------------------------------------ properties
     @property
@@ -186,6 +193,7 @@ class TextEncoder(nn.Module):
             query_max_length=self.query_max_length,
             document_max_length=self.document_max_length,
             model_name=self.name_or_path,
+            **self.training_lengths,
         )
 
     def weights_fingerprint(self) -> str:

@@ -14,9 +14,11 @@ sentence-transformers' own module classes and written by its own ``save_pretrain
 
 The fixed heads thus load with sentence-transformers alone; only a learnable head needs clipmag
 (``text_retrieval.st_modules``, loaded with ``trust_remote_code=True``). Prefixes become the
-``query`` / ``document`` prompts and max lengths the Transformer's ``query_length`` /
-``document_length``. Plain ``encode()`` takes the document route: the Router's default route, the
-``document`` prompt as the default prompt, and the document length as ``max_seq_length``.
+``query`` / ``document`` prompts and the record's inference lengths (for a trained export, the
+lengths its run's test encoded at) the Transformer's ``query_length`` / ``document_length``. Plain
+``encode()`` takes the document route: the Router's default route, the ``document`` prompt as the
+default prompt, and the document length as ``max_seq_length``. The model card gives the inference
+and the training lengths.
 """
 
 from __future__ import annotations
@@ -176,7 +178,8 @@ s(q, d) = (q / |q|^gq) . (d / |d|^gd) with **gq = {gq:.6g}, gd = {gd:.6g}** (cli
 | base model | {model} |
 | pooling | {pooling} |
 | query prefix / document prefix | {query_prefix!r} / {document_prefix!r} |
-| max tokens, query / document | {query_max_length} / {document_max_length} |
+| max tokens at inference, query / document | {query_max_length} / {document_max_length} |
+| max tokens in training, query / document | {training_query_max_length} / {training_document_max_length} |
 | training loss | InfoNCE, direction {loss_direction}, scale {scale} |
 | training data | {data} |
 
@@ -192,6 +195,9 @@ scores = model.similarity(queries, documents)  # {exactness}
 ```
 
 {routes} and `similarity` is `{similarity}`. Plain `encode()` follows the document route. {loading}
+Queries and documents are cut at the inference lengths above: for a model clipmag trained, the
+lengths its run was tested at, so these scores reproduce its results. To encode at others, set
+`model[0].query_length` / `model[0].document_length`.
 
 In clipmag, `TextEncoder.from_pretrained(PATH)` restores the head from `{head_file}`.
 
@@ -239,6 +245,8 @@ def model_card(record: HeadRecord, results: Mapping[str, Any] | None = None, dat
     hub_name = model != "unknown" and not Path(model).is_absolute()
     settings = {k: v for k, v in record.to_dict().items() if k not in ("head", "model_name")}
     settings.update(query_prefix=record.query_prefix or "", document_prefix=record.document_prefix or "")
+    for side in ("query", "document"):  # a model clipmag did not train has no training lengths
+        settings[f"training_{side}_max_length"] = settings[f"training_{side}_max_length"] or "not recorded"
     return _CARD.format(
         **settings,
         head=record.head_name,

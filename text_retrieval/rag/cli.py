@@ -38,6 +38,7 @@ RAG_SHORTHANDS = {
     "pooling": "retrieval.pooling",
     "max_length": "retrieval.max_length",
     "cache_dir": "retrieval.cache_dir",
+    "precision": "retrieval.precision",
     "bm25": "retrieval.bm25",
     "data": "data.source",
     "corpus": "data.corpus",

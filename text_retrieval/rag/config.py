@@ -12,6 +12,7 @@ from typing import Literal
 
 from clipmag.config import NonNegativeInt, PositiveInt
 from clipmag.heads import HEAD_NAMES
+from clipmag.precision import PRECISIONS
 from text_retrieval.config import PoolingName
 
 __all__ = ["RagConfig", "RagDataConfig", "RetrievalConfig", "ReaderConfig", "ACCURACY_AT"]
@@ -50,6 +51,9 @@ class RetrievalConfig:
     ``norms``: head names to score each model with (empty: the model's own head, from its
     ``clipmag_head.json``, else cosine). ``depth``: passages retrieved per question (>= the largest
     accuracy@k that is reported). ``cache_dir``: raw passage embeddings are cached here.
+    ``precision``: what encoding computes in (``clipmag.precision``: ``auto`` is bf16 autocast where
+    native, else fp32; the reader has its own ``reader.dtype``). Max lengths are the model's own
+    (an export's: the ones its run tested at) unless ``max_length`` sets both sides.
     """
 
     models: list[str] = field(default_factory=lambda: ["all-MiniLM-L6-v2"])
@@ -60,6 +64,7 @@ class RetrievalConfig:
     depth: PositiveInt = 100
     batch_size: PositiveInt = 64
     cache_dir: str | None = "runs/cache/rag"
+    precision: Literal[PRECISIONS] = "auto"  # type: ignore[valid-type]
 
 
 @dataclass

@@ -10,9 +10,10 @@ For every retriever row (each model under each head, then BM25) and every QA set
   answer is its first line, scored with SQuAD EM/F1 and "contains" (:mod:`text_retrieval.rag.answers`).
 
 Outputs: ``results.json`` (metrics per QA set, the head record, the retriever, the reader, the
-resolved config, package versions, timings) and ``<qa>.questions.jsonl`` (question, gold answers,
-retrieved ids and scores, first hit, prompt length, generation, answer, EM/F1) per row, in
-``output`` for one row or ``output/<row>/`` for several, plus ``output/table.md`` comparing rows.
+resolved config, the encoding's numerics, package versions, timings) and ``<qa>.questions.jsonl``
+(question, gold answers, retrieved ids and scores, first hit, prompt length, generation, answer,
+EM/F1) per row, in ``output`` for one row or ``output/<row>/`` for several, plus
+``output/table.md`` comparing rows.
 """
 
 from __future__ import annotations
@@ -144,7 +145,7 @@ def _retriever_runs(
     """Every configured row, one at a time (a model's encoder is freed before the next loads)."""
     r = cfg.retrieval
     for model in r.models:
-        encoder = TextEncoder.from_pretrained(model, pooling=r.pooling, max_length=r.max_length)
+        encoder = TextEncoder.from_pretrained(model, pooling=r.pooling, max_length=r.max_length, precision=r.precision)
         if torch.cuda.is_available():
             encoder.to("cuda")
         prefix = f"{slug(model_label(model), fallback='model')}/" if len(r.models) > 1 else ""
@@ -211,6 +212,7 @@ def run_rag(cfg: RagConfig, reader: Reader | None = None, show_progress: bool = 
             "data": {"corpus": corpus.source, "num_passages": len(corpus), "qa": {q.name: q.source for q in qa_sets}},
             "config": to_dict(cfg),
             "metrics": metrics,
+            "numerics": run.numerics,
             "timings": {"retrieve_s": run.seconds, "score_and_read_s": read_seconds},
             "generation_cache": {"hits": cache.hits, "misses": cache.misses},
             "versions": package_versions(RAG_PACKAGES),

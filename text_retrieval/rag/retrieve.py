@@ -19,8 +19,10 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from clipmag.heads import build_head
+from text_retrieval.evaluation.encoding import encoding_numerics
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.rag.data import Corpus, Question
 from text_retrieval.retrieval.corpus_cache import encode_corpus
@@ -35,13 +37,15 @@ Ranking = list[tuple[str, float]]
 
 @dataclass
 class RetrieverRun:
-    """One retriever's rankings (``depth`` passages per question, best first) and its description."""
+    """One retriever's rankings (``depth`` passages per question, best first) and its description;
+    ``numerics``: the precision a dense retriever encoded in (``encoding_numerics``), None for BM25."""
 
     label: str
     rankings: dict[str, Ranking]
     head: dict | None
     description: dict[str, object]
     seconds: float
+    numerics: dict[str, Any] | None = None
 
 
 def _fingerprint(corpus: Corpus) -> str:
@@ -93,6 +97,7 @@ def dense_runs(
             head=encoder.head_record().with_head(head).to_dict(),
             description={"kind": "dense", "model": encoder.name_or_path, "encode_seconds": encode_seconds},
             seconds=time.perf_counter() - start + encode_seconds,
+            numerics=encoding_numerics(encoder),
         )
 
 

@@ -2,7 +2,8 @@
 
 The cache stores *raw* embeddings (norm diagnostics need them and one cache serves every head) in
 one memory-mapped ``embeddings.npy`` per folder, keyed by everything that changes them: model path
-and a weights digest, pooling, document prefix and max length, storage dtype and the corpus content.
+and a weights digest, pooling, document prefix and max length, the autocast dtype it is encoded in
+(``encoder.precision`` resolved on its device), storage dtype and the corpus content.
 
 The corpus is cut into chunks of ``chunk_size`` rows, the unit of sharding and of resuming:
 
@@ -44,6 +45,7 @@ import numpy as np
 from clipmag import distributed as dist_utils
 from clipmag.diagnostics import row_norms
 from clipmag.naming import slug
+from clipmag.precision import autocast_dtype
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.retrieval.index import CACHE_DTYPES, RetrievalSettings, release_pages
 
@@ -74,6 +76,7 @@ def corpus_cache_key(
         "pooling": encoder.pooling,
         "document_prefix": encoder.document_prefix,
         "document_max_length": str(encoder.document_max_length),
+        "autocast": str(autocast_dtype(encoder.precision, encoder.device) or "fp32").replace("torch.", ""),
         "dtype": dtype,
         "dataset": dataset_name,
         "corpus": dataset_fingerprint,

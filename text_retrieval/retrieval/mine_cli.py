@@ -50,6 +50,7 @@ from text_retrieval.data.common import find_file
 from text_retrieval.data.embedded import build_embedded
 from text_retrieval.data.pairs import pairs_from_beir, pairs_from_jsonl, shuffled
 from text_retrieval.data.shards import load_shard, resolve_shards, write_text_shards
+from text_retrieval.evaluation.encoding import encoding_numerics
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.retrieval.corpus_cache import shared_encoding
 from text_retrieval.retrieval.index import CACHE_DTYPES, RetrievalSettings
@@ -250,6 +251,7 @@ def _write(
         "seed": cfg.seed,
         "settings": to_dict(cfg),
         "counts": {**summary, "shards": len(paths)},
+        "numerics": encoding_numerics(encoder),
         "provenance": provenance(to_dict(cfg)),
     }
     text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
