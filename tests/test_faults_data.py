@@ -317,3 +317,24 @@ def test_empty_documents_and_queries_are_counted_and_warned_once(caplog):
     assert first["encoding"]["empty_documents"] == 2 and first["encoding"]["empty_queries"] == 1
     assert first["num_documents"] == 4 and first["num_queries"] == 2  # still encoded and scored
     assert first["NDCG@10"] == second["NDCG@10"]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_skip_broken_images_replaces_the_sample_counts_it_and_keeps_batches_addressable(digits, tmp_path, workers):
+    folder = Path(shutil.copytree(digits / "train", tmp_path / "train"))
+    _rewrite_first_image(folder / "shard-000000.tar", b"<html>not found</html>")
+    _, _, preprocess, tokenizer = build_open_clip(ClipModelConfig(name="clipmag-micro"))
+
+    def stream() -> ClipShardStream:
+        return ClipShardStream(str(folder), preprocess, tokenizer, 16, seed=0, skip_broken=True, workers=workers)
+
+    skipping = stream()
+    images, tokens = next(skipping.batches(0))  # 16 images: both shards, the broken one replaced
+    assert images.shape[0] == tokens.shape[0] == 16
+    # one batch is one pass over both shards; DataLoader workers prefetch later passes too
+    assert skipping.skipped == 1 if workers == 0 else skipping.skipped >= 1
+    again = [b[0] for _, b in zip(range(3), stream().batches(0))]
+    resumed = next(stream().batches(2))[0]
+    assert torch.equal(again[0], images) and torch.equal(again[2], resumed)  # the same batches, resumed too
+    with pytest.raises(ShardError, match="data.skip_broken_images=true trains on without it"):
+        next(ClipShardStream(str(folder), preprocess, tokenizer, 16, seed=0, workers=workers).batches(0))

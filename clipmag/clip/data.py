@@ -49,7 +49,9 @@ class ClipDataConfig:
     DataLoader processes per rank (resume with the value the run started with). ``classnames`` /
     ``templates``: text files (one per line, templates with ``{c}``) that turn the ``cls`` field of
     the test shards into a zero-shot classification task. ``embedded_*``: sizes of the embedded
-    splits (images; each has several captions).
+    splits (images; each has several captions). ``skip_broken_images``: a training image that does
+    not decode is replaced by the next of its shard that does (counted in results) instead of
+    stopping the run; evaluation images are never skipped (a test set must stay the same).
     """
 
     source: Literal["auto", "embedded", "shards"] = "auto"
@@ -61,6 +63,7 @@ class ClipDataConfig:
     classnames: str | None = None
     templates: str | None = None
     workers: NonNegativeInt = 0
+    skip_broken_images: bool = False
     augment: bool = True
     embedded_train: NonNegativeInt = 20000
     embedded_val: NonNegativeInt = 500

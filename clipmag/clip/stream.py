@@ -10,11 +10,18 @@ do not depend on the global RNG, on the worker that draws them, or on what ran b
 
 A whole shard's raw bytes are held in memory while it is read (COCO: about 160 MB for 1,000
 images), so write shards in a shuffled order: the in-shard permutation is the only shuffle.
+
+A training image that does not decode stops the run with one line naming shard, sample and fault,
+unless ``skip_broken`` (``data.skip_broken_images``): then the sample's place in the batch goes to
+the next sample of the same shard that decodes, so batches keep their size and a resumed run sees
+the same batches; each skip is a warning, and the count (over every DataLoader worker) goes into
+the run's results.
 """
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import random
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from clipmag.run_logging import logger
 from clipmag.shard_stream import AddressableShardStream
 from clipmag.shards import ShardError, read_samples
 
@@ -56,6 +64,7 @@ class ClipShardStream(AddressableShardStream):
         tokenizer: Callable,
         batch_size: int,
         seed: int,
+        skip_broken: bool = False,
         **placement: int,
     ) -> None:
         """``placement``: ``rank``, ``world_size`` and ``workers`` (``AddressableShardStream``)."""
@@ -66,6 +75,13 @@ class ClipShardStream(AddressableShardStream):
             raise ShardError(f"data.train_shards: sizes.json declares no samples for {empty[0]}, which holds some")
         super().__init__(shards, sizes, batch_size, seed, **placement)
         self.preprocess, self.tokenizer = preprocess, tokenizer
+        self.skip_broken = skip_broken
+        self._skipped = multiprocessing.Value("q", 0)  # shared with forked DataLoader workers
+
+    @property
+    def skipped(self) -> int:
+        """Broken training images replaced so far, by this process and its workers."""
+        return int(self._skipped.value)
 
     def read_shard(self, index: int) -> list[dict[str, Any]]:
         return list(read_samples(self.shards[index], self.sizes[index]))
@@ -73,10 +89,25 @@ class ClipShardStream(AddressableShardStream):
     def preparer(self, rng: np.random.Generator, size: int) -> Callable[[list[Any], int], Any]:
         """Each image's caption pick and augmentation seed come from the shard's own generator."""
         picks, seeds = rng.random(size), rng.integers(2**62, size=size)
-        return lambda raw, j: self._prepared(raw[j], picks[j], int(seeds[j]))
+        return lambda raw, j: self._prepared(raw, j, picks[j], int(seeds[j]))
 
-    def _prepared(self, raw: dict[str, Any], pick: float, augment_seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-        sample = decode_sample(raw)
+    def _decoded(self, raw: list[dict[str, Any]], j: int) -> Any:
+        """Sample ``j`` decoded; with ``skip_broken``, the first that decodes from ``j`` on (wrapping)."""
+        for offset in range(len(raw)):
+            try:
+                return decode_sample(raw[(j + offset) % len(raw)])
+            except ShardError as err:
+                if not self.skip_broken:
+                    raise ShardError(f"{err}; data.skip_broken_images=true trains on without it") from None
+                with self._skipped.get_lock():
+                    self._skipped.value += 1
+                logger.warning("skipped a broken training image (data.skip_broken_images): %s", err)
+        raise ShardError(f"shard {raw[j].get('__url__', '?')}: no sample of it decodes")
+
+    def _prepared(
+        self, raw: list[dict[str, Any]], j: int, pick: float, augment_seed: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        sample = self._decoded(raw, j)
         caption = sample.captions[int(pick * len(sample.captions))]
         with _seeded(augment_seed):
             image = self.preprocess(sample.image)

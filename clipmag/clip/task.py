@@ -116,6 +116,7 @@ class ClipTask:
             self.tokenizer,
             d.batch_size,
             self.cfg.train.seed,
+            skip_broken=d.skip_broken_images,
             rank=self.ctx.rank,
             world_size=self.ctx.world_size,
             workers=d.workers,
@@ -211,7 +212,15 @@ class ClipTask:
         return {data.name: metrics}
 
     def run_identity(self) -> dict[str, Any]:
-        return {"objective": self.cfg.objective, "model": self.cfg.model.name, "query_side": self.cfg.model.query_side}
+        identity = {
+            "objective": self.cfg.objective,
+            "model": self.cfg.model.name,
+            "query_side": self.cfg.model.query_side,
+        }
+        stream = getattr(self, "stream", None)
+        if stream is not None and stream.skip_broken:
+            identity["skipped_broken_images"] = stream.skipped
+        return identity
 
     def describe_export(self, export: Path, record: HeadRecord, results: dict[str, Any]) -> None:
         """Nothing: an open_clip export has no model card; its results.json describes the run."""
