@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
 
 from clipmag.head_record import HeadRecord
-from clipmag.provenance import config_sha256, provenance, read_code_state
+from clipmag.provenance import config_sha256, describe_code, provenance, read_code_state, same_code
 from clipmag.results import build_results
 
 
@@ -56,10 +57,31 @@ def test_outside_a_checkout_the_reason_is_recorded(tmp_path):
     assert state["commit"] is None and state["dirty"] is None and state["reason"].startswith("not a git checkout")
 
 
+def test_a_copy_in_an_ignored_folder_of_a_checkout_is_not_credited_to_its_commit(repo):
+    installed = repo / "runs" / "venv" / "clipmag"  # as a wheel installed into a git-ignored .venv
+    installed.mkdir(parents=True)
+    (installed / "__init__.py").write_text("")
+    state = read_code_state(installed)
+    assert state["commit"] is None and "is not tracked by the git checkout" in state["reason"]
+
+
+def test_code_states_match_only_on_one_commit_and_one_difference():
+    clean = {"commit": "a" * 40, "dirty": False, "diff_sha256": None}
+    dirty = {"commit": "a" * 40, "dirty": True, "diff_sha256": "d" * 64}
+    assert same_code(clean, dict(clean)) and same_code(dirty, dict(dirty)) and not same_code(clean, dirty)
+    assert not same_code({"commit": None}, {"commit": None})  # two unknowns are not one known version
+    assert describe_code(dirty) == f"commit {'a' * 12}, dirty tree (diff {'d' * 12})"
+    assert describe_code(None) == "no commit recorded (written before results named their code)"
+
+
 def test_results_carry_the_block_with_the_config_and_its_hash():
     config = {"head": {"name": "qnorm"}, "train": {"steps": 3}}
     record = build_results({}, HeadRecord({"name": "qnorm"}), {}, {}, {}, {}, config=config)
     block = record["provenance"]
     assert block["config"] == config and block["config_sha256"] == config_sha256(dict(reversed(config.items())))
-    assert block["command"]["argv"] and set(block["code"]) == {"commit", "dirty", "diff_sha256", "reason"}
+    assert (
+        block["command"]["argv"]
+        and block["command"]["cwd"] == os.getcwd()
+        and set(block["code"]) == {"commit", "dirty", "diff_sha256", "reason"}
+    )
     assert provenance()["config"] is None and provenance()["config_sha256"] is None

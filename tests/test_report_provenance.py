@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from clipmag.entry import run_entry_point
 from clipmag.experiments.cli import report_main
 from clipmag.experiments.report import build_report
 from clipmag.experiments.report.provenance import MixedCode
@@ -40,22 +41,59 @@ def test_one_clean_commit_is_named_under_every_table(tmp_path):
     assert retrieval.split("\n")[2] == f"Code: commit {'a' * 12} (4 runs)."
 
 
+MINORITY = "(2 runs: g/default/cosine/seed2, g/default/dot/seed2)"
+
+
 @pytest.mark.parametrize(
-    ("codes", "named"),
+    ("code", "label"),
     [
-        ((CLEAN, OTHER), [f"commit {'a' * 12}: 2 cells", f"commit {'b' * 12}: 2 cells"]),
-        ((CLEAN, DIRTY), [f"commit {'a' * 12}, dirty tree (diff {'c' * 12}): 2 cells"]),
-        ((CLEAN, None), ["no commit recorded (written before results named their code): 2 cells"]),
+        (OTHER, f"commit {'b' * 12}"),
+        (DIRTY, f"commit {'a' * 12}, dirty tree (diff {'c' * 12})"),
+        (None, "no commit recorded (written before results named their code)"),
     ],
 )
-def test_mixed_code_states_are_refused_naming_the_cells_unless_allowed(tmp_path, codes, named):
-    for seed, code in enumerate(codes):
+def test_mixed_code_states_are_refused_naming_the_cells_unless_allowed(tmp_path, capsys, code, label):
+    for seed, state in enumerate((CLEAN, CLEAN, code)):
         for head in ("cosine", "dot"):
-            _cell(tmp_path, head, seed, code)
-    with pytest.raises(MixedCode) as err:
+            _cell(tmp_path, head, seed, state)
+    with pytest.raises(SystemExit) as err:
+        run_entry_point(report_main, [str(tmp_path)])
+    message = capsys.readouterr().err
+    assert err.value.code == 2 and message.count("\n") == 1 and "Traceback" not in message
+    assert f"commit {'a' * 12} (4 runs); {label} {MINORITY}" in message and "--allow-mixed" in message
+    report = report_main([str(tmp_path), "--allow-mixed"]).read_text()
+    mixed = f"Code: **mixed** - commit {'a' * 12} (4 runs); {label} {MINORITY}."
+    retrieval = report[report.index("## Retrieval") :]
+    assert mixed in report.split("## ")[0] and retrieval.split("\n")[2] == mixed  # at the top and under the table
+
+
+def test_one_dirty_tree_is_refused_too(tmp_path):
+    for head in ("cosine", "dot"):
+        _cell(tmp_path, head, 0, DIRTY)
+    with pytest.raises(MixedCode, match=r"dirty tree \(diff c{12}\) \(2 runs, every cell\)"):
         build_report(tmp_path)
-    message = str(err.value)
-    assert all(part in message for part in named) and "--allow-mixed" in message and "\n" not in message
-    assert "g/default/cosine/seed" in message  # the cells are named
-    path = report_main([str(tmp_path), "--allow-mixed"])
-    assert "Code: **mixed** - " in path.read_text()
+
+
+def _toy_sweep(tmp_path, monkeypatch) -> str:
+    from clipmag.experiments import sweep
+    from clipmag.frontends import FRONT_ENDS, FrontEnd
+
+    monkeypatch.setitem(FRONT_ENDS, "toy", FrontEnd("toy", "toy_frontend"))
+    group = sweep.SweepGroup(name="toy", kind="toy", heads=["cosine", "dot"], seeds=[0])
+    cfg = sweep.SweepConfig(output_dir=str(tmp_path / "runs"), groups=[group])
+    sweep.run_sweep(cfg)
+    return cfg.output_dir
+
+
+def test_a_sweep_run_here_reports_the_code_state_it_ran_at(tmp_path, monkeypatch):
+    """Whatever this checkout's state (clean in CI, dirty while being edited), the report says it."""
+    from clipmag.provenance import code_state, describe_code
+
+    report = build_report(_toy_sweep(tmp_path, monkeypatch), allow_mixed=True).read_text()
+    assert f"Code: {describe_code(code_state())} (2 runs)." in report
+
+
+def test_a_sweep_at_one_clean_commit_needs_no_allow_mixed(tmp_path, monkeypatch):
+    monkeypatch.setattr("clipmag.provenance.code_state", lambda: dict(CLEAN))
+    report = build_report(_toy_sweep(tmp_path, monkeypatch)).read_text()
+    assert f"Code: commit {'a' * 12} (2 runs)." in report and "mixed" not in report

@@ -13,10 +13,9 @@ from collections.abc import Iterable, Sequence
 
 from clipmag.config import ConfigError
 from clipmag.experiments.report.collect import CellResult
+from clipmag.provenance import describe_code
 
 __all__ = ["MixedCode", "code_label", "check_one_code_state", "code_line"]
-
-EXAMPLES = 2
 
 
 class MixedCode(ConfigError):
@@ -24,13 +23,8 @@ class MixedCode(ConfigError):
 
 
 def code_label(cell: CellResult) -> str:
-    """``commit <sha>``, with ``dirty (diff <hash>)`` when the tree was, or why none is known."""
-    code = (cell.results.get("provenance") or {}).get("code") or {}
-    commit = code.get("commit")
-    if not commit:
-        return f"no commit recorded ({code.get('reason') or 'written before results named their code'})"
-    label = f"commit {commit[:12]}"
-    return f"{label}, dirty tree (diff {str(code.get('diff_sha256'))[:12]})" if code.get("dirty") else label
+    """The code state a cell's results name (:func:`clipmag.provenance.describe_code`)."""
+    return describe_code((cell.results.get("provenance") or {}).get("code"))
 
 
 def _clean(label: str) -> bool:
@@ -44,10 +38,22 @@ def _by_label(cells: Iterable[CellResult]) -> dict[str, list[CellResult]]:
     return dict(groups)
 
 
+def _cell_name(cell: CellResult) -> str:
+    c = cell.cell
+    return f"{c.get('group')}/{c.get('model') or 'default'}/{cell.config}/seed{c.get('seed')}"
+
+
 def _describe(groups: dict[str, list[CellResult]]) -> str:
+    """Each code state with its count; every state but the most common one also names its cells."""
+    if len(groups) == 1:
+        label, members = next(iter(groups.items()))
+        return f"{label} ({len(members)} runs, every cell)"
+    common = max(groups, key=lambda label: len(groups[label]))
     return "; ".join(
-        f"{label}: {len(cells)} cells (e.g. {', '.join(str(c.directory) for c in cells[:EXAMPLES])})"
-        for label, cells in groups.items()
+        f"{label} ({len(members)} runs)"
+        if label == common
+        else f"{label} ({len(members)} runs: {', '.join(_cell_name(c) for c in members)})"
+        for label, members in groups.items()
     )
 
 
@@ -57,15 +63,15 @@ def check_one_code_state(cells: Sequence[CellResult], allow_mixed: bool) -> None
     if allow_mixed or (len(groups) == 1 and _clean(next(iter(groups)))):
         return
     raise MixedCode(
-        f"the cells do not come from one clean commit - {_describe(groups)}; rerun them at one commit, "
+        f"the cells do not come from one clean commit: {_describe(groups)}; rerun them at one commit, "
         "or pass --allow-mixed to build the report anyway (each table then names the code states it mixes)"
     )
 
 
 def code_line(cells: Iterable[CellResult]) -> str:
-    """One line naming the code behind ``cells``: the commit, or every state they mix."""
+    """One line naming the code behind ``cells``: the commit, or every state they mix and its cells."""
     groups = _by_label(cells)
     if len(groups) == 1:
         label, members = next(iter(groups.items()))
         return f"Code: {label} ({len(members)} runs)."
-    return "Code: **mixed** - " + "; ".join(f"{label} ({len(m)} runs)" for label, m in groups.items()) + "."
+    return f"Code: **mixed** - {_describe(groups)}."
