@@ -29,11 +29,11 @@ class FrontEnd:
     def main(self) -> Callable[[Sequence[str]], Any]:
         return importlib.import_module(self.module).main
 
-    def check(self, argv: Sequence[str]) -> None:
+    def check(self, argv: Sequence[str]) -> Any:
         """Parse ``argv`` with the module's ``parse_args`` (its config's own checks) without running
         anything, so a sweep finds a bad cell before the first one trains; a module without
-        ``parse_args`` is checked when its cell starts."""
-        check_arguments(self.module, argv)
+        ``parse_args`` is checked when its cell starts. Returns the resolved config (None without)."""
+        return check_arguments(self.module, argv)
 
 
 FRONT_ENDS: dict[str, FrontEnd] = {}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Sequence
 from importlib.metadata import entry_points
+from typing import Any
 
 __all__ = ["PLUGIN_GROUP", "check_arguments", "load_plugins"]
 
@@ -37,10 +38,9 @@ def load_plugins() -> None:
         register()
 
 
-def check_arguments(module: str, argv: Sequence[str]) -> None:
+def check_arguments(module: str, argv: Sequence[str]) -> Any:
     """Parse ``argv`` with ``module.parse_args`` (a plugin module's optional checker), running nothing:
-    a sweep finds a bad argument list before its first cell trains. A module without one is checked
-    when it runs."""
+    a sweep finds a bad argument list before its first cell trains. Returns the resolved config, or
+    None for a module without one (checked when it runs)."""
     parse = getattr(importlib.import_module(module), "parse_args", None)
-    if parse is not None:
-        parse(list(argv))
+    return None if parse is None else parse(list(argv))

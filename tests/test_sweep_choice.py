@@ -63,3 +63,39 @@ def test_a_choice_without_the_selection_results_is_refused(tmp_path, toy_kind):
         sweep.run_sweep(_config(tmp_path, VariantChoice(group="scale-grid")), only=["final"])
     with pytest.raises(ValueError, match="no 'Recall@5' for test set 'toy'"):
         sweep.run_sweep(_config(tmp_path, VariantChoice(group="scale-grid", metric="Recall@5")))
+
+
+def _resolve_toy(argv):
+    """A ``parse_args`` for the toy trainer: every option and key, the loss scale defaulting to 20."""
+    argv = list(argv)
+    resolved = {argv[i][2:]: argv[i + 1] for i in range(len(argv) - 1) if argv[i].startswith("--")}
+    resolved |= dict(a.split("=", 1) for a in argv if "=" in a and not a.startswith("--"))
+    resolved["loss.scale"] = float(resolved.get("loss.scale", 20))
+    return resolved
+
+
+def test_a_chosen_cell_that_is_an_earlier_run_takes_its_results_instead_of_training(tmp_path, toy_kind, monkeypatch):
+    monkeypatch.setattr(toy_frontend, "parse_args", _resolve_toy, raising=False)
+    cfg = _config(tmp_path, VariantChoice(group="scale-grid"))
+    paper = sweep.SweepGroup(name="paper", kind="toy", heads=["cosine", "dot", "qnorm"], seeds=[0, 1], args=["a=1"])
+    cfg.groups.insert(1, paper)  # scale 20 for every head, as the chosen cells' own arguments but the scale
+    sweep.run_sweep(cfg)
+    final = [c for c in toy_frontend.CALLS if "a=1" in c and any(a.startswith("loss.scale=") for a in c)]
+    assert sorted({c[c.index("--norm") + 1] for c in final}) == ["dot", "qnorm"]  # cosine chose 20: not trained
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        shared = runs / "final" / "default" / "cosine" / f"seed{seed}"
+        cell = json.loads((shared / "cell.json").read_text())
+        assert cell["same_run_as"] == str(runs / "paper" / "default" / "cosine" / f"seed{seed}")
+        assert cell["chosen"]["variant"] == "scale20"
+        paper_results = runs / "paper" / "default" / "cosine" / f"seed{seed}" / "results.json"
+        assert (shared / "results.json").read_bytes() == paper_results.read_bytes()
+    assert "same_run_as" not in json.loads((runs / "final" / "default" / "dot" / "seed0" / "cell.json").read_text())
+    calls = len(toy_frontend.CALLS)
+    sweep.run_sweep(cfg)  # resumed: every cell, shared ones included, is finished
+    assert len(toy_frontend.CALLS) == calls
+    cfg.reuse_same_runs = False
+    for seed in (0, 1):
+        (runs / "final" / "default" / "cosine" / f"seed{seed}" / "results.json").unlink()
+    sweep.run_sweep(cfg)
+    assert len(toy_frontend.CALLS) == calls + 2  # asked not to share: trained

@@ -91,6 +91,8 @@ class SweepConfig:
     # appended to every cell's arguments after its group's, so they win: a whole sweep in fp32 is
     # ``clipmag-sweep --config demo.yaml output_dir=runs/demo-fp32 'args=[train.precision=fp32]'``
     args: list[str] = field(default_factory=list)
+    # a cell that resolves to the config of a finished cell takes its results (same_run.py)
+    reuse_same_runs: bool = True
 
 
 @dataclass
@@ -109,6 +111,7 @@ class Cell:
     choice: VariantChoice | None = None  # resolved into ``argv`` by clipmag.experiments.choice
     chosen: dict | None = None  # what the choice picked, and from which scores
     sweep_sha256: str | None = None  # the whole sweep config's hash, set by the sweep that runs the cell
+    same_run_as: str | None = None  # the folder of the finished cell whose run this one is (same_run.py)
 
     @property
     def label(self) -> str:
@@ -126,6 +129,7 @@ class Cell:
             "evaluations": [{"name": e.folder_name, "kind": e.kind} for e in self.evaluations],
             **({"chosen": self.chosen} if self.chosen else {}),
             "sweep_config_sha256": self.sweep_sha256,
+            **({"same_run_as": self.same_run_as} if self.same_run_as else {}),
         }
 
     def write_description(self) -> None:

@@ -45,6 +45,7 @@ from clipmag.experiments.grid import (
 )
 from clipmag.experiments.prepare import SweepStep, missing_paths, run_prepare
 from clipmag.experiments.protocol import record_start
+from clipmag.experiments.same_run import finished_twin, share_results
 from clipmag.folder_lock import FolderLock
 from clipmag.frontends import get_front_end
 from clipmag.results import RESULTS_FILE
@@ -182,10 +183,15 @@ def _run_cells(cells: Sequence[Cell], every_cell: Sequence[Cell], cfg: SweepConf
             cell = choose_variant(cell, every_cell)
             if cell.chosen:
                 logger.info("%s: variant %s chosen by %s on %s", cell.label, cell.chosen["variant"], *_chosen_by(cell))
-            logger.info("[%d/%d] %s: running", i, total, cell.label)
-            start = time.perf_counter()
-            run_cell(cell, cfg.launcher, cfg.nproc_per_node)
-            logger.info("[%d/%d] %s: done in %.0f s", i, total, cell.label, time.perf_counter() - start)
+            twin = finished_twin(cell, every_cell) if cfg.reuse_same_runs else None
+            if twin is not None:
+                share_results(cell, twin)
+                logger.info("[%d/%d] %s: the same run as %s: its results taken", i, total, cell.label, twin.label)
+            else:
+                logger.info("[%d/%d] %s: running", i, total, cell.label)
+                start = time.perf_counter()
+                run_cell(cell, cfg.launcher, cfg.nproc_per_node)
+                logger.info("[%d/%d] %s: done in %.0f s", i, total, cell.label, time.perf_counter() - start)
         run_evaluations(cell)
 
 
