@@ -42,3 +42,20 @@ def test_a_resumed_sweep_appends_and_says_what_changed(cfg, caplog):
     first, second = read_protocol(cfg.output_dir)
     assert first["config_sha256"] != second["config_sha256"] and first["config"]["groups"][0]["seeds"] == [0]
     assert "since this sweep first started, the sweep config changed" in caplog.text
+
+
+def test_the_archive_keeps_the_protocol_and_each_cells_small_files_only(cfg, tmp_path):
+    from clipmag.experiments.archive import archive_results
+
+    sweep.run_sweep(cfg)
+    cell = tmp_path / "runs" / "toy" / "default" / "qnorm" / "seed0"
+    (cell / "checkpoints").mkdir()
+    (cell / "checkpoints" / "latest.pt").write_bytes(b"weights")
+    copied = archive_results(cfg.output_dir, tmp_path / "kept")
+    kept = sorted(str(p.relative_to(tmp_path / "kept")) for p in copied)
+    assert kept == [
+        "sweep.json",
+        *(f"toy/default/{h}/seed0/{f}" for h in ("cosine", "qnorm") for f in ("cell.json", "results.json")),
+    ]
+    assert read_protocol(tmp_path / "kept") == read_protocol(cfg.output_dir)
+    assert archive_results(cfg.output_dir, tmp_path / "kept") == []  # nothing new to copy

@@ -3,8 +3,10 @@
 A sweep's folder holds checkpoints and exports (tens to hundreds of MB per cell) beside the few KB
 that the report reads. ``archive_results(runs, dest)`` copies only those - every finished cell's
 ``cell.json``, ``results.json``, ``config.yaml``, ``metrics.jsonl`` and its evaluations'
-``results.json`` - keeping the layout, so ``clipmag-report DEST`` rebuilds the report anywhere, and
-copying DEST back into a fresh ``output_dir`` lets the sweep skip those cells.
+``results.json`` - and the sweep's ``sweep.json`` (its protocol record), keeping the layout, so
+``clipmag-report DEST`` rebuilds the report anywhere. Copied back into a fresh ``output_dir``, the
+files let a ``choose_variant`` group read its selection group's scores; the cells themselves run
+again there, as a finished cell must have the export its results name.
 
     python -m clipmag.experiments.archive runs/positive_regime results/positive_regime
 """
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from clipmag.experiments.grid import CELL_FILE, EVALUATIONS_DIR
+from clipmag.experiments.protocol import PROTOCOL_FILE
 from clipmag.results import RESULTS_FILE
 
 __all__ = ["archive_results", "main"]
@@ -28,19 +31,20 @@ def archive_results(runs_dir: str | Path, dest: str | Path) -> list[Path]:
     """Copy the small files of every finished cell under ``runs_dir`` into ``dest``; the copies made."""
     runs_dir, dest = Path(runs_dir), Path(dest)
     copied = []
+    files = [runs_dir / PROTOCOL_FILE] if (runs_dir / PROTOCOL_FILE).is_file() else []
     for results in sorted(runs_dir.rglob(RESULTS_FILE)):
         cell = results.parent
         if not (cell / CELL_FILE).is_file():
             continue  # an evaluation's results, or a run that is not a sweep cell: taken with its cell
-        files = [cell / name for name in CELL_FILES if (cell / name).is_file()]
+        files += [cell / name for name in CELL_FILES if (cell / name).is_file()]
         files += sorted((cell / EVALUATIONS_DIR).glob(f"*/{RESULTS_FILE}"))
-        for source in files:
-            target = dest / source.relative_to(runs_dir)
-            if target.is_file() and target.read_bytes() == source.read_bytes():
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-            copied.append(target)
+    for source in files:
+        target = dest / source.relative_to(runs_dir)
+        if target.is_file() and target.read_bytes() == source.read_bytes():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+        copied.append(target)
     return copied
 
 

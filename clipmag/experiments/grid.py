@@ -115,7 +115,9 @@ class Cell:
 
     @property
     def label(self) -> str:
-        return "/".join(x for x in (self.group, self.model, self.variant or self.head, f"seed{self.seed}") if x)
+        """``group/model/head-variant/seedN``, as its folder is named (a head and a variant both show)."""
+        name = "-".join(x for x in (self.head, self.variant) if x)
+        return "/".join(x for x in (self.group, self.model, name, f"seed{self.seed}") if x)
 
     def describe(self) -> dict:
         return {
