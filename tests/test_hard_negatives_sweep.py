@@ -1,5 +1,6 @@
 """The hard-negatives sweep expands to the cells its header documents, each mined variant reading
-the shards a prepare step mines under that variant's own head."""
+the shards a prepare step mines under that variant's own head, and the random control reading the
+same number of negatives drawn at random from the same pool."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def test_the_hard_negatives_sweep_expands_as_documented():
     path = config_path("configs/sweeps/hard_negatives.yaml")
     cfg = sweep.load_sweep_config(path)
     steps = {s.name: s for s in cfg.prepare}
-    assert list(steps) == ["scifact-train-shards", "mine-cosine", "mine-qnorm"]
+    assert list(steps) == ["scifact-train-shards", "mine-cosine", "mine-qnorm", "random-negatives"]
     assert all(callable(importlib.import_module(s.module).main) for s in cfg.prepare)
     assert all("../shared/data/beir/scifact" in s.requires for s in cfg.prepare)
     mined_by = {}
@@ -31,11 +32,16 @@ def test_the_hard_negatives_sweep_expands_as_documented():
         assert mining.cache_dir == "runs/data/scifact-mining-cache" and mining.rank_max >= 5183
         mined_by[mining.norm] = mining.output
     assert set(mined_by) == {"cosine", "qnorm"}
+    random = parse_args(steps["random-negatives"].args)
+    assert (random.corpus, random.pool, random.num_negatives, random.sampling) == (mining.corpus, "corpus", 3, "random")
+    assert random.rank_min == 0 and random.rank_max >= 5183 and random.relative_margin is None
+    assert random.absolute_margin is None and random.max_score is None
 
     cells = sweep.expand(cfg)
     sweep.check_cells(cells, str(path))  # every cell parses with the text trainer's own config
-    assert len(cells) == 4 * 3 and {c.seed for c in cells} == {0, 1, 2}
-    assert {c.variant for c in cells} == {"cosine", "qnorm", "cosine-mined", "qnorm-mined"}
+    assert len(cells) == 6 * 3 and {c.seed for c in cells} == {0, 1, 2}
+    kinds = ("", "-mined", "-random")
+    assert {c.variant for c in cells} == {f"{head}{kind}" for head in ("cosine", "qnorm") for kind in kinds}
     plain = steps["scifact-train-shards"].args[0]
     for cell in cells:
         run = parse_train_args(cell.argv)
@@ -43,6 +49,8 @@ def test_the_hard_negatives_sweep_expands_as_documented():
         assert cell.variant.split("-")[0] == norm and run.model.name_or_path == "all-MiniLM-L6-v2"
         if cell.variant.endswith("-mined"):
             assert run.data.train == mined_by[norm] and run.data.hard_negatives == 3
+        elif cell.variant.endswith("-random"):
+            assert run.data.train == random.output and run.data.hard_negatives == 3
         else:
             assert run.data.train == plain and run.data.hard_negatives == 0
         assert (run.train.steps, run.data.batch_size, run.optim.lr, run.loss.scale) == (60, 16, 5e-5, 20.0)

@@ -63,6 +63,18 @@ def test_margins_and_cap_apply_inside_the_window():
     assert chosen.ids == [6, 7] and chosen.skipped["max_score"] == 1
 
 
+def test_sentence_transformers_semantics_count_the_window_after_margins_and_cap():
+    """A cap removing ranks 0-5 (1.0 .. 0.75): clipmag's window 5-8 holds ranks 5, 6, 7, of which
+    the cap leaves 6 and 7; sentence-transformers' skips the first 5 survivors (6-10) instead."""
+    settings = {"max_score": 0.72, "num_negatives": 3, "rank_min": 5, "rank_max": 8}
+    assert _select(**settings).ids == [6, 7]
+    theirs = _select(semantics="sentence-transformers", **settings)
+    assert theirs.ids == [11, 12, 13] and theirs.skipped["max_score"] == 6
+    rules = {"relative_margin": 0.12, "semantics": "sentence-transformers", "num_negatives": 2}
+    positives = _select(positives={0, 1}, **rules)  # the margin (0.88) then removes candidate 2 (0.90)
+    assert positives.ids == [3, 4] and positives.skipped == {"positive": 2, "margin": 1, "max_score": 0}
+
+
 def test_a_query_with_fewer_candidates_keeps_what_it_has_and_is_counted():
     rules = MiningRules(num_negatives=3, rank_min=0, rank_max=10)
     full = select_negatives(IDS, SCORES, set(), 1.0, rules)
@@ -175,8 +187,8 @@ def test_the_command_writes_shards_the_trainer_reads_with_hard_negatives(tmp_pat
     out = tmp_path / "mined"
     corpus = str(beir_train / "corpus.jsonl")
     manifest = main(_mine_args(beir_train, out, "--corpus", corpus, "--rank-min", "1", "--samples-per-shard", "10"))
-    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "shard-000000.tar", "shard-000001.tar",
-                                                      "shard-000002.tar", "sizes.json"]  # fmt: skip
+    assert sorted(p.name for p in out.iterdir()) == [".clipmag.lock", "manifest.json", "shard-000000.tar",
+                                                      "shard-000001.tar", "shard-000002.tar", "sizes.json"]  # fmt: skip
     written = json.loads((out / "manifest.json").read_text())
     assert written == manifest and written["head"] == {"name": "cosine"} and written["settings"]["rank_min"] == 1
     assert written["numerics"]["precision"] == "fp32" and written["numerics"]["autocast"] == "fp32"
@@ -219,7 +231,7 @@ def test_an_existing_output_is_kept_unless_overwrite_and_only_mined_shards_are_r
     assert again["settings"]["sampling"] == "random" and again["seed"] == 3
     assert json.loads((out / "manifest.json").read_text())["seed"] == 3
     assert not list(tmp_path.glob(".mined.*"))  # no staging or old copy left beside it
-    with pytest.raises(ConfigError, match="--output: cannot write"):  # a folder inside a file, before any work
+    with pytest.raises(ConfigError, match=r"pairs.jsonl/\.mined\.partial: cannot write here"):  # before any work
         main(_mine_args(pairs, pairs / "mined"))
     with pytest.raises(FileNotFoundError, match="expected a pairs .jsonl file"):
         main(_mine_args(tmp_path / "absent", tmp_path / "failed"))
@@ -237,6 +249,9 @@ def test_an_existing_output_is_kept_unless_overwrite_and_only_mined_shards_are_r
         (["--relative-margin", "1.5"], "relative_margin"),
         (["--num-negatives", "0"], "num_negatives"),
         (["--sampling", "hardest"], "sampling"),
+        (["--semantics", "faiss"], "semantics"),
+        (["--negatives-from", "corpus"], "--negatives-from corpus needs --corpus"),
+        (["--negatives-from", "training-judged", "--corpus", "c.jsonl"], "give one of the two"),
     ],
 )
 def test_bad_settings_fail_before_any_work(tmp_path, extra, message):
@@ -296,6 +311,43 @@ def test_cosine_mining_matches_sentence_transformers(st_model, code_pairs, tmp_p
     mined, summary = mine_negatives(encoder, samples, rules, extra, cache_dir=str(cache / "ours"), show_progress=False)
     ours_found = {s["query"]: s["negatives"] for s in mined if s["negatives"]}
     assert ours_found == expected and len(ours_found) == 20 - summary["queries_without_negatives"]
+
+
+@pytest.mark.slow
+def test_sentence_transformers_semantics_choose_what_mine_hard_negatives_chooses(st_model, code_pairs, tmp_path):
+    """rank_min 10 with a relative margin: the case where the two ways of counting the window part.
+    ``--semantics sentence-transformers`` chooses exactly what sentence-transformers chooses; the
+    default chooses otherwise for some query (each query's own text is a corpus document here too)."""
+    from datasets import Dataset
+    from sentence_transformers.util import mine_hard_negatives
+
+    samples = code_pairs[:24]
+    extra = [s["positive"] for s in code_pairs[24:]] + [s["query"] for s in code_pairs[:4]]
+    dataset = Dataset.from_dict({"query": [s["query"] for s in samples], "positive": [s["positive"] for s in samples]})
+    found = mine_hard_negatives(
+        dataset, st_model, corpus=extra, num_negatives=3, range_min=10, range_max=30, relative_margin=0.05,
+        sampling_strategy="top", output_format="labeled-list", batch_size=16, verbose=False,
+    )  # fmt: skip
+    expected = {row["query"]: row["positive"][1:] for row in found}
+    encoder = minilm_encoder("cosine", precision="fp32", query_max_length=256, document_max_length=256)
+    chosen = {}
+    for semantics in ("sentence-transformers", "clipmag"):
+        rules = MiningRules(num_negatives=3, rank_min=10, rank_max=30, relative_margin=0.05, semantics=semantics)
+        mined, _ = mine_negatives(
+            encoder, samples, rules, extra, cache_dir=str(tmp_path / "cache"), show_progress=False
+        )
+        chosen[semantics] = {s["query"]: s["negatives"] for s in mined if s["negatives"]}
+    assert chosen["sentence-transformers"] == expected and len(expected) >= 20  # a query left without any
+    assert chosen["clipmag"] != expected
+
+
+def test_the_manifest_says_where_negatives_came_from(tmp_path, beir_train):
+    from text_retrieval.retrieval.mine_cli import main
+
+    judged = main(_mine_args(beir_train, tmp_path / "judged", "--split", "train", "--rank-max", "10"))
+    corpus = main(_mine_args(beir_train, tmp_path / "all", "--corpus", str(beir_train), "--rank-max", "10"))
+    assert judged["negatives_from"] == "training-judged" and corpus["negatives_from"] == "corpus"
+    assert judged["counts"]["corpus_documents"] < corpus["counts"]["corpus_documents"]
 
 
 @pytest.mark.slow

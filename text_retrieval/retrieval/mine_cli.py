@@ -11,7 +11,10 @@ Examples:
 ``--data`` is a pairs jsonl, a shard folder, a BEIR folder (judged pairs of ``--split``) or
 ``embedded`` (the trainer's embedded code-search pairs under ``--embedded-root``, built if absent). The corpus
 searched is every positive of the data, plus the documents of ``--corpus`` (a BEIR corpus.jsonl or
-its folder) when given. The selection rules (rank window, margins, score cap, sampling, positive
+its folder) when given: ``--negatives-from corpus`` (the default with ``--corpus``) draws negatives
+from the whole corpus, documents judged for test queries included (nothing in the data says which
+they are), ``training-judged`` (the default without) from the documents the mined split judges
+relevant only; the manifest records which. The selection rules (rank window, margins, score cap, sampling, positive
 exclusion) are documented in ``text_retrieval/retrieval/negatives.py``; mined negatives replace any
 the data had. ``--norm`` defaults to the model's own head. The output folder holds the shards,
 ``sizes.json`` and ``manifest.json`` (model, head, every setting, the seed and the counts, among
@@ -19,7 +22,10 @@ them how many queries got fewer than ``--num-negatives``); it is written beside 
 moved into place when complete, and an existing output is replaced only with ``--overwrite``. The
 samples are shuffled with ``--seed`` (the seed of ``random`` sampling too) exactly as
 ``make_text_shards.py`` shuffles with it, so mined and plain shards of one source hold the same
-samples in the same order. Every key is a flag (``--rank-max 50``) and a ``key=value`` token.
+samples in the same order. ``--semantics sentence-transformers`` makes the rank window, margins
+and cap mean what the same-named arguments of sentence-transformers' ``mine_hard_negatives`` mean
+(the window counted after the margins and the cap; ``negatives.py`` says where the default
+differs). Every key is a flag (``--rank-max 50``) and a ``key=value`` token.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ import torch
 from clipmag.command_line import field_flags, parse_cli
 from clipmag.config import ConfigError, Fraction, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, to_dict
 from clipmag.entry import run_entry_point
+from clipmag.folder_lock import LOCK_FILE, FolderLock
 from clipmag.naming import slug
 from clipmag.precision import PRECISIONS
 from clipmag.provenance import provenance
@@ -55,7 +62,7 @@ from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.retrieval.corpus_cache import shared_encoding
 from text_retrieval.retrieval.index import CACHE_DTYPES, RetrievalSettings
 from text_retrieval.retrieval.mining import mine_negatives
-from text_retrieval.retrieval.negatives import SAMPLINGS, MiningRules
+from text_retrieval.retrieval.negatives import SAMPLINGS, SEMANTICS, MiningRules
 
 __all__ = ["MineConfig", "parse_args", "load_samples", "main", "entry"]
 
@@ -71,8 +78,10 @@ class MineConfig:
     """One mining run. ``model``: a Hugging Face folder or name, or a clipmag export; ``norm`` and
     ``pooling`` default to its own. ``num_negatives`` (k), ``rank_min`` / ``rank_max`` (the window,
     ranks counted from 0 among the non-positive candidates, ``rank_max`` excluded),
-    ``absolute_margin``, ``relative_margin``, ``max_score`` and ``sampling`` are the selection rules
-    (``text_retrieval/retrieval/negatives.py``). Encoding: max lengths default to the model's own.
+    ``absolute_margin``, ``relative_margin``, ``max_score``, ``sampling`` and ``semantics`` are the
+    selection rules (``text_retrieval/retrieval/negatives.py``). ``negatives_from``: ``corpus`` (the
+    ``corpus`` documents and the positives) or ``training-judged`` (the positives of ``split``
+    only); unset, ``corpus`` exactly when ``corpus`` is given. Encoding: max lengths default to the model's own.
     ``cache_dir`` keeps the raw corpus embeddings (one cache serves every head)."""
 
     model: str = ""
@@ -90,6 +99,8 @@ class MineConfig:
     relative_margin: Fraction | None = None
     max_score: float | None = None
     sampling: Literal[SAMPLINGS] = "top"  # type: ignore[valid-type]
+    semantics: Literal[SEMANTICS] = "clipmag"  # type: ignore[valid-type]
+    negatives_from: Literal["corpus", "training-judged"] | None = None
     seed: NonNegativeInt = 0
     no_shuffle: bool = False
     samples_per_shard: PositiveInt = 1000
@@ -106,7 +117,12 @@ class MineConfig:
 
     def rules(self) -> MiningRules:
         keys = ("num_negatives", "rank_min", "rank_max", "absolute_margin", "relative_margin", "max_score", "sampling")
-        return MiningRules(**{k: getattr(self, k) for k in keys}, seed=self.seed)
+        return MiningRules(**{k: getattr(self, k) for k in keys}, seed=self.seed, semantics=self.semantics)
+
+    @property
+    def pool(self) -> str:
+        """Where negatives come from: ``corpus`` or ``training-judged``."""
+        return self.negatives_from or ("corpus" if self.corpus else "training-judged")
 
 
 def parse_args(argv: Sequence[str]) -> MineConfig:
@@ -119,6 +135,13 @@ def parse_args(argv: Sequence[str]) -> MineConfig:
         cfg.rules()
     except ValueError as err:
         raise ConfigError(f"command line: {err}") from None
+    if cfg.negatives_from == "corpus" and not cfg.corpus:
+        raise ConfigError("command line: --negatives-from corpus needs --corpus (the documents to draw from)")
+    if cfg.negatives_from == "training-judged" and cfg.corpus:
+        raise ConfigError(
+            f"command line: --negatives-from training-judged draws from the positives of --split {cfg.split} only, "
+            f"but --corpus {cfg.corpus} adds documents to draw from: give one of the two"
+        )
     return cfg
 
 
@@ -168,7 +191,7 @@ def load_corpus(spec: str) -> list[str]:
     return read_corpus(path)[1]
 
 
-_OUTPUT_NAMES = (SIZES_FILE, MANIFEST)
+_OUTPUT_NAMES = (SIZES_FILE, MANIFEST, LOCK_FILE)
 
 
 def check_output(output: Path, overwrite: bool) -> None:
@@ -250,6 +273,7 @@ def _write(
         "head": encoder.head.to_dict(),
         "seed": cfg.seed,
         "settings": to_dict(cfg),
+        "negatives_from": cfg.pool,
         "counts": {**summary, "shards": len(paths)},
         "numerics": encoding_numerics(encoder),
         "provenance": provenance(to_dict(cfg)),
@@ -285,16 +309,28 @@ def main(argv: Sequence[str]) -> dict[str, Any] | None:
     setup_logging(rank=rank, level=logging.WARNING if cfg.quiet else logging.INFO)
     output = Path(cfg.output)
     staging = output.with_name(f".{output.name}.partial")
-    check_output(output, cfg.overwrite)
-    if rank == 0:  # a killed run's staging goes; the other ranks write nowhere before a barrier
-        shutil.rmtree(staging, ignore_errors=True)
-        _writable(staging.mkdir, staging, parents=True)
+    # rank 0 locks the staging folder before touching anything: a second miner into this output is
+    # refused at once instead of clearing the first one's partial files; the lock file moves into
+    # the output with the staging folder
+    lock = FolderLock(staging, "mining run").acquire() if rank == 0 else None
     try:
+        check_output(output, cfg.overwrite)
+        if rank == 0:  # a killed run's partial files go; the other ranks write nowhere before a barrier
+            _empty_but_lock(staging)
         mined = _mine(cfg, staging)
         return None if mined is None else _write(cfg, *mined, staging)
     finally:
-        if rank == 0:  # moved into place on success, so this removes only a failed run's
+        if lock is not None:  # staging was moved into place on success, so this removes a failed run's
             shutil.rmtree(staging, ignore_errors=True)
+            lock.release()
+
+
+def _empty_but_lock(folder: Path) -> None:
+    for entry in folder.iterdir():
+        if entry.is_dir():
+            shutil.rmtree(entry)
+        elif entry.name != LOCK_FILE:
+            entry.unlink()
 
 
 def entry() -> None:

@@ -87,9 +87,13 @@ def _select_all(
     positive_scores: np.ndarray,
     settings: RetrievalSettings,
 ) -> tuple[list[Selection], dict[str, Any]]:
-    """Search every query's top ``rank_max`` + (its positives) and apply the rules; also how it was searched."""
+    """Search every query's top ``rank_max`` + (its positives) and apply the rules; also how it was
+    searched. Under sentence-transformers semantics a query's own text, where the corpus holds it,
+    is excluded like a positive, and one more candidate is searched for it (as it does)."""
     index = build_index(docs, encoder.head, settings, encoder.device)
-    depth = rules.rank_max + max(len(p) for p in pool.positives)  # the window, whatever positives are in it
+    own_text = rules.semantics == "sentence-transformers"
+    depth = rules.rank_max + max(len(p) for p in pool.positives) + own_text  # the window, whatever is excluded
+    rows = {text: row for row, text in enumerate(pool.corpus)} if own_text else {}
     doc_ids = [str(i) for i in range(len(pool.corpus))]
     selections = []
     step = max(1, HITS_PER_BLOCK // min(depth, len(doc_ids)))
@@ -100,8 +104,9 @@ def _select_all(
             hits = run[str(q)]
             candidates = [int(d) for d in hits]
             scores = list(hits.values())
+            excluded = pool.positives[q] | ({rows[pool.queries[q]]} if pool.queries[q] in rows else set())
             selection = select_negatives(
-                candidates, scores, pool.positives[q], float(positive_scores[q]), rules, key=pool.queries[q]
+                candidates, scores, excluded, float(positive_scores[q]), rules, key=pool.queries[q]
             )
             selections.append(selection)
     return selections, dict(getattr(index, "described", {}))
