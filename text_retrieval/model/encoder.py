@@ -42,6 +42,7 @@ from text_retrieval.model.pooling import (
     pool,
     splade_pool,
 )
+from text_retrieval.model.source import check_text_model_source
 
 logger = logging.getLogger("clipmag")
 
@@ -127,6 +128,7 @@ class TextEncoder(nn.Module):
                 f"TextEncoder.from_pretrained: unknown setting(s) {sorted(unknown)}; valid: {', '.join(_OVERRIDES)}"
             )
         source = resolve_model_name(str(name_or_path))
+        check_text_model_source(source)
         folder = Path(source)
         tokenizer = AutoTokenizer.from_pretrained(source)
 
