@@ -79,3 +79,31 @@ def test_a_second_sweep_on_one_folder_is_refused_before_it_prepares_or_trains(tm
     assert toy_frontend.CALLS == [] and not (tmp_path / "runs" / "toy").exists()
     sweep.run_sweep(cfg)  # the holder was killed: its lock went with it
     assert len(toy_frontend.CALLS) == 1
+
+
+def test_evaluation_mining_and_rag_refuse_a_folder_in_use_before_touching_it(tmp_path):
+    """eval_text and eval_rag lock their --output, the miner the staging folder it clears and
+    publishes as --output; each is refused at once while another process holds it."""
+    from text_retrieval.evaluation.cli import main as eval_main
+    from text_retrieval.rag.cli import main as rag_main
+    from text_retrieval.retrieval.mine_cli import main as mine_main
+
+    (tmp_path / "data").mkdir()
+    staging = tmp_path / ".mined.partial"
+    staging.mkdir()
+    (staging / "shard-000000.tar").write_bytes(b"the other miner's partial shard")
+    commands = {
+        tmp_path / "eval": lambda out: eval_main(["--model", "m", "--data", str(tmp_path / "data"), "--output", out]),
+        tmp_path / "rag": lambda out: rag_main(["--data", "embedded", "--reader", "none", "--output", out]),
+        staging: lambda _: mine_main(["--model", "m", "--data", "embedded", "--output", str(tmp_path / "mined")]),
+    }
+    for folder, command in commands.items():
+        proc = _holder(folder)
+        try:
+            with pytest.raises(FolderBusy, match=rf"{folder.name} is in use by another training run: pid {proc.pid}"):
+                command(str(folder))
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert (staging / "shard-000000.tar").read_bytes() == b"the other miner's partial shard"
+    assert not (tmp_path / "mined").exists()

@@ -151,3 +151,6 @@ def test_cli_prints_table_and_reports_bad_input(tiny_rag_files, tmp_path, capsys
     with pytest.raises(SystemExit):
         run_entry_point(main, ["--reader", "none", "--output", str(tmp_path / "x")])
     assert "give a passage corpus and at least one QA file" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run_entry_point(main, [*args, "--top-k", "200"])
+    assert "reader.top_k (--top-k) 200 is more than retrieval.depth 100" in capsys.readouterr().err

@@ -20,6 +20,7 @@ it natively), fp32, bf16 or fp16, as for the trainers.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Sequence
@@ -29,6 +30,7 @@ from typing import Any, Literal
 from clipmag.command_line import field_flags, parse_cli
 from clipmag.config import ConfigError, PositiveFloat, PositiveInt
 from clipmag.entry import run_entry_point
+from clipmag.folder_lock import FolderLock
 from clipmag.precision import PRECISIONS
 from clipmag.run_logging import setup_logging
 from clipmag.settings import HeadName
@@ -104,7 +106,14 @@ def parse_args(argv: Sequence[str]) -> EvalTextConfig:
 def main(argv: Sequence[str]) -> list[dict[str, Any]]:
     """Every model on every data set; one JSON per pair under --output, the records returned."""
     cfg = parse_args(argv)
-    setup_logging(rank=int(os.environ.get("RANK", "0")), level=logging.WARNING if cfg.quiet else logging.INFO)
+    rank = int(os.environ.get("RANK", "0"))
+    setup_logging(rank=rank, level=logging.WARNING if cfg.quiet else logging.INFO)
+    # one evaluation per --output at a time (rank 0 holds it): two would interleave records and run files
+    with FolderLock(cfg.output, "evaluation") if rank == 0 else contextlib.nullcontext():
+        return _evaluate(cfg)
+
+
+def _evaluate(cfg: EvalTextConfig) -> list[dict[str, Any]]:
     settings = EvalSettings(
         long_documents=cfg.long_documents,
         reasoning=cfg.reasoning,

@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from clipmag.command_line import parse_cli
+from clipmag.config import ConfigError
 from clipmag.entry import run_entry_point
 from clipmag.evaluations import EvaluationResult
+from clipmag.folder_lock import FolderLock
 from clipmag.run_logging import setup_logging
 from text_retrieval.rag.config import RagConfig
 from text_retrieval.rag.pipeline import run_rag
@@ -70,7 +72,13 @@ class RagCommand(RagConfig):
 
 def parse_args(argv: Sequence[str]) -> RagCommand:
     """``[--config YAML] [--flag value ...] [key=value ...]`` -> a checked command."""
-    return parse_cli(RagCommand, argv, RAG_SHORTHANDS, description=__doc__)
+    cmd = parse_cli(RagCommand, argv, RAG_SHORTHANDS, description=__doc__)
+    if cmd.reader.top_k > cmd.retrieval.depth:  # its accuracy column would be empty, its prompts short
+        raise ConfigError(
+            f"command line: reader.top_k (--top-k) {cmd.reader.top_k} is more than retrieval.depth "
+            f"{cmd.retrieval.depth}, the passages retrieved per question: lower it or raise retrieval.depth"
+        )
+    return cmd
 
 
 def main(argv: Sequence[str]) -> list[Row]:
@@ -82,7 +90,8 @@ def main(argv: Sequence[str]) -> list[Row]:
         print(comparison_table(rows, rows[0].top_k))
         return rows
     cfg = cmd.evaluation()
-    rows = run_rag(cfg, show_progress=not cmd.quiet)
+    with FolderLock(cfg.output, "RAG evaluation"):  # two into one folder would mix their rows
+        rows = run_rag(cfg, show_progress=not cmd.quiet)
     print(comparison_table(rows, cfg.reader.top_k))
     return rows
 
