@@ -118,6 +118,7 @@ def test_hub_model_reads_its_sentence_transformers_settings(tmp_path, monkeypatc
             return self.auto.from_pretrained(minilm_path(), **kwargs)
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", hub_download)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # the hub above is reachable
     monkeypatch.setattr(pooling_module, "AutoModel", FromLocalCopy(pooling_module.AutoModel))
     monkeypatch.setattr(encoder_module, "AutoTokenizer", FromLocalCopy(encoder_module.AutoTokenizer))
     loaded = encoder_module.TextEncoder.from_pretrained("org/cls-model")

@@ -96,6 +96,6 @@ def test_archive_copies_the_small_files_of_finished_cells_and_the_report_reads_t
     (tmp_path / "runs" / "g" / "default" / "cosine" / "seed0" / "checkpoints").mkdir()
     (tmp_path / "runs" / "g" / "default" / "cosine" / "seed0" / "checkpoints" / "latest.pt").write_bytes(b"x" * 100)
     copied = archive_results(tmp_path / "runs", tmp_path / "kept")
-    assert sorted(p.name for p in copied) == ["cell.json", "cell.json", "results.json", "results.json"]
+    assert sorted(p.name for p in copied) == ["cell.json", "cell.json", "results.json", "results.json", "sweep.json"]
     assert archive_results(tmp_path / "runs", tmp_path / "kept") == []  # unchanged files are not copied again
     assert "best mean nDCG@10 is **cosine**" in build_report(tmp_path / "kept", allow_mixed=True).read_text()

@@ -150,6 +150,7 @@ class _CountingEncoder:
     def __init__(self):
         self.calls, self.dim = 0, 4
         self.name_or_path, self.pooling, self.document_prefix, self.document_max_length = "fake/model", "mean", "", 16
+        self.precision, self.device = "fp32", torch.device("cpu")
 
     def weights_fingerprint(self):
         return "w0"
