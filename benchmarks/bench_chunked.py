@@ -6,7 +6,7 @@ Python standard library, one global batch of ``--batch-size`` pairs per step (in
 over the whole batch), InfoNCE q2d at scale 20 with cosine similarity, AdamW with the same
 settings, fp32, max length ``--max-length`` on both sides:
 
-* ours: ``clipmag.grad_cache.cached_backward`` on the text trainer's ``BiEncoder`` with
+* ours: ``clipmag.train.grad_cache.cached_backward`` on the text trainer's ``BiEncoder`` with
   ``train.chunk_size`` = the chunk size, then the optimizer step;
 * theirs: ``CachedMultipleNegativesRankingLoss(mini_batch_size=chunk)`` forward + backward, then
   the optimizer step.
@@ -48,7 +48,7 @@ def _peak_mb() -> float:
 def _pairs(n: int) -> tuple[list[str], list[str]]:
     import logging as stdlib_logging
 
-    from text_retrieval.data.codesearch import extract_functions
+    from text_retrieval.data.embedded.extract import extract_functions
 
     functions = [f for f in extract_functions(Path(stdlib_logging.__file__).parents[1]) if f.summary]
     if len(functions) < n:
@@ -61,15 +61,15 @@ def _ours(args: argparse.Namespace, queries: list[str], docs: list[str]) -> list
 
     import torch
 
-    from clipmag.grad_cache import cached_backward
-    from clipmag.heads import build_head
-    from clipmag.losses import InfoNCE
+    from clipmag.scoring.heads import build_head
+    from clipmag.scoring.losses import InfoNCE
+    from clipmag.train.grad_cache import cached_backward
     from text_retrieval.model.biencoder import BiEncoder
     from text_retrieval.model.encoder import TextEncoder
 
     head = build_head("cosine")
     encoder = TextEncoder.from_pretrained("all-MiniLM-L6-v2", head=head, max_length=args.max_length)
-    model = BiEncoder(encoder, InfoNCE(head, scale=20.0), "infonce", 0, 1.0).train()
+    model = BiEncoder(encoder, InfoNCE(scale=20.0), "infonce", 0, 1.0).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=5e-6, betas=(0.9, 0.98), weight_decay=0.01)
     times = []
     for step in range(args.steps + 1):

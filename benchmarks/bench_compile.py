@@ -22,9 +22,9 @@ from collections.abc import Callable
 import torch
 from harness import SCIFACT_CORPUS, default_model, default_precision, load_texts, print_header, ratio, rounds, spread
 
-from clipmag.heads import build_head
-from clipmag.losses import InfoNCE
-from clipmag.precision import autocast, autocast_dtype
+from clipmag.runtime.precision import autocast, autocast_dtype
+from clipmag.scoring.heads import build_head
+from clipmag.scoring.losses import InfoNCE
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.model.pooling import pool
 
@@ -100,13 +100,13 @@ def main() -> None:
             args,
         )
 
-    loss = InfoNCE(build_head("cosine"), scale=20.0, direction="q2d")
+    loss, head = InfoNCE(scale=20.0, direction="q2d"), build_head("cosine")
     queries = batch(encoder, args.train_batch, args.train_length, 1)
     positives = batch(encoder, args.train_batch, args.train_length, 2)
 
     def step(net: torch.nn.Module) -> torch.Tensor:
         model.zero_grad(set_to_none=True)
-        loss(embed(net, queries), embed(net, positives))["loss"].backward()
+        loss(embed(net, queries), embed(net, positives), head)["loss"].backward()
         return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
 
     if args.only in (None, "train"):

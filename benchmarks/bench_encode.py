@@ -38,7 +38,7 @@ from harness import (
     select_sides,
 )
 
-from clipmag.precision import autocast
+from clipmag.runtime.precision import autocast
 from text_retrieval.model.encoder import TextEncoder
 
 

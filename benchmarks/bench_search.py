@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from harness import print_header, ratio, rounds, spread  # noqa: E402
 
-from clipmag.heads import build_head  # noqa: E402
+from clipmag.scoring.heads import build_head  # noqa: E402
 from text_retrieval.retrieval.index import RetrievalSettings, release_pages  # noqa: E402
 from text_retrieval.retrieval.search import ExactIndex  # noqa: E402
 

@@ -172,8 +172,8 @@ def step_flops(pattern: str, args: argparse.Namespace) -> int:
     """FLOPs of one clipmag training step (forward + backward) on a batch of the benchmark's shards."""
     from clipmag.clip.config import ClipConfig, resolve
     from clipmag.clip.task import ClipTask
-    from clipmag.config import build_config
-    from clipmag.distributed import init_distributed
+    from clipmag.config.build import build_config
+    from clipmag.runtime.distributed import init_distributed
 
     overrides = [f"model.name={args.model}", f"data.batch_size={args.batch_size}", f"data.train_shards={pattern}"]
     task = ClipTask(

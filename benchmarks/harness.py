@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from clipmag.precision import autocast_dtype, cpu_has_native_bf16, native_bf16  # noqa: E402
+from clipmag.runtime.precision import autocast_dtype, cpu_has_native_bf16, native_bf16  # noqa: E402
 
 T = TypeVar("T")
 CPU = torch.device("cpu")
@@ -125,7 +125,7 @@ def default_precision() -> str:
 def select_sides(always: dict[str, T], bf16: dict[str, T], device: torch.device = CPU) -> dict[str, T]:
     """The sides to run: ``always``, plus the ``bf16`` ones only where ``device`` computes bf16 natively.
 
-    Native means what ``precision=auto`` calls native (``clipmag.precision.native_bf16``). A CPU
+    Native means what ``precision=auto`` calls native (``clipmag.runtime.precision.native_bf16``). A CPU
     without AVX-512 BF16, AMX or Arm's BF16 extension only emulates bf16, and there a bf16 side
     measures the emulation (MiniLM training on an AVX2 CPU: 0.6 samples/s, which kept a benchmark
     running past 15 minutes) rather than anything a user would run, so it is skipped and the output

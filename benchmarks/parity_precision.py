@@ -20,7 +20,7 @@ from pathlib import Path
 
 from harness import ROOT, default_model, load_average, print_header, select_sides
 
-from text_retrieval.data import load_eval_datasets
+from text_retrieval.data.loaders import load_eval_datasets
 from text_retrieval.evaluation.evaluate import evaluate_retrieval, evaluate_sts
 from text_retrieval.model.encoder import TextEncoder
 

@@ -12,19 +12,19 @@ saying how open_clip loads the towers and how the head scores their features.
 
 from __future__ import annotations
 
-import argparse
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clipmag.head_record import HEAD_FILE, HeadRecord
+from clipmag.config.command_line import parse_cli, require_words
+from clipmag.config.entry import run_entry_point
+from clipmag.scoring.head_record import CARD_FILE, HEAD_FILE, HeadRecord
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["push_export", "main"]
-
-CARD_FILE = "README.md"
+__all__ = ["PushCommand", "push_export", "main"]
 
 
 def push_export(
@@ -51,17 +51,23 @@ def push_export(
     return url
 
 
-def main(argv: Sequence[str] | None = None) -> str:
-    """``python -m clipmag.hub EXPORT REPO_ID``: push an export (text or CLIP) to the Hub."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("export", help="an export folder (with clipmag_head.json)")
-    parser.add_argument("repo_id", help="the Hub model repository, e.g. user/name")
-    parser.add_argument("--private", action="store_true")
-    args = parser.parse_args(argv)
-    url = push_export(args.export, args.repo_id, private=args.private)
+@dataclass
+class PushCommand:
+    """EXPORT REPO_ID: an export folder (with clipmag_head.json) and the Hub model repository (user/name)."""
+
+    export: str = ""
+    repo_id: str = ""
+    private: bool = False
+
+
+def main(argv: Sequence[str]) -> str:
+    """``python -m clipmag.hub EXPORT REPO_ID [--private]``: push an export (text or CLIP) to the Hub."""
+    cmd = parse_cli(PushCommand, argv, {"private": "private"}, description=__doc__, positional=("export", "repo_id"))
+    require_words(cmd, ("export", "repo_id"))
+    url = push_export(cmd.export, cmd.repo_id, private=cmd.private)
     print(url)
     return url
 
 
 if __name__ == "__main__":
-    main()
+    run_entry_point(main)

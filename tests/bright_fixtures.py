@@ -99,7 +99,7 @@ def write_hub_tree(root: Path) -> Path:
 
 def download_all_settings(hub: Path, root: Path) -> Path:
     """Standard, long and reasoning downloads into one root, as a user runs them one after another."""
-    from text_retrieval.data.download import download_bright
+    from text_retrieval.data.fetch import download_bright
 
     tasks = tuple(PAGES)
     download_bright(root, tasks=tasks, revision=REVISION, snapshot=hub)

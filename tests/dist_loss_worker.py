@@ -10,10 +10,11 @@ import json
 import sys
 
 import torch
+from torch import nn
 
-from clipmag import distributed as dist_utils
-from clipmag.heads import build_head
-from clipmag.losses import InfoNCE
+from clipmag.runtime import distributed as dist_utils
+from clipmag.scoring.heads import build_head
+from clipmag.scoring.losses import InfoNCE
 
 BATCH, DIM = 4, 5
 
@@ -25,19 +26,20 @@ def run_case(head_name: str, direction: str, negatives: int, rank: int, world: i
     ).add(0.5)
     d_all = torch.randn(BATCH * world, 1 + negatives, DIM, generator=g, dtype=torch.float64)
 
-    def make_loss(gather: bool) -> InfoNCE:
+    def make_loss(gather: bool) -> nn.ModuleDict:
         head = build_head(head_name, gq=0.3, gd=0.7) if head_name == "learnable" else build_head(head_name)
-        return InfoNCE(head.double(), scale=10.0, direction=direction, learnable_scale=True, gather=gather).double()
+        loss = InfoNCE(scale=10.0, direction=direction, learnable_scale=True, gather=gather)
+        return nn.ModuleDict({"head": head, "loss": loss}).double()
 
     ref_loss_fn = make_loss(gather=False)
     q_ref, d_ref = q_all.clone().requires_grad_(), d_all.clone().requires_grad_()
-    ref = ref_loss_fn(q_ref, d_ref)["loss"]
+    ref = ref_loss_fn["loss"](q_ref, d_ref, ref_loss_fn["head"])["loss"]
     ref.backward()
 
     loss_fn = make_loss(gather=True)
     rows = slice(rank * BATCH, (rank + 1) * BATCH)
     q, d = q_all[rows].clone().requires_grad_(), d_all[rows].clone().requires_grad_()
-    local = loss_fn(q, d)["loss"]
+    local = loss_fn["loss"](q, d, loss_fn["head"])["loss"]
     local.backward()
     # DDP averages gradients over ranks; do the same by hand here.
     loss = dist_utils.all_reduce_mean(local)

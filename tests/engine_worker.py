@@ -14,12 +14,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from toy_task import ToyTask  # noqa: E402
 
-from clipmag import distributed as dist_utils  # noqa: E402
-from clipmag.config import build_config  # noqa: E402
-from clipmag.engine import train  # noqa: E402
-from clipmag.heads import build_head  # noqa: E402
-from clipmag.losses import infonce_from_config  # noqa: E402
-from clipmag.settings import HeadConfig, LossConfig, OptimConfig, TrainLoopConfig  # noqa: E402
+from clipmag.config.build import build_config  # noqa: E402
+from clipmag.runtime import distributed as dist_utils  # noqa: E402
+from clipmag.scoring.heads import (
+    HeadConfig,  # noqa: E402
+    build_head,  # noqa: E402
+)
+from clipmag.scoring.losses import (
+    LossConfig,  # noqa: E402
+    infonce_from_config,  # noqa: E402
+)
+from clipmag.train.engine import train  # noqa: E402
+from clipmag.train.loop_config import TrainLoopConfig  # noqa: E402
+from clipmag.train.optimizer import OptimConfig  # noqa: E402
 
 
 @dataclass
@@ -54,7 +61,7 @@ def main() -> None:
     loss_cfg = dataclasses.replace(cfg.loss, direction="q2d" if cfg.loss.direction == "auto" else cfg.loss.direction)
     task = ToyTask(
         head,
-        infonce_from_config(loss_cfg, head),
+        infonce_from_config(loss_cfg),
         local_batch,
         cfg.train.seed,
         cfg.negatives,

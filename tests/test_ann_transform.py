@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from text_fixtures import minilm_path, scifact_subset
 
-from clipmag.heads import build_head
+from clipmag.scoring.heads import build_head
 from text_retrieval.evaluation import cli
 from text_retrieval.retrieval.ann import ApproximateIndex, recall_vs_exact
 from text_retrieval.retrieval.index import RetrievalSettings, head_transform

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from clipmag.batching import SeededBatches
+from clipmag.train.batching import SeededBatches
 
 
 def _take(batches: SeededBatches, start: int, n: int) -> list[np.ndarray]:

@@ -2,7 +2,7 @@
 
 A CPU without AVX-512 BF16 or AMX emulates bf16 (MiniLM training at 0.6 samples/s), so each
 benchmark that compares precisions builds its sides through ``harness.select_sides``, which asks
-the same predicate as ``precision=auto`` (``clipmag.precision``). The predicate is patched here,
+the same predicate as ``precision=auto`` (``clipmag.runtime.precision``). The predicate is patched here,
 in both directions, and the benchmarks' own side builders are called; no side is run.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import clipmag.precision
+import clipmag.runtime.precision
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 if str(BENCHMARKS) not in sys.path:
@@ -30,7 +30,7 @@ def _never_run() -> None:
 
 @pytest.fixture(params=[False, True], ids=["emulated-bf16", "native-bf16"])
 def native(request, monkeypatch) -> bool:
-    monkeypatch.setattr(clipmag.precision, "cpu_has_native_bf16", lambda: request.param)
+    monkeypatch.setattr(clipmag.runtime.precision, "cpu_has_native_bf16", lambda: request.param)
     return request.param
 
 

@@ -9,10 +9,10 @@ import pytest
 from bright_fixtures import PAGES, REVISION, download_all_settings, write_hub_tree
 from text_fixtures import REPO
 
-from text_retrieval.data import DataFormatError, EvalSettings, detect_kind, load_bright, load_eval_datasets
-from text_retrieval.data import download as dl
-from text_retrieval.data.bright import BRIGHT_REVISION, LONG_DOCUMENT_TASKS, SOURCE_FILE
-from text_retrieval.data.settings import read_settings_file
+from text_retrieval.data import download, fetch
+from text_retrieval.data.loaders import DataFormatError, EvalSettings, detect_kind, load_bright, load_eval_datasets
+from text_retrieval.data.loaders.bright import BRIGHT_REVISION, LONG_DOCUMENT_TASKS, SOURCE_FILE
+from text_retrieval.data.loaders.eval_settings import read_settings_file
 
 
 @pytest.fixture(scope="module")
@@ -49,13 +49,13 @@ def test_download_writes_each_setting_apart_with_its_revision(root):
 
 def test_download_refuses_bad_requests(hub, root, tmp_path):
     with pytest.raises(ValueError, match=r"no long documents for \['leetcode'\]; the long setting covers biology"):
-        dl.download_bright(tmp_path, tasks=("leetcode",), long_documents=True, snapshot=hub)
+        fetch.download_bright(tmp_path, tasks=("leetcode",), long_documents=True, snapshot=hub)
     with pytest.raises(ValueError, match=r"unknown BRIGHT reasoning config\(s\) \['gpt5_reason'\]"):
-        dl.download_bright(tmp_path, tasks=("pony",), reasoning=["gpt5_reason"], snapshot=hub)
+        fetch.download_bright(tmp_path, tasks=("pony",), reasoning=["gpt5_reason"], snapshot=hub)
     with pytest.raises(ValueError, match=f"holds BRIGHT revision '{REVISION}', not '{BRIGHT_REVISION}'"):
-        dl.download_bright(root, tasks=("pony",), snapshot=hub)
+        fetch.download_bright(root, tasks=("pony",), snapshot=hub)
     with pytest.raises(FileNotFoundError, match=r"no examples/aops-\*\.parquet, documents/aops-\*\.parquet"):
-        dl.download_bright(tmp_path, tasks=("pony", "aops"), revision=REVISION, snapshot=hub)
+        fetch.download_bright(tmp_path, tasks=("pony", "aops"), revision=REVISION, snapshot=hub)
     assert not list(tmp_path.iterdir())  # nothing half-written
 
 
@@ -69,9 +69,9 @@ def test_download_asks_the_hub_for_the_pinned_revision_and_exact_files(hub, tmp_
         return str(hub)
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(dl, "check_online", lambda url: None)
+    monkeypatch.setattr(fetch, "check_online", lambda url: None)
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
-    dl.download_bright(tmp_path, tasks=("biology", "pony"), long_documents=True, reasoning=["gpt4_reason"])
+    fetch.download_bright(tmp_path, tasks=("biology", "pony"), long_documents=True, reasoning=["gpt4_reason"])
     ((repo, kwargs),) = calls
     assert (repo, kwargs["repo_type"], kwargs["revision"]) == ("xlangai/BRIGHT", "dataset", BRIGHT_REVISION)
     assert sorted(kwargs["allow_patterns"]) == sorted(
@@ -82,13 +82,13 @@ def test_download_asks_the_hub_for_the_pinned_revision_and_exact_files(hub, tmp_
     assert json.loads((tmp_path / "pony" / SOURCE_FILE).read_text())["revision"] == BRIGHT_REVISION
     calls.clear()
     with pytest.raises(FileNotFoundError, match="no examples/earth_science"):  # the small tree lacks 6 of them
-        dl.download_bright(tmp_path / "long", long_documents=True)  # the default long setting: exactly 8 tasks
+        fetch.download_bright(tmp_path / "long", long_documents=True)  # the default long setting: exactly 8 tasks
     assert {p.split("/")[1].split("-")[0] for p in calls[0][1]["allow_patterns"]} == set(LONG_DOCUMENT_TASKS)
     assert len(LONG_DOCUMENT_TASKS) == 8 and "leetcode" not in LONG_DOCUMENT_TASKS
 
 
 def test_download_command_line(hub, tmp_path):
-    dl.main(
+    download.main(
         ["bright", str(tmp_path), "--tasks", "pony", "--long-documents", "--revision", REVISION, "--snapshot", str(hub)]
     )
     assert (tmp_path / "pony" / "long_documents.jsonl").is_file() and not (

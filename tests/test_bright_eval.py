@@ -14,10 +14,10 @@ from text_fixtures import minilm_encoder, minilm_path
 import text_retrieval.evaluation.cli as eval_cli
 from clipmag.experiments.report import build_report
 from clipmag.experiments.sweep import CELL_FILE
-from clipmag.head_record import HeadRecord
-from clipmag.results import build_results, write_results
-from text_retrieval.data import BrightDataset, load_bright, load_eval_datasets
-from text_retrieval.data.bright import BRIGHT_TASKS
+from clipmag.results.record import build_results, write_results
+from clipmag.scoring.head_record import HeadRecord
+from text_retrieval.data.loaders import BrightDataset, load_bright, load_eval_datasets
+from text_retrieval.data.loaders.bright import BRIGHT_TASKS
 from text_retrieval.evaluation.encoding import evaluation_encoding, model_length_limit
 from text_retrieval.evaluation.evaluate import evaluate_retrieval
 from text_retrieval.evaluation.metrics import read_trec_run

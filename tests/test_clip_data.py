@@ -22,8 +22,8 @@ from clipmag.clip.data import read_eval_set
 from clipmag.clip.model import ClipModelConfig, build_open_clip
 from clipmag.clip.stream import ClipShardStream
 from clipmag.clip.task import ClipTask
-from clipmag.distributed import DistributedContext
-from clipmag.shards import read_samples
+from clipmag.runtime.distributed import DistributedContext
+from clipmag.storage.shards import read_samples
 
 
 def _png(seed: int, ext: str = "PNG") -> bytes:
@@ -220,7 +220,7 @@ def test_eval_set_keeps_every_caption_with_its_image(digit_shards, micro):
 
 def test_embedded_batches_draw_captions_per_epoch_resume_and_split_across_ranks():
     def task(batch_size: int, rank: int = 0, world_size: int = 1) -> ClipTask:
-        sizes = ["data.embedded_train=40", "data.embedded_val=4", "data.embedded_test=4", "data.embedded_per_class=1"]
+        sizes = ["data.embedded.train=40", "data.embedded.val=4", "data.embedded.test=4", "data.embedded.per_class=1"]
         cfg = parse_args(["model.name=clipmag-micro", *sizes, f"data.batch_size={batch_size}"])
         return ClipTask(cfg, DistributedContext(rank, world_size, rank, torch.device("cpu"), None))
 

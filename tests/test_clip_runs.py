@@ -22,15 +22,15 @@ from clip_fixtures import write_digit_shards
 from conftest import REPO, run_python, script_env
 
 from clipmag.clip.model import load_clipmag
-from clipmag.head_record import HeadRecord
-from clipmag.results import read_results
+from clipmag.results.record import read_results
+from clipmag.scoring.head_record import HeadRecord
 
 MICRO = [
     "model.name=clipmag-micro",
-    "data.embedded_train=512",
-    "data.embedded_val=32",
-    "data.embedded_test=64",
-    "data.embedded_per_class=4",
+    "data.embedded.train=512",
+    "data.embedded.val=32",
+    "data.embedded.test=64",
+    "data.embedded.per_class=4",
     "train.log_every=1",
     "train.tensorboard=false",
     "train.progress=false",
@@ -58,7 +58,7 @@ def assert_same_weights(a: dict, b: dict, atol: float) -> None:
 
 
 def test_two_gloo_processes_equal_one_with_doubled_batch(tmp_path):
-    common = ["--loss", "sym", "--norm", "learnable", "train.steps=3", "train.save_every=0"]
+    common = ["--objective", "sym", "--norm", "learnable", "train.steps=3", "train.save_every=0"]
     train(tmp_path / "two", *common, "data.batch_size=8", nproc=2)
     one = train(tmp_path / "one", *common, "data.batch_size=16")
     assert "I->T R@1" in one.stdout and "T->I R@1" in one.stdout
@@ -74,7 +74,7 @@ def shard_args(shards: Path) -> list[str]:
     return [f"data.{split}_shards={shards / split}" for split in ("train", "val", "test")]
 
 
-RESUMED = ["--loss", "i2t", "--norm", "qnorm", "train.steps=24", "train.save_every=3", "data.batch_size=8"]
+RESUMED = ["--objective", "i2t", "--norm", "qnorm", "train.steps=24", "train.save_every=3", "data.batch_size=8"]
 
 
 @pytest.fixture(scope="module")
@@ -145,5 +145,5 @@ def test_cli_reports_bad_shards_and_configs(tmp_path):
     (tmp_path / "broken.tar").write_bytes(b"\0garbage" * 100)
     proc = train(tmp_path / "bad", "data.source=shards", f"data.train_shards={tmp_path}/broken.tar", check=False)
     assert proc.returncode != 0 and "not a readable tar file" in proc.stderr
-    proc = train(tmp_path / "bad", "--loss", "both-ways", check=False)
+    proc = train(tmp_path / "bad", "--objective", "both-ways", check=False)
     assert proc.returncode != 0 and "objective" in proc.stderr and "Traceback" not in proc.stderr

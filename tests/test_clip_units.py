@@ -15,9 +15,9 @@ from clipmag.clip.config import parse_args
 from clipmag.clip.data import ShardError, validate_shards
 from clipmag.clip.evaluate import hardest_negative_norm_d, image_text_recall, retrieval_metrics
 from clipmag.clip.model import ClipMagModel, ClipModelConfig, build_open_clip, export_open_clip, load_clipmag
-from clipmag.config import ConfigError
-from clipmag.heads import build_head
-from clipmag.losses import InfoNCE
+from clipmag.config.build import ConfigError
+from clipmag.scoring.heads import build_head
+from clipmag.scoring.losses import InfoNCE
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +103,11 @@ def test_retrieval_columns_come_from_the_scorer_and_norm_effect_size():
     images, texts = torch.randn(6, 4), torch.randn(12, 4)
     owner = torch.arange(6).repeat(2)  # the second caption of every image comes after all first ones
     model = ClipMagModel(
-        build_open_clip(ClipModelConfig(name="clipmag-micro"))[0], InfoNCE(build_head("dot")), "image", "clipmag-micro"
+        build_open_clip(ClipModelConfig(name="clipmag-micro"))[0],
+        build_head("dot"),
+        InfoNCE(),
+        "image",
+        "clipmag-micro",
     )
     metrics = retrieval_metrics(model, images, texts, owner)
     cosine = image_text_recall(
@@ -121,10 +125,8 @@ def test_retrieval_columns_come_from_the_scorer_and_norm_effect_size():
 @pytest.mark.parametrize("learnable", [True, False])
 def test_state_dict_is_open_clips_and_export_round_trips(micro, tmp_path, learnable):
     clip, preprocess, tokenizer = micro
-    loss = InfoNCE(
-        build_head("learnable" if learnable else "qnorm"), scale=10.0, direction="q2d", learnable_scale=learnable
-    )
-    model = ClipMagModel(clip, loss, "text", "clipmag-micro")
+    loss = InfoNCE(scale=10.0, direction="q2d", learnable_scale=learnable)
+    model = ClipMagModel(clip, build_head("learnable" if learnable else "qnorm"), loss, "text", "clipmag-micro")
     if learnable:
         assert loss.log_scale is clip.logit_scale
     sd = model.state_dict()
@@ -150,7 +152,7 @@ def test_state_dict_is_open_clips_and_export_round_trips(micro, tmp_path, learna
 
 def test_forward_reports_loss_and_magnitude_stats(micro):
     clip, preprocess, tokenizer = micro
-    model = ClipMagModel(clip, InfoNCE(build_head("dnorm"), direction="both"), "image", "clipmag-micro")
+    model = ClipMagModel(clip, build_head("dnorm"), InfoNCE(direction="both"), "image", "clipmag-micro")
     out = model((torch.randn(4, 3, 16, 16).half(), tokenizer(["a", "b", "c", "d"])))
     assert out["loss"].requires_grad and out["loss"].ndim == 0
     for key in (
@@ -166,13 +168,13 @@ def test_forward_reports_loss_and_magnitude_stats(micro):
 
 
 def test_objective_sets_direction_and_query_side():
-    cfg = parse_args(["--loss", "t2i", "--norm", "dnorm"])
+    cfg = parse_args(["--objective", "t2i", "--norm", "dnorm"])
     assert (cfg.loss.direction, cfg.model.query_side) == ("q2d", "text")
-    cfg = parse_args(["--loss", "sym", "--query-side", "text"])
+    cfg = parse_args(["--objective", "sym", "--query-side", "text"])
     assert (cfg.loss.direction, cfg.model.query_side) == ("both", "text")
-    cfg = parse_args(["--loss", "i2t"])
+    cfg = parse_args(["--objective", "i2t"])
     assert cfg.model.query_side == "image" and cfg.data.source == "embedded"
-    assert parse_args(["--loss", "sym"]).model.query_side == "image"
+    assert parse_args(["--objective", "sym"]).model.query_side == "image"
     cfg = parse_args(["--train-shards", "x/{0..1}.tar", "--val-shards", "x/val", "--test-shards", "x/test"])
     assert cfg.data.source == "shards" and (cfg.data.val_shards, cfg.data.test_shards) == ("x/val", "x/test")
 
@@ -180,7 +182,7 @@ def test_objective_sets_direction_and_query_side():
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--loss", "x2y"], "objective"),
+        (["--objective", "x2y"], "objective"),
         (["--norm", "l2"], "head.name"),
         (["data.batch_sz=4"], "unknown key 'data.batch_sz'"),
         (["--model", "ViT-Q-99"], "unknown open_clip architecture"),
@@ -188,11 +190,11 @@ def test_objective_sets_direction_and_query_side():
         (["data.source=shards"], "needs data.train_shards"),
         (["--train-shards", "t", "--val-shards", "v", "--test-shards", "v"], "validation would pick the checkpoint"),
         (["--test-shards", "data/test"], "data.test_shards is set but data.source=embedded"),
-        (["data.embedded_val=5000", "data.embedded_test=5001"], "at most 10000 distinct"),
+        (["data.embedded.val=5000", "data.embedded.test=5001"], "at most 10000 distinct"),
         (["--batch-size", "1"], "batch_size must be >= 2"),
         (["--bogus", "1"], "unknown flag --bogus"),
-        (["--loss", "i2t", "--query-side", "text"], "model.query_side=text contradicts objective=i2t"),
-        (["--loss", "sym", "loss.direction=q2d"], "loss.direction=q2d contradicts objective=sym"),
+        (["--objective", "i2t", "--query-side", "text"], "model.query_side=text contradicts objective=i2t"),
+        (["--objective", "sym", "loss.direction=q2d"], "loss.direction=q2d contradicts objective=sym"),
     ],
 )
 def test_bad_configs_fail_clearly(argv, message):
@@ -215,8 +217,8 @@ def test_bad_shards_fail_clearly(tmp_path):
 
 def test_a_run_folder_resolves_to_the_model_its_results_tested(tmp_path):
     from clipmag.clip.model import tested_model
-    from clipmag.head_record import HeadRecord
-    from clipmag.results import build_results, write_results
+    from clipmag.results.record import build_results, write_results
+    from clipmag.scoring.head_record import HeadRecord
 
     run = tmp_path / "moved-run"
     (run / "checkpoints").mkdir(parents=True)

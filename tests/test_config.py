@@ -8,9 +8,12 @@ from typing import Literal
 import pytest
 import yaml
 
-from clipmag.command_line import field_flags, help_text, parse_cli
-from clipmag.config import ConfigError, PositiveInt, build_config, save_config, to_dict
-from clipmag.settings import HeadConfig, LossConfig, OptimConfig, TrainLoopConfig
+from clipmag.config.build import ConfigError, PositiveInt, build_config, config_yaml, to_dict
+from clipmag.config.command_line import field_flags, help_text, parse_cli
+from clipmag.scoring.heads import HeadConfig
+from clipmag.scoring.losses import LossConfig
+from clipmag.train.loop_config import TrainLoopConfig
+from clipmag.train.optimizer import OptimConfig
 
 
 @dataclass
@@ -39,7 +42,7 @@ def test_defaults_yaml_and_overrides_in_order(tmp_path):
 
 def test_resolved_config_round_trips(tmp_path):
     cfg = parse_cli(CoreSections, ["--norm", "learnable", "head.gq=0.25"], SHORT)
-    save_config(cfg, tmp_path / "config.yaml")
+    (tmp_path / "config.yaml").write_text(config_yaml(cfg))
     again = build_config(CoreSections, tmp_path / "config.yaml")
     assert to_dict(again) == to_dict(cfg) == yaml.safe_load((tmp_path / "config.yaml").read_text())
 
@@ -129,12 +132,12 @@ class Tool:
 
 def test_a_positional_word_sets_its_key_once():
     assert parse_cli(Tool, ["runs/a", "--quiet"], field_flags(Tool), positional="folder") == Tool("runs/a", True)
-    with pytest.raises(ConfigError, match="one FOLDER expected, got a second: 'runs/b'"):
+    with pytest.raises(ConfigError, match="one FOLDER expected, got another: 'runs/b'"):
         parse_cli(Tool, ["runs/a", "runs/b"], field_flags(Tool), positional="folder")
 
 
 def test_a_repeated_yaml_key_is_refused_naming_file_line_and_key(tmp_path):
-    from clipmag.config import load_yaml
+    from clipmag.config.build import load_yaml
 
     path = tmp_path / "twice.yaml"
     path.write_text("train:\n  steps: 2\n  lr: 1\n  steps: 5\n")

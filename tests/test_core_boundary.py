@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from clipmag.evaluations import EVALUATIONS
-from clipmag.frontends import FRONT_ENDS
+from clipmag.registry.evaluations import EVALUATIONS
+from clipmag.registry.front_ends import FRONT_ENDS
 
 CORE = Path(__file__).resolve().parents[1] / "clipmag"
 APPLICATIONS = ("clip", "experiments", "configs")  # a front end, the applications on both, shipped configs

@@ -21,15 +21,15 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, script_env
 
+from clipmag.experiments.dry_run.standin_training_sets import msmarco_schema
 from text_retrieval.data import download
-from text_retrieval.data.allnli import NLI_SCORES
-from text_retrieval.data.beir import load_beir
-from text_retrieval.data.common import DataFormatError
-from text_retrieval.data.msmarco import MSMARCO_REVISION
-from text_retrieval.data.shards import TextShardStream, load_shard
+from text_retrieval.data.loaders.beir import load_beir
+from text_retrieval.data.loaders.reading import DataFormatError
+from text_retrieval.data.loaders.sts import GoldScale, load_sts_file
 from text_retrieval.data.shards_cli import main as make_shards_main
-from text_retrieval.data.standins import msmarco_schema
-from text_retrieval.data.sts import GoldScale, load_sts_file
+from text_retrieval.data.training.allnli import NLI_SCORES
+from text_retrieval.data.training.msmarco import MSMARCO_REVISION
+from text_retrieval.data.training.shards import TextShardStream, load_shard
 
 
 def _row(qid: int, query: str, passages: list[tuple[str, int]]) -> dict:

@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from clipmag.diagnostics import cohens_d, effect_size_band, effective_scale, magnitude_summary, norm_stats
-from clipmag.heads import build_head
-from clipmag.losses import InfoNCE
-from clipmag.optim import build_optimizer, lr_factor
-from clipmag.settings import OptimConfig
+from clipmag.scoring.diagnostics import cohens_d, effect_size_band, effective_scale, magnitude_summary, norm_stats
+from clipmag.scoring.heads import build_head
+from clipmag.scoring.losses import InfoNCE
+from clipmag.train.optimizer import OptimConfig, build_optimizer, lr_factor
 
 
 def test_cohens_d_uses_pooled_standard_deviation():
@@ -39,7 +38,7 @@ def test_norm_stats_and_effective_temperature_under_dnorm():
 
 def test_param_groups_give_gammas_and_scale_their_own_treatment():
     head = build_head("learnable")
-    model = torch.nn.ModuleDict({"enc": torch.nn.Linear(4, 3), "loss": InfoNCE(head, learnable_scale=True)})
+    model = torch.nn.ModuleDict({"enc": torch.nn.Linear(4, 3), "head": head, "loss": InfoNCE(learnable_scale=True)})
     opt = build_optimizer(model, OptimConfig(lr=1e-5, gamma_lr=1e-2, weight_decay=0.01))
     groups = {g["name"]: g for g in opt.param_groups}
     assert groups["gammas"]["lr"] == 1e-2 and groups["gammas"]["weight_decay"] == 0.0

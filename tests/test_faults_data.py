@@ -24,13 +24,13 @@ from clipmag.clip.data import read_eval_set
 from clipmag.clip.model import ClipModelConfig, build_open_clip
 from clipmag.clip.stream import ClipShardStream
 from clipmag.clip.task import ClipTask
-from clipmag.config import ConfigError
-from clipmag.distributed import DistributedContext
-from clipmag.heads import build_head
-from clipmag.shards import ShardError, write_tar_shards
-from text_retrieval.data import EvalSettings, RetrievalDataset, load_eval_datasets
-from text_retrieval.data.shards import TextShardStream
+from clipmag.config.build import ConfigError
+from clipmag.runtime.distributed import DistributedContext
+from clipmag.scoring.heads import build_head
+from clipmag.storage.shards import ShardError, write_tar_shards
+from text_retrieval.data.loaders import EvalSettings, RetrievalDataset, load_eval_datasets
 from text_retrieval.data.shards_cli import main as make_shards_main
+from text_retrieval.data.training.shards import TextShardStream
 from text_retrieval.evaluation.bright_scores import bright_summary
 from text_retrieval.evaluation.evaluate import evaluate_retrieval
 from text_retrieval.retrieval import corpus_cache

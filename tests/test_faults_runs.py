@@ -25,13 +25,13 @@ from conftest import REPO, run_python
 from test_train_text import tiny_setup  # noqa: F401  (the tiny BERT fixture, found by name)
 from text_fixtures import tiny_train_args
 
-from clipmag.checkpoint import load_checkpoint
-from clipmag.config import ConfigError
-from clipmag.entry import USER_ERRORS
-from clipmag.results import read_results
-from clipmag.resume_check import ResumeMismatch
-from clipmag.run_folder import RunFolderInUse
-from clipmag.run_logging import read_metrics
+from clipmag.config.build import ConfigError
+from clipmag.config.entry import USER_ERRORS
+from clipmag.results.record import read_results
+from clipmag.runtime.logs import read_metrics
+from clipmag.train.checkpoint import load_checkpoint
+from clipmag.train.resume_check import ResumeMismatch
+from clipmag.train.run_folder import RunFolderInUse
 
 WORKER = REPO / "tests" / "engine_worker.py"
 FAULT_WORKER = REPO / "tests" / "fault_worker.py"
@@ -212,7 +212,7 @@ def test_older_checkpoints_are_compared_on_their_config_and_their_weights(monkey
         toy(monkeypatch, interrupted, "head.name=dot", "train.resume=latest")
     del ckpt["config"]  # nothing but weights: their names and shapes must fit the model
     torch.save(ckpt, latest)
-    with pytest.raises(ResumeMismatch, match=r"the checkpoint has 4 weights this model lacks \(e.g. head.raw_d\)"):
+    with pytest.raises(ResumeMismatch, match=r"the checkpoint has 2 weights this model lacks \(e.g. head.raw_d\)"):
         toy(monkeypatch, interrupted, "head.name=dot", "train.resume=latest")
 
 
@@ -343,10 +343,10 @@ def test_text_trainer_killed_during_a_checkpoint_write_resumes_exactly(text_root
 
 CLIP_MICRO = [
     "model.name=clipmag-micro",
-    "data.embedded_train=64",
-    "data.embedded_val=16",
-    "data.embedded_test=16",
-    "data.embedded_per_class=2",
+    "data.embedded.train=64",
+    "data.embedded.val=16",
+    "data.embedded.test=16",
+    "data.embedded.per_class=2",
     "data.batch_size=8",
     "train.steps=2",
     "train.log_every=1",
@@ -362,13 +362,13 @@ CLIP_MICRO = [
 def test_clip_trainer_refuses_resumes_and_replaces_by_the_same_rules(tmp_path):
     out = tmp_path / "run"
     clip = [*CLIP_MICRO, f"train.output_dir={out}"]
-    run_python(CLIP, [*clip, "--loss", "sym"])
+    run_python(CLIP, [*clip, "--objective", "sym"])
     before = snapshot(out)
-    line = error_line(run_python(CLIP, [*clip, "--loss", "i2t"], check=False))
+    line = error_line(run_python(CLIP, [*clip, "--objective", "i2t"], check=False))
     assert "--resume latest" in line and "--overwrite" in line
-    line = error_line(run_python(CLIP, [*clip, "--loss", "i2t", "--resume", "latest"], check=False))
+    line = error_line(run_python(CLIP, [*clip, "--objective", "i2t", "--resume", "latest"], check=False))
     assert "objective is 'sym' there and 'i2t' here" in line and "loss.direction is 'both' there and 'q2d' here" in line
     assert snapshot(out) == before
-    run_python(CLIP, [*clip, "--loss", "sym", "--resume", "latest"])  # the same run: continues (here: re-tests)
-    run_python(CLIP, [*clip, "--loss", "i2t", "train.overwrite=true"])
+    run_python(CLIP, [*clip, "--objective", "sym", "--resume", "latest"])  # the same run: continues (here: re-tests)
+    run_python(CLIP, [*clip, "--objective", "i2t", "train.overwrite=true"])
     assert read_results(out / "results.json")["run"]["objective"] == "i2t" and steps(out) == [1, 2]

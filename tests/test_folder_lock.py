@@ -11,12 +11,12 @@ import textwrap
 
 import pytest
 
-from clipmag.folder_lock import LOCK_FILE, FolderBusy, FolderLock
+from clipmag.storage.folder_lock import LOCK_FILE, FolderBusy, FolderLock
 
 HOLD = textwrap.dedent(
     """
     import sys, time
-    from clipmag.folder_lock import FolderLock
+    from clipmag.storage.folder_lock import FolderLock
     lock = FolderLock(sys.argv[1], "training run").acquire()
     print("held", flush=True)
     time.sleep(120)
@@ -63,7 +63,7 @@ def test_a_second_sweep_on_one_folder_is_refused_before_it_prepares_or_trains(tm
     import toy_frontend
 
     from clipmag.experiments import sweep
-    from clipmag.frontends import FRONT_ENDS, FrontEnd
+    from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 
     monkeypatch.setitem(FRONT_ENDS, "toy", FrontEnd("toy", "toy_frontend"))
     toy_frontend.CALLS.clear()

@@ -9,9 +9,9 @@ import torch
 from torch import nn
 from toy_task import TwoTower, global_batch
 
-from clipmag.grad_cache import cached_backward
-from clipmag.heads import build_head
-from clipmag.losses import InfoNCE
+from clipmag.scoring.heads import build_head
+from clipmag.scoring.losses import InfoNCE
+from clipmag.train.grad_cache import cached_backward
 
 
 def _grads(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -21,7 +21,7 @@ def _grads(model: nn.Module) -> dict[str, torch.Tensor]:
 def _model(head: str, direction: str) -> TwoTower:
     torch.manual_seed(0)
     h = build_head(head)
-    return TwoTower(h, InfoNCE(h, scale=10.0, direction=direction, learnable_scale=True))
+    return TwoTower(h, InfoNCE(scale=10.0, direction=direction, learnable_scale=True))
 
 
 @pytest.mark.parametrize("head", ["cosine", "dot", "qnorm", "dnorm", "learnable"])
@@ -41,7 +41,7 @@ def test_chunked_loss_and_gradients_equal_the_full_batch(head, direction, negati
 
 def test_dropout_is_replayed_between_the_two_passes():
     head = build_head("dot")
-    model = TwoTower(head, InfoNCE(head, direction="q2d"), dropout=0.5).train()
+    model = TwoTower(head, InfoNCE(direction="q2d"), dropout=0.5).train()
     batch = global_batch(seed=1, index=0, size=8)
     seen, embed_parts = [], model.embed_parts
 
@@ -64,7 +64,7 @@ def test_each_part_is_back_propagated_before_the_next_is_embedded():
     """The replay holds one side's graph at a time: a chunk's queries are back-propagated before
     its documents are embedded (as sentence-transformers' cached loss does, column by column)."""
     head = build_head("cosine")
-    model = TwoTower(head, InfoNCE(head, direction="both"))
+    model = TwoTower(head, InfoNCE(direction="both"))
     batch = global_batch(seed=2, index=0, size=8)
     events, embed_parts = [], model.embed_parts
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 
 from clipmag.experiments import sweep
-from clipmag.resources import config_path
+from clipmag.registry.config_packages import config_path
 from text_retrieval.cli import parse_args as parse_train_args
 from text_retrieval.retrieval.mine_cli import parse_args
 
@@ -28,14 +28,20 @@ def test_the_hard_negatives_sweep_expands_as_documented():
             "train",
             "../shared/data/beir/scifact/corpus.jsonl",
         )
-        assert (mining.num_negatives, mining.rank_min, mining.relative_margin, mining.sampling) == (3, 0, 0.05, "top")
-        assert mining.cache_dir == "runs/data/scifact-mining-cache" and mining.rank_max >= 5183
+        rules = mining.rules
+        assert (rules.num_negatives, rules.rank_min, rules.relative_margin, rules.sampling) == (3, 0, 0.05, "top")
+        assert mining.cache_dir == "runs/data/scifact-mining-cache" and rules.rank_max >= 5183
         mined_by[mining.norm] = mining.output
     assert set(mined_by) == {"cosine", "qnorm"}
     random = parse_args(steps["random-negatives"].args)
-    assert (random.corpus, random.pool, random.num_negatives, random.sampling) == (mining.corpus, "corpus", 3, "random")
-    assert random.rank_min == 0 and random.rank_max >= 5183 and random.relative_margin is None
-    assert random.absolute_margin is None and random.max_score is None
+    assert (random.corpus, random.pool, random.rules.num_negatives, random.rules.sampling) == (
+        mining.corpus,
+        "corpus",
+        3,
+        "random",
+    )
+    assert random.rules.rank_min == 0 and random.rules.rank_max >= 5183 and random.rules.relative_margin is None
+    assert random.rules.absolute_margin is None and random.rules.max_score is None
 
     cells = sweep.expand(cfg)
     sweep.check_cells(cells, str(path))  # every cell parses with the text trainer's own config

@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-from clipmag.head_record import FORMAT_VERSION, HEAD_FILE, HeadRecord, HeadRecordError
-from clipmag.heads import build_head
+from clipmag.scoring.head_record import FORMAT_VERSION, HEAD_FILE, HeadRecord, HeadRecordError
+from clipmag.scoring.heads import build_head
 
 
 def test_round_trip_keeps_learned_gammas(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from clipmag.heads import HEAD_NAMES, build_head, scale_by_norm_power
+from clipmag.scoring.heads import HEAD_NAMES, build_head, scale_by_norm_power
 
 FIXED = {"cosine": (1, 1), "dot": (0, 0), "qnorm": (1, 0), "dnorm": (0, 1)}
 

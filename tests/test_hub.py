@@ -11,18 +11,18 @@ import pytest
 import torch
 
 from clipmag.clip.model import ClipMagModel, ClipModelConfig, build_open_clip, export_open_clip
-from clipmag.head_record import HEAD_FILE
-from clipmag.heads import build_head
 from clipmag.hub import main, push_export
-from clipmag.losses import InfoNCE
+from clipmag.scoring.head_record import HEAD_FILE
+from clipmag.scoring.heads import build_head
+from clipmag.scoring.losses import InfoNCE
 
 
 @pytest.fixture(scope="module")
 def clip_export(tmp_path_factory):
     torch.manual_seed(0)
     clip, _, _, tokenizer = build_open_clip(ClipModelConfig(name="clipmag-micro"))
-    loss = InfoNCE(build_head("learnable", gq=0.3, gd=0.9), scale=10.0, direction="q2d")
-    model = ClipMagModel(clip, loss, "image", "clipmag-micro").eval()
+    loss = InfoNCE(scale=10.0, direction="q2d")
+    model = ClipMagModel(clip, build_head("learnable", gq=0.3, gd=0.9), loss, "image", "clipmag-micro").eval()
     return model, tokenizer, export_open_clip(model, tmp_path_factory.mktemp("clip") / "export")
 
 

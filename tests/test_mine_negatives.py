@@ -11,7 +11,7 @@ import pytest
 import torch
 from text_fixtures import minilm_encoder, minilm_path, write_beir, write_code_search_set
 
-from clipmag.config import ConfigError
+from clipmag.config.build import ConfigError
 from text_retrieval.retrieval.mining import build_pool, mine_negatives
 from text_retrieval.retrieval.negatives import MiningRules, select_negatives, summarize
 
@@ -176,11 +176,11 @@ def _mine_args(data, out, *extra):
 
 @pytest.mark.slow
 def test_the_command_writes_shards_the_trainer_reads_with_hard_negatives(tmp_path, beir_train):
-    from clipmag import distributed as dist_utils
-    from clipmag.config import build_config
+    from clipmag.config.build import build_config
+    from clipmag.runtime import distributed as dist_utils
     from text_retrieval.config import TextConfig, resolve_text_config
-    from text_retrieval.data.shards import load_shard, resolve_shards
     from text_retrieval.data.shards_cli import main as make_shards
+    from text_retrieval.data.training.shards import load_shard, resolve_shards
     from text_retrieval.retrieval.mine_cli import main
     from text_retrieval.task import TextRetrievalTask
 

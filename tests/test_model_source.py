@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from huggingface_hub import constants
 
-from clipmag.entry import run_entry_point
-from clipmag.head_record import HeadRecord
+from clipmag.config.entry import run_entry_point
+from clipmag.scoring.head_record import HeadRecord
 from text_retrieval.evaluation.mteb_model import load_for_mteb
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.model.source import ModelSourceError, check_text_model_source

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from text_retrieval.data.package_pairs import build_package_pairs
-from text_retrieval.data.shards import TextShardStream
+from text_retrieval.data.embedded.package_pairs import build_package_pairs
+from text_retrieval.data.training.shards import TextShardStream
 
 HELD_OUT = '''
 def alpha_value(thing):

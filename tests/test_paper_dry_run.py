@@ -13,19 +13,19 @@ import pytest
 from conftest import REPO, script_env
 
 from clipmag.clip import shards_cli
-from clipmag.clip.standins import KARPATHY_COUNTS, write_karpathy_coco
-from clipmag.config import load_yaml
-from clipmag.experiments.dry_run_plan import PARTS, RAG_CONFIGS, SHORT_ARGS, coverage, coverage_table, plan
+from clipmag.config.build import load_yaml
+from clipmag.experiments.dry_run.plan import PARTS, RAG_CONFIGS, SHORT_ARGS, coverage, coverage_table, plan
+from clipmag.experiments.dry_run.standin_coco import KARPATHY_COUNTS, write_karpathy_coco
+from clipmag.experiments.dry_run.standin_test_sets import write_beir, write_bright_hub, write_dpr
+from clipmag.experiments.dry_run.standin_training_sets import write_msmarco_v11, write_nli_archives
 from clipmag.experiments.grid import expand
 from clipmag.experiments.prepare import SweepStep, run_prepare
 from clipmag.experiments.sweep import check_cells
-from clipmag.kept_logging import caller_logging_kept
-from clipmag.run_logging import logger, setup_logging
-from text_retrieval.data import check_eval_data, detect_kind, download, load_beir, load_sts
-from text_retrieval.data.bright import BRIGHT_TASKS, load_bright_collection
-from text_retrieval.data.shards import TextShardStream
-from text_retrieval.data.standin_tests import write_beir, write_bright_hub, write_dpr
-from text_retrieval.data.standins import write_msmarco_v11, write_nli_archives
+from clipmag.runtime.logs import caller_logging_kept, logger, setup_logging
+from text_retrieval.data import download
+from text_retrieval.data.loaders import check_eval_data, detect_kind, load_beir, load_sts
+from text_retrieval.data.loaders.bright import BRIGHT_TASKS, load_bright_collection
+from text_retrieval.data.training.shards import TextShardStream
 from text_retrieval.rag.answers import has_answer
 from text_retrieval.rag.data import read_corpus, read_qa
 
@@ -75,8 +75,8 @@ def test_test_set_standins_load_as_the_real_sets(tmp_path, monkeypatch):
 def test_tiny_models_load_as_the_configs_use_their_hub_models(tmp_path):
     import numpy as np
 
+    from clipmag.experiments.dry_run.standin_models import write_tiny_decoder, write_tiny_encoder, write_tiny_reader
     from text_retrieval.model.encoder import TextEncoder
-    from text_retrieval.model.standins import write_tiny_decoder, write_tiny_encoder, write_tiny_reader
     from text_retrieval.rag.reader import load_reader
 
     texts = ["what is the copper canyon", "a meadow of tulips near the harbor and its willow"]
@@ -117,8 +117,8 @@ def test_plan_overrides_the_paper_sweeps_and_covers_every_paper_config(tmp_path,
 
 
 def test_trainer_names_a_missing_test_set_before_its_first_step(tmp_path, monkeypatch):
+    from clipmag.experiments.dry_run.standin_models import write_tiny_encoder
     from text_retrieval.cli import main as train_main
-    from text_retrieval.model.standins import write_tiny_encoder
 
     monkeypatch.chdir(tmp_path)
     write_msmarco_v11("raw", train_queries=40, validation_queries=20)

@@ -10,11 +10,11 @@ import pytest
 import torch
 from text_fixtures import minilm_encoder
 
-from clipmag import precision
-from clipmag.checkpoint import load_checkpoint
 from clipmag.clip.evaluate import encode as clip_encode
-from clipmag.heads import build_head
-from clipmag.losses import InfoNCE
+from clipmag.runtime import precision
+from clipmag.scoring.heads import build_head
+from clipmag.scoring.losses import InfoNCE
+from clipmag.train.checkpoint import load_checkpoint
 from text_retrieval.model.encoder import TextEncoder
 
 CPU = torch.device("cpu")
@@ -88,12 +88,12 @@ def test_bf16_encode_stays_close_to_fp32():
 def test_heads_and_loss_compute_in_fp32_under_autocast():
     torch.manual_seed(0)
     tower = torch.nn.Linear(8, 4)
-    loss = InfoNCE(build_head("learnable"), scale=20.0, direction="q2d")
+    loss, head = InfoNCE(scale=20.0, direction="q2d"), build_head("learnable")
     with precision.autocast(CPU, torch.bfloat16):
         q, d = tower(torch.randn(5, 8)), tower(torch.randn(5, 8))
         assert q.dtype == torch.bfloat16  # the tower did run in bf16
-        out = loss(q, d)
-        assert loss.head.score(q, d).dtype == torch.float32
+        out = loss(q, d, head)
+        assert head.score(q, d).dtype == torch.float32
     assert out["loss"].dtype == torch.float32
 
 

@@ -7,9 +7,9 @@ import subprocess
 
 import pytest
 
-from clipmag.head_record import HeadRecord
-from clipmag.provenance import config_sha256, describe_code, provenance, read_code_state, same_code
-from clipmag.results import build_results
+from clipmag.results.provenance import config_sha256, describe_code, provenance, read_code_state, same_code
+from clipmag.results.record import build_results
+from clipmag.scoring.head_record import HeadRecord
 
 
 def _git(root, *args):

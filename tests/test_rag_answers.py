@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clipmag.significance import mcnemar_p
+from clipmag.results.significance import mcnemar_p
 from text_retrieval.rag.answers import exact_match, f1_score, has_answer, normalize_answer, score_prediction, tokens
 from text_retrieval.rag.reader import first_line
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from text_retrieval.data.common import DataFormatError
+from text_retrieval.data.loaders.reading import DataFormatError
 from text_retrieval.rag.data import Passage, Question, read_corpus, read_qa
 from text_retrieval.rag.embedded import build_rag_embedded, eligible_title, select_questions
 from text_retrieval.rag.wiki import Article, clean_wikitext, split_passages

@@ -10,7 +10,7 @@ import pytest
 from rag_fixtures import QUESTIONS
 from text_fixtures import minilm_path
 
-from clipmag.entry import run_entry_point
+from clipmag.config.entry import run_entry_point
 from text_retrieval.rag.answers import has_answer
 from text_retrieval.rag.cli import main
 from text_retrieval.rag.config import RagConfig, RagDataConfig, ReaderConfig, RetrievalConfig

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from clipmag.entry import run_entry_point
+from clipmag.config.entry import run_entry_point
 from clipmag.experiments.cli import report_main
 from clipmag.experiments.report import build_report
 from clipmag.experiments.report.provenance import MixedCode
-from clipmag.head_record import HeadRecord
-from clipmag.results import build_results, write_results
+from clipmag.results.record import build_results, write_results
+from clipmag.scoring.head_record import HeadRecord
 
 CLEAN = {"commit": "a" * 40, "dirty": False, "diff_sha256": None, "reason": None}
 OTHER = {"commit": "b" * 40, "dirty": False, "diff_sha256": None, "reason": None}
@@ -76,7 +76,7 @@ def test_one_dirty_tree_is_refused_too(tmp_path):
 
 def _toy_sweep(tmp_path, monkeypatch) -> str:
     from clipmag.experiments import sweep
-    from clipmag.frontends import FRONT_ENDS, FrontEnd
+    from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 
     monkeypatch.setitem(FRONT_ENDS, "toy", FrontEnd("toy", "toy_frontend"))
     group = sweep.SweepGroup(name="toy", kind="toy", heads=["cosine", "dot"], seeds=[0])
@@ -87,13 +87,13 @@ def _toy_sweep(tmp_path, monkeypatch) -> str:
 
 def test_a_sweep_run_here_reports_the_code_state_it_ran_at(tmp_path, monkeypatch):
     """Whatever this checkout's state (clean in CI, dirty while being edited), the report says it."""
-    from clipmag.provenance import code_state, describe_code
+    from clipmag.results.provenance import code_state, describe_code
 
     report = build_report(_toy_sweep(tmp_path, monkeypatch), allow_mixed=True).read_text()
     assert f"Code: {describe_code(code_state())} (2 runs)." in report
 
 
 def test_a_sweep_at_one_clean_commit_needs_no_allow_mixed(tmp_path, monkeypatch):
-    monkeypatch.setattr("clipmag.provenance.code_state", lambda: dict(CLEAN))
+    monkeypatch.setattr("clipmag.results.provenance.code_state", lambda: dict(CLEAN))
     report = build_report(_toy_sweep(tmp_path, monkeypatch)).read_text()
     assert f"Code: commit {'a' * 12} (2 runs)." in report and "mixed" not in report

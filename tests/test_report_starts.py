@@ -12,9 +12,9 @@ from scipy import stats
 from clipmag.experiments.report import build_report
 from clipmag.experiments.report.collect import find_cells
 from clipmag.experiments.report.starts import start_rows
-from clipmag.head_record import HeadRecord
-from clipmag.results import build_results, write_results
-from clipmag.significance import holm, paired_query_p
+from clipmag.results.record import build_results, write_results
+from clipmag.results.significance import holm, paired_query_p
+from clipmag.scoring.head_record import HeadRecord
 
 QUERIES = [f"q{i}" for i in range(60)]
 

@@ -11,7 +11,7 @@ from text_fixtures import TINY_SIZES, minilm_path, tiny_train_args, write_code_s
 
 from clipmag.experiments import sweep
 from clipmag.experiments.rerun import compare_results, rerun_cell, rerun_main
-from clipmag.frontends import FRONT_ENDS, FrontEnd
+from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 
 
 @pytest.fixture(autouse=True)

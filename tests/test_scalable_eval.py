@@ -12,7 +12,7 @@ import torch
 from conftest import REPO, run_python
 from text_fixtures import TINY_SIZES, minilm_path, write_code_search_set
 
-from clipmag.heads import build_head
+from clipmag.scoring.heads import build_head
 from text_retrieval.evaluation.metrics import read_trec_run
 from text_retrieval.retrieval.ann import recall_vs_exact
 from text_retrieval.retrieval.corpus_cache import encode_corpus

@@ -25,8 +25,8 @@ import torch
 from PIL import Image
 
 from clipmag.clip.stream import ClipShardStream
-from clipmag.shards import write_tar_shards
-from text_retrieval.data.shards import TextShardStream, write_text_shards
+from clipmag.storage.shards import write_tar_shards
+from text_retrieval.data.training.shards import TextShardStream, write_text_shards
 
 WORLD, WORKERS = 2, 2
 

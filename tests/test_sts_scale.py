@@ -8,11 +8,11 @@ import pytest
 import torch
 from text_fixtures import SICK, STSB, require
 
-from clipmag.config import ConfigError, build_config
-from clipmag.distributed import DistributedContext
+from clipmag.config.build import ConfigError, build_config
+from clipmag.runtime.distributed import DistributedContext
 from text_retrieval.config import TextConfig
-from text_retrieval.data.common import DataFormatError
-from text_retrieval.data.sts import load_sts, load_sts_file
+from text_retrieval.data.loaders.reading import DataFormatError
+from text_retrieval.data.loaders.sts import load_sts, load_sts_file
 from text_retrieval.task import TextRetrievalTask
 
 

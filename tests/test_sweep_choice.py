@@ -10,7 +10,7 @@ import toy_frontend
 
 from clipmag.experiments import sweep
 from clipmag.experiments.grid import VariantChoice
-from clipmag.frontends import FRONT_ENDS, FrontEnd
+from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 
 SCALES = [sweep.SweepVariant(name=f"scale{s}", args=[f"loss.scale={s}"]) for s in (1, 5, 20)]
 

@@ -9,7 +9,7 @@ import pytest
 import toy_frontend
 
 from clipmag.experiments import sweep
-from clipmag.frontends import FRONT_ENDS, FrontEnd
+from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import toy_frontend
 import toy_prepare
 
 from clipmag.experiments import sweep
-from clipmag.frontends import FRONT_ENDS, FrontEnd
+from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_model_args_for_an_unknown_label_are_an_error(tmp_path):
 
 
 def test_the_positive_regime_sweep_expands_as_documented():
-    from clipmag.resources import config_path
+    from clipmag.registry.config_packages import config_path
 
     cfg = sweep.load_sweep_config(config_path("configs/sweeps/positive_regime.yaml"))
     cells = sweep.expand(cfg)

@@ -8,11 +8,11 @@ import logging
 import pytest
 import toy_frontend
 
-from clipmag.config import to_dict
+from clipmag.config.build import to_dict
 from clipmag.experiments import sweep
 from clipmag.experiments.protocol import read_protocol
-from clipmag.frontends import FRONT_ENDS, FrontEnd
-from clipmag.provenance import config_sha256
+from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
+from clipmag.results.provenance import config_sha256
 
 
 @pytest.fixture

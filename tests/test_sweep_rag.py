@@ -13,8 +13,8 @@ from clipmag.experiments import sweep
 from clipmag.experiments.report import build_report
 from clipmag.experiments.report.collect import evaluation_rows, find_cells
 from clipmag.experiments.report.tables import aggregate, with_query_tests
-from clipmag.frontends import FRONT_ENDS, FrontEnd
-from clipmag.significance import holm, paired_query_p
+from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
+from clipmag.results.significance import holm, paired_query_p
 
 HEADS = ["cosine", "dot", "qnorm"]
 

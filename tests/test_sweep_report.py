@@ -13,7 +13,7 @@ from clipmag.experiments import sweep
 from clipmag.experiments.report import build_report
 from clipmag.experiments.report.collect import find_cells, tidy_rows
 from clipmag.experiments.report.tables import aggregate
-from clipmag.frontends import FRONT_ENDS, FrontEnd
+from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 
 
 @pytest.fixture

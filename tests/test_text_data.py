@@ -10,7 +10,7 @@ import shutil
 import pytest
 from text_fixtures import CRANFIELD, SCIFACT, SICK, STS12_16, STSB, require, write_beir
 
-from text_retrieval.data import (
+from text_retrieval.data.loaders import (
     DataFormatError,
     detect_kind,
     load_beir,
@@ -38,7 +38,7 @@ def test_scifact_counts_and_document_text():
 
 
 def test_same_id_hits_are_dropped_per_dataset_as_mteb_does(tmp_path):
-    from text_retrieval.data.beir import IGNORE_IDENTICAL_IDS
+    from text_retrieval.data.loaders.beir import IGNORE_IDENTICAL_IDS
 
     for name in ("arguana", "scifact"):
         write_beir(tmp_path / name, CORPUS, QUERIES, QRELS)
@@ -189,15 +189,16 @@ def test_detect_kind_on_shared_layouts_and_unknown(tmp_path):
 
 
 def test_download_fails_fast_offline(monkeypatch, tmp_path):
-    from text_retrieval.data import download, fetch
+    from clipmag.storage import fetch as network
+    from text_retrieval.data import fetch
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ConnectionError, match="HF_HUB_OFFLINE"):
-        download.download_bright(tmp_path, tasks=("biology",))
+        fetch.download_bright(tmp_path, tasks=("biology",))
 
     def refuse(*args, **kwargs):
         raise OSError("network unreachable")
 
-    monkeypatch.setattr(fetch.socket, "create_connection", refuse)
+    monkeypatch.setattr(network.socket, "create_connection", refuse)
     with pytest.raises(ConnectionError, match=r"offline.*scifact\.zip"):
-        download.download_beir("scifact", tmp_path)
+        fetch.download_beir("scifact", tmp_path)

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from text_retrieval.data.beir import load_beir
-from text_retrieval.data.codesearch import extract_file, summarize_docstring
-from text_retrieval.data.embedded import build_embedded
-from text_retrieval.data.shards import TextShardStream
-from text_retrieval.data.sts import load_sts
+from text_retrieval.data.embedded.build import build_embedded
+from text_retrieval.data.embedded.extract import extract_file, summarize_docstring
+from text_retrieval.data.loaders.beir import load_beir
+from text_retrieval.data.loaders.sts import load_sts
+from text_retrieval.data.training.shards import TextShardStream
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 MODULES = [

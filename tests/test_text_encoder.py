@@ -88,7 +88,7 @@ def test_from_pretrained_defaults_and_unknown_setting():
 
 
 def test_save_and_reload_restores_head_and_settings(tmp_path):
-    from clipmag.heads import build_head
+    from clipmag.scoring.heads import build_head
 
     enc = minilm_encoder(norm="qnorm", pooling="cls", query_prefix="q: ", document_prefix="d: ", query_max_length=32)
     enc.head = build_head("learnable", gq=0.3, gd=0.8)

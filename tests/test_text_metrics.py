@@ -8,7 +8,7 @@ import pytrec_eval
 import torch
 from text_fixtures import CRANFIELD, require
 
-from clipmag.heads import build_head
+from clipmag.scoring.heads import build_head
 from text_retrieval.evaluation.metrics import drop_excluded, evaluate_run, read_trec_run, truncate_run, write_trec_run
 from text_retrieval.retrieval.corpus_cache import encode_corpus
 from text_retrieval.retrieval.index import RetrievalSettings
@@ -49,7 +49,7 @@ def test_graded_synthetic_qrels_match_pytrec_eval():
 
 
 def test_cranfield_graded_qrels_match_pytrec_eval():
-    from text_retrieval.data import load_beir
+    from text_retrieval.data.loaders import load_beir
 
     ds = load_beir(require(CRANFIELD))
     run = _random_run(ds.qrels, ds.corpus_ids, np.random.default_rng(1), depth=400)

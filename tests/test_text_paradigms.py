@@ -8,9 +8,9 @@ import pytest
 import torch
 from text_fixtures import TINY_SIZES, tiny_train_args, write_code_search_set
 
-from clipmag.config import build_config
-from clipmag.distributed import DistributedContext
-from clipmag.results import read_results
+from clipmag.config.build import build_config
+from clipmag.results.record import read_results
+from clipmag.runtime.distributed import DistributedContext
 from text_retrieval.cli import main as train_main
 from text_retrieval.config import TextConfig
 from text_retrieval.model.encoder import TextEncoder

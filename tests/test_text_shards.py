@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from text_retrieval.data.common import DataFormatError
-from text_retrieval.data.pairs import pairs_from_beir, pairs_from_jsonl
-from text_retrieval.data.shards import CorruptShardError, TextShardStream, load_shard, write_text_shards
+from text_retrieval.data.loaders.reading import DataFormatError
+from text_retrieval.data.training.pairs import pairs_from_beir, pairs_from_jsonl
+from text_retrieval.data.training.shards import CorruptShardError, TextShardStream, load_shard, write_text_shards
 
 _spec = importlib.util.spec_from_file_location(
     "make_text_shards", Path(__file__).parents[1] / "scripts" / "make_text_shards.py"

@@ -16,8 +16,8 @@ import torch
 from conftest import REPO, run_python, script_env
 from text_fixtures import minilm_path, tiny_train_args, write_code_search_set
 
-from clipmag.results import read_results
-from clipmag.run_logging import read_metrics
+from clipmag.results.record import read_results
+from clipmag.runtime.logs import read_metrics
 
 SCRIPT = str(REPO / "scripts" / "train_text.py")
 SIDES = ("query", "document")

@@ -51,7 +51,7 @@ def _minilm():
 
 def minilm_encoder(norm: str = "cosine", **settings):
     """A TextEncoder on the shared MiniLM weights with the given head and settings."""
-    from clipmag.heads import build_head
+    from clipmag.scoring.heads import build_head
     from text_retrieval.model.encoder import TextEncoder
 
     base = _minilm()
@@ -79,7 +79,7 @@ def write_beir(
 
 def scifact_subset(folder: Path, n_queries: int = 20, n_docs: int = 150) -> Path:
     """A small BEIR folder cut from the shared SciFact test split (every judged doc is kept)."""
-    from text_retrieval.data import load_beir
+    from text_retrieval.data.loaders import load_beir
 
     require(SCIFACT)
     full = load_beir(SCIFACT, split="test")
@@ -101,8 +101,8 @@ def write_code_search_set(root: Path) -> list[dict[str, str]]:
     corpus, the last 8 summaries as queries, judged in a ``test`` and a ``dev`` split). Returns the pairs."""
     import logging
 
-    from text_retrieval.data.codesearch import extract_functions
-    from text_retrieval.data.shards import write_text_shards
+    from text_retrieval.data.embedded.extract import extract_functions
+    from text_retrieval.data.training.shards import write_text_shards
 
     functions = [f for f in extract_functions(Path(logging.__file__).parent) if f.summary][:48]
     samples = [{"query": f.summary, "positive": f.code} for f in functions]

@@ -6,8 +6,8 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from clipmag.head_record import HeadRecord
-from clipmag.results import build_results, write_results
+from clipmag.results.record import build_results, write_results
+from clipmag.scoring.head_record import HeadRecord
 
 CALLS: list[list[str]] = []
 FAIL_ON: set[str] = set()

@@ -12,11 +12,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from clipmag import distributed as dist_utils
-from clipmag.diagnostics import magnitude_summary
-from clipmag.head_record import HeadRecord
-from clipmag.heads import SimilarityHead
-from clipmag.losses import InfoNCE
+from clipmag.runtime import distributed as dist_utils
+from clipmag.scoring.diagnostics import magnitude_summary
+from clipmag.scoring.head_record import HeadRecord
+from clipmag.scoring.heads import SimilarityHead
+from clipmag.scoring.losses import InfoNCE
 
 IN_DIM, OUT_DIM = 12, 6
 
@@ -70,7 +70,7 @@ class TwoTower(nn.Module):
         self, batch: dict[str, torch.Tensor], embeddings: tuple[torch.Tensor, ...]
     ) -> dict[str, torch.Tensor]:
         q, d = embeddings
-        out = self.loss(q, d)
+        out = self.loss(q, d, self.head)
         out.update(magnitude_summary(q, d[:, 0], self.head, float(out["scale"])))
         return out
 

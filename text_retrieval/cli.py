@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from clipmag.command_line import parse_cli
-from clipmag.entry import run_entry_point
-from clipmag.resources import config_path
-from clipmag.run import run_training
+from clipmag.config.command_line import parse_cli
+from clipmag.config.entry import run_entry_point
+from clipmag.registry.config_packages import config_path
+from clipmag.train.run import run_training
 from text_retrieval.config import TEXT_SHORTHANDS, TextConfig, resolve_text_config
 from text_retrieval.task import TextRetrievalTask
 

@@ -6,8 +6,17 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
-from clipmag.config import ConfigError, NonNegativeInt, PositiveFloat, PositiveInt
-from clipmag.settings import HeadConfig, LossConfig, OptimConfig, TrainLoopConfig
+from clipmag.config.build import ConfigError, NonNegativeInt, PositiveFloat, PositiveInt
+from clipmag.scoring.heads import HeadConfig
+
+# The poolings (text_retrieval/model/pooling.py), named here so every config checks against one list.
+from clipmag.scoring.losses import LossConfig
+
+# The poolings (text_retrieval/model/pooling.py), named here so every config checks against one list.
+from clipmag.train.loop_config import TrainLoopConfig
+
+# The poolings (text_retrieval/model/pooling.py), named here so every config checks against one list.
+from clipmag.train.optimizer import OptimConfig
 
 # The poolings (text_retrieval/model/pooling.py), named here so every config checks against one list.
 POOLINGS = ("mean", "cls", "last", "splade")
@@ -49,7 +58,7 @@ class TextModelConfig:
 
 @dataclass
 class EmbeddedDataConfig:
-    """Size of the embedded default set (see text_retrieval/data/embedded.py). Every config that
+    """Size of the embedded default set (see text_retrieval/data/embedded/build.py). Every config that
     shares ``root`` must use the same sizes, or the set is rebuilt; evaluation is sized for CPUs."""
 
     root: str = "runs/data/text-embedded"

@@ -4,9 +4,9 @@ heavy is imported."""
 
 from __future__ import annotations
 
-from clipmag.evaluations import register_evaluation
-from clipmag.frontends import register_front_end
-from clipmag.resources import register_config_package
+from clipmag.registry.config_packages import register_config_package
+from clipmag.registry.evaluations import register_evaluation
+from clipmag.registry.front_ends import register_front_end
 
 RAG_METRICS = ("accuracy@1", "accuracy@5", "accuracy@20", "accuracy@100", "EM", "F1", "contains")
 PREDICTOR_METRICS = ("kappa_query", "kappa_document", "dcv")

@@ -2,7 +2,7 @@
 
 sentence-transformers' built-in modules express the fixed heads (no transform, or ``Normalize``),
 but not ``x / |x|^g`` for a learned ``g`` strictly between 0 and 1. ``NormPower`` is that transform,
-computed by the same function clipmag scores with (``clipmag.heads.scale_by_norm_power``), so an
+computed by the same function clipmag scores with (``clipmag.scoring.heads.scale_by_norm_power``), so an
 exported learnable head gives clipmag's scores in sentence-transformers. A model that uses it
 loads with clipmag installed and ``SentenceTransformer(path, trust_remote_code=True)``:
 sentence-transformers >= 6 imports module classes outside its own package only when trusted.
@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from sentence_transformers.base.modules import Module
 
-from clipmag.heads import scale_by_norm_power
+from clipmag.scoring.heads import scale_by_norm_power
 
 __all__ = ["NormPower"]
 

@@ -14,18 +14,18 @@ from typing import Any
 
 from torch import nn
 
-from clipmag import distributed as dist_utils
-from clipmag.batching import SeededBatches, rank_slice
-from clipmag.config import ConfigError
-from clipmag.head_record import HeadRecord
-from clipmag.heads import build_head
-from clipmag.losses import infonce_from_config
+from clipmag.config.build import ConfigError
+from clipmag.runtime import distributed as dist_utils
+from clipmag.scoring.head_record import HeadRecord
+from clipmag.scoring.heads import build_head
+from clipmag.scoring.losses import infonce_from_config
+from clipmag.train.batching import SeededBatches, rank_slice
 from text_retrieval.config import TextConfig
-from text_retrieval.data import STSPairs, check_eval_data, load_eval_datasets, load_sts_file
-from text_retrieval.data.beir import is_beir_folder
-from text_retrieval.data.embedded import build_embedded
-from text_retrieval.data.shards import TextShardStream
-from text_retrieval.data.sts import GoldScale
+from text_retrieval.data.embedded.build import build_embedded
+from text_retrieval.data.loaders import STSPairs, check_eval_data, load_eval_datasets, load_sts_file
+from text_retrieval.data.loaders.beir import is_beir_folder
+from text_retrieval.data.loaders.sts import GoldScale
+from text_retrieval.data.training.shards import TextShardStream
 from text_retrieval.evaluation.evaluate import evaluate_retrieval, evaluate_sts
 from text_retrieval.model.biencoder import BiEncoder, default_sts_scale
 from text_retrieval.model.encoder import TextEncoder
@@ -160,7 +160,7 @@ class TextRetrievalTask:
     def build_model(self) -> nn.Module:
         encoder = self.build_encoder()
         sts_scale = self.cfg.data.sts_scale or default_sts_scale(encoder.head)
-        loss = infonce_from_config(self.cfg.loss, encoder.head)
+        loss = infonce_from_config(self.cfg.loss)
         return BiEncoder(encoder, loss, self.cfg.data.objective, self.cfg.data.hard_negatives, sts_scale)
 
     # ---- evaluation and export ---------------------------------------------------------------

@@ -3,12 +3,11 @@ open_clip loads the towers and how the head scores their features."""
 
 from __future__ import annotations
 
-from clipmag.head_record import HEAD_FILE, HeadRecord
-from clipmag.heads import build_head
+from clipmag.scoring.head_record import CARD_FILE, HEAD_FILE, HeadRecord
+from clipmag.scoring.heads import build_head
 
 __all__ = ["clip_model_card", "CARD_FILE"]
 
-CARD_FILE = "README.md"
 _CLIP_CARD = """---
 library_name: open_clip
 tags:

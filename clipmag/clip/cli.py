@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from clipmag.entry import run_entry_point
-from clipmag.run import run_training
+from clipmag.config.entry import run_entry_point
+from clipmag.train.run import run_training
 
 from .config import parse_args
 from .task import ClipTask

@@ -8,7 +8,7 @@ of them per image per epoch (``stream.py``); evaluation scores every caption
 (``clipmag.clip.evaluate``). A single-line ``txt`` is the one-caption case and reads the same way.
 
 Errors fail loudly. open_clip logs and skips unreadable samples (``log_and_continue``); here every
-shard is checked before training starts, shards are read through ``clipmag.shards.read_samples``
+shard is checked before training starts, shards are read through ``clipmag.storage.shards.read_samples``
 (the reader the text front end uses too), and a read error, a count other than ``sizes.json``
 declares, an image that does not decode or a sample without a caption raises ``ShardError`` naming
 the shard file, the sample key, the member and what is wrong with it.
@@ -21,15 +21,24 @@ import io
 import itertools
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 from PIL import Image
 
-from clipmag.config import NonNegativeInt, PositiveInt
-from clipmag.shards import ShardError, declared_sizes, expand_shards, listed_samples, read_samples, shard_fingerprint
+from clipmag.config.build import NonNegativeInt, PositiveInt
+from clipmag.storage.shards import (
+    ShardError,
+    declared_sizes,
+    expand_shards,
+    listed_samples,
+    read_samples,
+    shard_fingerprint,
+)
+
+from .embedded import DigitsSizes
 
 IMAGE_EXTENSIONS = ("jpg", "png", "jpeg", "webp")
 CHECKED_SAMPLES = 256  # how far into a shard validate_shards looks for an image-caption sample
@@ -48,10 +57,11 @@ class ClipDataConfig:
     shards, seeded per sample; the embedded set is always read un-augmented. ``workers``:
     DataLoader processes per rank (resume with the value the run started with). ``classnames`` /
     ``templates``: text files (one per line, templates with ``{c}``) that turn the ``cls`` field of
-    the test shards into a zero-shot classification task. ``embedded_*``: sizes of the embedded
-    splits (images; each has several captions). ``skip_broken_images``: a training image that does
-    not decode is replaced by the next of its shard that does (counted in results) instead of
-    stopping the run; evaluation images are never skipped (a test set must stay the same).
+    the test shards into a zero-shot classification task. ``embedded``: sizes of the embedded
+    splits (:class:`clipmag.clip.embedded.DigitsSizes`), built with ``embedded_seed``.
+    ``skip_broken_images``: a training image that does not decode is replaced by the next of its
+    shard that does (counted in results) instead of stopping the run; evaluation images are never
+    skipped (a test set must stay the same).
     """
 
     source: Literal["auto", "embedded", "shards"] = "auto"
@@ -65,10 +75,7 @@ class ClipDataConfig:
     workers: NonNegativeInt = 0
     skip_broken_images: bool = False
     augment: bool = True
-    embedded_train: NonNegativeInt = 20000
-    embedded_val: NonNegativeInt = 500
-    embedded_test: NonNegativeInt = 1000
-    embedded_per_class: PositiveInt = 50
+    embedded: DigitsSizes = field(default_factory=DigitsSizes)
     embedded_seed: int = 0
 
 

@@ -19,7 +19,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from clipmag.files import download as fetch_file
+from clipmag.storage.fetch import download as fetch_file
 
 logger = logging.getLogger("clipmag")
 

@@ -33,6 +33,8 @@ import numpy as np
 import torch
 from PIL import Image
 
+from clipmag.config.checks import NonNegativeInt, PositiveInt
+
 POSITIONS: tuple[str, ...] = ("top left", "top right", "bottom left", "bottom right")
 # {0}..{3}: the digits in POSITIONS order; the first template is the canonical caption.
 CAPTION_TEMPLATES: tuple[str, ...] = (
@@ -120,6 +122,25 @@ class EmbeddedDigits:
     val: CompositeSplit
     test: CompositeSplit
     classification: CompositeSplit
+
+
+@dataclass
+class DigitsSizes:
+    """The embedded set's sizes, one config section for the trainer (``data.embedded``) and the shard
+    builder (``--embedded-train`` ...): composites per split (each with several captions) and the
+    classification images per class."""
+
+    train: NonNegativeInt = 20000
+    val: NonNegativeInt = 500
+    test: NonNegativeInt = 1000
+    per_class: PositiveInt = 50
+
+    def __post_init__(self) -> None:
+        if self.val + self.test > 10**4:
+            raise ValueError(f"val + test = {self.val + self.test}: at most 10000 distinct four-digit composites exist")
+
+    def build(self, seed: int) -> EmbeddedDigits:
+        return build_embedded(self.train, self.val, self.test, self.per_class, seed=seed)
 
 
 def _load_scans() -> tuple[np.ndarray, np.ndarray]:

@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from clipmag.diagnostics import cohens_d
-from clipmag.heads import build_head
-from clipmag.precision import autocast, autocast_dtype
+from clipmag.runtime.precision import autocast, autocast_dtype
+from clipmag.scoring.diagnostics import cohens_d
+from clipmag.scoring.heads import build_head
 
 from .model import ClipMagModel
 
@@ -48,7 +48,7 @@ def encode(
 ) -> torch.Tensor:
     """Raw float32 features of ``inputs`` on the CPU, in batches.
 
-    The towers compute in ``precision`` (``clipmag.precision``: ``auto`` is bf16 autocast where the
+    The towers compute in ``precision`` (``clipmag.runtime.precision``: ``auto`` is bf16 autocast where the
     hardware runs bf16 natively); the features are returned in fp32 either way.
     """
     with autocast(device, autocast_dtype(precision, device)):

@@ -1,8 +1,8 @@
 """An open_clip model with a similarity head: raw tower features, the head decides each side.
 
 Stock open_clip L2-normalises both towers inside ``forward`` and so can only train cosine. Here the
-towers are called with ``normalize=False`` and the raw features go to ``InfoNCE``, whose head
-decides how much of each side's magnitude survives (docs/method.md section 1). Which tower is the
+towers are called with ``normalize=False`` and the raw features go to ``InfoNCE`` with the model's
+head, which decides how much of each side's magnitude survives (docs/method.md section 1). Which tower is the
 *query* follows the objective: the image for ``i2t``, the text for ``t2i``; ``sym`` trains both
 softmax axes and takes the query side from the config.
 
@@ -31,13 +31,13 @@ import torch
 from torch import nn
 
 from clipmag.clip.card import CARD_FILE, clip_model_card
-from clipmag.config import ConfigError
-from clipmag.diagnostics import magnitude_summary
-from clipmag.head_record import HeadRecord
-from clipmag.heads import SimilarityHead, build_head
-from clipmag.losses import InfoNCE
-from clipmag.resources import packaged_configs
-from clipmag.results import RESULTS_FILE, read_results
+from clipmag.config.build import ConfigError
+from clipmag.registry.config_packages import packaged_configs
+from clipmag.results.record import RESULTS_FILE, read_results
+from clipmag.scoring.diagnostics import magnitude_summary
+from clipmag.scoring.head_record import HeadRecord
+from clipmag.scoring.heads import SimilarityHead, build_head
+from clipmag.scoring.losses import InfoNCE
 
 logger = logging.getLogger("clipmag")
 
@@ -119,13 +119,15 @@ def build_open_clip(cfg: ClipModelConfig) -> tuple[nn.Module, Callable, Callable
 
 
 class ClipMagModel(nn.Module):
-    """open_clip towers + InfoNCE (with its head); ``model((images, texts))`` returns loss and stats."""
+    """open_clip towers, their similarity head and InfoNCE; ``model((images, texts))`` returns loss and
+    stats. The model owns the head (exported with it, scoring with it) and hands it to the loss."""
 
-    def __init__(self, clip: nn.Module, loss: InfoNCE, query_side: Side, model_name: str) -> None:
+    def __init__(self, clip: nn.Module, head: SimilarityHead, loss: InfoNCE, query_side: Side, model_name: str) -> None:
         super().__init__()
         if query_side not in ("image", "text"):
             raise ValueError(f"query_side must be 'image' or 'text', got {query_side!r}")
-        self.clip, self.loss, self.query_side, self.model_name = clip, loss, query_side, model_name
+        self.clip, self.head, self.loss = clip, head, loss
+        self.query_side, self.model_name = query_side, model_name
         with torch.no_grad():
             clip.logit_scale.copy_(loss.log_scale.detach().reshape(clip.logit_scale.shape))
         if isinstance(loss.log_scale, nn.Parameter):
@@ -134,10 +136,6 @@ class ClipMagModel(nn.Module):
             clip.logit_scale.requires_grad_(False)
         if getattr(clip, "logit_bias", None) is not None:
             clip.logit_bias.requires_grad_(False)  # a SigLIP bias has no role in InfoNCE
-
-    @property
-    def head(self) -> SimilarityHead:
-        return self.loss.head
 
     def encode_image(self, images: torch.Tensor) -> torch.Tensor:
         return self.clip.encode_image(images, normalize=False)
@@ -163,7 +161,7 @@ class ClipMagModel(nn.Module):
         """``batch = (images, tokens, ...)`` on any device; images may be stored in half precision."""
         return self.loss_from(batch, tuple(self.embed_parts(batch)))
 
-    # ---- the parts gradient caching calls (clipmag/grad_cache.py) ------------------------------
+    # ---- the parts gradient caching calls (clipmag/train/grad_cache.py) ------------------------------
     def chunks(self, batch: tuple[torch.Tensor, ...], size: int) -> list[tuple[torch.Tensor, ...]]:
         return [tuple(t[start : start + size] for t in batch) for start in range(0, batch[0].shape[0], size)]
 
@@ -175,7 +173,7 @@ class ClipMagModel(nn.Module):
 
     def loss_from(self, batch: tuple[torch.Tensor, ...], embeddings: tuple[torch.Tensor, ...]) -> dict[str, Any]:
         query, documents = self.as_query_document(*embeddings)
-        out: dict[str, Any] = dict(self.loss(query, documents))
+        out: dict[str, Any] = dict(self.loss(query, documents, self.head))
         stats = magnitude_summary(query.detach(), documents.detach(), self.head, float(out["scale"]))
         out.update(stats)
         out["image_norm_mean"] = stats["q_norm_mean"] if self.query_side == "image" else stats["d_norm_mean"]
@@ -190,16 +188,16 @@ class ClipMagModel(nn.Module):
         for key, value in super().state_dict().items():
             if key.startswith("clip."):
                 out[key[len("clip.") :]] = value
-            elif key.startswith("loss.head."):
-                out[HEAD_PREFIX + key[len("loss.head.") :]] = value
+            elif key.startswith("head."):
+                out[HEAD_PREFIX + key[len("head.") :]] = value
         return out
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False):  # type: ignore[override]
         mapped: dict[str, Any] = {}
         for key, value in state_dict.items():
-            if key.startswith("clip.") or key.startswith("loss."):
+            if key.startswith(("clip.", "head.", "loss.")):
                 return super().load_state_dict(state_dict, strict=strict, assign=assign)
-            mapped[("loss.head." + key[len(HEAD_PREFIX) :]) if key.startswith(HEAD_PREFIX) else "clip." + key] = value
+            mapped[("head." + key[len(HEAD_PREFIX) :]) if key.startswith(HEAD_PREFIX) else "clip." + key] = value
         if isinstance(self.loss.log_scale, nn.Parameter):
             mapped["loss.log_scale"] = mapped.get("clip.logit_scale", self.loss.log_scale.detach())
         else:
@@ -239,8 +237,8 @@ def export_open_clip(model: ClipMagModel, directory: str | Path) -> Path:
 
 def _model_from_record(clip: nn.Module, record: HeadRecord, name: str) -> ClipMagModel:
     scale = record.scale if record.scale is not None and math.isfinite(record.scale) and record.scale > 0 else 1.0
-    loss = InfoNCE(build_head(record), scale=scale, direction=record.loss_direction or "both", gather=False)
-    return ClipMagModel(clip, loss, record.query_side or "image", name)
+    loss = InfoNCE(scale=scale, direction=record.loss_direction or "both", gather=False)
+    return ClipMagModel(clip, build_head(record), loss, record.query_side or "image", name)
 
 
 def tested_model(path: Path) -> Path:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clipmag.frontends import register_front_end
+from clipmag.registry.front_ends import register_front_end
 
 
 def register() -> None:

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 from PIL import Image
 
-from clipmag.shards import write_tar_shards
+from clipmag.storage.shards import write_tar_shards
 
 from .data import IMAGE_EXTENSIONS
 

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from clipmag.command_line import field_flags, parse_cli, require_one_of
-from clipmag.config import Fraction, NonNegativeInt, PositiveInt
-from clipmag.entry import run_entry_point
+from clipmag.config.build import Fraction, PositiveInt
+from clipmag.config.command_line import field_flags, parse_cli, require_one_of
+from clipmag.config.entry import run_entry_point
 
 from . import embedded, sources
 from .download import download
@@ -60,23 +60,25 @@ class ClipShardsCommand:
     templates: str | None = None
     seed: int = 0
     overwrite: bool = False
-    embedded_train: NonNegativeInt = 20000
-    embedded_val: NonNegativeInt = 500
-    embedded_test: NonNegativeInt = 1000
-    embedded_per_class: PositiveInt = 50
+    embedded_sizes: embedded.DigitsSizes = field(default_factory=embedded.DigitsSizes)
+
+
+# Every key is a flag of its own name; the embedded sizes are --embedded-train, --embedded-val, ...
+FLAGS = {
+    **{name: key for name, key in field_flags(ClipShardsCommand).items() if name != "embedded_sizes"},
+    **{f"embedded_{size.name}": f"embedded_sizes.{size.name}" for size in fields(embedded.DigitsSizes)},
+}
 
 
 def parse_args(argv: Sequence[str]) -> ClipShardsCommand:
     """The checked command: an output folder and exactly one source."""
-    args = parse_cli(ClipShardsCommand, argv, field_flags(ClipShardsCommand), description=__doc__)
+    args = parse_cli(ClipShardsCommand, argv, FLAGS, description=__doc__)
     require_one_of(args, SOURCES, "--output", bool(args.output))
     return args
 
 
 def _embedded_splits(args: ClipShardsCommand) -> tuple[Splits, list[Sample], dict[str, Any]]:
-    sets = embedded.build_embedded(
-        args.embedded_train, args.embedded_val, args.embedded_test, args.embedded_per_class, seed=args.seed
-    )
+    sets = args.embedded_sizes.build(args.seed)
 
     def as_samples(split: embedded.CompositeSplit, tag: str) -> list[Sample]:
         labels = [None if label < 0 else int(label) for label in split.labels.tolist()]

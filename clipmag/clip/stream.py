@@ -1,6 +1,6 @@
 """Training batches of image-caption shards, addressable by step so that a run resumes by counts.
 
-The order is the core's addressable stream (``clipmag.shard_stream``, the text trainer's too), here
+The order is the core's addressable stream (``clipmag.storage.shard_stream``, the text trainer's too), here
 over images, so a resumed run skips whole shards by their ``sizes.json`` counts and, inside the shard
 it resumes in, skips raw samples without decoding them - instead of decoding and augmenting every
 batch it already trained on - and it sees exactly the batches the uninterrupted run saw,
@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from clipmag.run_logging import logger
-from clipmag.shard_stream import AddressableShardStream
-from clipmag.shards import ShardError, read_samples
+from clipmag.runtime.logs import logger
+from clipmag.storage.shard_stream import AddressableShardStream
+from clipmag.storage.shards import ShardError, read_samples
 
 from .data import decode_sample, shard_sizes, validate_shards
 

@@ -19,12 +19,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from clipmag.batching import SeededBatches
-from clipmag.config import ConfigError
-from clipmag.distributed import DistributedContext
-from clipmag.head_record import HeadRecord
-from clipmag.heads import build_head
-from clipmag.losses import infonce_from_config
+from clipmag.config.build import ConfigError
+from clipmag.runtime.distributed import DistributedContext
+from clipmag.scoring.head_record import HeadRecord
+from clipmag.scoring.heads import build_head
+from clipmag.scoring.losses import infonce_from_config
+from clipmag.train.batching import SeededBatches
 
 from . import embedded as embedded_set
 from .config import ClipConfig
@@ -80,9 +80,7 @@ class ClipTask:
 
     def _load_embedded(self) -> None:
         d = self.cfg.data
-        sets = embedded_set.build_embedded(
-            d.embedded_train, d.embedded_val, d.embedded_test, d.embedded_per_class, seed=d.embedded_seed
-        )
+        sets = d.embedded.build(d.embedded_seed)
         # training images in half precision: half the memory; the model reads them in float32
         self.train_images = self._images(sets.train).half()
         self.train_tokens = sets.train.caption_tokens(self.tokenizer)
@@ -153,7 +151,7 @@ class ClipTask:
             self.cfg.train.seed,
             self.ctx.rank,
             self.ctx.world_size,
-            what="embedded training set (data.embedded_train)",
+            what="embedded training set (data.embedded.train)",
         )
         n_images, n_captions = self.train_tokens.shape[:2]
         epoch, picks = -1, torch.empty(0, dtype=torch.long)
@@ -170,8 +168,8 @@ class ClipTask:
 
     # ---- model -------------------------------------------------------------------------------
     def build_model(self) -> ClipMagModel:
-        loss = infonce_from_config(self.cfg.loss, build_head(self.cfg.head))
-        return ClipMagModel(self.clip, loss, self.cfg.model.query_side, self.model_name)
+        loss = infonce_from_config(self.cfg.loss)
+        return ClipMagModel(self.clip, build_head(self.cfg.head), loss, self.cfg.model.query_side, self.model_name)
 
     def _encode(self, fn: Callable[[torch.Tensor], torch.Tensor], inputs: torch.Tensor) -> torch.Tensor:
         """Raw features in the run's precision (``train.precision``)."""
@@ -223,7 +221,8 @@ class ClipTask:
         return identity
 
     def describe_export(self, export: Path, record: HeadRecord, results: dict[str, Any]) -> None:
-        """Nothing: an open_clip export has no model card; its results.json describes the run."""
+        """Nothing to add: ``export_open_clip`` wrote the model card with the head (how open_clip loads
+        the towers and how the head scores them); the run's metrics are in its results.json."""
 
     def format_results(self, metrics: dict[str, dict[str, Any]]) -> str:
         name, found = next(iter(metrics.items()), ("no test split", {}))

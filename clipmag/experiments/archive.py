@@ -13,16 +13,18 @@ again there, as a finished cell must have the export its results name.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from clipmag.config.command_line import parse_cli, require_words
+from clipmag.config.entry import run_entry_point
 from clipmag.experiments.grid import CELL_FILE, EVALUATIONS_DIR
 from clipmag.experiments.protocol import PROTOCOL_FILE
-from clipmag.results import RESULTS_FILE
+from clipmag.results.record import RESULTS_FILE
 
-__all__ = ["archive_results", "main"]
+__all__ = ["ArchiveCommand", "archive_results", "main"]
 
 CELL_FILES = (CELL_FILE, RESULTS_FILE, "config.yaml", "metrics.jsonl")
 
@@ -48,14 +50,21 @@ def archive_results(runs_dir: str | Path, dest: str | Path) -> list[Path]:
     return copied
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs_dir", help="a sweep's output_dir")
-    parser.add_argument("dest", help="where the small files go (same layout)")
-    args = parser.parse_args(argv)
-    copied = archive_results(args.runs_dir, args.dest)
-    print(f"{len(copied)} files copied to {args.dest}")
+@dataclass
+class ArchiveCommand:
+    """RUNS_DIR DEST: a sweep's output_dir, and where its small files go (same layout)."""
+
+    runs_dir: str = ""
+    dest: str = ""
+
+
+def main(argv: Sequence[str]) -> None:
+    """``python -m clipmag.experiments.archive RUNS_DIR DEST``."""
+    cmd = parse_cli(ArchiveCommand, argv, {}, description=__doc__, positional=("runs_dir", "dest"))
+    require_words(cmd, ("runs_dir", "dest"))
+    copied = archive_results(cmd.runs_dir, cmd.dest)
+    print(f"{len(copied)} files copied to {cmd.dest}")
 
 
 if __name__ == "__main__":
-    main()
+    run_entry_point(main)

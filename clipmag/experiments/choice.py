@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from clipmag.experiments.grid import Cell
-from clipmag.results import RESULTS_FILE, read_results
+from clipmag.results.record import RESULTS_FILE, read_results
 
 __all__ = ["choose_variant"]
 

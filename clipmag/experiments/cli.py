@@ -2,7 +2,7 @@
 
 The ``scripts/sweep.py``, ``scripts/report.py`` and ``scripts/demo.py`` wrappers call these, so
 the README commands and the console scripts behave the same from any directory. All three take the
-trainers' command-line style (:mod:`clipmag.command_line`): the sweep's keys as ``key=value``
+trainers' command-line style (:mod:`clipmag.config.command_line`): the sweep's keys as ``key=value``
 (``output_dir=runs/demo-fp32``), a few flags, ``--help`` listing both.
 """
 
@@ -14,16 +14,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clipmag.command_line import field_flags, parse_cli, parse_cli_and_file
-from clipmag.config import ConfigError
-from clipmag.entry import run_entry_point
-from clipmag.evaluations import get_evaluation
+from clipmag.config.build import ConfigError
+from clipmag.config.command_line import field_flags, parse_cli, parse_cli_and_file
+from clipmag.config.entry import run_entry_point
 from clipmag.experiments.report import build_report
 from clipmag.experiments.report.build import PREDICTIONS_FILE
 from clipmag.experiments.sweep import SweepConfig, run_sweep
-from clipmag.resources import config_path
-from clipmag.results import RESULTS_FILE
-from clipmag.run_logging import setup_logging
+from clipmag.registry.config_packages import config_path
+from clipmag.registry.evaluations import get_evaluation
+from clipmag.results.record import RESULTS_FILE
+from clipmag.runtime.logs import setup_logging
 
 DEMO_SWEEP = "configs/sweeps/demo.yaml"
 DEMO_PREDICTOR_MODEL = "all-MiniLM-L6-v2"  # the demo's start, judged before fine-tuning

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from clipmag.experiments.grid import Cell
-from clipmag.results import RESULTS_FILE, read_results
+from clipmag.results.record import RESULTS_FILE, read_results
 
 __all__ = ["unfinished_reason"]
 

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from clipmag.config import PositiveInt
-from clipmag.evaluations import EVALUATIONS, get_evaluation
+from clipmag.config.build import PositiveInt
 from clipmag.experiments.prepare import SweepStep
-from clipmag.frontends import FRONT_ENDS
-from clipmag.naming import slug
+from clipmag.registry.evaluations import EVALUATIONS, get_evaluation
+from clipmag.registry.front_ends import FRONT_ENDS
+from clipmag.storage.naming import slug
 
 CELL_FILE = "cell.json"
 EVALUATIONS_DIR = "evaluations"
@@ -65,7 +65,7 @@ class SweepGroup:
     ``model_args``: arguments added to one model's cells (after the group's), keyed by its label."""
 
     name: str
-    kind: str = "text"  # a registered front end (clipmag.frontends)
+    kind: str = "text"  # a registered front end (clipmag.registry.front_ends)
     config: str | None = None
     heads: list[str] = field(default_factory=list)
     variants: list[SweepVariant] = field(default_factory=list)

@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clipmag.kept_logging import caller_logging_kept
-from clipmag.run_logging import logger
+from clipmag.runtime.logs import caller_logging_kept, logger
 
 __all__ = ["SweepStep", "run_prepare", "missing_paths"]
 

@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clipmag.config import to_dict
+from clipmag.config.build import to_dict
 from clipmag.experiments.grid import SweepConfig
-from clipmag.files import write_text_atomic
-from clipmag.provenance import provenance
-from clipmag.run_logging import logger
+from clipmag.results.provenance import provenance
+from clipmag.runtime.logs import logger
+from clipmag.storage.files import write_text_atomic
 
 __all__ = ["PROTOCOL_FILE", "record_start", "read_protocol"]
 

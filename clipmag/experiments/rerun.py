@@ -27,14 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clipmag.command_line import field_flags, parse_cli
-from clipmag.config import ConfigError, NonNegativeFloat
-from clipmag.entry import run_entry_point
+from clipmag.config.build import ConfigError, NonNegativeFloat
+from clipmag.config.command_line import field_flags, parse_cli
+from clipmag.config.entry import run_entry_point
 from clipmag.experiments.grid import CELL_FILE, Cell
 from clipmag.experiments.sweep import run_cell
-from clipmag.provenance import code_state, describe_code, same_code
-from clipmag.results import RESULTS_FILE, read_results
-from clipmag.run_logging import logger, setup_logging
+from clipmag.results.provenance import code_state, describe_code, same_code
+from clipmag.results.record import RESULTS_FILE, read_results
+from clipmag.runtime.logs import logger, setup_logging
 
 __all__ = [
     "DEFAULT_TOLERANCE",

@@ -9,7 +9,7 @@ learning rate). Any cell about to run is looked up, chosen or not. On one code s
 a CPU run is deterministic, so training it twice would give the same bits for twice the time.
 
 Two cells are the same run when their front end resolves their argument lists, each with its
-``--output`` replaced by one placeholder, to the same config (:func:`clipmag.provenance.config_sha256`
+``--output`` replaced by one placeholder, to the same config (:func:`clipmag.results.provenance.config_sha256`
 of the resolved settings: defaults, config files and overrides all applied, so ``loss.scale=20.0``
 given explicitly matches a config file's 20.0). The copy is honest about it: its ``cell.json``
 names the run it shares (``same_run_as``), its ``results.json`` is that run's, unchanged (its
@@ -23,13 +23,13 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-from clipmag.config import to_dict
+from clipmag.config.build import to_dict
 from clipmag.experiments.finished import unfinished_reason
 from clipmag.experiments.grid import Cell
-from clipmag.files import write_text_atomic
-from clipmag.frontends import get_front_end
-from clipmag.provenance import config_sha256
-from clipmag.results import RESULTS_FILE
+from clipmag.registry.front_ends import get_front_end
+from clipmag.results.provenance import config_sha256
+from clipmag.results.record import RESULTS_FILE
+from clipmag.storage.files import write_text_atomic
 
 __all__ = ["run_identity", "finished_twin", "share_results"]
 

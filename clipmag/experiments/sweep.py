@@ -14,7 +14,7 @@ step runs a module's ``main(argv)`` unless the file it ``creates`` exists. A gro
 (e.g. ``../shared/data``) never stops the rest of a sweep. A ``models`` entry ``label=path`` names
 the model ``label`` in run folders and reports (e.g. another group's export).
 
-A group may attach evaluations (:mod:`clipmag.evaluations`, e.g. ``rag``) to its cells: each runs
+A group may attach evaluations (:mod:`clipmag.registry.evaluations`, e.g. ``rag``) to its cells: each runs
 on the cell's export once the cell is finished, in ``<cell>/evaluations/<name>``, and is finished
 when that folder holds ``results.json`` (a rerun skips it, as it skips finished cells).
 """
@@ -28,8 +28,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from clipmag.config import ConfigError, build_config
-from clipmag.evaluations import get_evaluation
+from clipmag.config.build import ConfigError, build_config
 from clipmag.experiments.choice import choose_variant
 from clipmag.experiments.finished import unfinished_reason
 from clipmag.experiments.grid import (
@@ -46,11 +45,12 @@ from clipmag.experiments.grid import (
 from clipmag.experiments.prepare import SweepStep, missing_paths, run_prepare
 from clipmag.experiments.protocol import record_start
 from clipmag.experiments.same_run import finished_twin, share_results
-from clipmag.folder_lock import FolderLock
-from clipmag.frontends import get_front_end
-from clipmag.results import RESULTS_FILE
-from clipmag.run import EXPORT_DIR
-from clipmag.run_logging import logger
+from clipmag.registry.evaluations import get_evaluation
+from clipmag.registry.front_ends import get_front_end
+from clipmag.results.record import RESULTS_FILE
+from clipmag.runtime.logs import logger
+from clipmag.storage.folder_lock import FolderLock
+from clipmag.train.run import EXPORT_DIR
 
 __all__ = [
     "CELL_FILE",

@@ -1,6 +1,6 @@
 """Hard vs more: per test set of the hard-negatives sweep, each variant's nDCG@10 (mean over seeds)
 and, per head, {mined, random} against in-batch only (one Holm family) and mined against random,
-with the report's query-level test (clipmag.significance); qnorm-mined against cosine-mined too.
+with the report's query-level test (clipmag.results.significance); qnorm-mined against cosine-mined too.
 
     python results/hard_negatives/hard_vs_more.py results/hard_negatives > results/hard_negatives/hard_vs_more.txt
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from clipmag.significance import Comparison, compare_with_baseline, mark
+from clipmag.results.significance import Comparison, compare_with_baseline, mark
 
 VARIANTS = [f"{h}{k}" for h in ("cosine", "qnorm") for k in ("", "-mined", "-random")]
 

@@ -1,201 +1,131 @@
-"""Fetch the public evaluation sets into the local layouts the loaders read.
+"""Fetch the public data sets into the local layouts the loaders and trainers read.
 
     python -m text_retrieval.data.download bright data/bright                      # 12 tasks, standard
     python -m text_retrieval.data.download bright data/bright --long-documents     # + long documents
     python -m text_retrieval.data.download bright data/bright --reasoning gpt4_reason
     python -m text_retrieval.data.download beir scifact data/beir
+    python -m text_retrieval.data.download sts stsbenchmark data/sts
     python -m text_retrieval.data.download msmarco data/msmarco80k                  # the paper's training set
     python -m text_retrieval.data.download msmarco data/msmarco500k --size 500k
     python -m text_retrieval.data.download allnli data/sts                          # data/sts/train.tsv
 
-Network access is checked first with a short connection attempt, so an offline machine gets an
-immediate, explicit error (with the URL to fetch by hand) instead of a long hang in a retry loop.
-BRIGHT and MS MARCO are fetched at pinned dataset revisions, recorded next to the files. The
-training-set builders (``msmarco.py``, ``msmarco_passage.py``, ``allnli.py``) convert local copies;
-``--source DIR`` hands them files fetched by hand, and without it they fetch into ``<root>/raw``.
+``python -m text_retrieval.data.download SOURCE --help`` lists a source's flags. The fetchers are in
+:mod:`text_retrieval.data.fetch`: offline, the error names the URL and how to place the files by
+hand (``--source`` / ``--snapshot``).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
-import shutil
 import sys
-import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlparse
+from typing import Any, Literal
 
-from clipmag.entry import run_entry_point
-from clipmag.files import download, write_text_atomic
-from clipmag.run_logging import setup_logging
-from text_retrieval.data import training_download
-from text_retrieval.data.allnli import SOURCES as NLI_SOURCES
-from text_retrieval.data.bright import (
-    BRIGHT_REPO,
-    BRIGHT_REVISION,
-    BRIGHT_TASKS,
-    LONG_DOCUMENT_TASKS,
-    REASONING_CONFIGS,
-    SOURCE_FILE,
-)
-from text_retrieval.data.fetch import BEIR_URL, check_online, download_beir, unpack
+from clipmag.config.checks import ConfigError, PositiveInt
+from clipmag.config.command_line import field_flags, parse_cli, require_words
+from clipmag.config.entry import run_entry_point
+from clipmag.runtime.logs import setup_logging
+from text_retrieval.data.fetch import download_allnli, download_beir, download_bright, download_msmarco, download_sts
+from text_retrieval.data.loaders.bright import BRIGHT_REVISION
 
-logger = logging.getLogger("clipmag")
+__all__ = ["COMMANDS", "main"]
 
-__all__ = ["BEIR_URL", "STS_SOURCES", "check_online", "download_beir", "download_bright", "download_sts", "main"]
 
-STS_SOURCES = {
-    "stsbenchmark": NLI_SOURCES["stsb"].url,
-    "sickr": "https://zenodo.org/record/2787612/files/SICK.zip",
+# ---- the command line: one settings class per source ---------------------------------------------
+@dataclass
+class BrightCommand:
+    """bright ROOT: BRIGHT tasks from the Hugging Face Hub at a pinned revision, as ROOT/<task>/."""
+
+    root: str = ""
+    tasks: list[str] = field(default_factory=list)  # empty: every task of the setting
+    long_documents: bool = False  # long documents (StackExchange tasks, pony)
+    reasoning: list[str] = field(default_factory=list)  # reasoning-query configs, e.g. gpt4_reason
+    revision: str = BRIGHT_REVISION
+    snapshot: str | None = None  # convert this local copy of the hub repository instead
+
+
+@dataclass
+class BeirCommand:
+    """beir NAME ROOT: a BEIR dataset (e.g. scifact, nfcorpus, fiqa) from the BEIR mirror, as ROOT/NAME/."""
+
+    name: str = ""
+    root: str = ""
+
+
+@dataclass
+class StsCommand:
+    """sts NAME ROOT: an STS set (stsbenchmark or sickr) as ROOT/NAME/."""
+
+    name: str = ""
+    root: str = ""
+    source: str | None = None  # the archive fetched by hand (e.g. Stsbenchmark.tar.gz)
+
+
+@dataclass
+class MsmarcoCommand:
+    """msmarco ROOT: MS MARCO training pairs, shards and a BEIR-layout dev subset (pairs.jsonl, shards/, dev/)."""
+
+    root: str = ""
+    size: Literal["80k", "500k"] = "80k"  # v1.1 QA (80k) or passage-ranking judgments (500k)
+    source: str | None = None  # convert these files fetched by hand instead
+    seed: int = 0  # shard shuffle and dev sample seed
+    dev_queries: PositiveInt = 500
+    dev_corpus: PositiveInt = 50_000  # dev passages in all
+    samples_per_shard: PositiveInt = 1000
+    overwrite: bool = False  # replace shards already in ROOT/shards
+
+
+@dataclass
+class AllnliCommand:
+    """allnli ROOT: SNLI + MultiNLI + STS-B train pairs as ROOT/train.tsv."""
+
+    root: str = ""
+    source: str | None = None  # a folder with the archives fetched by hand
+
+
+def _bright(cmd: BrightCommand) -> Path:
+    return download_bright(cmd.root, cmd.tasks or None, cmd.long_documents, cmd.reasoning, cmd.revision, cmd.snapshot)
+
+
+def _msmarco(cmd: MsmarcoCommand) -> Path:
+    options = ("seed", "dev_queries", "dev_corpus", "samples_per_shard", "overwrite")
+    manifest = download_msmarco(cmd.root, cmd.size, cmd.source, **{k: getattr(cmd, k) for k in options})
+    print(f"{manifest['pairs']} pairs in {manifest['shards']['count']} shards -> {cmd.root} (see manifest.json)")
+    return Path(cmd.root)
+
+
+def _allnli(cmd: AllnliCommand) -> Path:
+    manifest = download_allnli(cmd.root, cmd.source)
+    print(f"{manifest['pairs']} scored pairs -> {Path(cmd.root) / 'train.tsv'} (counts in train.manifest.json)")
+    return Path(cmd.root)
+
+
+# source -> (its settings, the words before the flags, what it runs)
+COMMANDS: dict[str, tuple[type, tuple[str, ...], Callable[[Any], Path]]] = {
+    "bright": (BrightCommand, ("root",), _bright),
+    "beir": (BeirCommand, ("name", "root"), lambda cmd: download_beir(cmd.name, cmd.root)),
+    "sts": (StsCommand, ("name", "root"), lambda cmd: download_sts(cmd.name, cmd.root, cmd.source)),
+    "msmarco": (MsmarcoCommand, ("root",), _msmarco),
+    "allnli": (AllnliCommand, ("root",), _allnli),
 }
 
 
-def download_sts(name: str, root: str | Path, source: str | Path | None = None) -> Path:
-    """Download ``stsbenchmark`` or ``sickr`` into ``root/name`` (the loaders read these as found);
-    ``source``: the published archive fetched by hand, unpacked instead of downloading."""
-    if name not in STS_SOURCES:
-        raise ValueError(f"unknown STS source {name!r}; known: {sorted(STS_SOURCES)}")
-    if source is not None and not Path(source).is_file():
-        raise FileNotFoundError(f"--source {source}: no such archive (expected {STS_SOURCES[name]} fetched by hand)")
-    folder = Path(root) / name
-    folder.mkdir(parents=True, exist_ok=True)
-    url = STS_SOURCES[name]
-    with tempfile.TemporaryDirectory() as tmp:
-        if source is None:
-            check_online(url, hint="fetch it on a connected machine and pass the archive as --source FILE")
-        archive = Path(source) if source else download(url, Path(tmp) / Path(urlparse(url).path).name)
-        unpacked = Path(tmp) / "unpacked"
-        unpack(archive, unpacked)
-        for path in unpacked.rglob("*"):
-            if path.is_file() and (path.name.startswith(("sts-", "SICK")) and path.suffix in {".csv", ".txt"}):
-                shutil.copy2(path, folder / path.name)
-    return folder
-
-
-def _bright_tasks(tasks: Sequence[str] | None, long_documents: bool, reasoning: Sequence[str]) -> tuple[str, ...]:
-    """The tasks to fetch, checked: the long setting exists only for the tasks with long documents."""
-    chosen = tuple(tasks or (LONG_DOCUMENT_TASKS if long_documents else BRIGHT_TASKS))
-    unknown = sorted(set(chosen) - set(BRIGHT_TASKS))
-    if unknown:
-        raise ValueError(f"unknown BRIGHT task(s) {unknown}; known: {', '.join(BRIGHT_TASKS)}")
-    short_only = [t for t in chosen if long_documents and t not in LONG_DOCUMENT_TASKS]
-    if short_only:
-        raise ValueError(
-            f"BRIGHT has no long documents for {short_only}; the long setting covers {', '.join(LONG_DOCUMENT_TASKS)}"
-        )
-    bad = sorted(set(reasoning) - set(REASONING_CONFIGS))
-    if bad:
-        raise ValueError(f"unknown BRIGHT reasoning config(s) {bad}; known: {', '.join(REASONING_CONFIGS)}")
-    return chosen
-
-
-def _task_manifest(folder: Path, revision: str) -> dict[str, Any]:
-    """The folder's ``bright_source.json`` (new if absent); files of another revision are not mixed in."""
-    path = folder / SOURCE_FILE
-    if not path.is_file():
-        return {"repo": BRIGHT_REPO, "revision": revision, "files": {}}
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    if manifest.get("revision") != revision:
-        raise ValueError(
-            f"{path}: this folder holds BRIGHT revision {manifest.get('revision')!r}, not {revision!r}; "
-            "download into another root so that every result names one revision"
-        )
-    return manifest
-
-
-def download_bright(
-    root: str | Path,
-    tasks: Sequence[str] | None = None,
-    long_documents: bool = False,
-    reasoning: Sequence[str] = (),
-    revision: str = BRIGHT_REVISION,
-    snapshot: str | Path | None = None,
-) -> Path:
-    """Fetch BRIGHT at a pinned revision into ``root/<task>/`` as the loader reads it.
-
-    Standard setting: ``examples.jsonl`` and ``documents.jsonl`` of all 12 tasks by default.
-    ``long_documents``: ``long_documents.jsonl`` instead of ``documents.jsonl``, for the tasks that
-    have them (the 7 StackExchange tasks and pony, by default). ``reasoning`` adds reasoning-query
-    configs (``gpt4_reason``, ...), each written as ``<config>.jsonl`` next to the plain examples.
-    ``snapshot`` is a local copy of the hub repository (``<config>/<task>-*.parquet``) to convert
-    instead of downloading; ``revision`` then names its revision. ``bright_source.json`` in each task
-    folder records the repository, revision and row counts; results carry the revision.
-    """
-    tasks = _bright_tasks(tasks, long_documents, reasoning)
-    configs = ["examples", "long_documents" if long_documents else "documents", *reasoning]
-    try:
-        import pyarrow.parquet as pq
-    except ImportError as err:
-        raise ImportError(f"download_bright needs pyarrow: {err}") from None
-    if snapshot is None:
-        check_online(f"https://huggingface.co/datasets/{BRIGHT_REPO}")
-        from huggingface_hub import snapshot_download
-
-        patterns = [f"{config}/{task}-*.parquet" for config in configs for task in tasks]
-        snapshot = snapshot_download(BRIGHT_REPO, repo_type="dataset", revision=revision, allow_patterns=patterns)
-    snapshot = Path(snapshot)
-    found = {
-        (task, config): sorted((snapshot / config).glob(f"{task}-*.parquet")) for task in tasks for config in configs
-    }
-    missing = [f"{config}/{task}-*.parquet" for (task, config), files in found.items() if not files]
-    if missing:  # checked before anything is written, so a failed download leaves no half-filled folder
-        raise FileNotFoundError(f"{snapshot}: no {', '.join(missing)} ({BRIGHT_REPO} at {revision})")
-    manifests = {task: _task_manifest(Path(root) / task, revision) for task in tasks}
-    for task in tasks:
-        out = Path(root) / task
-        out.mkdir(parents=True, exist_ok=True)
-        manifest = manifests[task]
-        for config in configs:
-            files = found[task, config]
-            rows = [row for file in files for row in pq.read_table(file).to_pylist()]
-            write_text_atomic(
-                out / f"{config}.jsonl", "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-            )
-            manifest["files"][f"{config}.jsonl"] = {"config": config, "rows": len(rows)}
-        (out / SOURCE_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        logger.info("BRIGHT %s (%s): %s", task, revision[:8], ", ".join(configs))
-    return Path(root)
-
-
 def main(argv: Sequence[str] | None = None) -> Path:
-    """``python -m text_retrieval.data.download {bright,beir,sts,msmarco,allnli} ...``: the helpers from a shell."""
-    parser = argparse.ArgumentParser(prog="python -m text_retrieval.data.download", description=__doc__)
-    sources = parser.add_subparsers(dest="command", required=True)
-    bright = sources.add_parser("bright", help="BRIGHT tasks from the Hugging Face Hub at a pinned revision")
-    bright.add_argument("root", help="folder to write <task>/ folders into")
-    bright.add_argument("--tasks", nargs="+", choices=BRIGHT_TASKS, metavar="TASK", help="default: all of the setting")
-    bright.add_argument("--long-documents", action="store_true", help="long documents (StackExchange tasks, pony)")
-    bright.add_argument(
-        "--reasoning",
-        nargs="+",
-        default=[],
-        choices=REASONING_CONFIGS,
-        metavar="CONFIG",
-        help=", ".join(REASONING_CONFIGS),
-    )
-    bright.add_argument("--revision", default=BRIGHT_REVISION, help="dataset revision (default: %(default)s)")
-    bright.add_argument("--snapshot", default=None, help="convert this local copy of the hub repository instead")
-    beir = sources.add_parser("beir", help="a BEIR dataset (zip from the BEIR mirror)")
-    beir.add_argument("name", help="e.g. scifact, nfcorpus, fiqa, arguana, scidocs")
-    beir.add_argument("root")
-    sts = sources.add_parser("sts", help="an STS set")
-    sts.add_argument("name", choices=sorted(STS_SOURCES))
-    sts.add_argument("root")
-    sts.add_argument("--source", default=None, help="the archive fetched by hand (e.g. Stsbenchmark.tar.gz)")
-    training_download.add_parsers(sources)
-    args = parser.parse_args(argv)
+    """``python -m text_retrieval.data.download SOURCE ...``: fetch one source; returns its folder."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__)
+        raise SystemExit(0 if argv else 2)
+    source, rest = argv[0], argv[1:]
+    if source not in COMMANDS:
+        raise ConfigError(f"command line: unknown source {source!r}; choose one of {', '.join(COMMANDS)}")
+    cls, words, run = COMMANDS[source]
+    cmd = parse_cli(cls, rest, field_flags(cls), description=cls.__doc__ or "", positional=words)
+    require_words(cmd, words)
     setup_logging(level=logging.INFO)
-    if args.command in training_download.COMMANDS:
-        training_download.run(args)
-        return Path(args.root)
-    if args.command == "bright":
-        return download_bright(args.root, args.tasks, args.long_documents, args.reasoning, args.revision, args.snapshot)
-    if args.command == "beir":
-        return download_beir(args.name, args.root)
-    return download_sts(args.name, args.root, args.source)
+    return run(cmd)
 
 
 if __name__ == "__main__":

@@ -16,11 +16,12 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from clipmag.command_line import field_flags, parse_cli, require_one_of
-from clipmag.config import PositiveInt
-from clipmag.run_logging import setup_logging
-from text_retrieval.data.pairs import pairs_from_beir, pairs_from_embedded, pairs_from_jsonl, shuffled
-from text_retrieval.data.shards import write_text_shards
+from clipmag.config.build import PositiveInt
+from clipmag.config.command_line import field_flags, parse_cli, require_one_of
+from clipmag.runtime.logs import setup_logging
+from text_retrieval.data.embedded.build import pairs_from_embedded
+from text_retrieval.data.training.pairs import pairs_from_beir, pairs_from_jsonl, shuffled
+from text_retrieval.data.training.shards import write_text_shards
 
 __all__ = ["TextShardsCommand", "parse_args", "main", "entry"]
 
@@ -51,7 +52,7 @@ def parse_args(argv: Sequence[str]) -> TextShardsCommand:
 def main(argv: Sequence[str] | None = None) -> int:
     """Write the shards; the exit status: 0, or 2 after one ``error:`` line for a bad source or OUT_DIR.
 
-    It catches every ``OSError`` (not only the missing files :func:`clipmag.entry.run_entry_point` knows),
+    It catches every ``OSError`` (not only the missing files :func:`clipmag.config.entry.run_entry_point` knows),
     so a full or existing OUT_DIR ends with one line as well.
     """
     setup_logging()

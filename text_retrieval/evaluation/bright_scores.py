@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from text_retrieval.evaluation.metrics import Qrels, evaluate_run, truncate_run
-from text_retrieval.evaluation.report import model_label
+from text_retrieval.evaluation.records import model_label
 
 __all__ = ["add_recall_at_1", "bright_summary"]
 

@@ -2,47 +2,47 @@
 
 Examples:
     python scripts/eval_text.py --model sentence-transformers/all-MiniLM-L6-v2 \\
-        --data ../shared/data/beir/scifact ../shared/data/sts/stsbenchmark --norm cosine --output runs/eval
+        --data data/beir/scifact data/sts/stsbenchmark --norm cosine --output runs/eval
     python scripts/eval_text.py --model facebook/contriever --data data/bright                   # BRIGHT
     python scripts/eval_text.py --model facebook/contriever --data data/bright --long-documents  # long setting
     python scripts/eval_text.py --model facebook/contriever --data data/bright --reasoning gpt4_reason
     torchrun --nproc_per_node=8 scripts/eval_text.py --model facebook/contriever --data data/beir/msmarco \\
         --split dev --cache-dir cache/emb                                   # 8 processes share the corpus
 
-Every key of ``EvalTextConfig`` is a flag (``--top-k 100``) and a ``key=value`` token; ``--model``
-and ``--data`` take one or more values. Max lengths: a side without --query-max-length /
---document-max-length (--max-length for both) gets, for a clipmag export, the inference length its
-head record carries (the length its run tested at, which sentence-transformers and MTEB use too),
-and for any other model its own limit (its sentence-transformers max_seq_length, else its
-tokenizer's); both capped by --max-length-cap. --precision: auto (bf16 where the hardware computes
-it natively), fp32, bf16 or fp16, as for the trainers.
+Every top-level key of ``EvalTextConfig`` is a flag (``--top-k 100``), its sections' keys have
+flags of their own (``--long-documents``, ``--search hnsw``), and any key is a ``key=value`` token
+(``retrieval.memory_gb=8``); ``--model`` and ``--data`` take one or more values. Max lengths: a
+side without --query-max-length / --document-max-length (--max-length for both) gets, for a
+clipmag export, the inference length its head record carries (the length its run tested at, which
+sentence-transformers and MTEB use too), and for any other model its own limit (its
+sentence-transformers max_seq_length, else its tokenizer's); both capped by --max-length-cap.
+--precision: auto (bf16 where the hardware computes it natively), fp32, bf16 or fp16, as for the trainers.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from clipmag.command_line import field_flags, parse_cli
-from clipmag.config import ConfigError, PositiveFloat, PositiveInt
-from clipmag.entry import run_entry_point
-from clipmag.folder_lock import FolderLock
-from clipmag.precision import PRECISIONS
-from clipmag.run_logging import setup_logging
-from clipmag.settings import HeadName
+from clipmag.config.build import ConfigError, PositiveInt
+from clipmag.config.command_line import field_flags, parse_cli
+from clipmag.config.entry import run_entry_point
+from clipmag.runtime.logs import setup_logging
+from clipmag.runtime.precision import PRECISIONS
+from clipmag.scoring.heads import HeadName
+from clipmag.storage.folder_lock import FolderLock
 from text_retrieval.config import PoolingName
-from text_retrieval.data import EvalSettings
-from text_retrieval.data.bright import REASONING_CONFIGS
-from text_retrieval.data.settings import DEFAULT_MAX_LENGTH_CAP
+from text_retrieval.data.loaders import EvalSettings
 from text_retrieval.evaluation.evaluate import evaluate_paths
 from text_retrieval.retrieval.corpus_cache import shared_encoding
-from text_retrieval.retrieval.index import ANN_TRANSFORMS, BACKENDS, CACHE_DTYPES, METHODS, RetrievalSettings
+from text_retrieval.retrieval.index import RetrievalSettings
 
-__all__ = ["EvalTextConfig", "parse_args", "main", "entry"]
+__all__ = ["EvalTextConfig", "FLAGS", "parse_args", "main", "entry"]
 
 
 @dataclass
@@ -52,18 +52,20 @@ class EvalTextConfig:
     ``model``: Hugging Face folders or names, or clipmag exports; ``data``: BEIR folders, BRIGHT
     folders or roots, BRIGHT settings files (``configs/eval/*.yaml``) or STS files. ``norm`` and
     ``pooling`` default to each model's own (its head record), else cosine and mean.
-    BRIGHT: ``long_documents`` scores whole pages against ``gold_ids_long`` (adds Recall@1),
-    ``reasoning`` picks reasoning-augmented queries, ``strict`` makes gold ids missing from the
-    corpus an error (default: kept and counted). Encoding: ``max_length`` sets both sides;
-    prefixes are templates where ``{task}`` is the BRIGHT task or dataset name. Corpus scale
-    (``torchrun --nproc_per_node=N`` shares the corpus encoding): ``search`` exact or approximate
-    (recall@10 against exact is reported), ``ann_transform`` how an approximate index holds the
-    documents (``mips``: brought to one norm first, text_retrieval/retrieval/mips.py says what each
-    measured), ``search_backend`` for exact search (auto: timed),
-    ``search_memory_gb`` bounds what is held at once, ``chunk_size`` corpus rows per encoding chunk
-    (the resume unit), ``cache_dir`` keeps raw corpus embeddings. ``precision``: what encoding
-    computes in (``clipmag.precision``: ``auto`` is bf16 autocast where native, else fp32); every
-    record's ``numerics`` says what it resolved to.
+    ``encoding`` (:class:`text_retrieval.data.loaders.eval_settings.EvalSettings`): BRIGHT's
+    ``long_documents`` scores whole pages against ``gold_ids_long`` (adds Recall@1), ``reasoning``
+    picks reasoning-augmented queries, ``strict`` makes gold ids missing from the corpus an error
+    (default: kept and counted); max lengths (``max_length`` sets both sides) and prefixes, templates
+    where ``{task}`` is the BRIGHT task or dataset name. ``retrieval``
+    (:class:`text_retrieval.retrieval.index.RetrievalSettings`), at corpus scale
+    (``torchrun --nproc_per_node=N`` shares the corpus encoding, which sets ``distributed``):
+    ``method`` exact or approximate (recall@10 against exact is reported), ``ann_transform`` how an
+    approximate index holds the documents (``mips``: brought to one norm first,
+    text_retrieval/retrieval/mips.py says what each measured), ``backend`` for exact search (auto:
+    timed), ``memory_gb`` bounds what is held at once, ``chunk_size`` corpus rows per encoding chunk
+    (the resume unit); ``cache_dir`` keeps raw corpus embeddings. ``precision``: what encoding
+    computes in (``clipmag.runtime.precision``: ``auto`` is bf16 autocast where native, else fp32);
+    every record's ``numerics`` says what it resolved to.
     """
 
     model: list[str] = field(default_factory=list)
@@ -76,27 +78,32 @@ class EvalTextConfig:
     batch_size: PositiveInt = 64
     cache_dir: str | None = None
     quiet: bool = False
-    long_documents: bool = False
-    reasoning: Literal[REASONING_CONFIGS] | None = None  # type: ignore[valid-type]
-    strict: bool = False
-    max_length: PositiveInt | None = None
-    query_max_length: PositiveInt | None = None
-    document_max_length: PositiveInt | None = None
-    max_length_cap: PositiveInt = DEFAULT_MAX_LENGTH_CAP
-    query_prefix: str | None = None
-    document_prefix: str | None = None
-    search: Literal[METHODS] = "exact"  # type: ignore[valid-type]
-    ann_transform: Literal[ANN_TRANSFORMS] = "none"  # type: ignore[valid-type]
-    search_backend: Literal[BACKENDS] = "auto"  # type: ignore[valid-type]
-    search_memory_gb: PositiveFloat = 4.0
-    cache_dtype: Literal[tuple(CACHE_DTYPES)] = "fp32"  # type: ignore[valid-type]
-    chunk_size: PositiveInt = 10_000
     precision: Literal[PRECISIONS] = "auto"  # type: ignore[valid-type]
+    max_length: PositiveInt | None = None  # both sides, where encoding.*_max_length is not given
+    encoding: EvalSettings = field(default_factory=EvalSettings)
+    retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
+
+
+# Every top-level key is a flag of its own name; the sections' keys have the flags users know.
+FLAGS = {
+    **{name: key for name, key in field_flags(EvalTextConfig).items() if name not in ("encoding", "retrieval")},
+    **{
+        name: f"encoding.{name}"
+        for name in ("long_documents", "reasoning", "strict", "query_prefix", "document_prefix")
+        + ("query_max_length", "document_max_length", "max_length_cap")
+    },
+    "search": "retrieval.method",
+    "ann_transform": "retrieval.ann_transform",
+    "search_backend": "retrieval.backend",
+    "search_memory_gb": "retrieval.memory_gb",
+    "cache_dtype": "retrieval.cache_dtype",
+    "chunk_size": "retrieval.chunk_size",
+}
 
 
 def parse_args(argv: Sequence[str]) -> EvalTextConfig:
     """``--model M [M ...] --data D [D ...] [--flag value ...] [key=value ...]`` -> a checked config."""
-    cfg = parse_cli(EvalTextConfig, argv, field_flags(EvalTextConfig), description=__doc__)
+    cfg = parse_cli(EvalTextConfig, argv, FLAGS, description=__doc__)
     missing = [f"--{key}" for key in ("model", "data") if not getattr(cfg, key)]
     if missing:
         raise ConfigError(f"command line: {' and '.join(missing)} needed (one or more values each); see --help")
@@ -114,26 +121,12 @@ def main(argv: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def _evaluate(cfg: EvalTextConfig) -> list[dict[str, Any]]:
-    settings = EvalSettings(
-        long_documents=cfg.long_documents,
-        reasoning=cfg.reasoning,
-        strict=True if cfg.strict else None,
-        query_prefix=cfg.query_prefix,
-        document_prefix=cfg.document_prefix,
-        query_max_length=cfg.query_max_length or cfg.max_length,
-        document_max_length=cfg.document_max_length or cfg.max_length,
-        max_length_cap=cfg.max_length_cap,
+    encoding = dataclasses.replace(
+        cfg.encoding,
+        query_max_length=cfg.encoding.query_max_length or cfg.max_length,
+        document_max_length=cfg.encoding.document_max_length or cfg.max_length,
     )
     with shared_encoding(cfg.output, cfg.cache_dir) as (cache_dir, distributed):
-        retrieval = RetrievalSettings(
-            cfg.chunk_size,
-            cfg.cache_dtype,
-            distributed,
-            cfg.search,
-            cfg.search_backend,
-            cfg.search_memory_gb,
-            ann_transform=cfg.ann_transform,
-        )
         return evaluate_paths(
             cfg.model,
             cfg.data,
@@ -145,8 +138,8 @@ def _evaluate(cfg: EvalTextConfig) -> list[dict[str, Any]]:
             batch_size=cfg.batch_size,
             cache_dir=cache_dir,
             show_progress=not cfg.quiet,
-            settings=settings,
-            retrieval=retrieval,
+            settings=encoding,
+            retrieval=dataclasses.replace(cfg.retrieval, distributed=distributed),
             precision=cfg.precision,
         )
 

@@ -10,7 +10,7 @@ document length), else the tokenizer's ``model_max_length``, else the position e
 never more than the position embeddings.
 
 A clipmag export records its inference lengths, the ones its run tested at
-(:class:`~clipmag.head_record.HeadRecord`). ``eval_text.py`` encodes at those where no length is
+(:class:`~clipmag.scoring.head_record.HeadRecord`). ``eval_text.py`` encodes at those where no length is
 set (:func:`with_export_lengths`), as sentence-transformers and MTEB load the export, so all three
 reproduce the run's results. A settings file's unset lengths keep meaning the model's own limit:
 the run tested its settings-file sets that way too.
@@ -28,16 +28,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from clipmag.head_record import HeadRecord
-from clipmag.precision import autocast_dtype
-from clipmag.results import numerics
-from text_retrieval.data import EvalSettings, RetrievalDataset
+from clipmag.scoring.head_record import HeadRecord
+from text_retrieval.data.loaders import EvalSettings, RetrievalDataset
 from text_retrieval.model.encoder import DEFAULT_MAX_LENGTH, TextEncoder
 from text_retrieval.model.hf_files import sentence_transformers_settings
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["model_length_limit", "with_export_lengths", "evaluation_encoding", "encoding_numerics", "empty_inputs"]
+__all__ = ["model_length_limit", "with_export_lengths", "evaluation_encoding", "empty_inputs"]
 
 _SIDE_KEYS = ("query_prefix", "document_prefix", "query_max_length", "document_max_length")
 _NO_LIMIT = 1_000_000  # tokenizers without a limit report a huge sentinel (1e30)
@@ -75,13 +73,6 @@ def with_export_lengths(settings: EvalSettings, encoder: TextEncoder) -> EvalSet
         if getattr(settings, key) is None and recorded is not None:
             lengths[key] = min(recorded, settings.max_length_cap)
     return dataclasses.replace(settings, **lengths)
-
-
-def encoding_numerics(encoder: TextEncoder) -> dict[str, Any]:
-    """The numerics block of an evaluation's results: the ``precision`` asked for, the ``autocast``
-    dtype it resolves to on the encoder's device, and the threads and CPU kernels (as a run records)."""
-    dtype = autocast_dtype(encoder.precision, encoder.device)
-    return {"precision": encoder.precision, **numerics(dtype), "device": encoder.device.type}
 
 
 @contextmanager

@@ -5,7 +5,7 @@ flat metric keys (``NDCG@10`` ..., ``Recall@1`` for BRIGHT, ``spearman`` ...) pl
 diagnostics of docs/method.md section 3. ``evaluate_paths`` is the command-line pipeline: load,
 evaluate, write one JSON per model x dataset and a TREC run per retrieval set.
 
-Cohen's d of document norms is :func:`clipmag.diagnostics.document_norm_effect` (its definition,
+Cohen's d of document norms is :func:`clipmag.scoring.diagnostics.document_norm_effect` (its definition,
 sizes and seed are written into every result).
 """
 
@@ -21,12 +21,13 @@ import numpy as np
 import torch
 from scipy import stats
 
-from clipmag.diagnostics import document_norm_effect, norm_stats, row_norms
-from text_retrieval.data import BrightDataset, EvalSettings, RetrievalDataset, STSPairs, load_eval_datasets
+from clipmag.results.record import encoding_numerics
+from clipmag.scoring.diagnostics import document_norm_effect, norm_stats, row_norms
+from text_retrieval.data.loaders import BrightDataset, EvalSettings, RetrievalDataset, STSPairs, load_eval_datasets
 from text_retrieval.evaluation.bright_scores import add_recall_at_1, bright_summary
-from text_retrieval.evaluation.encoding import empty_inputs, encoding_numerics, evaluation_encoding, with_export_lengths
+from text_retrieval.evaluation.encoding import empty_inputs, evaluation_encoding, with_export_lengths
 from text_retrieval.evaluation.metrics import check_trec_ids, evaluate_run, write_trec_run
-from text_retrieval.evaluation.report import build_record, format_table, model_label, write_record
+from text_retrieval.evaluation.records import build_record, format_table, model_label, write_record
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.retrieval.corpus_cache import corpus_norms, encode_corpus
 from text_retrieval.retrieval.index import RetrievalSettings
@@ -203,7 +204,7 @@ def evaluate_paths(
     evaluation-time prefixes and max lengths; the max lengths they leave unset are, for a clipmag
     export, its recorded inference lengths (its run's test lengths). The datasets of a settings
     file use that file's settings alone, as a run's test does. ``precision`` is what encoding
-    computes in (``clipmag.precision``); each record's ``numerics`` says what it resolved to.
+    computes in (``clipmag.runtime.precision``); each record's ``numerics`` says what it resolved to.
     """
     output = Path(output)
     settings = settings or EvalSettings()
@@ -249,7 +250,7 @@ def evaluate_paths(
             if "data" in result:
                 config["bright"] = result["data"]
             record = build_record(encoder, ds, result, config)
-            record["numerics"] = encoding_numerics(encoder)
+            record["numerics"] = encoding_numerics(encoder.precision, encoder.device)
             if "Recall@1" in result:
                 record["metrics"]["Recall@1"] = result["Recall@1"]
             record["output_file"] = str(write_record(record, output))

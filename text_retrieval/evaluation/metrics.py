@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytrec_eval
 
+from text_retrieval.retrieval.index import Run
+
 logger = logging.getLogger("clipmag")
 
 __all__ = [
@@ -30,7 +32,6 @@ __all__ = [
     "read_trec_run",
 ]
 
-Run = dict[str, dict[str, float]]
 Qrels = Mapping[str, Mapping[str, int]]
 
 # our name -> (pytrec_eval measure, result key, run depth it is computed on; None = full run)

@@ -17,24 +17,25 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from clipmag.diagnostics import magnitude_summary
-from clipmag.head_record import HeadRecord
-from clipmag.heads import SimilarityHead
-from clipmag.losses import InfoNCE
+from clipmag.scoring.diagnostics import magnitude_summary
+from clipmag.scoring.head_record import HeadRecord
+from clipmag.scoring.heads import SimilarityHead
+from clipmag.scoring.losses import InfoNCE
 from text_retrieval.model.encoder import TextEncoder
 
 __all__ = ["BiEncoder", "default_sts_scale"]
 
 
 class BiEncoder(nn.Module):
-    """Encoder (with its head) plus the loss; ``forward(batch)`` returns the loss and statistics."""
+    """Encoder plus the loss; ``forward(batch)`` returns the loss and statistics.
+
+    The encoder owns the head (it is exported and scores with it); the loss is given that head at
+    every call, so training and every later use score with one object."""
 
     def __init__(
         self, encoder: TextEncoder, loss: InfoNCE, objective: str, hard_negatives: int, sts_scale: float
     ) -> None:
         super().__init__()
-        if loss.head is not encoder.head:
-            raise ValueError("BiEncoder: the loss must score with the encoder's own head")
         self.encoder, self.loss = encoder, loss
         self.objective, self.hard_negatives, self.sts_scale = objective, hard_negatives, sts_scale
 
@@ -61,7 +62,7 @@ class BiEncoder(nn.Module):
     def forward(self, batch: dict[str, Any]) -> dict[str, Any]:
         return self.loss_from(batch, tuple(self.embed_parts(batch)))
 
-    # ---- the parts gradient caching calls (clipmag/grad_cache.py) ------------------------------
+    # ---- the parts gradient caching calls (clipmag/train/grad_cache.py) ------------------------------
     def chunks(self, batch: dict[str, list], size: int) -> list[dict[str, list]]:
         """Consecutive row ranges; a row's hard negatives travel with it."""
         rows = len(next(iter(batch.values())))
@@ -86,15 +87,15 @@ class BiEncoder(nn.Module):
         if self.objective == "sts":
             return self._sts(batch, *embeddings)
         queries, grouped = embeddings
-        out = self.loss(queries, grouped)
-        out.update(magnitude_summary(queries, grouped[:, 0], self.encoder.head, float(out["scale"])))
+        out = self.loss(queries, grouped, self.head)
+        out.update(magnitude_summary(queries, grouped[:, 0], self.head, float(out["scale"])))
         return out
 
     def _sts(self, batch: dict[str, Any], a: torch.Tensor, b: torch.Tensor) -> dict[str, Any]:
-        predicted = self.sts_scale * self.encoder.head.paired(a, b)
+        predicted = self.sts_scale * self.head.paired(a, b)
         gold = torch.as_tensor(batch["score"], dtype=predicted.dtype, device=predicted.device)
         out: dict[str, Any] = {"loss": F.mse_loss(predicted, gold)}
-        out.update(magnitude_summary(a, b, self.encoder.head, self.sts_scale))
+        out.update(magnitude_summary(a, b, self.head, self.sts_scale))
         return out
 
 

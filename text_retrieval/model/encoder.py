@@ -29,9 +29,9 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from clipmag.head_record import HEAD_FILE, HeadRecord
-from clipmag.heads import SimilarityHead, build_head
-from clipmag.precision import autocast, autocast_dtype, check_precision
+from clipmag.runtime.precision import autocast, autocast_dtype, check_precision
+from clipmag.scoring.head_record import HEAD_FILE, HeadRecord
+from clipmag.scoring.heads import SimilarityHead, build_head
 from text_retrieval.model.hf_files import append_eos, sentence_transformers_settings
 from text_retrieval.model.packaged import resolve_model_name
 from text_retrieval.model.pooling import (
@@ -119,7 +119,7 @@ class TextEncoder(nn.Module):
         ``{"gq": 0.3}`` for the learnable head) and ``model_kwargs`` (for ``AutoModel``).
         ``random_init_seed`` keeps the architecture and tokenizer but draws fresh weights with that
         seed (in a forked RNG, so the caller's random state is untouched and every rank agrees).
-        ``precision``: what :meth:`encode` computes in (``auto``: bf16 where native; ``clipmag.precision``).
+        ``precision``: what :meth:`encode` computes in (``auto``: bf16 where native; ``clipmag.runtime.precision``).
         """
         model_kwargs = dict(overrides.pop("model_kwargs", None) or {})
         unknown = set(overrides) - set(_OVERRIDES)

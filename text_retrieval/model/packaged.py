@@ -20,7 +20,7 @@ import shutil
 import zipfile
 from pathlib import Path
 
-from clipmag.head_record import HeadRecord
+from clipmag.scoring.head_record import HeadRecord
 
 __all__ = ["resolve_model_name", "splade_tiny_folder", "SPLADE_TINY", "SPLADE_WHEEL"]
 

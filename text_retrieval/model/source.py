@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clipmag.head_record import HeadRecord
+from clipmag.scoring.head_record import HeadRecord
 
 __all__ = ["ModelSourceError", "check_text_model_source"]
 

@@ -27,11 +27,12 @@ import json
 import logging
 import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clipmag.head_record import HEAD_FILE, HeadRecord
-from clipmag.heads import build_head
+from clipmag.scoring.head_record import CARD_FILE, HEAD_FILE, HeadRecord
+from clipmag.scoring.heads import build_head
 
 logger = logging.getLogger("clipmag")
 
@@ -39,7 +40,6 @@ __all__ = ["save_sentence_transformers", "model_card", "write_model_card", "desc
 
 ST_POOLING = {"mean": "mean", "cls": "cls", "last": "lasttoken"}
 SPARSE_POOLINGS = frozenset({"splade"})  # exported as a SparseEncoder
-CARD_FILE = "README.md"
 _ST_CONFIG = "sentence_bert_config.json"
 _STALE = ("1_Pooling", "1_Router", "1_SpladePooling")  # module folders an earlier export of another head may have left
 
@@ -280,8 +280,8 @@ def write_model_card(
 def describe_run(run_dir: str | Path) -> Path:
     """Rewrite a training run's ``export/README.md`` with its training data (``config.yaml``) and test
     metrics (``results.json``, written after the export was tested, so unknown when it was saved)."""
-    from clipmag.config import load_yaml
-    from clipmag.results import read_results
+    from clipmag.config.build import load_yaml
+    from clipmag.results.record import read_results
 
     run = Path(run_dir)
     results = read_results(run / "results.json")
@@ -290,14 +290,23 @@ def describe_run(run_dir: str | Path) -> Path:
     return write_model_card(run / "export", HeadRecord.read(run / "export"), results, data)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m text_retrieval.model.st_export RUN_DIR``: the run's export gets its full model card."""
-    import argparse
+@dataclass
+class DescribeCommand:
+    """RUN_DIR: a text training run folder (with results.json, config.yaml, export/)."""
 
-    parser = argparse.ArgumentParser(description=describe_run.__doc__)
-    parser.add_argument("run_dir", help="a text training run folder (with results.json, config.yaml, export/)")
-    print(describe_run(parser.parse_args(argv).run_dir))
+    run_dir: str = ""
+
+
+def main(argv: Sequence[str]) -> None:
+    """``python -m text_retrieval.model.st_export RUN_DIR``: the run's export gets its full model card."""
+    from clipmag.config.command_line import parse_cli, require_words
+
+    cmd = parse_cli(DescribeCommand, argv, {}, description=describe_run.__doc__ or "", positional="run_dir")
+    require_words(cmd, ("run_dir",))
+    print(describe_run(cmd.run_dir))
 
 
 if __name__ == "__main__":
-    main()
+    from clipmag.config.entry import run_entry_point
+
+    run_entry_point(main)

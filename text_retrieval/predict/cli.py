@@ -17,14 +17,15 @@ from typing import Annotated, Any
 
 import torch
 
-from clipmag.command_line import field_flags, parse_cli
-from clipmag.config import NonNegativeInt, PositiveFloat, Range
-from clipmag.entry import run_entry_point
-from clipmag.provenance import provenance
+from clipmag.config.build import NonNegativeInt, PositiveFloat, Range
+from clipmag.config.command_line import field_flags, parse_cli
+from clipmag.config.entry import run_entry_point
+from clipmag.results.provenance import provenance
 from text_retrieval.config import EmbeddedDataConfig, PoolingName
-from text_retrieval.data.beir import is_beir_folder
-from text_retrieval.data.pairs import pairs_from_beir, pairs_from_embedded, pairs_from_jsonl, shuffled
-from text_retrieval.data.shards import TextShardStream
+from text_retrieval.data.embedded.build import pairs_from_embedded
+from text_retrieval.data.loaders.beir import is_beir_folder
+from text_retrieval.data.training.pairs import pairs_from_beir, pairs_from_jsonl, shuffled
+from text_retrieval.data.training.shards import TextShardStream
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.model.packaged import resolve_model_name
 from text_retrieval.predict.predictors import DCV_THRESHOLD, predict_norm

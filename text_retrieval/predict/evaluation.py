@@ -1,4 +1,4 @@
-"""The qnorm/dnorm predictors as a sweep evaluation (``clipmag.evaluations`` kind ``predict``).
+"""The qnorm/dnorm predictors as a sweep evaluation (``clipmag.registry.evaluations`` kind ``predict``).
 
 Attached to an untuned cell (``train.steps=0``), whose export is the starting model itself, it
 records both predictors' verdicts before fine-tuning next to the cells that then fine-tune that
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from clipmag.evaluations import EvaluationResult
-from clipmag.results import RESULTS_FILE
+from clipmag.registry.evaluations import EvaluationResult
+from clipmag.results.record import RESULTS_FILE
 from text_retrieval.predict.cli import PredictConfig
 from text_retrieval.predict.cli import main as predict_main
 from text_retrieval.predict.cli import parse_args as predict_parse_args

@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from clipmag.heads import build_head
-from clipmag.losses import InfoNCE
+from clipmag.scoring.heads import build_head
+from clipmag.scoring.losses import InfoNCE
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.predict.probe import DCV_THRESHOLD, SCALE, query_cv_probe, seeded_batches
 
@@ -70,7 +70,7 @@ def magnitude_fisher(
     """
     q_dir, q_log = _centred(queries.detach().double())
     d_dir, d_log = _centred(documents.detach().double())
-    loss_fn = InfoNCE(build_head("dot"), scale=scale, direction="q2d", gather=False).eval()
+    loss_fn, dot = InfoNCE(scale=scale, direction="q2d", gather=False).eval(), build_head("dot")
     grads: dict[str, list[torch.Tensor]] = {"query": [], "document": []}
     for batch in batches:
         for i in batch:
@@ -80,7 +80,7 @@ def magnitude_fisher(
             q = q_dir[i : i + 1] * torch.exp(a + (1.0 + b) * q_log[i : i + 1]).unsqueeze(-1)
             a, b = params["document"]
             d = d_dir[order] * torch.exp(a + (1.0 + b) * d_log[order]).unsqueeze(-1)
-            loss = loss_fn(q, d.unsqueeze(0))["loss"]
+            loss = loss_fn(q, d.unsqueeze(0), dot)["loss"]
             g_q, g_d = torch.autograd.grad(loss, [params["query"], params["document"]])
             grads["query"].append(g_q)
             grads["document"].append(g_d)

@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from clipmag.diagnostics import norm_stats, row_norms
-from clipmag.heads import build_head
-from clipmag.losses import InfoNCE
+from clipmag.scoring.diagnostics import norm_stats, row_norms
+from clipmag.scoring.heads import build_head
+from clipmag.scoring.losses import InfoNCE
 from text_retrieval.model.encoder import TextEncoder
 
 __all__ = ["query_cv_probe", "seeded_batches", "DCV_THRESHOLD", "SCALE"]
@@ -69,14 +69,14 @@ def _probe_cv(
         query_max_length=encoder.query_max_length,
         document_max_length=encoder.document_max_length,
     )
-    loss_fn = InfoNCE(build_head(head), scale=SCALE, direction="q2d", gather=False)
+    loss_fn = InfoNCE(scale=SCALE, direction="q2d", gather=False)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.98), eps=1e-8, weight_decay=0.01, foreach=True)
     model.eval()  # dropout off: the probe must be deterministic
     losses = []
     for step in range(steps):
         q_batch, d_batch = tokens[step % len(tokens)]
-        out = loss_fn(probe.embed(q_batch), probe.embed(d_batch))
+        out = loss_fn(probe.embed(q_batch), probe.embed(d_batch), probe.head)
         optimizer.zero_grad(set_to_none=True)
         out["loss"].backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)

@@ -21,12 +21,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clipmag.command_line import parse_cli
-from clipmag.config import ConfigError
-from clipmag.entry import run_entry_point
-from clipmag.evaluations import EvaluationResult
-from clipmag.folder_lock import FolderLock
-from clipmag.run_logging import setup_logging
+from clipmag.config.build import ConfigError
+from clipmag.config.command_line import parse_cli
+from clipmag.config.entry import run_entry_point
+from clipmag.registry.evaluations import EvaluationResult
+from clipmag.runtime.logs import setup_logging
+from clipmag.storage.folder_lock import FolderLock
 from text_retrieval.rag.config import RagConfig
 from text_retrieval.rag.pipeline import run_rag
 from text_retrieval.rag.report import Row, comparison_table, read_row
@@ -97,7 +97,7 @@ def main(argv: Sequence[str]) -> list[Row]:
 
 
 def read_evaluation(folder: str | Path) -> EvaluationResult:
-    """One retriever's results in a folder, for sweep reports (``clipmag.evaluations``)."""
+    """One retriever's results in a folder, for sweep reports (``clipmag.registry.evaluations``)."""
     row = read_row(folder)
     metrics = {
         qa: {key: float(value) for key, value in values.items() if key != "num_questions"}

@@ -1,6 +1,6 @@
 """The RAG evaluation's configuration: data, retrievers and reader, as typed dataclasses.
 
-Loaded like every clipmag config (``clipmag.config.build_config``): dataclass defaults, an
+Loaded like every clipmag config (``clipmag.config.build.build_config``): dataclass defaults, an
 optional YAML file (``configs/rag/paper_*.yaml``), then ``key=value`` overrides and the command
 line's flags; a wrong key or type stops before any work and names the key.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from clipmag.config import NonNegativeInt, PositiveInt
-from clipmag.heads import HEAD_NAMES
-from clipmag.precision import PRECISIONS
+from clipmag.config.build import NonNegativeInt, PositiveInt
+from clipmag.runtime.precision import PRECISIONS
+from clipmag.scoring.heads import HEAD_NAMES
 from text_retrieval.config import PoolingName
 
 __all__ = ["RagConfig", "RagDataConfig", "RetrievalConfig", "ReaderConfig", "ACCURACY_AT"]
@@ -51,7 +51,7 @@ class RetrievalConfig:
     ``norms``: head names to score each model with (empty: the model's own head, from its
     ``clipmag_head.json``, else cosine). ``depth``: passages retrieved per question (>= the largest
     accuracy@k that is reported). ``cache_dir``: raw passage embeddings are cached here.
-    ``precision``: what encoding computes in (``clipmag.precision``: ``auto`` is bf16 autocast where
+    ``precision``: what encoding computes in (``clipmag.runtime.precision``: ``auto`` is bf16 autocast where
     native, else fp32; the reader has its own ``reader.dtype``). Max lengths are the model's own
     (an export's: the ones its run tested at) unless ``max_length`` sets both sides.
     """

@@ -18,7 +18,7 @@ QA sets (``read_qa``):
 * a JSON array of ``{"question", "answer"}`` objects (HotpotQA's own release, one answer string).
 
 Files are split on ``\\n`` only: some questions contain Unicode line separators. Bad input raises
-:class:`~text_retrieval.data.common.DataFormatError` naming the file, the line and what was
+:class:`~text_retrieval.data.loaders.reading.DataFormatError` naming the file, the line and what was
 expected; duplicate passage ids name both lines.
 """
 
@@ -32,7 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from text_retrieval.data.common import DataFormatError, find_file, iter_jsonl, open_text, require_str
+from text_retrieval.data.loaders.reading import (
+    DataFormatError,
+    find_file,
+    iter_jsonl,
+    open_text,
+    parse_json_lines,
+    require_str,
+)
 from text_retrieval.rag.answers import MatchType
 
 __all__ = ["Passage", "Corpus", "Question", "QASet", "read_corpus", "read_qa", "CORPUS_FILES"]
@@ -203,13 +210,7 @@ def _read_dpr_tsv(path: Path, name: str, match: str) -> list[Question]:
 
 def _read_json_lines(path: Path, name: str, match: str) -> list[Question]:
     questions: list[Question] = []
-    for line, text in _lines(path):
-        if not text.strip():
-            continue
-        try:
-            obj = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise DataFormatError(path, line, "one JSON object per line", f"invalid JSON ({err.msg})") from None
+    for line, obj in parse_json_lines(_lines(path), path):
         questions.append(_question(obj, path, line, f"{name}-{len(questions)}", match))
     return questions
 

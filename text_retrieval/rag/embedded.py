@@ -44,8 +44,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from clipmag.files import write_bytes_atomic, write_text_atomic
-from clipmag.results import installed_versions
+from clipmag.results.record import installed_versions
+from clipmag.storage.files import write_bytes_atomic, write_text_atomic
 from text_retrieval.model.wheels import WheelError, with_wheel
 from text_retrieval.rag.answers import contains_tokens, has_answer, tokens
 from text_retrieval.rag.data import Passage, Question, read_qa

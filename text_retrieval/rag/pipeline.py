@@ -27,12 +27,12 @@ from typing import Any
 
 import torch
 
-from clipmag.config import to_dict
-from clipmag.files import write_text_atomic
-from clipmag.naming import slug
-from clipmag.provenance import provenance
-from clipmag.results import package_versions
-from text_retrieval.evaluation.report import model_label
+from clipmag.config.build import to_dict
+from clipmag.results.provenance import provenance
+from clipmag.results.record import package_versions
+from clipmag.storage.files import write_text_atomic
+from clipmag.storage.naming import slug
+from text_retrieval.evaluation.records import model_label
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.rag.answers import has_answer, score_prediction, tokens
 from text_retrieval.rag.config import ACCURACY_AT, RagConfig

@@ -31,7 +31,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
-from clipmag.precision import native_bf16
+from clipmag.runtime.precision import native_bf16
 from text_retrieval.rag.prompts import Prompt
 
 logger = logging.getLogger("clipmag")
@@ -145,7 +145,7 @@ def load_reader(
     """Load a reader from a name, folder, ``.gguf`` path or ``smollm2`` (see the module docstring).
 
     ``dtype="auto"``: bfloat16 where the device computes it natively (a CUDA GPU with bf16 units, a
-    CPU with AVX-512 BF16 or AMX: :func:`clipmag.precision.native_bf16`, the rule of
+    CPU with AVX-512 BF16 or AMX: :func:`clipmag.runtime.precision.native_bf16`, the rule of
     ``precision=auto`` everywhere), else float32. A model that cannot be loaded raises
     ``FileNotFoundError`` naming ``spec`` and the underlying reason.
     """

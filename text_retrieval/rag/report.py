@@ -2,7 +2,7 @@
 
 Each row is one retriever (a model under a head, or BM25). The change column is relative to the
 baseline row (the first row scored with the cosine head, else the first row), and its p-value is
-an exact McNemar test over questions (:mod:`clipmag.significance`): a two-sided binomial test on
+an exact McNemar test over questions (:mod:`clipmag.results.significance`): a two-sided binomial test on
 the questions where exactly one of the two rows is right, Holm-corrected over the rows compared
 with the baseline (▲/▼ when the corrected p is below 0.05). It is a paired test because both rows
 answer the same questions; with the few questions of the embedded set only large gaps reach it.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clipmag.significance import Comparison, compare_with_baseline, mark
+from clipmag.results.significance import Comparison, compare_with_baseline, mark
 from text_retrieval.rag.config import ACCURACY_AT
 
 __all__ = ["Row", "comparison_table", "read_row", "question_outcomes", "QUESTIONS_SUFFIX"]

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clipmag.heads import build_head
-from text_retrieval.evaluation.encoding import encoding_numerics
+from clipmag.results.record import encoding_numerics
+from clipmag.scoring.heads import build_head
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.rag.data import Corpus, Question
 from text_retrieval.retrieval.corpus_cache import encode_corpus
@@ -97,7 +97,7 @@ def dense_runs(
             head=encoder.head_record().with_head(head).to_dict(),
             description={"kind": "dense", "model": encoder.name_or_path, "encode_seconds": encode_seconds},
             seconds=time.perf_counter() - start + encode_seconds,
-            numerics=encoding_numerics(encoder),
+            numerics=encoding_numerics(encoder.precision, encoder.device),
         )
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import faiss
 import numpy as np
 
-from clipmag.heads import SimilarityHead
+from clipmag.scoring.heads import SimilarityHead
 from text_retrieval.retrieval.index import Index, RetrievalSettings, head_transform, release_pages
 from text_retrieval.retrieval.mips import augment_documents, augment_queries
 

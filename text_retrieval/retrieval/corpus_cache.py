@@ -42,10 +42,10 @@ from typing import Any
 
 import numpy as np
 
-from clipmag import distributed as dist_utils
-from clipmag.diagnostics import row_norms
-from clipmag.naming import slug
-from clipmag.precision import autocast_dtype
+from clipmag.runtime import distributed as dist_utils
+from clipmag.runtime.precision import autocast_dtype
+from clipmag.scoring.diagnostics import row_norms
+from clipmag.storage.naming import slug
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.retrieval.index import CACHE_DTYPES, RetrievalSettings, release_pages
 

@@ -13,9 +13,10 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from clipmag.heads import SimilarityHead
+from clipmag.scoring.heads import SimilarityHead
 
 __all__ = [
+    "Run",
     "RetrievalSettings",
     "Index",
     "head_transform",
@@ -26,6 +27,9 @@ __all__ = [
     "ANN_TRANSFORMS",
     "CACHE_DTYPES",
 ]
+
+# What a search returns and the metrics read: query id -> {document id: score}, as pytrec_eval takes it.
+Run = dict[str, dict[str, float]]
 
 METHODS = ("exact", "hnsw", "ivf")
 BACKENDS = ("auto", "torch", "faiss")

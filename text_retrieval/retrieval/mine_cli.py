@@ -2,7 +2,7 @@
 
 Examples:
     python scripts/mine_negatives.py --model all-MiniLM-L6-v2 --norm qnorm \\
-        --data ../shared/data/beir/scifact --split train --corpus ../shared/data/beir/scifact/corpus.jsonl \\
+        --data data/beir/scifact --split train --corpus data/beir/scifact/corpus.jsonl \\
         --output runs/data/scifact-mined-qnorm --rank-min 10 --rank-max 100 --relative-margin 0.05
     python scripts/mine_negatives.py --model all-MiniLM-L6-v2 --data embedded --output runs/data/embedded-mined
     torchrun --nproc_per_node=4 scripts/mine_negatives.py --model M --data pairs.jsonl --output OUT \\
@@ -35,34 +35,34 @@ import logging
 import os
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import torch
 
-from clipmag.command_line import field_flags, parse_cli
-from clipmag.config import ConfigError, Fraction, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, to_dict
-from clipmag.entry import run_entry_point
-from clipmag.folder_lock import LOCK_FILE, FolderLock
-from clipmag.naming import slug
-from clipmag.precision import PRECISIONS
-from clipmag.provenance import provenance
-from clipmag.run_logging import setup_logging
-from clipmag.settings import HeadName
-from clipmag.shards import SIZES_FILE, declared_sizes
+from clipmag.config.build import ConfigError, PositiveFloat, PositiveInt, to_dict
+from clipmag.config.command_line import field_flags, parse_cli
+from clipmag.config.entry import run_entry_point
+from clipmag.results.provenance import provenance
+from clipmag.results.record import encoding_numerics
+from clipmag.runtime.logs import setup_logging
+from clipmag.runtime.precision import PRECISIONS
+from clipmag.scoring.heads import HeadName
+from clipmag.storage.folder_lock import LOCK_FILE, FolderLock
+from clipmag.storage.naming import slug
+from clipmag.storage.shards import SIZES_FILE, declared_sizes
 from text_retrieval.config import EmbeddedDataConfig, PoolingName
-from text_retrieval.data.beir import is_beir_folder, read_corpus
-from text_retrieval.data.common import find_file
-from text_retrieval.data.embedded import build_embedded
-from text_retrieval.data.pairs import pairs_from_beir, pairs_from_jsonl, shuffled
-from text_retrieval.data.shards import load_shard, resolve_shards, write_text_shards
-from text_retrieval.evaluation.encoding import encoding_numerics
+from text_retrieval.data.embedded.build import build_embedded
+from text_retrieval.data.loaders.beir import is_beir_folder, read_corpus
+from text_retrieval.data.loaders.reading import find_file
+from text_retrieval.data.training.pairs import pairs_from_beir, pairs_from_jsonl, shuffled
+from text_retrieval.data.training.shards import load_shard, resolve_shards, write_text_shards
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.retrieval.corpus_cache import shared_encoding
 from text_retrieval.retrieval.index import CACHE_DTYPES, RetrievalSettings
 from text_retrieval.retrieval.mining import mine_negatives
-from text_retrieval.retrieval.negatives import SAMPLINGS, SEMANTICS, MiningRules
+from text_retrieval.retrieval.negatives import MiningRules
 
 __all__ = ["MineConfig", "parse_args", "load_samples", "main", "entry"]
 
@@ -76,12 +76,13 @@ EMBEDDED = "embedded"
 @dataclass
 class MineConfig:
     """One mining run. ``model``: a Hugging Face folder or name, or a clipmag export; ``norm`` and
-    ``pooling`` default to its own. ``num_negatives`` (k), ``rank_min`` / ``rank_max`` (the window,
-    ranks counted from 0 among the non-positive candidates, ``rank_max`` excluded),
-    ``absolute_margin``, ``relative_margin``, ``max_score``, ``sampling`` and ``semantics`` are the
-    selection rules (``text_retrieval/retrieval/negatives.py``). ``negatives_from``: ``corpus`` (the
-    ``corpus`` documents and the positives) or ``training-judged`` (the positives of ``split``
-    only); unset, ``corpus`` exactly when ``corpus`` is given. Encoding: max lengths default to the model's own.
+    ``pooling`` default to its own. ``rules``: the selection rules (``MiningRules`` of
+    ``text_retrieval/retrieval/negatives.py``: ``num_negatives`` k, the rank window ``rank_min`` /
+    ``rank_max`` counted from 0 among the non-positive candidates, ``rank_max`` excluded, the margins,
+    ``max_score``, ``sampling``, ``seed`` and ``semantics``), each also a flag of its own name.
+    ``negatives_from``: ``corpus`` (the ``corpus`` documents and the positives) or
+    ``training-judged`` (the positives of ``split`` only); unset, ``corpus`` exactly when ``corpus``
+    is given. Encoding: max lengths default to the model's own.
     ``cache_dir`` keeps the raw corpus embeddings (one cache serves every head)."""
 
     model: str = ""
@@ -92,16 +93,8 @@ class MineConfig:
     split: str = "train"
     corpus: str | None = None
     embedded_root: str = EmbeddedDataConfig.root  # the trainer's own
-    num_negatives: PositiveInt = 3
-    rank_min: NonNegativeInt = 0
-    rank_max: PositiveInt = 100
-    absolute_margin: NonNegativeFloat | None = None
-    relative_margin: Fraction | None = None
-    max_score: float | None = None
-    sampling: Literal[SAMPLINGS] = "top"  # type: ignore[valid-type]
-    semantics: Literal[SEMANTICS] = "clipmag"  # type: ignore[valid-type]
+    rules: MiningRules = field(default_factory=MiningRules)
     negatives_from: Literal["corpus", "training-judged"] | None = None
-    seed: NonNegativeInt = 0
     no_shuffle: bool = False
     samples_per_shard: PositiveInt = 1000
     overwrite: bool = False
@@ -115,26 +108,25 @@ class MineConfig:
     search_memory_gb: PositiveFloat = 4.0
     quiet: bool = False
 
-    def rules(self) -> MiningRules:
-        keys = ("num_negatives", "rank_min", "rank_max", "absolute_margin", "relative_margin", "max_score", "sampling")
-        return MiningRules(**{k: getattr(self, k) for k in keys}, seed=self.seed, semantics=self.semantics)
-
     @property
     def pool(self) -> str:
         """Where negatives come from: ``corpus`` or ``training-judged``."""
         return self.negatives_from or ("corpus" if self.corpus else "training-judged")
 
 
+# Every key is a flag of its own name, the selection rules' too (``--rank-min`` sets ``rules.rank_min``).
+FLAGS = {
+    **{name: key for name, key in field_flags(MineConfig).items() if name != "rules"},
+    **{rule.name: f"rules.{rule.name}" for rule in fields(MiningRules)},
+}
+
+
 def parse_args(argv: Sequence[str]) -> MineConfig:
     """``--model M --data D --output OUT [--flag value ...] [key=value ...]`` -> a checked config."""
-    cfg = parse_cli(MineConfig, argv, field_flags(MineConfig), description=__doc__)
+    cfg = parse_cli(MineConfig, argv, FLAGS, description=__doc__)
     missing = [f"--{key}" for key in ("model", "data", "output") if not getattr(cfg, key)]
     if missing:
         raise ConfigError(f"command line: {' and '.join(missing)} needed; see --help")
-    try:
-        cfg.rules()
-    except ValueError as err:
-        raise ConfigError(f"command line: {err}") from None
     if cfg.negatives_from == "corpus" and not cfg.corpus:
         raise ConfigError("command line: --negatives-from corpus needs --corpus (the documents to draw from)")
     if cfg.negatives_from == "training-judged" and cfg.corpus:
@@ -254,7 +246,7 @@ def _mine(cfg: MineConfig, staging: Path) -> tuple[TextEncoder, list[dict[str, A
             cfg.chunk_size, cfg.cache_dtype, distributed, "exact", "auto", memory_gb=cfg.search_memory_gb
         )
         mined = mine_negatives(
-            encoder, samples, cfg.rules(), corpus, cache_dir, name, cfg.batch_size, not cfg.quiet, settings
+            encoder, samples, cfg.rules, corpus, cache_dir, name, cfg.batch_size, not cfg.quiet, settings
         )
     return None if mined is None else (encoder, *mined)
 
@@ -265,23 +257,23 @@ def _write(
     """Shards and manifest into ``staging``, which then replaces the output; the manifest."""
     output = Path(cfg.output)
     if not cfg.no_shuffle:
-        samples = shuffled(samples, cfg.seed)
+        samples = shuffled(samples, cfg.rules.seed)
     paths = _writable(write_text_shards, staging, samples, staging, cfg.samples_per_shard)
     manifest = {
         "model": cfg.model,
         "encoder": encoder.head_record().to_dict(),
         "head": encoder.head.to_dict(),
-        "seed": cfg.seed,
+        "seed": cfg.rules.seed,
         "settings": to_dict(cfg),
         "negatives_from": cfg.pool,
         "counts": {**summary, "shards": len(paths)},
-        "numerics": encoding_numerics(encoder),
+        "numerics": encoding_numerics(encoder.precision, encoder.device),
         "provenance": provenance(to_dict(cfg)),
     }
     text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
     _writable((staging / MANIFEST).write_text, staging, text, encoding="utf-8")
     _writable(_publish, output, staging, output)
-    short, k = summary["queries_fewer_than_k"], cfg.num_negatives
+    short, k = summary["queries_fewer_than_k"], cfg.rules.num_negatives
     if short:
         logger.warning(
             "%d of %d queries got fewer than %d negatives (%d none; training with data.hard_negatives cycles a "

@@ -46,6 +46,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from clipmag.config.checks import Fraction, NonNegativeFloat, NonNegativeInt, PositiveInt
+
 __all__ = ["SAMPLINGS", "SEMANTICS", "MiningRules", "Selection", "select_negatives", "summarize"]
 
 SAMPLINGS = ("top", "random")
@@ -55,16 +57,17 @@ SKIP_REASONS = ("positive", "margin", "max_score")
 
 @dataclass(frozen=True)
 class MiningRules:
-    """The selection settings (module docstring); checked on construction."""
+    """The selection settings (module docstring); checked on construction. The miner's command line
+    nests them as its ``rules`` section (``--rank-min 10`` sets ``rules.rank_min``)."""
 
-    num_negatives: int = 3
-    rank_min: int = 0
-    rank_max: int = 100
-    absolute_margin: float | None = None
-    relative_margin: float | None = None
+    num_negatives: PositiveInt = 3
+    rank_min: NonNegativeInt = 0
+    rank_max: PositiveInt = 100
+    absolute_margin: NonNegativeFloat | None = None
+    relative_margin: Fraction | None = None
     max_score: float | None = None
     sampling: Literal["top", "random"] = "top"
-    seed: int = 0
+    seed: NonNegativeInt = 0  # random sampling's seed (the miner shuffles its samples with it too)
     semantics: Literal["clipmag", "sentence-transformers"] = "clipmag"
 
     def __post_init__(self) -> None:

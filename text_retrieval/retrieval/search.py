@@ -31,19 +31,19 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from clipmag.heads import SimilarityHead
-from text_retrieval.evaluation.metrics import Run
+from clipmag.scoring.heads import SimilarityHead
 from text_retrieval.retrieval.ann import ApproximateIndex, recall_vs_exact
 from text_retrieval.retrieval.index import (
     Index,
     RetrievalSettings,
+    Run,
     query_factor,
     release_pages,
 )
 from text_retrieval.retrieval.topk import RunningTopK, choose_backend, faiss_topk
 
 if TYPE_CHECKING:
-    from text_retrieval.data import RetrievalDataset
+    from text_retrieval.data.loaders import RetrievalDataset
 
 __all__ = ["ExactIndex", "build_index", "search", "retrieve"]
 

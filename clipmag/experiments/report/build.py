@@ -8,7 +8,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-from clipmag.evaluations import EVALUATIONS
 from clipmag.experiments.report import plots
 from clipmag.experiments.report.collect import (
     CLIP_METRICS,
@@ -26,7 +25,8 @@ from clipmag.experiments.report.provenance import check_one_code_state, code_lin
 from clipmag.experiments.report.starts import start_rows, starting_points_section, write_start_rows
 from clipmag.experiments.report.tables import TableRow, aggregate, mean_of, to_csv, to_markdown, with_query_tests
 from clipmag.experiments.report.verdicts import scorecard
-from clipmag.significance import QUERY_TEST, SEED_TEST, mark
+from clipmag.registry.evaluations import EVALUATIONS
+from clipmag.results.significance import QUERY_TEST, SEED_TEST, mark
 
 RETRIEVAL = ("NDCG@10", "MRR@10", "Recall@100")
 BRIGHT = ("NDCG@10", "Recall@1", "Recall@100")

@@ -1,10 +1,10 @@
 """Read a sweep's run folders into tidy rows: one (cell, dataset, metric, value) per row.
 
 A cell folder holds ``cell.json`` (written by the sweep: group, kind, model, head, variant, seed)
-and ``results.json`` (written by the run driver, ``clipmag.results``): metrics per dataset and the
+and ``results.json`` (written by the run driver, ``clipmag.results.record``): metrics per dataset and the
 head record of the tested model, from which the report takes the head (a CLIP variant set by
 ``--config`` names no head in its cell). Evaluations the sweep attached to a cell (``cell.json``
-names them) are read through their registered reader (:mod:`clipmag.evaluations`).
+names them) are read through their registered reader (:mod:`clipmag.registry.evaluations`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clipmag.evaluations import get_evaluation
 from clipmag.experiments.grid import CELL_FILE, EVALUATIONS_DIR
-from clipmag.results import RESULTS_FILE, read_results
+from clipmag.registry.evaluations import get_evaluation
+from clipmag.results.record import RESULTS_FILE, read_results
+from clipmag.scoring.head_record import HeadRecord
 
 TEXT_METRICS = (
     "NDCG@10",
@@ -67,7 +68,7 @@ class CellResult:
     @property
     def head(self) -> str:
         """The head the tested model scored with, from its head record."""
-        return str(self.results["head"]["head"]["name"])
+        return HeadRecord.from_dict(self.results["head"], source=f"{self.directory}/results.json").head_name
 
     @property
     def config(self) -> str:

@@ -1,7 +1,7 @@
 """Which code made a report's numbers, and the refusal to mix code states in one table.
 
 Every cell's ``results.json`` names the commit it ran at and whether the tree was dirty
-(:mod:`clipmag.provenance`). A table whose cells come from different commits, from a dirty tree or
+(:mod:`clipmag.results.provenance`). A table whose cells come from different commits, from a dirty tree or
 from code that recorded nothing cannot be traced to one version of the code, so the report refuses
 it unless asked (``allow_mixed``); then every table says which code states it mixes.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from clipmag.config import ConfigError
+from clipmag.config.build import ConfigError
 from clipmag.experiments.report.collect import CellResult
-from clipmag.provenance import describe_code
+from clipmag.results.provenance import describe_code
 
 __all__ = ["MixedCode", "code_label", "check_one_code_state", "code_line"]
 
@@ -23,7 +23,7 @@ class MixedCode(ConfigError):
 
 
 def code_label(cell: CellResult) -> str:
-    """The code state a cell's results name (:func:`clipmag.provenance.describe_code`)."""
+    """The code state a cell's results name (:func:`clipmag.results.provenance.describe_code`)."""
     return describe_code((cell.results.get("provenance") or {}).get("code"))
 
 

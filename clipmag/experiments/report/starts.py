@@ -8,7 +8,7 @@ untuned; the others are fine-tuned. For each fine-tuned group, start and test se
   (the paper's precondition: relevance visible in the norms before training);
 * each head's nDCG@10, mean +- std over seeds, against cosine: the mean per-query difference with
   its bootstrap interval, the query-level test with Holm's correction over the row's heads (the
-  mark), and the paper's seed-level paired t-test beside it (:mod:`clipmag.significance`);
+  mark), and the paper's seed-level paired t-test beside it (:mod:`clipmag.results.significance`);
 * Cohen's d after fine-tuning per head, the learnable head's final exponents, and each qnorm/dnorm
   predictor's verdict (a ``predict`` evaluation on the untuned cell) against the measured winner
   and against the majority-class guess on the same cells.
@@ -28,9 +28,9 @@ import numpy as np
 from clipmag.experiments.grid import EVALUATIONS_DIR
 from clipmag.experiments.report.collect import CellResult, learnable_trajectories
 from clipmag.experiments.report.verdicts import scorecard
-from clipmag.heads import HEAD_NAMES
-from clipmag.results import RESULTS_FILE
-from clipmag.significance import QUERY_TEST, SEED_TEST, Comparison, compare_with_baseline, mark
+from clipmag.results.record import RESULTS_FILE
+from clipmag.results.significance import QUERY_TEST, SEED_TEST, Comparison, compare_with_baseline, mark
+from clipmag.scoring.heads import HEAD_NAMES
 
 METRIC = "NDCG@10"
 BASELINE = "cosine"

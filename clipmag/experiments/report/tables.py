@@ -1,7 +1,7 @@
 """Aggregate tidy rows into a paper-style table: mean +- std over seeds, change vs cosine, the paper's
 paired t-test over seed means vs cosine, best per row in bold. Where the runs kept per-query scores
 (retrieval, RAG) each row also gets the query-level test with Holm's correction over its heads
-and the mark it earns (:func:`with_query_tests`, :mod:`clipmag.significance`)."""
+and the mark it earns (:func:`with_query_tests`, :mod:`clipmag.results.significance`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from clipmag.experiments.report.collect import QuestionOutcomes, Row
-from clipmag.heads import HEAD_NAMES
-from clipmag.significance import Comparison, compare_with_baseline, mark, paired_seed_p
+from clipmag.results.significance import Comparison, compare_with_baseline, mark, paired_seed_p
+from clipmag.scoring.heads import HEAD_NAMES
 
 BASELINE = "cosine"
 LOWER_IS_BETTER = {"asymmetry_gap"}

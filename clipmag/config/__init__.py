@@ -1,0 +1,1 @@
+"""Configuration: typed config trees, their checks, the shared sections, the command line."""

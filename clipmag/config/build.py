@@ -1,0 +1,240 @@
+"""Typed configuration: dataclasses, defaults from YAML, overrides from the command line.
+
+A run's configuration is one tree of dataclasses. Values come, in order, from the dataclass
+defaults, an optional YAML file (``--config``) and the command line: dotted ``key=value`` tokens
+(``optim.lr=1e-5``) and a few ``--flag value`` shorthands (``--norm dnorm`` for ``head.name=dnorm``).
+Every key and every value is checked against the dataclass types (:mod:`clipmag.config.checks`)
+before any work starts; an unknown key, a wrong type or a number out of its range
+(``Annotated[int, Range(1)]``, e.g. ``PositiveInt``) raises ``ConfigError`` naming the key, where it
+came from, and the valid choices. The resolved tree is written next to every run's outputs
+(``config_yaml``). The command line's words are read by :mod:`clipmag.config.command_line`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar, get_args
+
+import yaml
+
+from clipmag.config.checks import (
+    ConfigError,
+    Fraction,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    Range,
+    alternatives,
+    build,
+    coerce,
+    config_fields,
+    list_types,
+    type_name,
+)
+from clipmag.registry.config_packages import config_path
+
+__all__ = [
+    "ConfigError",
+    "Range",
+    "PositiveInt",
+    "NonNegativeInt",
+    "PositiveFloat",
+    "NonNegativeFloat",
+    "Fraction",
+    "to_dict",
+    "parse_value",
+    "load_yaml",
+    "key_type",
+    "cli_value",
+    "parse_override",
+    "build_config",
+    "config_keys_text",
+    "config_yaml",
+    "config_from_dict",
+]
+
+T = TypeVar("T")
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """A plain nested dict (tuples as lists) that YAML and JSON can write."""
+
+    def plain(v: Any) -> Any:
+        if dataclasses.is_dataclass(v):
+            return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        return v
+
+    return plain(cfg)
+
+
+def _merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = tree
+    for part in parts[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {} if child is None else child
+            node[part] = child
+        node = child
+    node[parts[-1]] = value
+
+
+def parse_value(text: str) -> Any:
+    """YAML scalar parsing for command-line values: ``1e-5`` -> float, ``true`` -> bool, ``[1,2]``."""
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    # YAML 1.1 reads '1e-5' (no dot) as a string; accept it as a float.
+    if isinstance(value, str):
+        try:
+            return float(value) if any(c in value.lower() for c in "e.") else value
+        except ValueError:
+            return value
+    return value
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML keeps the last of two equal keys without a word (``steps: 2`` then ``steps: 5``
+    trains 5 steps); this loader refuses the second, naming its line."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise ConfigError(f"line {line}: key {key!r} appears twice (first at line {seen[key]}); keep one")
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(text: str, source: str | Path) -> Any:
+    """Parse YAML ``text`` read from ``source``, refusing repeated keys; errors name the source."""
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except ConfigError as err:
+        raise ConfigError(f"{source}: {err}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{source}: not valid YAML: {err}") from None
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML mapping from ``path``, or from the packaged config of that name (``configs/...``)."""
+    path = config_path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    data = read_yaml(path.read_text(), path) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys at the top level, got {type(data).__name__}")
+    return data
+
+
+def key_type(cls: type, dotted: str) -> Any:
+    """The annotated type of a dotted key of ``cls`` (``Any`` for a key it lacks: ``_build`` names it)."""
+    tp: Any = cls
+    for part in dotted.split("."):
+        if not (isinstance(tp, type) and dataclasses.is_dataclass(tp)) or part not in config_fields(tp):
+            return Any
+        tp = config_fields(tp)[part]
+    return tp
+
+
+def _text_value(text: str, tp: Any) -> Any:
+    """A command-line value for a key of type ``tp``: YAML-parsed, but kept as text where the key takes
+    text and the parsed value would not fit (``output=2024``, ``--query-prefix 'yes'``)."""
+    value = parse_value(text)
+    if isinstance(value, str) or str not in alternatives(tp):
+        return value
+    try:
+        coerce(value, tp, "", "")
+    except ConfigError:
+        return text
+    return value
+
+
+def cli_value(values: Sequence[str], tp: Any) -> Any:
+    """One or several command-line words as the value of a key of type ``tp`` (a list key takes
+    every word; one word that is not a YAML list becomes a list of one)."""
+    lists = list_types(tp)
+    if lists:
+        item_tp = get_args(lists[0])[0]
+        if len(values) == 1 and isinstance(parse_value(values[0]), list):
+            return parse_value(values[0])
+        return [_text_value(v, item_tp) for v in values]
+    return _text_value(values[0], tp)
+
+
+def parse_override(cls: type, token: str) -> tuple[str, Any]:
+    if "=" not in token:
+        raise ConfigError(f"command line: expected key=value or --flag, got {token!r}")
+    key, text = token.split("=", 1)
+    return key.strip(), cli_value([text], key_type(cls, key.strip()))
+
+
+def build_config(
+    cls: type[T],
+    yaml_path: str | Path | None = None,
+    overrides: Sequence[str | tuple[str, Any]] = (),
+    base: Mapping[str, Any] | None = None,
+) -> T:
+    """Dataclass defaults <- ``base`` <- YAML file <- overrides, all type-checked.
+
+    An override is a ``key=value`` token or an already parsed ``(key, value)`` pair."""
+    cfg = to_dict(cls())
+    if base:
+        build(cls, base, "", "defaults", construct=False)
+        cfg = _merge(cfg, base)
+    if yaml_path is not None:
+        data = load_yaml(yaml_path)
+        build(cls, _merge(cfg, data), "", str(yaml_path), construct=False)
+        cfg = _merge(cfg, data)
+    for item in overrides:
+        key, value = parse_override(cls, item) if isinstance(item, str) else item
+        update: dict[str, Any] = {}
+        _set_dotted(update, key, value)
+        build(cls, _merge(cfg, update), "", "command line", construct=False)
+        cfg = _merge(cfg, update)
+    return build(cls, cfg, "", "config")
+
+
+def config_keys_text(cls: type) -> str:
+    """Every dotted key of the config ``cls`` with its default and type (what ``key=value`` sets)."""
+    lines = ["keys (default):"]
+
+    def walk(obj: Any, prefix: str) -> None:
+        for name, tp in config_fields(type(obj)).items():
+            value = getattr(obj, name)
+            key = f"{prefix}{name}"
+            if dataclasses.is_dataclass(value):
+                walk(value, key + ".")
+            else:
+                lines.append(f"  {key} = {value!r}   ({type_name(tp)})")
+
+    walk(cls(), "")
+    return "\n".join(lines)
+
+
+def config_yaml(cfg: Any) -> str:
+    """The resolved configuration as YAML, keys in declaration order (a run's ``config.yaml``)."""
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False)
+
+
+def config_from_dict(cls: type[T], values: Mapping[str, Any], source: str = "saved config") -> T:
+    """Rebuild a config saved with ``to_dict`` (e.g. from a checkpoint)."""
+    return build(cls, _merge(to_dict(cls()), values), "", source)

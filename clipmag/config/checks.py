@@ -1,0 +1,181 @@
+"""The checks behind every config key: types (``Literal``, unions, lists, nested dataclasses) and
+numeric ranges attached with ``Annotated``, so ``train.grad_accum=0`` is refused with the key's name
+before any work starts. :mod:`clipmag.config.build` builds configs with them."""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+
+class UserError(Exception):
+    """An error its message lets the user fix (it names the key, file or setting): every console
+    script ends on one with that message in one line (:mod:`clipmag.config.entry`), not a traceback."""
+
+
+class ConfigError(UserError, ValueError):
+    """A configuration key or value that does not fit the schema."""
+
+
+@dataclass(frozen=True)
+class Range:
+    """Bounds of a numeric key, attached as ``Annotated[int, Range(1)]``; ``open_low`` excludes ``low``."""
+
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+
+    def holds(self, value: float) -> bool:
+        above = self.low is None or (value > self.low if self.open_low else value >= self.low)
+        return above and (self.high is None or value <= self.high)
+
+    def __str__(self) -> str:
+        parts = [f"{'>' if self.open_low else '>='} {self.low:g}"] if self.low is not None else []
+        return " and ".join(parts + ([f"<= {self.high:g}"] if self.high is not None else []))
+
+
+PositiveInt = Annotated[int, Range(1)]
+NonNegativeInt = Annotated[int, Range(0)]
+PositiveFloat = Annotated[float, Range(0, open_low=True)]
+NonNegativeFloat = Annotated[float, Range(0)]
+Fraction = Annotated[float, Range(0, 1)]
+
+
+def type_name(tp: Any) -> str:
+    origin = get_origin(tp)
+    if origin is Annotated:
+        base, *extras = get_args(tp)
+        return " ".join([type_name(base), *(str(e) for e in extras if isinstance(e, Range))])
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+    if origin in (Union, types.UnionType):
+        return " or ".join(type_name(a) for a in get_args(tp))
+    if origin in (list, tuple):
+        return f"a list of {type_name(get_args(tp)[0])}"
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp))
+
+
+def coerce(value: Any, tp: Any, key: str, source: str, construct: bool = True) -> Any:
+    """Check ``value`` against type ``tp`` (converting ints to floats and lists to tuples); a nested
+    config section is built (``construct``) or only checked key by key (see :func:`build`)."""
+
+    def fail() -> ConfigError:
+        return ConfigError(f"{source}: key '{key}' expects {type_name(tp)}, got {value!r}")
+
+    origin = get_origin(tp)
+    if tp is Any:
+        return value
+    if origin is Annotated:
+        base, *extras = get_args(tp)
+        value = coerce(value, base, key, source, construct)
+        if any(isinstance(e, Range) and not e.holds(value) for e in extras):
+            raise fail()
+        return value
+    if origin is Literal:
+        if value not in get_args(tp):
+            raise fail()
+        return value
+    if origin in (Union, types.UnionType):
+        args = get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return coerce(value, arg, key, source, construct)
+            except ConfigError:
+                continue
+        raise fail()
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise fail()
+        item_tp = get_args(tp)[0]
+        items = [coerce(v, item_tp, key, source, construct) for v in value]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise fail()
+        key_tp, value_tp = get_args(tp)
+        return {
+            coerce(k, key_tp, key, source, construct): coerce(v, value_tp, f"{key}.{k}", source, construct)
+            for k, v in value.items()
+        }
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise fail()
+        return build(tp, value, key, source, construct)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise fail()
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise fail()
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise fail()
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise fail()
+        return value
+    if isinstance(tp, type) and not isinstance(value, tp):
+        raise fail()
+    return value
+
+
+def config_fields(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls, include_extras=True)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def alternatives(tp: Any) -> tuple[Any, ...]:
+    """The plain types ``tp`` admits, through ``Annotated``, unions and string ``Literal`` s."""
+    origin = get_origin(tp)
+    if origin is Annotated:
+        return alternatives(get_args(tp)[0])
+    if origin in (Union, types.UnionType):
+        return tuple(a for arg in get_args(tp) for a in alternatives(arg))
+    if origin is Literal:
+        return tuple({type(a) for a in get_args(tp)})
+    return (origin or tp,)
+
+
+def list_types(tp: Any) -> list[Any]:
+    """The list or tuple types among the alternatives of ``tp``."""
+    origin = get_origin(tp)
+    if origin is Annotated:
+        return list_types(get_args(tp)[0])
+    if origin in (Union, types.UnionType):
+        return [a for arg in get_args(tp) for a in list_types(arg)]
+    return [tp] if origin in (list, tuple) else []
+
+
+def build(cls: type, values: Mapping[str, Any], prefix: str, source: str, construct: bool = True) -> Any:
+    """``cls`` from ``values``, every key checked against its type. ``construct=False`` checks the keys
+    only: a section's own cross-key checks (its ``__post_init__``) wait for the finished tree, so the
+    order of ``key=value`` overrides never matters. A section refusing its values names itself."""
+    fields = config_fields(cls)
+    kwargs = {}
+    for name, value in values.items():
+        key = f"{prefix}.{name}" if prefix else name
+        if name not in fields:
+            where = f"'{prefix}'" if prefix else "the top level"
+            raise ConfigError(f"{source}: unknown key '{key}'; valid keys of {where}: {', '.join(fields)}")
+        kwargs[name] = coerce(value, fields[name], key, source, construct)
+    if not construct:
+        return kwargs
+    try:
+        return cls(**kwargs)
+    except ConfigError:
+        raise
+    except ValueError as err:
+        raise ConfigError(f"{source}: {f'section {prefix!r}: ' if prefix else ''}{err}") from None

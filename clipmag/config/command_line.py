@@ -1,0 +1,151 @@
+"""The command line of every clipmag tool: ``[--config YAML] [--flag value ...] [key=value ...]``.
+
+Flags are shorthands for dotted keys of the tool's config dataclass and take the values the key's
+type calls for; ``key=value`` sets any key; ``--help`` lists the flags and every key with its
+default. What the words mean is checked by :mod:`clipmag.config.build` against the dataclass types.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from clipmag.config.build import ConfigError, build_config, cli_value, config_keys_text, key_type, parse_override
+from clipmag.config.checks import alternatives, list_types
+
+T = TypeVar("T")
+
+# A dotted ``key=value`` token (a path such as ``runs/a=b`` is not one: '/' ends the key).
+_OVERRIDE = re.compile(r"^[A-Za-z_][\w.]*=")
+
+
+def _is_switch(tp: Any) -> bool:
+    """A boolean key (or boolean-or-None): its flag takes no value."""
+    return set(alternatives(tp)) <= {bool, type(None)} and bool in alternatives(tp)
+
+
+def _flag_words(args: Sequence[str], i: int, flag: str, tp: Any) -> tuple[list[str], int]:
+    """The words after ``--flag`` at ``args[i]`` that are its value, and the index after them: none
+    for a boolean key, every word up to the next flag or ``key=value`` for a list key, else one."""
+    if _is_switch(tp):
+        return ["true"], i
+    if list_types(tp):
+        end = i
+        while end < len(args) and not args[end].startswith("--") and not _OVERRIDE.match(args[end]):
+            end += 1
+        if end == i:
+            raise ConfigError(f"command line: flag --{flag} needs at least one value")
+        return list(args[i:end]), end
+    if i >= len(args):
+        raise ConfigError(f"command line: flag --{flag} needs a value")
+    return [args[i]], i + 1
+
+
+def parse_cli(cls: type[T], argv: Sequence[str], shorthands: Mapping[str, str], **options: Any) -> T:
+    """The checked config of a command line: :func:`parse_cli_and_file` (same ``options``) without the
+    name of the YAML file it read."""
+    return parse_cli_and_file(cls, argv, shorthands, **options)[0]
+
+
+def parse_cli_and_file(
+    cls: type[T],
+    argv: Sequence[str],
+    shorthands: Mapping[str, str],
+    default_config: str | Path | None = None,
+    description: str = "",
+    positional: str | Sequence[str] | None = None,
+) -> tuple[T, str | None]:
+    """Parse ``[--config PATH] [--flag value ...] [key=value ...]`` into a checked config.
+
+    ``shorthands`` maps flag names to dotted keys, e.g. ``{"norm": "head.name"}``. A flag takes the
+    value its key's type calls for: none for a boolean (``--quiet``), one or more words for a list
+    (``--norm cosine dot``), else one; ``--flag=value`` always works. ``--help`` prints the flags
+    and every key with its default, after ``description``. ``positional`` names the key a bare word
+    (one that is neither a flag nor ``key=value``) sets, e.g. a folder a tool reads, or the keys
+    bare words set in order (``NAME ROOT``). Returns the config and the YAML file it was read from
+    (``None``: no file), for errors to name it.
+    """
+    bare_keys = _positional_keys(positional)
+    bare_given = 0
+    yaml_path = default_config
+    overrides: list[tuple[str, Any]] = []
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        token = args[i]
+        i += 1
+        if token in ("-h", "--help"):
+            print(help_text(cls, shorthands, description, positional))
+            raise SystemExit(0)
+        if bare_keys and not token.startswith("--") and not _OVERRIDE.match(token):
+            if bare_given == len(bare_keys):
+                expected = " ".join(key.upper() for key in bare_keys)
+                counted = "one" if len(bare_keys) == 1 else f"{len(bare_keys)} words,"
+                raise ConfigError(f"command line: {counted} {expected} expected, got another: {token!r}")
+            key = bare_keys[bare_given]
+            bare_given += 1
+            overrides.append((key, cli_value([token], key_type(cls, key))))
+            continue
+        if not token.startswith("--"):
+            overrides.append(parse_override(cls, token))
+            continue
+        flag, has_inline, inline = token[2:].partition("=")
+        name = flag.replace("-", "_")
+        if name != "config" and name not in shorthands:
+            valid = ", ".join(f"--{k.replace('_', '-')}" for k in ("config", *shorthands))
+            raise ConfigError(f"command line: unknown flag --{flag}; valid flags: {valid}, or dotted key=value")
+        tp = str if name == "config" else key_type(cls, shorthands[name])
+        words, i = ([inline], i) if has_inline else _flag_words(args, i, flag, tp)
+        if name == "config":
+            yaml_path = words[0]
+        else:
+            overrides.append((shorthands[name], cli_value(words, tp)))
+    return build_config(cls, yaml_path, overrides), None if yaml_path is None else str(yaml_path)
+
+
+def _positional_keys(positional: str | Sequence[str] | None) -> tuple[str, ...]:
+    if positional is None:
+        return ()
+    return (positional,) if isinstance(positional, str) else tuple(positional)
+
+
+def require_words(cfg: Any, keys: Sequence[str]) -> None:
+    """Refuse a command whose positional words ``keys`` are not all given, naming the missing ones."""
+    missing = [key.upper() for key in keys if not getattr(cfg, key)]
+    if missing:
+        usage = " ".join(key.upper() for key in keys)
+        raise ConfigError(f"command line: {usage} expected; missing {', '.join(missing)}; see --help")
+
+
+def require_one_of(cfg: Any, keys: Sequence[str], target: str, target_given: bool) -> None:
+    """Refuse a tool's command unless its ``target`` is given and exactly one of the flags ``keys`` is set
+    (a tool with several sources, e.g. a shard builder's ``--beir`` / ``--jsonl`` / ``--embedded``)."""
+    given = [f"--{key.replace('_', '-')}" for key in keys if getattr(cfg, key)]
+    if not target_given or len(given) != 1:
+        choices = ", ".join(f"--{key.replace('_', '-')}" for key in keys)
+        found = f"got {', '.join(given)}" if given else "got none"
+        raise ConfigError(f"command line: give {target} and exactly one of {choices} ({found}); see --help")
+
+
+def field_flags(cls: type) -> dict[str, str]:
+    """Every top-level key of a flat config as its own flag (``--top-k`` sets ``top_k``)."""
+    return {f.name: f.name for f in dataclasses.fields(cls)}
+
+
+def help_text(
+    cls: type, shorthands: Mapping[str, str], description: str = "", positional: str | Sequence[str] | None = None
+) -> str:
+    """``--help``: the description, the flags with the key each sets (and how many values it takes), the keys."""
+
+    def takes(key: str) -> str:
+        tp = key_type(cls, key)
+        return "  (no value)" if _is_switch(tp) else "  (one or more values)" if list_types(tp) else ""
+
+    lines = [description.strip(), ""] if description else []
+    first = "".join(f"{key.upper()} " for key in _positional_keys(positional))
+    lines += [f"usage: {first}[--config PATH] [--FLAG VALUE ...] [key=value ...]", "", "flags:"]
+    lines += [f"  --{flag.replace('_', '-'):<22} sets {key}{takes(key)}" for flag, key in shorthands.items()]
+    return "\n".join(lines + ["", config_keys_text(cls)])

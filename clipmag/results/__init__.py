@@ -1,0 +1,1 @@
+"""Results: the results.json record, its provenance, and the paired significance tests."""

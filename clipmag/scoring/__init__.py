@@ -1,0 +1,1 @@
+"""Scoring: similarity heads, the head record, InfoNCE and the magnitude diagnostics."""

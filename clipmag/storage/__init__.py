@@ -1,0 +1,1 @@
+"""Storage: atomic files, folder locks, WebDataset shards, names, publishing exports."""

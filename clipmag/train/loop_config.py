@@ -1,0 +1,54 @@
+"""The ``train`` section of every trainer's config: the generic loop's settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from clipmag.config.checks import NonNegativeInt, PositiveFloat, PositiveInt
+
+__all__ = ["TrainLoopConfig"]
+
+
+@dataclass
+class TrainLoopConfig:
+    """The generic loop: steps, accumulation, precision, logging, checkpoints, guards.
+
+    ``grad_accum`` sums the gradients of that many micro-batches per optimizer step. Each
+    micro-batch's InfoNCE sees only its own in-batch negatives, so accumulation multiplies the
+    samples per step (and the logged ``samples_seen``) but NOT the number of negatives: it is not
+    equivalent to a larger batch for a contrastive loss. For the paper's effective batch, use more
+    ranks (negatives are gathered across them) or a larger ``data.batch_size``.
+
+    ``chunk_size=N`` (0 = off) keeps the loss of the whole micro-batch - every in-batch and
+    cross-rank negative - but holds activations for only N rows at a time (gradient caching,
+    ``clipmag/train/grad_cache.py``): an exact large batch on small memory, at the cost of a second
+    forward pass. The two combine: ``data.batch_size`` rows per micro-batch, cut into chunks of
+    ``chunk_size``, ``grad_accum`` micro-batches per optimizer step.
+    """
+
+    output_dir: str = "runs/default"
+    steps: NonNegativeInt = 100
+    grad_accum: PositiveInt = 1
+    chunk_size: NonNegativeInt = 0
+    # torch intra-op threads (0: torch's default, one per core). Results shift in their last bits
+    # with the thread count; pin it to compare runs across machines.
+    threads: NonNegativeInt = 0
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    log_every: PositiveInt = 10
+    eval_every: NonNegativeInt = 0
+    save_every: NonNegativeInt = 50
+    keep_best: bool = True
+    resume: str | None = None
+    # Replace the run already in output_dir (its checkpoints, metrics, results and export are
+    # removed first); without it or ``resume``, a folder that holds a run is refused.
+    overwrite: bool = False
+    tensorboard: bool = True
+    progress: bool = True
+    max_loss: PositiveFloat = 1e4
+    max_norm: PositiveFloat = 1e4
+    gradient_checkpointing: bool = False
+    # Write <output_dir>/export: the final model with its head, in the front end's format.
+    export_final: bool = True

@@ -1,0 +1,116 @@
+"""Whether a checkpoint may be continued by this run: same model, same head, same kind of step.
+
+Resuming restores the weights, the optimizer and the schedule and trains on, so the checkpoint of
+a different run either fails deep inside ``load_state_dict`` or, worse, trains on silently (a
+cosine checkpoint continued with a dnorm head reports dnorm numbers for a mixed run). Every
+checkpoint stores its run's *step identity* - the settings that decide what one optimizer step
+computes - and a resume compares it, and the shapes of the weights, with the new run before
+anything is written; a difference is one error naming each key with both values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from clipmag.scoring.heads import build_head
+
+STEP_SECTIONS = ("loss", "optim")  # every key of these changes what a step computes
+STEP_LOOP_KEYS = ("seed", "grad_accum", "steps")
+ROWS_KEY = "data.batch_size x ranks"  # the rows (and in-batch negatives) of one micro-batch
+
+
+class ResumeMismatch(ValueError):
+    """The checkpoint to resume belongs to a run with other settings or another model."""
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def config_identity(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of a saved config (``to_dict`` of a run's config) that decide what a step
+    computes, as ``section.key`` -> value: the head's form (name, and the starting gammas of a head
+    that has them), the loss, the optimizer and schedule, the seed (data order), accumulation and,
+    unless the schedule is constant, the number of steps (the schedule's length)."""
+    identity: dict[str, Any] = {}
+    head = config.get("head") or {}
+    if "name" in head:
+        form = build_head(str(head["name"])).to_dict()
+        identity.update({f"head.{k}": _plain(head[k]) for k in form if k in head})
+    for section in STEP_SECTIONS:
+        identity.update({f"{section}.{k}": _plain(v) for k, v in (config.get(section) or {}).items()})
+    train = config.get("train") or {}
+    identity.update({f"train.{k}": train[k] for k in STEP_LOOP_KEYS if k in train})
+    if identity.get("optim.schedule") == "constant":
+        identity.pop("train.steps", None)
+    return identity
+
+
+def step_identity(
+    config: Mapping[str, Any], rows: int, amp_dtype: torch.dtype | None, run: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``config_identity`` plus what only the running trainer knows: the rows of a micro-batch over
+    all ranks, the precision ``auto`` resolved to, and the front end's run identity (model, objective)."""
+    precision = str(amp_dtype).removeprefix("torch.") if amp_dtype is not None else "fp32"
+    return {**config_identity(config), ROWS_KEY: rows, "train.precision": precision, **run}
+
+
+def _shape_problems(saved: Mapping[str, torch.Tensor], current: Mapping[str, torch.Tensor]) -> list[str]:
+    """How the checkpoint's weights differ in name or shape from this run's model (empty: they fit)."""
+    problems = []
+    lacking, extra = sorted(set(current) - set(saved)), sorted(set(saved) - set(current))
+    if lacking:
+        problems.append(f"the checkpoint lacks {len(lacking)} of this model's weights (e.g. {lacking[0]})")
+    if extra:
+        problems.append(f"the checkpoint has {len(extra)} weights this model lacks (e.g. {extra[0]})")
+    for key in sorted(set(saved) & set(current)):
+        if tuple(saved[key].shape) != tuple(current[key].shape):
+            problems.append(
+                f"weight {key} has shape {list(saved[key].shape)} there and {list(current[key].shape)} here"
+            )
+            break
+    return problems
+
+
+def check_resumable(
+    ckpt: Mapping[str, Any], path: str | Path, identity: Mapping[str, Any], state: Mapping[str, torch.Tensor]
+) -> None:
+    """Raise ``ResumeMismatch`` unless checkpoint ``ckpt`` (read from ``path``) can be continued by
+    a run with step identity ``identity`` and model weights ``state``.
+
+    A checkpoint written before the step identity was stored is compared on what its saved
+    config holds; keys that only one side knows are not compared.
+    """
+    saved = ckpt.get("identity") or config_identity(ckpt.get("config") or {})
+    problems = [
+        f"{key} is {saved[key]!r} there and {identity[key]!r} here"
+        for key in identity
+        if key in saved and _plain(saved[key]) != _plain(identity[key])
+    ]
+    if not problems:
+        problems = _shape_problems(ckpt["state_dict"], state)
+    if problems == [f"train.steps is {saved.get('train.steps')!r} there and {identity.get('train.steps')!r} here"]:
+        raise ResumeMismatch(_extend_advice(Path(path), saved, identity))
+    if problems:
+        raise ResumeMismatch(
+            f"cannot resume from {path}: it belongs to another run ({'; '.join(problems)}); resume with the "
+            "checkpoint's settings, or start the new run in another train.output_dir (or drop --resume and add "
+            "--overwrite to replace the old run)"
+        )
+
+
+def _extend_advice(path: Path, saved: Mapping[str, Any], identity: Mapping[str, Any]) -> str:
+    """Only the step count differs: the user wants a longer run. Its learning-rate schedule was
+    planned for the old count, so continuing would change every later step; say what does work."""
+    run = path.parent.parent
+    return (
+        f"cannot extend the run in {run} from {saved['train.steps']} to {identity['train.steps']} steps: its "
+        f"{saved.get('optim.schedule', '?')} schedule was planned for {saved['train.steps']} steps, so every later "
+        "step's learning rate would differ from the run it claims to continue. To train longer, either start a new "
+        f"run from its weights (--model {run / 'export'} train.steps=N --output NEW_FOLDER), or plan extendable "
+        "runs with optim.schedule=constant, whose step count a resume may raise"
+    )

@@ -1,0 +1,116 @@
+"""Evaluation data: BEIR and BRIGHT retrieval sets, STS pairs, and a detector that tells them apart.
+
+``load_eval_datasets(path)`` is what the command line and the trainer's evaluation use: it looks at
+a path, decides whether it is a BEIR folder, a BRIGHT task folder (or a folder of them), STS data,
+or a BRIGHT settings file (see :mod:`text_retrieval.data.loaders.eval_settings`), and loads it. A settings file
+named as a packaged config (``configs/eval/bright_official.yaml``) is found from any directory, as
+every config is; ``check_eval_data(path)`` finds what a later load would miss, without loading.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Literal
+
+from clipmag.registry.config_packages import config_path
+from text_retrieval.data.loaders.beir import RetrievalDataset, is_beir_folder, load_beir, read_qrels
+from text_retrieval.data.loaders.bright import BrightDataset, is_bright_folder, load_bright, load_bright_collection
+from text_retrieval.data.loaders.eval_settings import (
+    SETTINGS_SUFFIXES,
+    EvalSettings,
+    is_settings_file,
+    read_settings_file,
+)
+from text_retrieval.data.loaders.reading import DataFormatError
+from text_retrieval.data.loaders.sts import STSPairs, is_sts_path, load_sts, load_sts_file
+
+__all__ = [
+    "BrightDataset",
+    "DataFormatError",
+    "EvalSettings",
+    "RetrievalDataset",
+    "STSPairs",
+    "check_eval_data",
+    "detect_kind",
+    "load_eval_datasets",
+    "load_beir",
+    "load_bright",
+    "load_sts",
+    "load_sts_file",
+    "read_qrels",
+]
+
+DatasetKind = Literal["beir", "bright", "bright-collection", "bright-settings", "sts"]
+
+
+def _located(path: str | Path) -> Path:
+    """``path``, or, for a settings file absent there, the packaged config it names (``configs/eval/...``)."""
+    path = Path(path)
+    return config_path(path) if not path.exists() and path.suffix in SETTINGS_SUFFIXES else path
+
+
+def detect_kind(path: str | Path) -> DatasetKind:
+    """Which kind of evaluation data lives at ``path``; a clear error listing the layouts otherwise."""
+    path = _located(path)
+    if not path.exists():
+        raise FileNotFoundError(f"evaluation data not found: {path}")
+    if is_beir_folder(path):
+        return "beir"
+    if is_bright_folder(path):
+        return "bright"
+    if path.is_dir() and any(is_bright_folder(p) for p in path.iterdir() if p.is_dir()):
+        return "bright-collection"
+    if is_settings_file(path):
+        return "bright-settings"
+    if is_sts_path(path):
+        return "sts"
+    raise ValueError(
+        f"{path}: not a recognised evaluation dataset. Expected a BEIR folder (corpus.jsonl[.gz], "
+        "queries.jsonl, qrels/<split>.tsv), a BRIGHT task folder (examples.jsonl, documents.jsonl) or a "
+        "folder of them, a BRIGHT settings file (.yaml), or STS data (a .csv/.tsv/.txt file of scored pairs, "
+        "or a folder of them)"
+    )
+
+
+def _load_bright(path: Path, settings: EvalSettings, attach: bool) -> list[BrightDataset]:
+    """A task folder or a root of them in ``settings``' setting; ``attach`` makes the settings travel
+    with each dataset (a settings file's datasets are then evaluated with them wherever they go)."""
+    options = (settings.long_documents, settings.reasoning, bool(settings.strict))
+    if is_bright_folder(path):
+        datasets = [load_bright(path, *options)]
+    else:
+        datasets = load_bright_collection(path, *options)
+    if not attach:
+        return datasets
+    suffix = f"@{settings.name}" if settings.name else ""
+    return [dataclasses.replace(ds, name=ds.name + suffix, settings=settings) for ds in datasets]
+
+
+def load_eval_datasets(
+    path: str | Path, split: str = "test", settings: EvalSettings | None = None
+) -> list[RetrievalDataset | STSPairs]:
+    """Load every dataset found at ``path`` (one for BEIR, one per task or file otherwise).
+
+    ``settings`` choose the BRIGHT setting (long documents, reasoning queries) and the strictness;
+    a settings file brings its own and ignores these.
+    """
+    path = _located(path)
+    settings = settings or EvalSettings()
+    kind = detect_kind(path)
+    if kind == "beir":
+        return [load_beir(path, split=split, strict=settings.strict is not False)]
+    if kind in ("bright", "bright-collection"):
+        return list(_load_bright(path, settings, attach=False))
+    if kind == "bright-settings":
+        root, own = read_settings_file(path)
+        return list(_load_bright(root, own, attach=True))
+    return list(load_sts(path, split=split))
+
+
+def check_eval_data(path: str | Path) -> None:
+    """Raise what :func:`load_eval_datasets` would for a missing or unrecognised ``path`` (and, for a
+    settings file, its BRIGHT root), reading no dataset: a trainer tests after its last step, so it
+    checks its test sets before the first."""
+    if detect_kind(path) == "bright-settings":
+        read_settings_file(_located(path))
