@@ -16,14 +16,8 @@ from toy_task import ToyTask  # noqa: E402
 
 from clipmag.config.build import build_config  # noqa: E402
 from clipmag.runtime import distributed as dist_utils  # noqa: E402
-from clipmag.scoring.heads import (
-    HeadConfig,  # noqa: E402
-    build_head,  # noqa: E402
-)
-from clipmag.scoring.losses import (
-    LossConfig,  # noqa: E402
-    infonce_from_config,  # noqa: E402
-)
+from clipmag.scoring.heads import HeadConfig, build_head  # noqa: E402
+from clipmag.scoring.losses import LossConfig, infonce_from_config  # noqa: E402
 from clipmag.train.engine import train  # noqa: E402
 from clipmag.train.loop_config import TrainLoopConfig  # noqa: E402
 from clipmag.train.optimizer import OptimConfig  # noqa: E402
@@ -51,11 +45,13 @@ class ToyConfig:
     nan_gradient_at: int | None = None
     peak_eval: int | None = None
     dropout: float = 0.0
+    signal_at: int | None = None
+    step_delay_s: float = 0.0
 
 
-def main() -> None:
-    output_dir, local_batch = sys.argv[1], int(sys.argv[2])
-    cfg = build_config(ToyConfig, overrides=[f"train.output_dir={output_dir}", *sys.argv[3:]])
+def run(output_dir: str, local_batch: int, overrides: list[str]) -> ToyConfig:
+    """Train the toy task into ``output_dir`` with ``local_batch`` rows per rank; the config used."""
+    cfg = build_config(ToyConfig, overrides=[f"train.output_dir={output_dir}", *overrides])
     ctx = dist_utils.init_distributed(cfg.train.device)
     head = build_head(cfg.head)
     loss_cfg = dataclasses.replace(cfg.loss, direction="q2d" if cfg.loss.direction == "auto" else cfg.loss.direction)
@@ -69,12 +65,15 @@ def main() -> None:
         cfg.nan_gradient_at,
         cfg.peak_eval,
         cfg.dropout,
+        cfg.signal_at,
+        cfg.step_delay_s,
     )
     try:
         train(task, cfg.train, cfg.optim, cfg, ctx)
     finally:
         dist_utils.cleanup()
+    return cfg
 
 
 if __name__ == "__main__":
-    main()
+    run(sys.argv[1], int(sys.argv[2]), sys.argv[3:])

@@ -123,3 +123,17 @@ def test_two_process_crash_resumes_to_the_same_weights_with_dropout(tmp_path):
     b = load_checkpoint(tmp_path / "crashed" / "checkpoints" / "latest.pt")["state_dict"]
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=1e-6, atol=1e-6)
+
+
+def test_a_stop_signal_saves_the_step_and_the_resumed_run_is_the_uninterrupted_one(tmp_path):
+    common = ["dropout=0.3", "train.save_every=4", "train.steps=12"]
+    _run([str(tmp_path / "straight"), "4", *common], nproc=2)
+    stopped = _run([str(tmp_path / "stopped"), "4", *common, "signal_at=6"], nproc=2, check=False)
+    assert stopped.returncode != 0 and "SIGTERM at step 7: checkpoint saved" in stopped.stderr
+    assert load_checkpoint(tmp_path / "stopped" / "checkpoints" / "latest.pt")["step"] == 7  # not the step-4 save
+    _run([str(tmp_path / "stopped"), "4", *common, "train.resume=latest"], nproc=2)
+    assert _losses(tmp_path / "stopped") == pytest.approx(_losses(tmp_path / "straight"), rel=1e-6)
+    a = load_checkpoint(tmp_path / "straight" / "checkpoints" / "latest.pt")["state_dict"]
+    b = load_checkpoint(tmp_path / "stopped" / "checkpoints" / "latest.pt")["state_dict"]
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=1e-6, atol=1e-6)

@@ -6,6 +6,9 @@ sliced by rank, so N ranks with batch B see exactly what one process sees with b
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -92,10 +95,14 @@ class ToyTask:
         nan_gradient_at: int | None = None,
         peak_eval: int | None = None,
         dropout: float = 0.0,
+        signal_at: int | None = None,
+        step_delay_s: float = 0.0,
     ) -> None:
         self.head, self.loss, self.batch_size, self.seed = head, loss, batch_size, seed
         self.negatives, self.fail_at, self.nan_gradient_at = negatives, fail_at, nan_gradient_at
         self.peak_eval, self.evaluations, self.dropout = peak_eval, 0, dropout
+        self.signal_at = signal_at  # rank 0 sends itself SIGTERM there, as a scheduler would
+        self.step_delay_s = step_delay_s  # a slower step, for a test to act while a job runs
 
     def build_model(self) -> nn.Module:
         return TwoTower(self.head, self.loss, self.dropout)
@@ -109,6 +116,9 @@ class ToyTask:
         while True:
             if self.fail_at is not None and index == self.fail_at:
                 raise KeyboardInterrupt(f"simulated crash at micro-batch {index}")
+            if self.signal_at is not None and index == self.signal_at and rank == 0:
+                os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(self.step_delay_s)
             batch = global_batch(self.seed, index, self.batch_size * world, self.negatives)
             batch["nan_gradient"] = torch.full((self.batch_size * world,), index == self.nan_gradient_at)
             yield {k: v[rank * self.batch_size : (rank + 1) * self.batch_size] for k, v in batch.items()}

@@ -19,6 +19,7 @@ from clipmag.config.command_line import field_flags, parse_cli, parse_cli_and_fi
 from clipmag.config.entry import run_entry_point
 from clipmag.experiments.report import build_report
 from clipmag.experiments.report.build import PREDICTIONS_FILE
+from clipmag.experiments.status import sweep_status
 from clipmag.experiments.sweep import SweepConfig, run_sweep
 from clipmag.registry.config_packages import config_path
 from clipmag.registry.evaluations import get_evaluation
@@ -52,7 +53,12 @@ class ReportCommand:
 def sweep_main(argv: Sequence[str]) -> None:
     """Run a grid of heads x seeds x models; finished cells are skipped, so rerunning resumes.
 
-    clipmag-sweep --config configs/sweeps/demo.yaml [--only GROUP ...] [key=value ...]"""
+    clipmag-sweep --config configs/sweeps/demo.yaml [--only GROUP ...] [key=value ...]
+    clipmag-sweep status --config SWEEP_YAML [--only GROUP ...]   where every cell stands"""
+    if argv and argv[0] == "status":
+        cmd, _ = parse_cli_and_file(SweepCommand, argv[1:], SWEEP_FLAGS, description=sweep_main.__doc__)
+        print(sweep_status(cmd, cmd.only))
+        return
     cmd, source = parse_cli_and_file(SweepCommand, argv, SWEEP_FLAGS, description=sweep_main.__doc__)
     if not cmd.groups:
         raise ConfigError("command line: the sweep has no groups; give its YAML with --config (see --help)")

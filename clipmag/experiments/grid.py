@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from clipmag.config.build import PositiveInt
 from clipmag.experiments.prepare import SweepStep
+from clipmag.experiments.slurm_settings import SlurmSettings
 from clipmag.registry.evaluations import EVALUATIONS, get_evaluation
 from clipmag.registry.front_ends import FRONT_ENDS
 from clipmag.storage.naming import slug
@@ -78,14 +79,19 @@ class SweepGroup:
     model_args: dict[str, list[str]] = field(default_factory=dict)
     # the variant of every cell chosen from an earlier group's results (instead of ``variants``)
     choose_variant: VariantChoice | None = None
+    # keys of the sweep's ``slurm`` section this group's jobs ask otherwise (launcher: slurm)
+    slurm: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class SweepConfig:
     name: str = "sweep"
     output_dir: str = "runs/sweep"
-    launcher: Literal["inprocess", "torchrun"] = "inprocess"
+    # inprocess: cells one after another in this process; torchrun: each under torchrun with
+    # nproc_per_node; slurm: each a job of the cluster (clipmag/experiments/slurm.py)
+    launcher: Literal["inprocess", "torchrun", "slurm"] = "inprocess"
     nproc_per_node: PositiveInt = 1
+    slurm: SlurmSettings = field(default_factory=SlurmSettings)
     prepare: list[SweepStep] = field(default_factory=list)
     groups: list[SweepGroup] = field(default_factory=list)
     # appended to every cell's arguments after its group's, so they win: a whole sweep in fp32 is

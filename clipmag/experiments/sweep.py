@@ -5,8 +5,9 @@ with its resolved config. A cell is finished when its ``results.json`` parses, b
 (head, seed) and names a tested model that exists (:mod:`clipmag.experiments.finished`); a rerun of
 the same sweep skips finished cells, runs the others again (saying why) and continues an
 interrupted cell from its latest checkpoint, so a killed sweep resumes where it stopped. Cells run
-one after another in this process (cheap on a laptop: the libraries are imported once) or each
-under ``torchrun`` with ``nproc_per_node``.
+one after another in this process (cheap on a laptop: the libraries are imported once), each
+under ``torchrun`` with ``nproc_per_node``, or each as a job of a SLURM cluster
+(:mod:`clipmag.experiments.slurm`).
 
 A sweep may first prepare what its groups read (``prepare``: data builders, a model folder): each
 step runs a module's ``main(argv)`` unless the file it ``creates`` exists. A group (or step) that
@@ -45,6 +46,7 @@ from clipmag.experiments.grid import (
 from clipmag.experiments.prepare import SweepStep, missing_paths, run_prepare
 from clipmag.experiments.protocol import record_start
 from clipmag.experiments.same_run import finished_twin, share_results
+from clipmag.experiments.slurm import run_on_slurm
 from clipmag.registry.evaluations import get_evaluation
 from clipmag.registry.front_ends import get_front_end
 from clipmag.results.record import RESULTS_FILE
@@ -166,7 +168,10 @@ def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep")
             dataclasses.replace(c, sweep_sha256=protocol["config_sha256"]) for c in expand(runnable_groups(cfg))
         ]
         cells = [c for c in every_cell if not only or c.group in only]
-        _run_cells(cells, every_cell, cfg)
+        if cfg.launcher == "slurm":
+            run_on_slurm(cells, every_cell, cfg)
+        else:
+            _run_cells(cells, every_cell, cfg)
     return cells
 
 

@@ -1,14 +1,22 @@
-"""torch.distributed set-up from torchrun's environment, rank helpers, gathers with gradient.
+"""torch.distributed set-up from the launcher's environment, rank helpers, gathers with gradient.
 
-One process without torchrun is the world of size 1: every helper then returns its input, so the
-same code path serves a laptop smoke test and a multi-node run.
+Two launchers describe the world: torchrun (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK`` and the
+rendezvous' ``MASTER_ADDR`` / ``MASTER_PORT``, on one node or several with c10d) and SLURM's
+``srun`` (``SLURM_PROCID``, ``SLURM_NTASKS``, ``SLURM_LOCALID``; the first node of the job's node
+list is the master, the port derives from the job id). :func:`launcher_environment` turns the
+second into the first, so everything below reads one set of variables. One process without either
+is the world of size 1: every helper then returns its input, so the same code path serves a laptop
+smoke test and a multi-node run. Files are written by global rank 0 only (the run folder is shared
+by every node); per-node caches are written atomically, so the ranks of one node may race safely.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
-from collections.abc import Iterable
+import re
+import subprocess
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +41,56 @@ class DistributedContext:
         return self.world_size > 1
 
 
+SLURM_PORT_BASE = 20_000  # MASTER_PORT under srun: SLURM_PORT_BASE + job id mod 20000
+
+
+def _expand_node_list(nodes: str) -> list[str]:
+    """``node[1-3,7],gpu01`` -> ``[node1, node2, node3, node7, gpu01]`` (what ``scontrol show hostnames``
+    prints; used where scontrol is not on the PATH, as inside some containers)."""
+    names = []
+    for name, ranges in re.findall(r"([^,\[]+)(?:\[([^\]]+)\])?,?", nodes):
+        if not ranges:
+            names.append(name)
+            continue
+        for part in ranges.split(","):
+            low, _, high = part.partition("-")
+            for number in range(int(low), int(high or low) + 1):
+                names.append(f"{name}{number:0{len(low)}d}")
+    return names
+
+
+def _first_node(nodes: str) -> str:
+    try:
+        out = subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True, text=True, check=True)
+        return out.stdout.split()[0]
+    except (OSError, subprocess.CalledProcessError, IndexError):
+        return _expand_node_list(nodes)[0]
+
+
+def launcher_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The torchrun variables of this process: torchrun's own, or those ``srun`` implies (exported
+    into ``os.environ`` when ``env`` is the process environment, so ``init_process_group`` reads them)."""
+    source = os.environ if env is None else env
+    keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+    if "WORLD_SIZE" in source or int(source.get("SLURM_NTASKS", "1")) <= 1:
+        return {k: source[k] for k in keys if k in source}
+    derived = {
+        "RANK": source["SLURM_PROCID"],
+        "WORLD_SIZE": source["SLURM_NTASKS"],
+        "LOCAL_RANK": source.get("SLURM_LOCALID", "0"),
+        "MASTER_ADDR": source.get("MASTER_ADDR") or _first_node(source["SLURM_JOB_NODELIST"]),
+        "MASTER_PORT": source.get("MASTER_PORT") or str(SLURM_PORT_BASE + int(source["SLURM_JOB_ID"]) % 20_000),
+    }
+    if env is None:
+        os.environ.update(derived)
+    return derived
+
+
+def environment_rank() -> int:
+    """This process's global rank before the process group exists (0 without a launcher)."""
+    return int(launcher_environment().get("RANK", "0"))
+
+
 def init_distributed(device: str = "auto", timeout_minutes: int = 30) -> DistributedContext:
     """Join the process group torchrun describes (NCCL on GPU, gloo on CPU), or stay single.
 
@@ -43,9 +101,10 @@ def init_distributed(device: str = "auto", timeout_minutes: int = 30) -> Distrib
     use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
     if use_cuda and not torch.cuda.is_available():
         raise RuntimeError("device=cuda was requested but CUDA is not available on this machine")
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    launched = launcher_environment()
+    world_size = int(launched.get("WORLD_SIZE", "1"))
+    rank = int(launched.get("RANK", "0"))
+    local_rank = int(launched.get("LOCAL_RANK", "0"))
     dev = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
     if use_cuda:
         torch.cuda.set_device(dev)

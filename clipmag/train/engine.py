@@ -38,6 +38,7 @@ from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optimizer import OptimConfig, build_optimizer, build_scheduler
 from clipmag.train.resume_check import check_resumable, step_identity
 from clipmag.train.run_folder import plan_run_folder
+from clipmag.train.stop_signals import RunStopped, StopRequests
 from clipmag.train.train_step import TrainStep
 
 
@@ -197,11 +198,28 @@ class Trainer:
 
     # ---- the loop ----------------------------------------------------------------------------
     def fit(self) -> dict[str, float]:
-        loop = self.loop
         self.prepare()
-        global_batch = self.task.local_batch_size() * loop.grad_accum * self.ctx.world_size
-        batches = self.task.train_batches(self.step * loop.grad_accum)
+        batches = self.task.train_batches(self.step * self.loop.grad_accum)
         self.model.train()
+        with StopRequests() as stop:
+            self._train_steps(batches, stop)
+        metrics = self.validate()
+        self._maybe_keep_best(metrics)
+        self.save()
+        if self.ctx.is_main:
+            self.tested = self._select_tested()
+        if self.loop.export_final and self.ctx.is_main:
+            self.task.export(self.model, self.output_dir / "export")
+        dist_utils.barrier()
+        if self.writer is not None:
+            self.writer.close()
+        return metrics
+
+    def _train_steps(self, batches: Iterator[Any], stop: StopRequests) -> None:
+        """Optimizer steps up to ``train.steps``, logged, validated and saved as the loop asks; a stop
+        signal saves the step reached and ends the run (:mod:`clipmag.train.stop_signals`)."""
+        loop = self.loop
+        global_batch = self.task.local_batch_size() * loop.grad_accum * self.ctx.world_size
         bar = tqdm(
             total=loop.steps,
             initial=self.step,
@@ -209,7 +227,6 @@ class Trainer:
             disable=not (loop.progress and self.ctx.is_main),
             dynamic_ncols=True,
         )
-        metrics: dict[str, float] = {}
         window_start, window_samples = time.perf_counter(), 0
         while self.step < loop.steps:
             stats = self.train_step(batches, self.step)
@@ -238,22 +255,16 @@ class Trainer:
                     stats["samples_per_s"],
                 )
             if loop.eval_every and self.step % loop.eval_every == 0 and self.step < loop.steps:
-                metrics = self.validate()
-                self._maybe_keep_best(metrics)
+                self._maybe_keep_best(self.validate())
             if loop.save_every and self.step % loop.save_every == 0 and self.step < loop.steps:
                 self.save()
+            signal_name = stop.agreed(self.ctx.device)
+            if signal_name is not None and self.step < loop.steps:
+                self.save()
+                bar.close()
+                logger.warning("%s at step %d: checkpoint saved; train.resume=latest continues", signal_name, self.step)
+                raise RunStopped(self.step, signal_name)
         bar.close()
-        metrics = self.validate()
-        self._maybe_keep_best(metrics)
-        self.save()
-        if self.ctx.is_main:
-            self.tested = self._select_tested()
-        if loop.export_final and self.ctx.is_main:
-            self.task.export(self.model, self.output_dir / "export")
-        dist_utils.barrier()
-        if self.writer is not None:
-            self.writer.close()
-        return metrics
 
     def _select_tested(self) -> dict[str, Any]:
         """The best checkpoint by the primary metric when validation ran, else the final model.

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -32,6 +31,7 @@ from typing import Any, Literal
 from clipmag.config.build import ConfigError, PositiveInt
 from clipmag.config.command_line import field_flags, parse_cli
 from clipmag.config.entry import run_entry_point
+from clipmag.runtime.distributed import environment_rank
 from clipmag.runtime.logs import setup_logging
 from clipmag.runtime.precision import PRECISIONS
 from clipmag.scoring.heads import HeadName
@@ -113,7 +113,7 @@ def parse_args(argv: Sequence[str]) -> EvalTextConfig:
 def main(argv: Sequence[str]) -> list[dict[str, Any]]:
     """Every model on every data set; one JSON per pair under --output, the records returned."""
     cfg = parse_args(argv)
-    rank = int(os.environ.get("RANK", "0"))
+    rank = environment_rank()
     setup_logging(rank=rank, level=logging.WARNING if cfg.quiet else logging.INFO)
     # one evaluation per --output at a time (rank 0 holds it): two would interleave records and run files
     with FolderLock(cfg.output, "evaluation") if rank == 0 else contextlib.nullcontext():

@@ -46,6 +46,7 @@ from clipmag.config.command_line import field_flags, parse_cli
 from clipmag.config.entry import run_entry_point
 from clipmag.results.provenance import provenance
 from clipmag.results.record import encoding_numerics
+from clipmag.runtime.distributed import environment_rank
 from clipmag.runtime.logs import setup_logging
 from clipmag.runtime.precision import PRECISIONS
 from clipmag.scoring.heads import HeadName
@@ -297,7 +298,7 @@ def main(argv: Sequence[str]) -> dict[str, Any] | None:
     Everything is written into a staging folder beside the output (which also holds the temporary
     corpus cache of a torchrun run without ``--cache-dir``), removed when the run fails."""
     cfg = parse_args(argv)
-    rank = int(os.environ.get("RANK", "0"))
+    rank = environment_rank()
     setup_logging(rank=rank, level=logging.WARNING if cfg.quiet else logging.INFO)
     output = Path(cfg.output)
     staging = output.with_name(f".{output.name}.partial")
