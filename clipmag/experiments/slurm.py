@@ -105,20 +105,25 @@ class JobsRecord:
         return ids[-1] if ids else None
 
 
+def _query(command: Sequence[str]) -> str:
+    """A SLURM command's output; empty where it fails or is not installed (no accounting, no SLURM)."""
+    try:
+        out = subprocess.run(list(command), capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout if out.returncode == 0 else ""
+
+
 def _sacct_states(job_ids: Sequence[str]) -> dict[str, str]:
-    out = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", ",".join(job_ids)], capture_output=True, text=True
-    )
     states = {}
-    for row in out.stdout.split() if out.returncode == 0 else []:
+    for row in _query(["sacct", "-X", "-n", "-P", "-o", "JobID,State", "-j", ",".join(job_ids)]).splitlines():
         job, _, state = row.partition("|")
         states[job.split("_")[0]] = state.split()[0] if state else "UNKNOWN"
     return states
 
 
 def _scontrol_state(job_id: str) -> str:
-    out = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True)
-    found = re.search(r"\bJobState=(\S+)", out.stdout)
+    found = re.search(r"\bJobState=(\S+)", _query(["scontrol", "-o", "show", "job", job_id]))
     return found.group(1) if found else "ENDED"  # no longer known to the controller
 
 
