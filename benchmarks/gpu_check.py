@@ -14,7 +14,7 @@ trainer script, so NCCL joins the ranks when N > 1 (``clipmag.runtime.distribute
    estimated: ``torch.utils.flop_counter.FlopCounterMode`` over forward + backward of the same
    model on its first 3 batches (matmuls, convolutions and attention; elementwise work is not
    counted, so the utilisation is a lower bound). MFU is the achieved model FLOP/s over N x the
-   device's dense bf16 peak (``gpu_figures.DENSE_BF16_TFLOPS``); a device missing from that table
+   device's dense bf16 peak (``clipmag.runtime.devices``); a device missing from that table
    gets samples/s and "MFU unknown".
 2. Loss parity: each trainer runs 20 steps on the GPU in bf16 and again on the CPU in fp32 (gloo,
    the same N ranks and seeds, hence the same batches), the text trainer with a copy of MiniLM

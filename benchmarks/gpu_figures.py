@@ -1,28 +1,18 @@
-"""The arithmetic of the GPU readiness check (``gpu_check.py``), apart from any device: the dense
-bf16 peaks of known accelerators, model FLOP utilisation, the loss tolerances and the printed report.
+"""The arithmetic of the GPU readiness check (``gpu_check.py``), apart from any device: model FLOP
+utilisation against the dense bf16 peaks of ``clipmag.runtime.devices``, the loss tolerances and
+the printed report.
 
 Kept apart so that it is tested without a GPU and without running a trainer.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
-# Dense (no sparsity) bf16 tensor-core peaks in TFLOP/s from the vendors' data sheets, matched
-# against ``torch.cuda.get_device_name()`` in this order (the H100 variants before plain H100).
-DENSE_BF16_TFLOPS: tuple[tuple[str, float], ...] = (
-    (r"\bB200\b", 2250.0),
-    (r"\bG?H200\b", 989.0),
-    (r"\bH100\b.*\bPCIe\b", 756.0),
-    (r"\bH100\b.*\bNVL\b", 835.0),
-    (r"\bH100\b", 989.0),  # SXM, named "NVIDIA H100 80GB HBM3"
-    (r"\bA100\b", 312.0),
-    (r"\bL40S\b", 362.0),
-    (r"\bL4\b", 121.0),
-    (r"\bA10\b", 125.0),
-)
+from clipmag.runtime.devices import peak_tflops
+
+__all__ = ["peak_tflops", "achieved_tflops", "model_flops_utilisation", "loss_check", "report"]
 
 # Relative tolerance of a loss against the fp32 CPU reference of the same batches, by the
 # precision of the side checked. bf16 keeps 8 significant bits, so every matmul output is rounded
@@ -33,14 +23,6 @@ DENSE_BF16_TFLOPS: tuple[tuple[str, float], ...] = (
 # reduction across ranks, a lost gradient, a mis-cast. fp32 on both sides differs only in the
 # order of summation.
 LOSS_TOLERANCE = {"bf16": 1e-2, "fp32": 1e-4}
-
-
-def peak_tflops(device_name: str) -> float | None:
-    """The dense bf16 peak of a device by its name, or None for a device not in the table."""
-    for pattern, tflops in DENSE_BF16_TFLOPS:
-        if re.search(pattern, device_name):
-            return tflops
-    return None
 
 
 def achieved_tflops(flops_per_sample: float, samples_per_s: float) -> float:
@@ -111,7 +93,7 @@ def report(result: dict[str, Any]) -> str:
     elif result["peak_bf16_tflops"]:
         lines.append(f"MFU against {result['peak_bf16_tflops']:.0f} TFLOP/s dense bf16 per device")
     else:
-        lines.append(f"MFU unknown: no dense bf16 peak for {result['device']} in gpu_figures.DENSE_BF16_TFLOPS")
+        lines.append(f"MFU unknown: no dense bf16 peak for {result['device']} in clipmag.runtime.devices.DEVICES")
     header = ["trainer", "step", f"{result['precision']} {kind} loss", "fp32 cpu loss", "rel. diff", "tolerance", ""]
     rows = [
         [r["trainer"], r["step"], r["loss"], r["reference"], r["relative_difference"], r["tolerance"]]

@@ -10,10 +10,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from clipmag.config.entry import run_entry_point
+from clipmag.train.cost import CellCost
 from clipmag.train.run import run_training
 
 from .config import parse_args
+from .cost import clip_cell_cost
 from .task import ClipTask
+
+
+def cell_cost(argv: Sequence[str], world_size: int) -> CellCost:
+    """What one run of ``argv`` on ``world_size`` ranks costs (``clipmag-sweep plan``)."""
+    return clip_cell_cost(parse_args(argv), world_size)
 
 
 def main(argv: Sequence[str]) -> dict[str, Any]:

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clipmag.config.build import ConfigError
+from clipmag.config.build import ConfigError, Fraction
 from clipmag.config.command_line import field_flags, parse_cli, parse_cli_and_file
 from clipmag.config.entry import run_entry_point
+from clipmag.experiments.plan import plan_sweep
 from clipmag.experiments.report import build_report
 from clipmag.experiments.report.build import PREDICTIONS_FILE
 from clipmag.experiments.status import sweep_status
@@ -24,6 +25,7 @@ from clipmag.experiments.sweep import SweepConfig, run_sweep
 from clipmag.registry.config_packages import config_path
 from clipmag.registry.evaluations import get_evaluation
 from clipmag.results.record import RESULTS_FILE
+from clipmag.runtime.devices import device_named
 from clipmag.runtime.logs import setup_logging
 
 DEMO_SWEEP = "configs/sweeps/demo.yaml"
@@ -41,6 +43,15 @@ SWEEP_FLAGS = {"only": "only", "output": "output_dir"}
 
 
 @dataclass
+class PlanCommand(SweepCommand):
+    """A sweep's cost plan: ``device`` one of clipmag.runtime.devices (h100, a100, ...) and the model
+    FLOP ``utilisation`` a run reaches on it (0.3-0.5 is usual for encoders in bf16)."""
+
+    device: str = "h100"
+    utilisation: Fraction = 0.4
+
+
+@dataclass
 class ReportCommand:
     """``runs_dir``: a sweep's ``output_dir``; ``title``: the report's first heading; ``allow_mixed``:
     build even when the cells come from several commits, a dirty tree or code that recorded none."""
@@ -54,10 +65,16 @@ def sweep_main(argv: Sequence[str]) -> None:
     """Run a grid of heads x seeds x models; finished cells are skipped, so rerunning resumes.
 
     clipmag-sweep --config configs/sweeps/demo.yaml [--only GROUP ...] [key=value ...]
-    clipmag-sweep status --config SWEEP_YAML [--only GROUP ...]   where every cell stands"""
+    clipmag-sweep status --config SWEEP_YAML [--only GROUP ...]   where every cell stands
+    clipmag-sweep plan --config SWEEP_YAML [--device h100] [--utilisation 0.4]   steps, FLOPs, GPU-hours, memory"""
     if argv and argv[0] == "status":
         cmd, _ = parse_cli_and_file(SweepCommand, argv[1:], SWEEP_FLAGS, description=sweep_main.__doc__)
         print(sweep_status(cmd, cmd.only))
+        return
+    if argv and argv[0] == "plan":
+        flags = {**SWEEP_FLAGS, "device": "device", "utilisation": "utilisation"}
+        plan, _ = parse_cli_and_file(PlanCommand, argv[1:], flags, description=sweep_main.__doc__)
+        print(plan_sweep(plan, device_named(plan.device), plan.utilisation, plan.only))
         return
     cmd, source = parse_cli_and_file(SweepCommand, argv, SWEEP_FLAGS, description=sweep_main.__doc__)
     if not cmd.groups:

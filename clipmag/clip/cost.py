@@ -1,0 +1,34 @@
+"""The image-text trainer's count for ``clipmag-sweep plan`` (:mod:`clipmag.experiments.plan`).
+
+One optimizer step encodes, on every rank and micro-batch, ``data.batch_size`` images at the
+tower's input size and as many captions at its context length. The open_clip model is built on the
+meta device (nothing is read). The loss and the head add a batch x batch product, left out.
+"""
+
+from __future__ import annotations
+
+import open_clip
+import torch
+
+from clipmag.train.cost import CellCost, count_step
+
+from .config import ClipConfig
+from .model import resolve_model_name
+
+__all__ = ["clip_cell_cost"]
+
+
+def clip_cell_cost(cfg: ClipConfig, world_size: int) -> CellCost:
+    name = resolve_model_name(cfg.model.name)
+    rows = cfg.data.batch_size
+
+    def step(model: torch.nn.Module) -> torch.Tensor:
+        size = model.visual.image_size
+        height, width = (size, size) if isinstance(size, int) else size
+        images = torch.zeros(rows, 3, height, width, device="meta")
+        tokens = torch.zeros(rows, model.context_length, dtype=torch.long, device="meta")
+        return model.encode_image(images).float().sum() + model.encode_text(tokens).float().sum()
+
+    parameters, flops = count_step(lambda: open_clip.create_model(name), step)
+    micro_batches = world_size * cfg.train.grad_accum
+    return CellCost(cfg.train.steps, rows * micro_batches, parameters, flops * micro_batches)

@@ -1,0 +1,95 @@
+"""``clipmag-sweep plan``: what a sweep costs, before anything is submitted.
+
+For every cell: its optimizer steps and global batch, the parameters of its own model and the FLOPs
+of one optimizer step - counted by torch's ``FlopCounterMode`` over a forward and backward of the
+cell's model on a batch of the cell's shape (as ``benchmarks/gpu_check.py`` counts them), with the
+model built on the ``meta`` device, so no weights are read or held and a 7B encoder is counted on a
+laptop - and from those the GPU-hours on a named device at a stated model FLOP utilisation, and the
+memory of the weights, gradients and AdamW state per rank under DDP (all of it on every rank) and
+under FSDP (sharded over the cell's ranks). Activations are not in the memory column: they depend on
+the batch, the lengths and activation checkpointing.
+
+A front end supplies the count (its module's ``cell_cost(argv, world_size)``, built on
+:mod:`clipmag.train.cost`); texts are taken at their configured max lengths, so a count is an upper
+bound for batches padded to their longest text.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+
+from clipmag.config.checks import ConfigError
+from clipmag.experiments.grid import Cell, SweepConfig, expand
+from clipmag.experiments.slurm_settings import resources_for
+from clipmag.registry.front_ends import get_front_end
+from clipmag.runtime.devices import Device
+from clipmag.train.cost import BYTES_PER_PARAMETER, CellCost
+
+__all__ = ["cell_world_size", "plan_sweep"]
+
+
+def cell_world_size(cell: Cell, cfg: SweepConfig) -> int:
+    """The ranks a cell trains on under the sweep's launcher."""
+    if cfg.launcher == "slurm":
+        group = next(g for g in cfg.groups if g.name == cell.group)
+        resources = resources_for(cfg.slurm, group.slurm, group.name)
+        return resources.nodes * resources.tasks
+    return cfg.nproc_per_node if cfg.launcher == "torchrun" else 1
+
+
+def _run_words_dropped(argv: Sequence[str]) -> tuple[str, ...]:
+    """The arguments without the seed and the output folder, which do not change what a step costs."""
+    kept, skip = [], False
+    for word in argv:
+        if not skip and word not in ("--seed", "--output"):
+            kept.append(word)
+        skip = word in ("--seed", "--output")
+    return tuple(kept)
+
+
+def _cost(cell: Cell, world: int, cache: dict[tuple, CellCost | None]) -> CellCost | None:
+    """The front end's count (cached: the seeds of a configuration cost the same)."""
+    key = (cell.kind, world, _run_words_dropped(cell.argv))
+    if key not in cache:
+        module = importlib.import_module(get_front_end(cell.kind).module)
+        counter = getattr(module, "cell_cost", None)
+        cache[key] = counter(cell.argv, world) if counter is not None else None
+    return cache[key]
+
+
+def _size(n_bytes: float) -> str:
+    return f"{n_bytes / 2**30:.1f} GiB"
+
+
+def plan_sweep(cfg: SweepConfig, device: Device, utilisation: float, only: Sequence[str] = ()) -> str:
+    """The plan as a table: a row per cell, then the sweep's total GPU-hours."""
+    if not 0 < utilisation <= 1:
+        raise ConfigError(f"utilisation {utilisation}: expected a fraction of the device's peak in (0, 1]")
+    header = "cell | ranks | steps | global batch | parameters | TFLOPs/step | GPU-hours | DDP / rank | FSDP / rank"
+    lines = [
+        f"cost plan on {device.name} (dense bf16 {device.dense_bf16_tflops:g} TFLOP/s) at {utilisation:.0%} "
+        "model FLOP utilisation; memory: weights, gradients and AdamW state (16 bytes a parameter), no activations",
+        "",
+        header,
+        "|".join("---" for _ in header.split("|")),
+    ]
+    cache: dict[tuple, CellCost | None] = {}
+    total = 0.0
+    for cell in expand(cfg):
+        if only and cell.group not in only:
+            continue
+        world = cell_world_size(cell, cfg)
+        cost = _cost(cell, world, cache)
+        if cost is None:
+            lines.append(f"{cell.label} | {world} | no cost model for front end {cell.kind!r} |")
+            continue
+        hours = cost.gpu_hours(device, utilisation)
+        total += hours
+        state = BYTES_PER_PARAMETER * cost.parameters
+        lines.append(
+            f"{cell.label} | {world} | {cost.steps} | {cost.global_batch} | {cost.parameters / 1e6:.1f}M | "
+            f"{cost.flops_per_step / 1e12:.2f} | {hours:.2f} | {_size(state)} | {_size(state / world)}"
+        )
+    lines += ["", f"total: {total:.1f} GPU-hours on {device.name}"]
+    return "\n".join(lines)
