@@ -1,0 +1,75 @@
+"""The cost plan: FLOPs counted on the meta device equal those counted on the real model, and the
+plan turns them into GPU-hours and memory per rank as it says."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from torch.utils.flop_counter import FlopCounterMode
+
+from clipmag.experiments.cli import sweep_main
+from clipmag.experiments.dry_run.standin_models import write_tiny_encoder
+from clipmag.experiments.plan import plan_sweep
+from clipmag.experiments.sweep import load_sweep_config
+from clipmag.runtime.devices import device_named
+from clipmag.train.cost import BYTES_PER_PARAMETER
+from text_retrieval.cli import cell_cost, parse_args
+from text_retrieval.model.encoder import TextEncoder
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return write_tiny_encoder(tmp_path_factory.mktemp("tiny") / "encoder")
+
+
+def _args(model, *extra):
+    return [f"model.name_or_path={model}", "data.batch_size=4", "data.hard_negatives=1", "train.steps=10", *extra]
+
+
+def test_meta_counts_equal_the_real_model(tiny):
+    argv = _args(tiny, "model.query_max_length=16", "model.document_max_length=24")
+    cost = cell_cost(argv, world_size=2)
+    encoder = TextEncoder.from_pretrained(tiny, query_max_length=16, document_max_length=24, precision="fp32")
+    text = " ".join(["retrieval"] * 40)
+    with FlopCounterMode(display=False) as counter:
+        q = encoder.embed(encoder.tokenize([text] * 4, "query"))
+        d = encoder.embed(encoder.tokenize([text] * 8, "document"))
+        (q.sum() + d.sum()).backward()
+    assert cost.flops_per_step == pytest.approx(2 * counter.get_total_flops())  # two ranks' micro-batches
+    assert cost.parameters == sum(p.numel() for p in encoder.parameters())
+    assert (cost.steps, cost.global_batch) == (10, 8)
+
+
+def test_the_plan_prices_every_cell(tiny, tmp_path):
+    spec = {
+        "output_dir": str(tmp_path / "runs"),
+        "launcher": "torchrun",
+        "nproc_per_node": 2,
+        "groups": [
+            {"name": "tiny", "kind": "text", "heads": ["cosine", "dnorm"], "seeds": [0, 1], "args": _args(tiny)}
+        ],
+    }
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(spec))
+    cfg = load_sweep_config(tmp_path / "sweep.yaml")
+    table = plan_sweep(cfg, device_named("a100"), 0.5)
+    rows = [line for line in table.splitlines() if line.startswith("tiny/")]
+    assert len(rows) == 4 and all("| 2 | 10 | 8 |" in row for row in rows)
+    cost = cell_cost(_args(tiny), world_size=2)
+    hours = cost.steps * cost.flops_per_step / (312e12 * 0.5) / 3600
+    assert f"total: {4 * hours:.1f} GPU-hours on a100" in table
+    fsdp = BYTES_PER_PARAMETER * cost.parameters / 2 / 2**30
+    assert all(row.endswith(f"{fsdp:.1f} GiB") for row in rows)
+    assert parse_args(_args(tiny)).train.steps == 10
+
+
+def test_plan_on_the_command_line(tiny, tmp_path, capsys):
+    spec = {
+        "output_dir": str(tmp_path / "runs"),
+        "groups": [{"name": "g", "kind": "text", "heads": ["qnorm"], "args": _args(tiny)}],
+    }
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(spec))
+    sweep_main(["plan", "--config", str(tmp_path / "sweep.yaml"), "--device", "h100", "--utilisation", "0.3"])
+    out = capsys.readouterr().out
+    assert "cost plan on h100" in out and "g/qnorm/seed0 | 1 | 10 | 4 |" in out
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        sweep_main(["plan", "--config", str(tmp_path / "sweep.yaml"), "--device", "tpu"])
