@@ -80,7 +80,7 @@ def test_two_gloo_processes_equal_one_process(tmp_path):
     assert len(results) == 12
     for case, diffs in results.items():
         assert any(k.endswith("raw_q_grad") for k in diffs) == case.startswith("learnable")
-        assert "log_scale_grad" in diffs
+        assert any(k.endswith("log_scale_grad") for k in diffs)
         for name, diff in diffs.items():
             assert diff < 1e-5, f"{case}: {name} differs by {diff}"
 

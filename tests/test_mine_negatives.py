@@ -190,7 +190,9 @@ def test_the_command_writes_shards_the_trainer_reads_with_hard_negatives(tmp_pat
     assert sorted(p.name for p in out.iterdir()) == [".clipmag.lock", "manifest.json", "shard-000000.tar",
                                                       "shard-000001.tar", "shard-000002.tar", "sizes.json"]  # fmt: skip
     written = json.loads((out / "manifest.json").read_text())
-    assert written == manifest and written["head"] == {"name": "cosine"} and written["settings"]["rank_min"] == 1
+    assert (
+        written == manifest and written["head"] == {"name": "cosine"} and written["settings"]["rules"]["rank_min"] == 1
+    )
     assert written["numerics"]["precision"] == "fp32" and written["numerics"]["autocast"] == "fp32"
     counts = written["counts"]
     assert counts["samples"] == 25 and counts["queries"] == 24 and counts["corpus_documents"] == 48
@@ -228,7 +230,7 @@ def test_an_existing_output_is_kept_unless_overwrite_and_only_mined_shards_are_r
     with pytest.raises(ConfigError, match="already exists; pass --overwrite"):
         main(_mine_args(pairs, out))
     again = main(_mine_args(pairs, out, "--overwrite", "--sampling", "random", "--seed", "3"))
-    assert again["settings"]["sampling"] == "random" and again["seed"] == 3
+    assert again["settings"]["rules"]["sampling"] == "random" and again["seed"] == 3
     assert json.loads((out / "manifest.json").read_text())["seed"] == 3
     assert not list(tmp_path.glob(".mined.*"))  # no staging or old copy left beside it
     with pytest.raises(ConfigError, match=r"pairs.jsonl/\.mined\.partial: cannot write here"):  # before any work

@@ -4,8 +4,9 @@ One optimizer step embeds, on every rank and micro-batch, ``data.batch_size`` qu
 positives with ``data.hard_negatives`` negatives each (``sts``: two texts per pair, both on the
 query side), every text at its side's max length. The encoder is built from its config on the meta
 device (its tokenizer is real: it decides the lengths), so only the config and tokenizer files of the
-named model are read. The loss and the head add a batch x candidates product, negligible next to the
-encoders, and are left out.
+named model are read. On the meta device attention runs as matmuls and is counted (a CPU's fused
+attention kernel is not, which is why a count there comes out lower). The loss and the head add a
+batch x candidates product, negligible next to the encoders, and are left out.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 from clipmag.train.cost import CellCost, count_step
 from text_retrieval.config import TextConfig
 from text_retrieval.model.encoder import TextEncoder
+from text_retrieval.model.pooling import VOCABULARY_POOLINGS, pool, splade_pool
 
 __all__ = ["text_cell_cost"]
 
@@ -37,10 +39,18 @@ def text_cell_cost(cfg: TextConfig, world_size: int) -> CellCost:
         )
 
     def step(encoder: torch.nn.Module) -> torch.Tensor:
+        # Every text fills its side's max length, so no position is padded: the model runs without an
+        # attention mask (transformers inspects a given mask's values, which meta tensors do not have).
         total = torch.zeros((), device="meta")
         for side, rows in sides.items():
-            tokens = encoder.tokenize([longest] * rows, side)
-            total = total + encoder.embed({k: v.to("meta") for k, v in tokens.items()}).float().sum()
+            ids = encoder.tokenize([longest] * rows, side)["input_ids"].to("meta")
+            output = encoder.model(input_ids=ids)
+            mask = torch.ones(ids.shape, dtype=torch.long, device="meta")
+            if encoder.pooling in VOCABULARY_POOLINGS:
+                pooled = splade_pool(output.logits, mask)
+            else:
+                pooled = pool(output.last_hidden_state, mask, encoder.pooling)
+            total = total + pooled.float().sum()
         return total
 
     parameters, flops = count_step(build, step)

@@ -32,6 +32,7 @@ from clipmag.config.entry import run_entry_point
 
 from . import embedded, sources
 from .download import download
+from .embedded import DigitsSizes
 from .shards import Sample, caption_text, write_benchmark_classification, write_benchmark_retrieval, write_shards
 
 Splits = dict[str, list[Sample]]
@@ -60,13 +61,13 @@ class ClipShardsCommand:
     templates: str | None = None
     seed: int = 0
     overwrite: bool = False
-    embedded_sizes: embedded.DigitsSizes = field(default_factory=embedded.DigitsSizes)
+    embedded_sizes: DigitsSizes = field(default_factory=DigitsSizes)
 
 
 # Every key is a flag of its own name; the embedded sizes are --embedded-train, --embedded-val, ...
 FLAGS = {
     **{name: key for name, key in field_flags(ClipShardsCommand).items() if name != "embedded_sizes"},
-    **{f"embedded_{size.name}": f"embedded_sizes.{size.name}" for size in fields(embedded.DigitsSizes)},
+    **{f"embedded_{size.name}": f"embedded_sizes.{size.name}" for size in fields(DigitsSizes)},
 }
 
 

@@ -4,8 +4,7 @@ A download goes to a temporary sibling that replaces the target only when comple
 (:func:`clipmag.storage.files.replace_on_success`), so an interrupted fetch is never mistaken for a
 finished one, and a target already there is kept. :func:`check_online` tries a short connection
 first, so an offline machine gets an immediate error naming the URL and how to place the file by
-hand, not a long hang in a retry loop. The front ends' dataset fetchers (text:
-:mod:`text_retrieval.data.download`; image-text: :mod:`clipmag.clip.download`) are built on these.
+hand, not a long hang in a retry loop. The front ends' dataset fetchers are built on these.
 """
 
 from __future__ import annotations
