@@ -86,6 +86,8 @@ def test_tiny_models_load_as_the_configs_use_their_hub_models(tmp_path):
     decoder = TextEncoder.from_pretrained(write_tiny_decoder(tmp_path / "mistral"))
     assert decoder.pooling == "last"  # from its sentence-transformers files, as e5-mistral's
     assert decoder.tokenizer("a")["input_ids"][-1] == decoder.tokenizer.eos_token_id  # appended for last pooling
+    qwen3 = TextEncoder.from_pretrained(write_tiny_decoder(tmp_path / "qwen3", family="qwen3"), pooling="last")
+    assert type(qwen3.model).__name__ == "Qwen3Model" and qwen3.tokenizer.eos_token == "<|endoftext|>"
     reader = load_reader(str(write_tiny_reader(tmp_path / "t5")), max_input_tokens=1024, dtype="float32")
     assert reader.seq2seq and reader.max_input_tokens == 1024
     assert len(reader.generate_texts(["question: what? context: a tulip"])) == 1

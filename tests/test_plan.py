@@ -3,8 +3,12 @@ plan turns them into GPU-hours and memory per rank as it says."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import yaml
+from conftest import REPO, script_env
 from torch.utils.flop_counter import FlopCounterMode
 
 from clipmag.experiments.cli import sweep_main
@@ -77,3 +81,21 @@ def test_plan_on_the_command_line(tiny, tmp_path, capsys):
     assert "cost plan on h100" in out and "g/qnorm/seed0 | 1 | 10 | 4 |" in out
     with pytest.raises(ValueError, match="unknown device 'tpu'"):
         sweep_main(["plan", "--config", str(tmp_path / "sweep.yaml"), "--device", "tpu"])
+
+
+@pytest.mark.slow
+def test_the_paper_grid_is_priced_from_the_published_sizes(tmp_path):
+    """Offline, the paper models' configs at their published sizes in a hub cache: BERT-base's 109M
+    parameters, Qwen3-8B's 7.6B without its language-model head, which only FSDP fits on an H100."""
+    cache = tmp_path / "hub"
+    subprocess.run([sys.executable, "-m", "clipmag.experiments.dry_run.standin_sizes", str(cache)], check=True)
+    env = {**script_env(), "HF_HUB_CACHE": str(cache)}
+    command = [sys.executable, str(REPO / "scripts" / "sweep.py"), "plan", "--config", "configs/sweeps/paper_text.yaml"]
+    out = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout
+    rows = {line.split(" | ")[0]: line.split(" | ") for line in out.splitlines() if "/seed" in line}
+    assert len(rows) == 60  # 4 models x 5 heads x 3 seeds
+    assert rows["contriever/cosine/seed0"][4] == "109.5M"
+    assert rows["qwen3/dnorm/seed42"][4].startswith("7568.")
+    ddp, fsdp = (float(rows["qwen3/dnorm/seed42"][i].removesuffix(" GiB")) for i in (7, 8))
+    assert ddp > 80 > fsdp == pytest.approx(ddp / 2, abs=0.1)
+    assert "total:" in out

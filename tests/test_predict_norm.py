@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from text_fixtures import TINY_SIZES
+from text_fixtures import write_tiny_bert
 
 from text_retrieval.predict.cli import main
 from text_retrieval.predict.predictors import correlation_condition, fisher_verdict, magnitude_fisher, predict_norm
@@ -24,16 +24,7 @@ WORDS = "open read write parse close send merge sort split join load save copy f
 
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory):
-    transformers = pytest.importorskip("transformers")
-    from text_retrieval.model.packaged import resolve_model_name
-
-    tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_model_name("all-MiniLM-L6-v2"))
-    torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=tokenizer.vocab_size, num_attention_heads=4, **TINY_SIZES)
-    folder = tmp_path_factory.mktemp("tiny_bert")
-    transformers.BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
+    return write_tiny_bert(tmp_path_factory.mktemp("tiny_bert"))
 
 
 def _pairs(n: int = N_PAIRS) -> tuple[list[str], list[str]]:

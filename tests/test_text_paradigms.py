@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from text_fixtures import TINY_SIZES, tiny_train_args, write_code_search_set
+from text_fixtures import tiny_train_args, write_code_search_set, write_tiny_decoder
 
 from clipmag.config.build import build_config
 from clipmag.results.record import read_results
@@ -16,38 +16,12 @@ from text_retrieval.config import TextConfig
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.task import TextRetrievalTask
 
-EOS = "<|endoftext|>"
-
 
 @pytest.fixture(scope="module")
 def decoder_setup(tmp_path_factory):
     """A tiny Qwen2 decoder whose tokenizer adds no EOS, code-search shards and a BEIR set."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2Model
-
     root = tmp_path_factory.mktemp("decoder")
-    samples = write_code_search_set(root)
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    bpe.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=400, special_tokens=[EOS], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    bpe.train_from_iterator([t for s in samples for t in s.values()], trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe, eos_token=EOS, model_input_names=["input_ids", "attention_mask"]
-    )
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        eos_token_id=tokenizer.eos_token_id,
-        **TINY_SIZES,
-    )
-    torch.manual_seed(0)
-    Qwen2Model(config).save_pretrained(root / "decoder")
-    tokenizer.save_pretrained(root / "decoder")
+    write_tiny_decoder(root / "decoder", write_code_search_set(root))
     return root
 
 

@@ -10,6 +10,7 @@ import functools
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -138,3 +139,53 @@ def tiny_train_args(model: Path, root: Path, out: Path, *extra: str) -> list[str
         f"train.output_dir={out}",
         *extra,
     ]
+
+
+EOS = "<|endoftext|>"
+
+
+def write_tiny_bert(folder: Path, **config: Any) -> Path:
+    """A randomly initialised BERT of ``TINY_SIZES`` (seed 0; ``config`` overrides) with MiniLM's
+    tokenizer, saved to ``folder``."""
+    import torch
+    import transformers
+
+    from text_retrieval.model.packaged import resolve_model_name
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(resolve_model_name("all-MiniLM-L6-v2"))
+    torch.manual_seed(0)
+    settings = {"vocab_size": tokenizer.vocab_size, "num_attention_heads": 4, **TINY_SIZES, **config}
+    transformers.BertModel(transformers.BertConfig(**settings)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def write_tiny_decoder(folder: Path, samples: list[dict[str, str]]) -> Path:
+    """A randomly initialised Qwen2 of ``TINY_SIZES`` (seed 0) with a byte-level BPE tokenizer trained
+    on ``samples`` that adds no EOS (the encoder appends it), saved to ``folder``."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2Model
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=[EOS], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    bpe.train_from_iterator([t for s in samples for t in s.values()], trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, eos_token=EOS, model_input_names=["input_ids", "attention_mask"]
+    )
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        eos_token_id=tokenizer.eos_token_id,
+        **TINY_SIZES,
+    )
+    torch.manual_seed(0)
+    Qwen2Model(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -154,7 +154,8 @@ class TextRetrievalTask:
             # BERT's pooler never feeds our pooling; frozen, DDP does not wait for its gradients.
             pooler.requires_grad_(False)
         if self.cfg.train.gradient_checkpointing:
-            encoder.gradient_checkpointing_enable()
+            # non-reentrant: recomputed inside autograd, so FSDP's gathers run again in the backward pass
+            encoder.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         return encoder
 
     def build_model(self) -> nn.Module:

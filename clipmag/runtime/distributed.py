@@ -116,6 +116,14 @@ def init_distributed(device: str = "auto", timeout_minutes: int = 30) -> Distrib
     return DistributedContext(rank, world_size, local_rank, dev, backend)
 
 
+def init_single_process_group(device: torch.device) -> None:
+    """A process group of this one process, for code that needs one even alone (FSDP on one rank,
+    so a sharded run resumes on a single GPU); a no-op where a group exists."""
+    if not is_initialized():
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+
+
 def is_initialized() -> bool:
     return dist.is_available() and dist.is_initialized()
 

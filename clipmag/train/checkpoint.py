@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from clipmag.storage.files import replace_on_success
+from clipmag.train import sharding
 
 logger = logging.getLogger("clipmag")
 
@@ -72,28 +73,41 @@ def resolve_resume(resume: str | None, output_dir: str | Path) -> Path | None:
     """Map ``--resume`` to a checkpoint file.
 
     ``latest``: the run folder's latest checkpoint if there is one, else a fresh start (so the
-    same command both starts and continues a run). A path: that file, which must exist.
+    same command both starts and continues a run). A path: that file, a sharded checkpoint's folder,
+    or a run folder with a checkpoint.
     """
     if resume in (None, "", "none"):
         return None
     if resume == "latest":
-        candidate = Path(output_dir) / CHECKPOINT_DIR / LATEST
-        return candidate if candidate.is_file() else None
+        return _run_checkpoint(Path(output_dir))
     path = Path(resume)
-    if path.is_dir():
-        path = path / CHECKPOINT_DIR / LATEST
-    if not path.is_file():
+    if path.is_dir() and not (path / sharding.TRAINER_FILE).is_file():
+        path = _run_checkpoint(path) or path / CHECKPOINT_DIR / LATEST
+    if not path.exists():
         raise FileNotFoundError(
-            f"train.resume: checkpoint not found: {resume} (expected a .pt file, a run folder, or 'latest')"
+            f"train.resume: checkpoint not found: {resume} (expected a .pt file, a sharded checkpoint's folder, "
+            "a run folder, or 'latest')"
         )
     return path
 
 
+def _run_checkpoint(run: Path) -> Path | None:
+    """A run folder's checkpoint to continue: ``latest.pt``, else its newest complete sharded one."""
+    whole = run / CHECKPOINT_DIR / LATEST
+    return whole if whole.is_file() else sharding.latest_sharded(run / CHECKPOINT_DIR)
+
+
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load a checkpoint written by ``atomic_save`` (on the CPU), with a clear error for bad files."""
+    """Load a checkpoint written by ``atomic_save`` (on the CPU), with a clear error for bad files.
+
+    A sharded checkpoint's folder gives its trainer state, ``sharded: True``, and as ``state_dict``
+    its weights' names and full shapes (empty tensors; the shards are loaded by the trainer)."""
     path = Path(path)
+    sharded = path.is_dir()
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        ckpt = torch.load(path / sharding.TRAINER_FILE if sharded else path, map_location="cpu", weights_only=False)
+        if sharded:
+            ckpt.update(sharded=True, state_dict=sharding.sharded_shapes(path))
     except Exception as err:  # torch raises several types for truncated or foreign files
         raise ValueError(f"{path}: not a readable clipmag checkpoint ({type(err).__name__}: {err})") from None
     missing = [k for k in ("state_dict", "step") if k not in ckpt]

@@ -15,6 +15,7 @@ hold another run (``clipmag.train.run_folder``) and a checkpoint to resume must 
 
 from __future__ import annotations
 
+import copy
 import random
 import time
 from collections.abc import Iterator
@@ -34,9 +35,10 @@ from clipmag.runtime.precision import autocast_dtype
 from clipmag.scoring.heads import SimilarityHead
 from clipmag.storage.files import write_text_atomic
 from clipmag.train import checkpoint as ckpt_io
+from clipmag.train import sharding
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optimizer import OptimConfig, build_optimizer, build_scheduler
-from clipmag.train.resume_check import check_resumable, step_identity
+from clipmag.train.resume_check import ResumeMismatch, check_resumable, step_identity
 from clipmag.train.run_folder import plan_run_folder
 from clipmag.train.stop_signals import RunStopped, StopRequests
 from clipmag.train.train_step import TrainStep
@@ -83,20 +85,24 @@ class Trainer:
         if loop.threads:
             torch.set_num_threads(loop.threads)
         seed_everything(loop.seed)  # identical initial weights on every rank
-        self.model = task.build_model().to(ctx.device)
+        model = task.build_model()
+        amp_dtype = autocast_dtype(loop.precision, ctx.device)
+        self.sharded = loop.strategy == "fsdp"
+        # What is validated, tested and exported: the model itself, or under FSDP a whole copy on
+        # rank 0 (on the CPU between uses) that takes the gathered weights.
+        self.whole: nn.Module | None = None
+        if self.sharded and ctx.is_main:
+            self.whole = copy.deepcopy(model).cpu()
+        self.model = model.to(ctx.device)
+        if self.sharded:
+            dist_utils.init_single_process_group(ctx.device)
+            sharding.shard_model(self.model, amp_dtype)
         seed_everything(loop.seed + ctx.rank)  # open_clip's rule: per-rank dropout and augmentation
         self.head: SimilarityHead = self.model.head
         self.optimizer = build_optimizer(self.model, optim)
         self.scheduler = build_scheduler(self.optimizer, optim, loop.steps)
         self.train_step = TrainStep(
-            self.model,
-            self.optimizer,
-            self.scheduler,
-            loop,
-            optim,
-            ctx,
-            autocast_dtype(loop.precision, ctx.device),
-            self.ckpt_dir / ckpt_io.LATEST,
+            self.model, self.optimizer, self.scheduler, loop, optim, ctx, amp_dtype, self.ckpt_dir
         )
         self.step, self.samples_seen = 0, 0
         self.best: float | None = None
@@ -112,15 +118,19 @@ class Trainer:
         self.prepared = False
 
     # ---- checkpoints -------------------------------------------------------------------------
-    def state(self, rng: list[dict[str, Any]]) -> dict[str, Any]:
-        """Everything a resumed run needs; ``rng`` holds every rank's RNG state, in rank order."""
+    @property
+    def tested_model(self) -> nn.Module:
+        """The model that is validated, tested and exported (rank 0)."""
+        return self.whole if self.whole is not None else self.model
+
+    def trainer_state(self, rng: list[dict[str, Any]]) -> dict[str, Any]:
+        """Everything a resumed run needs but the weights and the optimizer's moments (which a
+        sharded checkpoint stores in shards beside it); ``rng``: every rank's RNG state, in rank order."""
         return {
             "epoch": self.step,  # open_clip's key; we count optimizer steps
             "step": self.step,
             "samples_seen": self.samples_seen,
             "name": self.output_dir.name,
-            "state_dict": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "scaler": self.train_step.scaler.state_dict(),
             "head": self.model.head_record().to_dict(),
@@ -130,8 +140,19 @@ class Trainer:
             "best": self.best,
         }
 
+    def state(self, rng: list[dict[str, Any]]) -> dict[str, Any]:
+        """A whole checkpoint (one file): the trainer state, the weights and the optimizer."""
+        return {
+            **self.trainer_state(rng),
+            "state_dict": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+        }
+
     def save(self) -> None:
         rng = dist_utils.all_gather_objects(ckpt_io.rng_state())
+        if self.sharded:
+            sharding.save_sharded(self.ckpt_dir, self.step, self.model, self.optimizer, self.trainer_state(rng))
+            return
         if self.ctx.is_main:
             ckpt_io.atomic_save(self.state(rng), self.ckpt_dir / ckpt_io.LATEST)
         dist_utils.barrier()
@@ -148,6 +169,12 @@ class Trainer:
         ckpt = ckpt_io.load_checkpoint(resume_path) if resume_path is not None else None
         if ckpt is not None:
             check_resumable(ckpt, resume_path, self.identity, self.model.state_dict())
+            if self.sharded and not ckpt.get("sharded"):
+                raise ResumeMismatch(
+                    f"cannot resume from {resume_path} with train.strategy=fsdp: it is a whole checkpoint of a "
+                    "train.strategy=ddp run; resume it with ddp, or start an fsdp run from its export "
+                    "(--model <run>/export)"
+                )
         dist_utils.barrier()  # every rank has read the folder before rank 0 changes it
         if self.ctx.is_main:
             plan.apply()
@@ -158,8 +185,11 @@ class Trainer:
         self.prepared = True
 
     def restore(self, ckpt: dict[str, Any], path: Path) -> None:
-        self.model.load_state_dict(ckpt["state_dict"])
-        self.optimizer.load_state_dict(ckpt["optimizer"])
+        if ckpt.get("sharded"):  # resharded to this run's ranks (or made whole under ddp)
+            sharding.load_sharded(path, self.model, self.optimizer)
+        else:
+            self.model.load_state_dict(ckpt["state_dict"])
+            self.optimizer.load_state_dict(ckpt["optimizer"])
         self.scheduler.load_state_dict(ckpt["scheduler"])
         self.train_step.scaler.load_state_dict(ckpt["scaler"])
         ckpt_io.restore_rng_state(ckpt_io.rank_rng_state(ckpt["rng"], self.ctx.rank, self.ctx.world_size))
@@ -169,13 +199,24 @@ class Trainer:
         logger.info("resumed from %s at step %d (%d samples seen)", path, self.step, self.samples_seen)
 
     # ---- validation --------------------------------------------------------------------------
+    def _gather_whole(self) -> None:
+        """Under FSDP, put the trained weights into rank 0's whole copy (every rank takes part)."""
+        if self.sharded:
+            state = sharding.full_model_state(self.model)
+            if self.whole is not None:
+                self.whole.load_state_dict(state)
+
     def validate(self) -> dict[str, float]:
         metrics: dict[str, float] = {}
+        self._gather_whole()
         if self.ctx.is_main:
-            self.model.eval()
+            model = self.tested_model.to(self.ctx.device)
+            model.eval()
             with torch.no_grad():
-                metrics = self.task.evaluate(self.model)
-            self.model.train()
+                metrics = self.task.evaluate(model)
+            model.train()
+            if self.whole is not None:
+                self.whole.cpu()
             if self.writer is not None and metrics:
                 self.writer.write(self.step, "eval", metrics)
             logger.info(
@@ -193,7 +234,7 @@ class Trainer:
         if self.best is None or metrics[key] > self.best:
             self.best = metrics[key]
             if self.ctx.is_main:  # for testing, not resuming: rank 0's RNG state is enough
-                ckpt_io.atomic_save(self.state([ckpt_io.rng_state()]), self.ckpt_dir / ckpt_io.BEST)
+                ckpt_io.atomic_save(self._best_state(), self.ckpt_dir / ckpt_io.BEST)
                 logger.info("new best %s %.4f at step %d", key, self.best, self.step)
 
     # ---- the loop ----------------------------------------------------------------------------
@@ -209,7 +250,7 @@ class Trainer:
         if self.ctx.is_main:
             self.tested = self._select_tested()
         if self.loop.export_final and self.ctx.is_main:
-            self.task.export(self.model, self.output_dir / "export")
+            self.task.export(self.tested_model, self.output_dir / "export")
         dist_utils.barrier()
         if self.writer is not None:
             self.writer.close()
@@ -266,18 +307,33 @@ class Trainer:
                 raise RunStopped(self.step, signal_name)
         bar.close()
 
+    def _best_state(self) -> dict[str, Any]:
+        """The best checkpoint: whole, for testing; under FSDP without the optimizer (a run resumes
+        from its latest sharded checkpoint, never from the best)."""
+        rng = [ckpt_io.rng_state()]
+        if not self.sharded:
+            return self.state(rng)
+        return {**self.trainer_state(rng), "state_dict": self.tested_model.state_dict()}
+
+    def _latest_path(self) -> Path | None:
+        if self.sharded:
+            return sharding.latest_sharded(self.ckpt_dir)
+        return self.ckpt_dir / ckpt_io.LATEST
+
     def _select_tested(self) -> dict[str, Any]:
         """The best checkpoint by the primary metric when validation ran, else the final model.
 
-        The chosen weights are loaded into ``self.model``, so the export is the model that is tested.
+        The chosen weights are loaded into the tested model, so the export is the model that is tested.
         """
         best = self.ckpt_dir / ckpt_io.BEST
         if self.best is None or not best.is_file():
-            return {"selection": "final", "step": self.step, "reason": "no validation metric was recorded"}
+            reason = "no validation metric was recorded"
+            return {"selection": "final", "path": str(self._latest_path()), "step": self.step, "reason": reason}
         ckpt = ckpt_io.load_checkpoint(best)
-        self.model.load_state_dict(ckpt["state_dict"])
+        self.tested_model.load_state_dict(ckpt["state_dict"])
         logger.info("testing the best checkpoint: step %d, %s %.4f", ckpt["step"], self.task.primary_metric, self.best)
-        return {"selection": "best", "step": ckpt["step"], "metric": self.task.primary_metric, "value": self.best}
+        metric = self.task.primary_metric
+        return {"selection": "best", "path": str(best), "step": ckpt["step"], "metric": metric, "value": self.best}
 
     def _reduce(self, stats: dict[str, float]) -> dict[str, float]:
         keys = sorted(stats)

@@ -35,6 +35,7 @@ class TrainLoopConfig:
     # with the thread count; pin it to compare runs across machines.
     threads: NonNegativeInt = 0
     seed: int = 0
+    strategy: Literal["ddp", "fsdp"] = "ddp"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     log_every: PositiveInt = 10
@@ -52,3 +53,10 @@ class TrainLoopConfig:
     gradient_checkpointing: bool = False
     # Write <output_dir>/export: the final model with its head, in the front end's format.
     export_final: bool = True
+
+    def __post_init__(self) -> None:
+        if self.strategy == "fsdp" and self.precision == "fp16":
+            raise ValueError(
+                "train.strategy=fsdp trains in bf16 or fp32 (fp16 needs a loss scaler that sees every shard); "
+                "use train.precision=bf16"
+            )

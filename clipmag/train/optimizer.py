@@ -15,6 +15,7 @@ from typing import Literal
 
 import torch
 from torch import nn
+from torch.distributed.tensor import DTensor
 
 from clipmag.config.checks import NonNegativeFloat, NonNegativeInt, PositiveFloat
 from clipmag.scoring.heads import gamma_parameters
@@ -64,11 +65,22 @@ def build_param_groups(model: nn.Module, cfg: OptimConfig) -> list[dict]:
     return [g for g in groups.values() if g["params"]]
 
 
+def _split_sharded(groups: list[dict]) -> list[dict]:
+    """Under FSDP a group may hold sharded (DTensor) and replicated parameters; the fused and foreach
+    kernels take one kind per call, so each kind gets its own copy of the group."""
+    split = []
+    for group in groups:
+        sharded = [p for p in group["params"] if isinstance(p, DTensor)]
+        replicated = [p for p in group["params"] if not isinstance(p, DTensor)]
+        split += [{**group, "params": part} for part in (replicated, sharded) if part]
+    return split
+
+
 def build_optimizer(model: nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
     betas = tuple(cfg.betas)
     if len(betas) != 2:
         raise ValueError(f"optim.betas needs two values, got {list(cfg.betas)}")
-    groups = build_param_groups(model, cfg)
+    groups = _split_sharded(build_param_groups(model, cfg))
     params = [p for g in groups for p in g["params"]]
     # The fused kernel is what makes the step as fast as the HF Trainer's on CPU (the plain loop
     # costs ~20% of a MiniLM step); it needs floating parameters on a CPU or CUDA device.

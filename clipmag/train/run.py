@@ -22,7 +22,6 @@ from clipmag.runtime.distributed import DistributedContext
 from clipmag.runtime.logs import logger, release_held_log, setup_logging
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.storage.folder_lock import FolderLock
-from clipmag.train import checkpoint as ckpt_io
 from clipmag.train.engine import Task, Trainer
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optimizer import OptimConfig
@@ -85,9 +84,9 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
             tested = output_dir / EXPORT_DIR
             model, record = task.load_export(tested).to(ctx.device), HeadRecord.read(tested)
         else:  # the trainer's model holds the selected weights
-            selected = ckpt_io.BEST if trainer.tested["selection"] == "best" else ckpt_io.LATEST
-            tested = output_dir / ckpt_io.CHECKPOINT_DIR / selected
-            model, record = trainer.model, trainer.model.head_record()
+            tested = Path(trainer.tested["path"])
+            model = trainer.tested_model.to(ctx.device)
+            record = model.head_record()
         model.eval()
         start = time.perf_counter()
         with torch.no_grad():
@@ -101,7 +100,7 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
             "world_size": ctx.world_size,
         }
         timings = {"train_seconds": train_seconds, "test_seconds": time.perf_counter() - start}
-        checkpoint = {"path": str(tested), **trainer.tested}
+        checkpoint = {**trainer.tested, "path": str(tested)}
         results = build_results(
             run,
             record,

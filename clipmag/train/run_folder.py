@@ -21,9 +21,10 @@ from clipmag.storage.files import remove_stale_partials
 from clipmag.train.checkpoint import BEST, CHECKPOINT_DIR, LATEST
 from clipmag.train.loop_config import TrainLoopConfig
 
-# What a run writes into its folder; the first five show that a run is there.
+# What a run writes into its folder (glob patterns); the first six show that a run is there.
 RUN_FILES = (
     f"{CHECKPOINT_DIR}/{LATEST}",
+    f"{CHECKPOINT_DIR}/sharded-step*",
     f"{CHECKPOINT_DIR}/{BEST}",
     "results.json",
     "export",
@@ -32,7 +33,7 @@ RUN_FILES = (
     "config.yaml",
     "out.log",
 )
-EVIDENCE = RUN_FILES[:5]
+EVIDENCE = RUN_FILES[:6]
 FINISHED = ("results.json", "export")
 # What a run killed before its first latest.pt leaves; a resume restarts it and clears them.
 PROGRESS_FILES = (f"{CHECKPOINT_DIR}/{BEST}", "metrics.jsonl", "tensorboard")
@@ -49,7 +50,7 @@ class FolderPlan:
     """What a run clears in its folder before it writes there (rank 0 applies it)."""
 
     folder: Path
-    remove: list[str] = field(default_factory=list)  # names in RUN_FILES
+    remove: list[str] = field(default_factory=list)  # paths relative to the folder
     reason: str = ""
 
     def apply(self) -> None:
@@ -72,6 +73,11 @@ def describe_run(folder: Path) -> str:
         return "no readable config.yaml"
 
 
+def _present(folder: Path, patterns: tuple[str, ...]) -> list[str]:
+    """The files and folders under ``folder`` that match ``patterns``, relative to it."""
+    return [str(path.relative_to(folder)) for pattern in patterns for path in sorted(folder.glob(pattern))]
+
+
 def _inside(path: Path, folder: Path) -> bool:
     return path.resolve().is_relative_to(folder.resolve())
 
@@ -83,7 +89,7 @@ def plan_run_folder(loop: TrainLoopConfig, resume_path: Path | None) -> FolderPl
     ``resume_path``: the checkpoint ``train.resume`` resolved to (None: a fresh start).
     """
     folder = Path(loop.output_dir)
-    found = [name for name in EVIDENCE if (folder / name).exists()]
+    found = _present(folder, EVIDENCE)
     own_checkpoint = resume_path is not None and _inside(resume_path, folder)
     if loop.overwrite and (loop.resume == "latest" or own_checkpoint):
         raise ConfigError(
@@ -94,14 +100,18 @@ def plan_run_folder(loop: TrainLoopConfig, resume_path: Path | None) -> FolderPl
         return FolderPlan(folder)
     run = describe_run(folder)
     if loop.overwrite:
-        present = [name for name in RUN_FILES if (folder / name).exists()]
-        return FolderPlan(folder, present, f"train.overwrite: replacing the run in {folder} ({run})")
+        return FolderPlan(
+            folder, _present(folder, RUN_FILES), f"train.overwrite: replacing the run in {folder} ({run})"
+        )
     held = f"{folder} holds a run ({run}; {', '.join(found)})"
     if loop.resume == "latest" and any(name in found for name in FINISHED):
         raise RunFolderInUse(f"{held} but no {CHECKPOINT_DIR}/{LATEST} to continue from: use --overwrite to replace it")
     if loop.resume == "latest":  # killed before its first latest.pt: nothing to continue, so it restarts
-        present = [name for name in PROGRESS_FILES if (folder / name).exists()]
-        return FolderPlan(folder, present, f"{folder} has no checkpoint to resume: restarting its run ({run})")
+        return FolderPlan(
+            folder,
+            _present(folder, PROGRESS_FILES),
+            f"{folder} has no checkpoint to resume: restarting its run ({run})",
+        )
     if resume_path is not None:
         raise RunFolderInUse(
             f"{held}; resuming from {resume_path} would mix two runs in it: choose a new train.output_dir, or "

@@ -21,6 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from clipmag.config.checks import UserError
 from clipmag.runtime import distributed as dist_utils
+from clipmag.train import sharding
 from clipmag.train.grad_cache import cached_backward
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optimizer import OptimConfig
@@ -35,7 +36,7 @@ def _scalar(value: Any) -> float:
 
 
 class TrainStep:
-    """Runs optimizer steps for ``model`` (wrapped in DDP unless gradients are cached)."""
+    """Runs optimizer steps for ``model`` (wrapped in DDP unless gradients are cached or it is sharded)."""
 
     def __init__(
         self,
@@ -46,16 +47,23 @@ class TrainStep:
         optim: OptimConfig,
         ctx: dist_utils.DistributedContext,
         amp_dtype: torch.dtype | None,
-        last_good: Path,
+        checkpoints: Path,
     ) -> None:
         self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
-        self.loop, self.optim, self.ctx, self.amp_dtype, self.last_good = loop, optim, ctx, amp_dtype, last_good
+        self.loop, self.optim, self.ctx, self.amp_dtype, self.checkpoints = loop, optim, ctx, amp_dtype, checkpoints
         self.scaler = torch.amp.GradScaler(ctx.device.type, enabled=amp_dtype is torch.float16)
         # Cached-gradient steps call the model's parts directly, which DDP's hooks do not see; their
-        # gradients are averaged by hand after the backward passes, exactly as DDP would.
-        use_ddp = ctx.is_distributed and not loop.chunk_size
+        # gradients are averaged by hand after the backward passes, exactly as DDP would. Under FSDP
+        # the shards are reduced by FSDP and only the replicated rest by hand.
+        self.sharded = loop.strategy == "fsdp"
+        use_ddp = ctx.is_distributed and not loop.chunk_size and not self.sharded
         device_ids = [ctx.device.index] if ctx.device.type == "cuda" else None
         self.ddp = DistributedDataParallel(model, device_ids=device_ids) if use_ddp else None
+        self.averaged_by_hand: list[nn.Parameter] = []
+        if self.sharded:
+            self.averaged_by_hand = sharding.replicated_parameters(model)
+        elif loop.chunk_size:
+            self.averaged_by_hand = list(model.parameters())
 
     def autocast(self) -> contextlib.AbstractContextManager:
         dtype = self.amp_dtype or torch.float32
@@ -69,8 +77,10 @@ class TrainStep:
 
         if self.loop.chunk_size:
             return cached_backward(self.model, batch, self.loop.chunk_size, backward, self.ctx.device, self.autocast)
-        sync = self.ddp is None or micro == accum - 1
-        with contextlib.nullcontext() if sync else self.ddp.no_sync():
+        sync = micro == accum - 1
+        if self.sharded:
+            sharding.set_gradient_sync(self.model, sync)
+        with contextlib.nullcontext() if sync or self.ddp is None else self.ddp.no_sync():
             with self.autocast():
                 out = (self.ddp or self.model)(batch)
             backward(out["loss"])
@@ -84,11 +94,13 @@ class TrainStep:
             out = self._micro_batch(next(batches), micro)
             for key, value in out.items():
                 sums[key] = sums.get(key, 0.0) + _scalar(value) / accum
-        if self.loop.chunk_size:
-            dist_utils.average_gradients(self.model.parameters())
+        dist_utils.average_gradients(self.averaged_by_hand)
         self.scaler.unscale_(self.optimizer)
         max_norm = self.optim.clip_grad_norm or math.inf
-        sums["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm))
+        if self.sharded:
+            sums["grad_norm"] = sharding.clip_grad_norm_(self.model.parameters(), max_norm)
+        else:
+            sums["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm))
         self.guard(sums, step)
         self.scaler.step(self.optimizer)
         self.scaler.update()
@@ -110,6 +122,6 @@ class TrainStep:
             if not math.isfinite(value) or value > limits[key]:
                 raise TrainingDiverged(
                     f"training diverged at step {step + 1}: {key} = {value:.4g} (limit {limits[key]:.4g}); "
-                    f"the weights were not updated and the last good checkpoint is {self.last_good}. "
+                    f"the weights were not updated and the last good checkpoint is in {self.checkpoints}. "
                     f"Try a lower learning rate, a smaller scale, or a normalised head."
                 )

@@ -38,6 +38,7 @@ STANDIN_MODELS: dict[str, Callable[[Path], object] | str] = {
     "Shitao/RetroMAE": lambda folder: write_tiny_encoder(folder, seed=2),
     "intfloat/e5-base-unsupervised": lambda folder: write_tiny_encoder(folder, seed=3),
     "intfloat/e5-mistral-7b-instruct": write_tiny_decoder,
+    "Qwen/Qwen3-8B-Base": lambda folder: write_tiny_decoder(folder, family="qwen3"),
     "google/flan-t5-large": write_tiny_reader,
     "ViT-B-32": "clipmag-tiny",
 }

@@ -17,6 +17,7 @@ Hugging Face folders of the same families, small enough for a CPU:
 * :func:`write_tiny_decoder`: a 2-layer Mistral (e5-mistral-7b-instruct's architecture) with a
   byte-level BPE whose tokenizer adds no EOS, as Mistral's does not, so last-token pooling appends
   it; its sentence-transformers files name last-token pooling and 4,096 tokens, as that model's do.
+  With ``family="qwen3"`` a 2-layer Qwen3 (Qwen3-Base's architecture), the paper v2's decoder.
 
 Weights are drawn with ``torch.manual_seed(seed)``, so a folder is the same on every build.
 """
@@ -26,12 +27,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-__all__ = ["TINY_WIDTH", "write_tiny_encoder", "write_tiny_reader", "write_tiny_decoder"]
+__all__ = [
+    "TINY_WIDTH",
+    "bert_tokenizer",
+    "decoder_tokenizer",
+    "write_tiny_encoder",
+    "write_tiny_reader",
+    "write_tiny_decoder",
+]
 
 TINY_WIDTH = 32
 
 
-def _tokenizer():
+def bert_tokenizer():
+    """BERT's uncased WordPiece tokenizer (all-MiniLM-L6-v2's, packaged)."""
     from transformers import AutoTokenizer
 
     from text_retrieval.model.packaged import resolve_model_name
@@ -45,7 +54,7 @@ def write_tiny_encoder(folder: str | Path, seed: int = 0, max_positions: int = 5
     from transformers import BertConfig, BertModel
 
     folder = Path(folder)
-    tokenizer = _tokenizer()
+    tokenizer = bert_tokenizer()
     torch.manual_seed(seed)
     config = BertConfig(
         vocab_size=tokenizer.vocab_size,
@@ -74,7 +83,7 @@ def write_tiny_reader(folder: str | Path, seed: int = 0) -> Path:
     from transformers import T5Config, T5ForConditionalGeneration
 
     folder = Path(folder)
-    tokenizer = _tokenizer()
+    tokenizer = bert_tokenizer()
     torch.manual_seed(seed)
     config = T5Config(
         vocab_size=tokenizer.vocab_size,
@@ -92,24 +101,34 @@ def write_tiny_reader(folder: str | Path, seed: int = 0) -> Path:
     return folder
 
 
-def write_tiny_decoder(folder: str | Path, seed: int = 0) -> Path:
-    """A 2-layer Mistral decoder with a byte-level BPE (EOS ``</s>``, never added) in ``folder``."""
-    import torch
+def decoder_tokenizer(eos: str):
+    """A byte-level BPE of 600 tokens over the stand-in words, with ``eos`` as its EOS (never added)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import MistralConfig, MistralModel, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
     from clipmag.experiments.dry_run.standin_training_sets import FILLER, WORDS
 
-    folder = Path(folder)
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
     alphabet = pre_tokenizers.ByteLevel.alphabet()
-    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=["</s>"], initial_alphabet=alphabet)
+    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=[eos], initial_alphabet=alphabet)
     bpe.train_from_iterator([" ".join(WORDS + FILLER)] * 4, trainer)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="</s>", model_max_length=4096)
+    return PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=eos, model_max_length=4096)
+
+
+def write_tiny_decoder(folder: str | Path, seed: int = 0, family: str = "mistral") -> Path:
+    """A 2-layer decoder with a byte-level BPE whose EOS is never added, in ``folder``: ``mistral``
+    (EOS ``</s>``, e5-mistral's sentence-transformers files) or ``qwen3`` (EOS ``<|endoftext|>``, a
+    base model without them)."""
+    import torch
+    from transformers import MistralConfig, MistralModel, Qwen3Config, Qwen3Model
+
+    folder = Path(folder)
+    tokenizer = decoder_tokenizer("</s>" if family == "mistral" else "<|endoftext|>")
     torch.manual_seed(seed)
-    config = MistralConfig(
+    config_class, model_class = (MistralConfig, MistralModel) if family == "mistral" else (Qwen3Config, Qwen3Model)
+    config = config_class(
         vocab_size=len(tokenizer),
         hidden_size=TINY_WIDTH,
         intermediate_size=2 * TINY_WIDTH,
@@ -119,8 +138,10 @@ def write_tiny_decoder(folder: str | Path, seed: int = 0) -> Path:
         max_position_embeddings=4096,
         eos_token_id=tokenizer.eos_token_id,
     )
-    MistralModel(config).save_pretrained(folder)
+    model_class(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
+    if family != "mistral":
+        return folder
     (folder / "1_Pooling").mkdir(exist_ok=True)
     pooling = {"word_embedding_dimension": TINY_WIDTH, "pooling_mode_lasttoken": True}
     (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling, indent=1) + "\n")
