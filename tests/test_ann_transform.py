@@ -91,7 +91,10 @@ def test_settings_name_a_bad_transform_and_refuse_it_on_exact_search():
         RetrievalSettings(method="hnsw", ann_transform="l2")
     with pytest.raises(ValueError, match="approximate methods"):
         RetrievalSettings(ann_transform="mips")
-    assert cli.parse_args(["--model", "m", "--data", "d", "--ann-transform", "mips"]).ann_transform == "mips"
+    with pytest.raises(ValueError, match="approximate methods"):  # the command line says so before anything runs
+        cli.parse_args(["--model", "m", "--data", "d", "--ann-transform", "mips"])
+    args = cli.parse_args(["--model", "m", "--data", "d", "--search", "hnsw", "--ann-transform", "mips"])
+    assert args.retrieval.ann_transform == "mips"
 
 
 def test_eval_text_records_the_index_and_its_recall(tmp_path):

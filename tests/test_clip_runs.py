@@ -65,6 +65,13 @@ def test_two_gloo_processes_equal_one_with_doubled_batch(tmp_path):
     assert_same_weights(weights(tmp_path / "two"), weights(tmp_path / "one"), atol=2e-5)
 
 
+def test_activation_checkpointing_recomputes_to_the_same_weights(tmp_path):
+    common = ["--objective", "sym", "--norm", "dnorm", "train.steps=2", "train.save_every=0", "data.batch_size=8"]
+    train(tmp_path / "stored", *common)
+    train(tmp_path / "recomputed", *common, "train.gradient_checkpointing=true")
+    assert_same_weights(weights(tmp_path / "recomputed"), weights(tmp_path / "stored"), atol=1e-6)
+
+
 @pytest.fixture(scope="module")
 def digit_shards(tmp_path_factory) -> Path:
     return write_digit_shards(tmp_path_factory.mktemp("digits"), 160, 24, 40, per_class=2, shard_size=20)

@@ -39,10 +39,9 @@ TEXT = REPO / "scripts" / "train_text.py"
 CLIP = REPO / "scripts" / "train_clip.py"
 
 
-def toy(monkeypatch: pytest.MonkeyPatch, out: Path, *args: str, batch: int = 8) -> None:
+def toy(out: Path, *args: str, batch: int = 8) -> None:
     """Train the toy task into ``out`` in this process (8 steps, checkpoints at 4 and 8)."""
-    monkeypatch.setattr(sys, "argv", [str(WORKER), str(out), str(batch), *args])
-    engine_worker.main()
+    engine_worker.run(str(out), batch, list(args))
 
 
 def losses(out: Path) -> list[float]:
@@ -83,8 +82,7 @@ def clipmag_log(caplog: pytest.LogCaptureFixture):
 def full_run(tmp_path_factory) -> Path:
     """The toy run, uninterrupted: what every continued or replaced run must equal."""
     out = tmp_path_factory.mktemp("full")
-    with pytest.MonkeyPatch.context() as mp:
-        toy(mp, out)
+    toy(out)
     return out
 
 
@@ -92,8 +90,8 @@ def full_run(tmp_path_factory) -> Path:
 def interrupted_run(tmp_path_factory) -> Path:
     """The toy run crashed at micro-batch 6: ``latest.pt`` holds step 4."""
     out = tmp_path_factory.mktemp("interrupted")
-    with pytest.MonkeyPatch.context() as mp, pytest.raises(KeyboardInterrupt):
-        toy(mp, out, "fail_at=6")
+    with pytest.raises(KeyboardInterrupt):
+        toy(out, "fail_at=6")
     assert load_checkpoint(out / "checkpoints" / "latest.pt")["step"] == 4
     return out
 
@@ -106,12 +104,12 @@ def interrupted(interrupted_run: Path, tmp_path: Path) -> Path:
 
 
 # ---- 1. a folder that holds a run --------------------------------------------------------------
-def test_a_new_run_in_a_finished_runs_folder_is_refused_and_leaves_it_untouched(monkeypatch, tmp_path):
+def test_a_new_run_in_a_finished_runs_folder_is_refused_and_leaves_it_untouched(tmp_path):
     out = tmp_path / "run"
-    toy(monkeypatch, out, "head.name=cosine")
+    toy(out, "head.name=cosine")
     before = snapshot(out)
     with pytest.raises(RunFolderInUse) as err:
-        toy(monkeypatch, out, "head.name=dot", "train.seed=1")
+        toy(out, "head.name=dot", "train.seed=1")
     message = str(err.value)
     assert "--resume latest" in message and "--overwrite" in message
     assert str(out) in message and "head cosine, seed 0" in message and "checkpoints/latest.pt" in message
@@ -119,12 +117,12 @@ def test_a_new_run_in_a_finished_runs_folder_is_refused_and_leaves_it_untouched(
     assert snapshot(out) == before
 
 
-def test_overwrite_replaces_the_old_run_and_says_what_it_removed(monkeypatch, tmp_path, clipmag_log):
+def test_overwrite_replaces_the_old_run_and_says_what_it_removed(tmp_path, clipmag_log):
     out, fresh = tmp_path / "run", tmp_path / "fresh"
-    toy(monkeypatch, out, "head.name=cosine")
+    toy(out, "head.name=cosine")
     (out / "notes.txt").write_text("mine")
-    toy(monkeypatch, out, "head.name=dot", "train.seed=1", "train.overwrite=true")
-    toy(monkeypatch, fresh, "head.name=dot", "train.seed=1")
+    toy(out, "head.name=dot", "train.seed=1", "train.overwrite=true")
+    toy(fresh, "head.name=dot", "train.seed=1")
     assert steps(out) == list(range(1, 9)) and losses(out) == pytest.approx(losses(fresh), rel=1e-6)
     assert load_checkpoint(out / "checkpoints" / "latest.pt")["config"]["head"]["name"] == "dot"
     assert (out / "notes.txt").read_text() == "mine"
@@ -132,34 +130,34 @@ def test_overwrite_replaces_the_old_run_and_says_what_it_removed(monkeypatch, tm
     assert "head cosine, seed 0" in line and "checkpoints/latest.pt" in line and "metrics.jsonl" in line
 
 
-def test_a_fresh_folder_or_one_with_unrelated_files_starts_normally(monkeypatch, tmp_path, full_run):
+def test_a_fresh_folder_or_one_with_unrelated_files_starts_normally(tmp_path, full_run):
     out = tmp_path / "run"
     out.mkdir()
     (out / "cell.json").write_text("{}")
     (out / "notes.txt").write_text("mine")
-    toy(monkeypatch, out)
+    toy(out)
     assert losses(out) == pytest.approx(losses(full_run), rel=1e-6)
     assert (out / "cell.json").read_text() == "{}" and (out / "notes.txt").read_text() == "mine"
 
 
-def test_resume_of_a_run_killed_before_its_first_checkpoint_restarts_without_mixing(monkeypatch, tmp_path, full_run):
+def test_resume_of_a_run_killed_before_its_first_checkpoint_restarts_without_mixing(tmp_path, full_run):
     out = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):
-        toy(monkeypatch, out, "fail_at=2")
+        toy(out, "fail_at=2")
     assert steps(out) == [1, 2] and not (out / "checkpoints" / "latest.pt").exists()
-    toy(monkeypatch, out, "train.resume=latest")
+    toy(out, "train.resume=latest")
     assert steps(out) == list(range(1, 9)) and losses(out) == pytest.approx(losses(full_run), rel=1e-6)
 
 
-def test_resume_finds_results_but_no_checkpoint_and_overwrite_contradicts_resume(monkeypatch, tmp_path):
+def test_resume_finds_results_but_no_checkpoint_and_overwrite_contradicts_resume(tmp_path):
     out = tmp_path / "run"
-    toy(monkeypatch, out)
+    toy(out)
     shutil.rmtree(out / "checkpoints")  # a finished run whose checkpoints were deleted to save space
     before = snapshot(out)
     with pytest.raises(RunFolderInUse, match="no checkpoints/latest.pt to continue from: use --overwrite"):
-        toy(monkeypatch, out, "train.resume=latest")
+        toy(out, "train.resume=latest")
     with pytest.raises(ConfigError, match="train.overwrite and train.resume=latest contradict each other"):
-        toy(monkeypatch, out, "train.resume=latest", "train.overwrite=true")
+        toy(out, "train.resume=latest", "train.overwrite=true")
     assert snapshot(out) == before
 
 
@@ -177,54 +175,54 @@ def test_resume_finds_results_but_no_checkpoint_and_overwrite_contradicts_resume
         (["BATCH=4"], "data.batch_size x ranks is 8 there and 4 here"),
     ],
 )
-def test_resume_into_other_settings_is_one_error_before_anything_is_written(monkeypatch, interrupted, change, message):
+def test_resume_into_other_settings_is_one_error_before_anything_is_written(interrupted, change, message):
     before = snapshot(interrupted)
     batch = 4 if change == ["BATCH=4"] else 8
     args = [c for c in change if not c.startswith("BATCH")]
     with pytest.raises(ResumeMismatch) as err:
-        toy(monkeypatch, interrupted, *args, "train.resume=latest", batch=batch)
+        toy(interrupted, *args, "train.resume=latest", batch=batch)
     assert message in str(err.value) and "cannot resume from" in str(err.value) and "\n" not in str(err.value)
     assert isinstance(err.value, USER_ERRORS)
     assert snapshot(interrupted) == before  # config.yaml and metrics.jsonl included
 
 
-def test_a_longer_run_is_refused_saying_how_to_extend_it(monkeypatch, interrupted):
+def test_a_longer_run_is_refused_saying_how_to_extend_it(interrupted):
     before = snapshot(interrupted)
     with pytest.raises(ResumeMismatch) as err:
-        toy(monkeypatch, interrupted, "train.steps=12", "train.resume=latest")
+        toy(interrupted, "train.steps=12", "train.resume=latest")
     message = str(err.value)
     assert f"cannot extend the run in {interrupted} from 8 to 12 steps: its cosine schedule" in message
     assert f"--model {interrupted / 'export'} train.steps=N" in message and "optim.schedule=constant" in message
     assert "\n" not in message and snapshot(interrupted) == before
 
 
-def test_settings_that_leave_a_step_unchanged_may_differ_on_resume(monkeypatch, interrupted, full_run):
-    toy(monkeypatch, interrupted, "train.chunk_size=3", "train.save_every=2", "train.resume=latest")
+def test_settings_that_leave_a_step_unchanged_may_differ_on_resume(interrupted, full_run):
+    toy(interrupted, "train.chunk_size=3", "train.save_every=2", "train.resume=latest")
     assert losses(interrupted) == pytest.approx(losses(full_run), rel=1e-5)
 
 
-def test_older_checkpoints_are_compared_on_their_config_and_their_weights(monkeypatch, interrupted):
+def test_older_checkpoints_are_compared_on_their_config_and_their_weights(interrupted):
     latest = interrupted / "checkpoints" / "latest.pt"
     ckpt = load_checkpoint(latest)
     del ckpt["identity"]  # written before the step identity was stored: its config still names the head
     torch.save(ckpt, latest)
     with pytest.raises(ResumeMismatch, match="head.name is 'learnable' there and 'dot' here"):
-        toy(monkeypatch, interrupted, "head.name=dot", "train.resume=latest")
+        toy(interrupted, "head.name=dot", "train.resume=latest")
     del ckpt["config"]  # nothing but weights: their names and shapes must fit the model
     torch.save(ckpt, latest)
     with pytest.raises(ResumeMismatch, match=r"the checkpoint has 2 weights this model lacks \(e.g. head.raw_d\)"):
-        toy(monkeypatch, interrupted, "head.name=dot", "train.resume=latest")
+        toy(interrupted, "head.name=dot", "train.resume=latest")
 
 
 # ---- 3. temporaries of killed checkpoint writes ------------------------------------------------
-def test_stale_checkpoint_temporaries_are_removed_on_resume(monkeypatch, interrupted, full_run, clipmag_log):
+def test_stale_checkpoint_temporaries_are_removed_on_resume(interrupted, full_run, clipmag_log):
     folder = interrupted / "checkpoints"
     stale = folder / f".latest.pt.partial-{ended_pid()}"
     stale.write_bytes(b"\0" * (1 << 20))
     writing = folder / f".best.pt.partial-{os.getppid()}"  # a process that still runs may be writing it
     writing.write_bytes(b"\0")
     (folder / "notes.partial.txt").write_text("mine")
-    toy(monkeypatch, interrupted, "train.resume=latest")
+    toy(interrupted, "train.resume=latest")
     assert not stale.exists() and writing.exists() and (folder / "notes.partial.txt").exists()
     assert any(str(stale) in r.getMessage() and "killed" in r.getMessage() for r in clipmag_log.records)
     assert losses(interrupted) == pytest.approx(losses(full_run), rel=1e-6)
@@ -232,9 +230,7 @@ def test_stale_checkpoint_temporaries_are_removed_on_resume(monkeypatch, interru
 
 # ---- 4. SIGKILL in the middle of a checkpoint write --------------------------------------------
 @pytest.mark.parametrize("kill_at, step_saved", [(1, None), (2, 4)])
-def test_sigkill_during_a_checkpoint_write_resumes_to_the_uninterrupted_losses(
-    monkeypatch, tmp_path, full_run, kill_at, step_saved
-):
+def test_sigkill_during_a_checkpoint_write_resumes_to_the_uninterrupted_losses(tmp_path, full_run, kill_at, step_saved):
     """``kill_at=1``: killed writing the first ``latest.pt`` (the restart path); ``2``: writing the last."""
     out = tmp_path / "run"
     proc = run_python(FAULT_WORKER, [str(kill_at), str(WORKER), str(out), "8"], check=False)
@@ -242,7 +238,7 @@ def test_sigkill_during_a_checkpoint_write_resumes_to_the_uninterrupted_losses(
     assert partials(out), "the kill came before the checkpoint write"
     latest = out / "checkpoints" / "latest.pt"
     assert (load_checkpoint(latest)["step"] if latest.exists() else None) == step_saved
-    toy(monkeypatch, out, "train.resume=latest")
+    toy(out, "train.resume=latest")
     assert steps(out) == list(range(1, 9)) and losses(out) == pytest.approx(losses(full_run), rel=1e-6)
     assert load_checkpoint(latest)["step"] == 8 and partials(out) == []
 

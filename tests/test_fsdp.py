@@ -52,17 +52,16 @@ def _ndcg(run: Path) -> float:
 def test_fsdp_steps_equal_ddp_and_resume_on_other_ranks(models, tmp_path):
     ddp = _train(models, "bert", tmp_path / "ddp", *BERT_STEP)
     fsdp = _train(models, "bert", tmp_path / "fsdp", *BERT_STEP, "train.strategy=fsdp")
-    cached = _train(models, "bert", tmp_path / "cached", *BERT_STEP, "train.strategy=fsdp", "train.chunk_size=4")
     assert len(ddp) == 6
     assert fsdp == pytest.approx(ddp, abs=1e-5)
-    assert cached == pytest.approx(ddp, abs=1e-5)
     assert _ndcg(tmp_path / "fsdp") == pytest.approx(_ndcg(tmp_path / "ddp"), abs=1e-4)  # the whole export
     checkpoints = tmp_path / "fsdp" / "checkpoints"
     assert sharding.latest_sharded(checkpoints) == checkpoints / "sharded-step00000006"
     assert not (checkpoints / "latest.pt").exists()
 
-    half = tmp_path / "half"
-    _train(models, "bert", half, *BERT_STEP, "train.strategy=fsdp", "train.steps=3")
+    half = tmp_path / "half"  # three steps with gradient caching, saved on two ranks
+    cached = _train(models, "bert", half, *BERT_STEP, "train.strategy=fsdp", "train.chunk_size=4", "train.steps=3")
+    assert cached == pytest.approx(ddp[:3], abs=1e-5)
     for nproc, batch in ((1, 16), (2, 8)):  # the same global batch of 16 rows
         resumed = tmp_path / f"resumed-on-{nproc}"
         shutil.copytree(half, resumed)

@@ -101,10 +101,11 @@ def test_plan_overrides_the_paper_sweeps_and_covers_every_paper_config(tmp_path,
         assert sweep.cfg.launcher == "torchrun" and sweep.cfg.nproc_per_node == 2
         assert sweep.cfg.args == SHORT_ARGS[sweep.cfg.groups[0].kind]
         check_cells(expand(sweep.cfg), sweep.path)  # every cell parses with the paper configs and stand-ins
-    assert len(cells) == 9 and {c.seed for c in cells} == {0}
-    assert len([c for s in plan(PARTS, full=True) for c in expand(s.cfg)]) == 15 + 4 + 6  # every head, one seed
+    assert len(cells) == 10 and {c.seed for c in cells} == {0}
+    assert len([c for s in plan(PARTS, full=True) for c in expand(s.cfg)]) == 20 + 4 + 6  # every head, one seed
     text = {c.group: c for c in cells if c.kind == "text"}
     assert "model.name_or_path=models/Shitao/RetroMAE" in text["retromae"].argv
+    assert "model.name_or_path=models/Qwen/Qwen3-8B-Base" in text["qwen3"].argv  # trained under FSDP by its config
     assert "model.name=clipmag-tiny" in next(c for c in cells if c.kind == "clip").argv
     sts = next(c for c in cells if c.group == "sts-contriever")
     assert sts.argv[sts.argv.index("--model") + 1] == "models/facebook/contriever"

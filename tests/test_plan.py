@@ -70,6 +70,15 @@ def test_the_plan_prices_every_cell(tiny, tmp_path):
     assert parse_args(_args(tiny)).train.steps == 10
 
 
+def test_repeated_forward_passes_are_counted(tiny):
+    plain = cell_cost(_args(tiny), world_size=1).flops_per_step
+    cached = cell_cost(_args(tiny, "train.chunk_size=2"), world_size=1).flops_per_step
+    recomputed = cell_cost(_args(tiny, "train.gradient_checkpointing=true"), world_size=1).flops_per_step
+    both = cell_cost(_args(tiny, "train.chunk_size=2", "train.gradient_checkpointing=true"), world_size=1)
+    assert cached == recomputed > plain  # one more forward each
+    assert both.flops_per_step == pytest.approx(plain + 2 * (cached - plain))
+
+
 def test_plan_on_the_command_line(tiny, tmp_path, capsys):
     spec = {
         "output_dir": str(tmp_path / "runs"),
@@ -90,10 +99,11 @@ def test_the_paper_grid_is_priced_from_the_published_sizes(tmp_path):
     cache = tmp_path / "hub"
     subprocess.run([sys.executable, "-m", "clipmag.experiments.dry_run.standin_sizes", str(cache)], check=True)
     env = {**script_env(), "HF_HUB_CACHE": str(cache)}
-    command = [sys.executable, str(REPO / "scripts" / "sweep.py"), "plan", "--config", "configs/sweeps/paper_text.yaml"]
+    paper_text = ["--config", "configs/sweeps/paper_text.yaml", "--only", "contriever", "qwen3"]
+    command = [sys.executable, str(REPO / "scripts" / "sweep.py"), "plan", *paper_text]
     out = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout
     rows = {line.split(" | ")[0]: line.split(" | ") for line in out.splitlines() if "/seed" in line}
-    assert len(rows) == 60  # 4 models x 5 heads x 3 seeds
+    assert len(rows) == 30  # 2 models x 5 heads x 3 seeds
     assert rows["contriever/cosine/seed0"][4] == "109.5M"
     assert rows["qwen3/dnorm/seed42"][4].startswith("7568.")
     ddp, fsdp = (float(rows["qwen3/dnorm/seed42"][i].removesuffix(" GiB")) for i in (7, 8))

@@ -3,8 +3,6 @@ encoding stays close to fp32, and heads, losses, weights and optimizer state sta
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
 import torch
@@ -112,11 +110,10 @@ def test_clip_encode_runs_towers_in_the_chosen_precision():
     assert seen == [torch.bfloat16] * 3 + [torch.float32] * 3
 
 
-def test_bf16_training_keeps_fp32_weights_and_optimizer_state(tmp_path, monkeypatch):
+def test_bf16_training_keeps_fp32_weights_and_optimizer_state(tmp_path):
     import engine_worker
 
-    monkeypatch.setattr(sys, "argv", ["engine_worker.py", str(tmp_path), "8", "train.steps=2", "train.precision=bf16"])
-    engine_worker.main()
+    engine_worker.run(str(tmp_path), 8, ["train.steps=2", "train.precision=bf16"])
     ckpt = load_checkpoint(tmp_path / "checkpoints" / "latest.pt")
     assert {t.dtype for t in ckpt["state_dict"].values() if t.is_floating_point()} == {torch.float32}
     states = [v for s in ckpt["optimizer"]["state"].values() for k, v in s.items() if k != "step"]

@@ -60,4 +60,4 @@ def main(argv: Sequence[str]) -> None:
         {},
         {},
     )
-    write_results(Path(out) / "results.json", record)
+    write_results(record, out)

@@ -6,7 +6,8 @@ query side), every text at its side's max length. The encoder is built from its 
 device (its tokenizer is real: it decides the lengths), so only the config and tokenizer files of the
 named model are read. On the meta device attention runs as matmuls and is counted (a CPU's fused
 attention kernel is not, which is why a count there comes out lower). The loss and the head add a
-batch x candidates product, negligible next to the encoders, and are left out.
+batch x candidates product, negligible next to the encoders, and are left out. Gradient caching
+(``train.chunk_size``) and activation checkpointing each add one more forward pass.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def text_cell_cost(cfg: TextConfig, world_size: int) -> CellCost:
             total = total + pooled.float().sum()
         return total
 
-    parameters, flops = count_step(build, step)
+    extra = int(bool(cfg.train.chunk_size)) + int(cfg.train.gradient_checkpointing)
+    parameters, flops = count_step(build, step, extra)
     micro_batches = world_size * cfg.train.grad_accum
     return CellCost(cfg.train.steps, d.batch_size * micro_batches, parameters, flops * micro_batches)

@@ -60,6 +60,8 @@ class ClipTask:
         with torch.random.fork_rng():  # the same initial weights on every rank and for every batch size
             torch.manual_seed(cfg.train.seed)
             self.clip, self.preprocess_train, self.preprocess_val, self.tokenizer = build_open_clip(cfg.model)
+        if cfg.train.gradient_checkpointing:  # open_clip's own: both towers recompute their blocks
+            self.clip.set_grad_checkpointing(True)
         self.eval_sets: dict[str, EvalSet | None] = {}
         self.eval_specs: dict[str, str | None] = {}
         self.classes: tuple[list[str], list[str]] | None = None

@@ -224,22 +224,22 @@ def run_on_slurm(cells: Sequence[Cell], every_cell: Sequence[Cell], cfg: SweepCo
     cells_left = list(cells)
     evaluations: list[tuple[Cell, SweepEvaluation]] = []
     failed: dict[str, str] = {}
+    done: set[str] = set()  # results seen; a job may still be exiting after writing them
     while True:
         for label, state in scheduler.finished_jobs().items():
-            failed[label] = f"job {scheduler.record.latest(label)} ended {state}"  # forgiven below if finished
+            if label not in done:
+                failed[label] = f"job {scheduler.record.latest(label)} ended {state}"  # forgiven below if finished
         finished = [c for c in cells_left if unfinished_reason(c) is None]
         for cell in finished:
+            done.add(cell.label)
             failed.pop(cell.label, None)
             evaluations += [(cell, e) for e in cell.evaluations]
         cells_left = [c for c in cells_left if c not in finished and c.label not in failed]
         for cell, evaluation in evaluations:
             if (cell.evaluation_folder(evaluation) / RESULTS_FILE).is_file():
+                done.add(_evaluation_label(cell, evaluation))
                 failed.pop(_evaluation_label(cell, evaluation), None)
-        evaluations = [
-            (c, e)
-            for c, e in evaluations
-            if not (c.evaluation_folder(e) / RESULTS_FILE).is_file() and _evaluation_label(c, e) not in failed
-        ]
+        evaluations = [(c, e) for c, e in evaluations if _evaluation_label(c, e) not in done | set(failed)]
         for cell in cells_left:
             if cell.label not in scheduler.in_flight and scheduler.has_room() and _ready(cell, every_cell):
                 _start_cell(scheduler, cell, every_cell)

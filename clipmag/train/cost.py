@@ -37,10 +37,19 @@ class CellCost:
         return self.steps * self.flops_per_step / (device.dense_bf16_tflops * 1e12 * utilisation) / 3600
 
 
-def count_step(build: Callable[[], nn.Module], step: Callable[[nn.Module], torch.Tensor]) -> tuple[int, float]:
-    """(parameters, FLOPs) of ``step(model)`` and its backward, the model built on the meta device."""
+def count_step(
+    build: Callable[[], nn.Module], step: Callable[[nn.Module], torch.Tensor], extra_forwards: int = 0
+) -> tuple[int, float]:
+    """(parameters, FLOPs) of ``step(model)`` and its backward, the model built on the meta device.
+
+    ``extra_forwards``: forward passes a real step repeats - gradient caching embeds every chunk once
+    without a graph before the pass that back-propagates, activation checkpointing recomputes the
+    forward inside the backward - each counted at the forward's FLOPs."""
     with torch.device("meta"):
         model = build()
-    with FlopCounterMode(display=False) as counter:
-        step(model).backward()
-    return sum(p.numel() for p in model.parameters()), float(counter.get_total_flops())
+    with FlopCounterMode(display=False) as forward:
+        total = step(model)
+    with FlopCounterMode(display=False) as backward:
+        total.backward()
+    flops = (1 + extra_forwards) * forward.get_total_flops() + backward.get_total_flops()
+    return sum(p.numel() for p in model.parameters()), float(flops)
