@@ -8,7 +8,8 @@ from typing import Literal
 import pytest
 import yaml
 
-from clipmag.config.build import ConfigError, PositiveInt, build_config, config_yaml, to_dict
+from clipmag.config.build import build_config, config_yaml, to_dict
+from clipmag.config.checks import ConfigError, PositiveInt
 from clipmag.config.command_line import field_flags, help_text, parse_cli
 from clipmag.scoring.heads import HeadConfig
 from clipmag.scoring.losses import LossConfig

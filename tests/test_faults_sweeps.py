@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from clipmag.config.build import ConfigError
+from clipmag.config.checks import ConfigError
 from clipmag.experiments import sweep
 from clipmag.experiments.cli import sweep_main
 

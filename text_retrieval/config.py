@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
 
-from clipmag.config.build import ConfigError, NonNegativeInt, PositiveFloat, PositiveInt
+from clipmag.config.checks import ConfigError, NonNegativeInt, PositiveFloat, PositiveInt
 from clipmag.scoring.heads import HeadConfig
 
 # The poolings (text_retrieval/model/pooling.py), named here so every config checks against one list.

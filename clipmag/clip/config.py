@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from clipmag.config.build import ConfigError
+from clipmag.config.checks import ConfigError
 from clipmag.config.command_line import parse_cli
 from clipmag.scoring.heads import HeadConfig
 from clipmag.scoring.losses import LossConfig

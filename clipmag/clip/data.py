@@ -28,7 +28,7 @@ from typing import Any, Literal
 import torch
 from PIL import Image
 
-from clipmag.config.build import NonNegativeInt, PositiveInt
+from clipmag.config.checks import NonNegativeInt, PositiveInt
 from clipmag.storage.shards import (
     ShardError,
     declared_sizes,

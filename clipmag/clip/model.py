@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from clipmag.clip.card import CARD_FILE, clip_model_card
-from clipmag.config.build import ConfigError
+from clipmag.config.checks import ConfigError
 from clipmag.registry.config_packages import packaged_configs
 from clipmag.results.record import RESULTS_FILE, read_results
 from clipmag.scoring.diagnostics import magnitude_summary

@@ -21,12 +21,6 @@ import yaml
 
 from clipmag.config.checks import (
     ConfigError,
-    Fraction,
-    NonNegativeFloat,
-    NonNegativeInt,
-    PositiveFloat,
-    PositiveInt,
-    Range,
     alternatives,
     build,
     coerce,
@@ -37,13 +31,6 @@ from clipmag.config.checks import (
 from clipmag.registry.config_packages import config_path
 
 __all__ = [
-    "ConfigError",
-    "Range",
-    "PositiveInt",
-    "NonNegativeInt",
-    "PositiveFloat",
-    "NonNegativeFloat",
-    "Fraction",
     "to_dict",
     "parse_value",
     "load_yaml",

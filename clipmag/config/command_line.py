@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from clipmag.config.build import ConfigError, build_config, cli_value, config_keys_text, key_type, parse_override
-from clipmag.config.checks import alternatives, list_types
+from clipmag.config.build import build_config, cli_value, config_keys_text, key_type, parse_override
+from clipmag.config.checks import ConfigError, alternatives, list_types
 
 T = TypeVar("T")
 

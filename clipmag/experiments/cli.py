@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clipmag.config.build import ConfigError, Fraction
+from clipmag.config.checks import ConfigError, Fraction
 from clipmag.config.command_line import field_flags, parse_cli, parse_cli_and_file
 from clipmag.config.entry import run_entry_point
 from clipmag.experiments.plan import plan_sweep

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from clipmag.config.build import PositiveInt
+from clipmag.config.checks import PositiveInt
 from clipmag.experiments.prepare import SweepStep
 from clipmag.experiments.slurm_settings import SlurmSettings
 from clipmag.registry.evaluations import EVALUATIONS, get_evaluation

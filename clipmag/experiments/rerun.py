@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clipmag.config.build import ConfigError, NonNegativeFloat
+from clipmag.config.checks import ConfigError, NonNegativeFloat
 from clipmag.config.command_line import field_flags, parse_cli
 from clipmag.config.entry import run_entry_point
 from clipmag.experiments.grid import CELL_FILE, Cell

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from clipmag.config.build import ConfigError
+from clipmag.config.checks import ConfigError
 from clipmag.experiments.choice import choose_variant
 from clipmag.experiments.finished import unfinished_reason
 from clipmag.experiments.grid import Cell, SweepConfig, SweepEvaluation

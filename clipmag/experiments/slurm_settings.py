@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from clipmag.config.build import ConfigError, build
-from clipmag.config.checks import NonNegativeInt, PositiveFloat, PositiveInt
+from clipmag.config.build import build
+from clipmag.config.checks import ConfigError, NonNegativeInt, PositiveFloat, PositiveInt
 
 __all__ = ["SlurmResources", "SlurmSettings", "resources_for"]
 

@@ -29,7 +29,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from clipmag.config.build import ConfigError, build_config
+from clipmag.config.build import build_config
+from clipmag.config.checks import ConfigError
 from clipmag.experiments.choice import choose_variant
 from clipmag.experiments.finished import unfinished_reason
 from clipmag.experiments.grid import (

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from clipmag.config.build import PositiveInt
+from clipmag.config.checks import PositiveInt
 from clipmag.config.command_line import field_flags, parse_cli, require_one_of
 from clipmag.runtime.logs import setup_logging
 from text_retrieval.data.embedded.build import pairs_from_embedded

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from clipmag.config.build import ConfigError, PositiveInt
+from clipmag.config.checks import ConfigError, PositiveInt
 from clipmag.config.command_line import field_flags, parse_cli
 from clipmag.config.entry import run_entry_point
 from clipmag.runtime.distributed import environment_rank

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import torch
 
-from clipmag.config.build import NonNegativeInt, PositiveFloat, Range
+from clipmag.config.checks import NonNegativeInt, PositiveFloat, Range
 from clipmag.config.command_line import field_flags, parse_cli
 from clipmag.config.entry import run_entry_point
 from clipmag.results.provenance import provenance

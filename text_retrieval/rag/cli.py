@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clipmag.config.build import ConfigError
+from clipmag.config.checks import ConfigError
 from clipmag.config.command_line import parse_cli
 from clipmag.config.entry import run_entry_point
 from clipmag.registry.evaluations import EvaluationResult

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from clipmag.config.build import NonNegativeInt, PositiveInt
+from clipmag.config.checks import NonNegativeInt, PositiveInt
 from clipmag.runtime.precision import PRECISIONS
 from clipmag.scoring.heads import HEAD_NAMES
 from text_retrieval.config import PoolingName

@@ -41,7 +41,8 @@ from typing import Any, Literal, TypeVar
 
 import torch
 
-from clipmag.config.build import ConfigError, PositiveFloat, PositiveInt, to_dict
+from clipmag.config.build import to_dict
+from clipmag.config.checks import ConfigError, PositiveFloat, PositiveInt
 from clipmag.config.command_line import field_flags, parse_cli
 from clipmag.config.entry import run_entry_point
 from clipmag.results.provenance import provenance

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from clipmag.config.build import ConfigError
+from clipmag.config.checks import ConfigError
 from clipmag.experiments.dry_run.standin_coco import write_karpathy_coco
 from clipmag.experiments.dry_run.standin_models import write_tiny_decoder, write_tiny_encoder, write_tiny_reader
 from clipmag.experiments.dry_run.standin_test_sets import write_beir, write_bright_hub, write_dpr

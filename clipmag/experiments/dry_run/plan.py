@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from clipmag.config.build import ConfigError, load_yaml
+from clipmag.config.build import load_yaml
+from clipmag.config.checks import ConfigError
 from clipmag.experiments.dry_run.data import standin_model
 from clipmag.experiments.sweep import (
     SweepConfig,
