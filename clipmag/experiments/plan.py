@@ -38,18 +38,21 @@ def cell_world_size(cell: Cell, cfg: SweepConfig) -> int:
     return cfg.nproc_per_node if cfg.launcher == "torchrun" else 1
 
 
+COST_FREE_FLAGS = ("--seed", "--output", "--norm")  # the head is a batch x candidates product, left out
+
+
 def _run_words_dropped(argv: Sequence[str]) -> tuple[str, ...]:
-    """The arguments without the seed and the output folder, which do not change what a step costs."""
+    """The arguments without the seed, the output folder and the head, which a count does not see."""
     kept, skip = [], False
     for word in argv:
-        if not skip and word not in ("--seed", "--output"):
+        if not skip and word not in COST_FREE_FLAGS:
             kept.append(word)
-        skip = word in ("--seed", "--output")
+        skip = word in COST_FREE_FLAGS
     return tuple(kept)
 
 
 def _cost(cell: Cell, world: int, cache: dict[tuple, CellCost | None]) -> CellCost | None:
-    """The front end's count (cached: the seeds of a configuration cost the same)."""
+    """The front end's count (cached: the seeds and heads of a configuration cost the same)."""
     key = (cell.kind, world, _run_words_dropped(cell.argv))
     if key not in cache:
         module = importlib.import_module(get_front_end(cell.kind).module)
