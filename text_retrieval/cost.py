@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from clipmag.train.cost import CellCost, count_step
+from clipmag.train.cost import CellCost, count_step, extra_forwards
 from text_retrieval.config import TextConfig
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.model.pooling import VOCABULARY_POOLINGS, pool, splade_pool
@@ -54,7 +54,6 @@ def text_cell_cost(cfg: TextConfig, world_size: int) -> CellCost:
             total = total + pooled.float().sum()
         return total
 
-    extra = int(bool(cfg.train.chunk_size)) + int(cfg.train.gradient_checkpointing)
-    parameters, flops = count_step(build, step, extra)
+    parameters, flops = count_step(build, step, extra_forwards(cfg.train))
     micro_batches = world_size * cfg.train.grad_accum
     return CellCost(cfg.train.steps, d.batch_size * micro_batches, parameters, flops * micro_batches)

@@ -2,8 +2,9 @@
 
 One optimizer step encodes, on every rank and micro-batch, ``data.batch_size`` images at the
 tower's input size and as many captions at its context length; gradient caching
-(``train.chunk_size``) and activation checkpointing each add one more forward pass. The open_clip model is built on the
-meta device (nothing is read). The loss and the head add a batch x batch product, left out.
+(``train.chunk_size``) and activation checkpointing each add one more forward pass. The open_clip
+model is built on the meta device (nothing is read). The loss and the head add a batch x batch
+product, left out.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import open_clip
 import torch
 
-from clipmag.train.cost import CellCost, count_step
+from clipmag.train.cost import CellCost, count_step, extra_forwards
 
 from .config import ClipConfig
 from .model import resolve_model_name
@@ -30,7 +31,6 @@ def clip_cell_cost(cfg: ClipConfig, world_size: int) -> CellCost:
         tokens = torch.zeros(rows, model.context_length, dtype=torch.long, device="meta")
         return model.encode_image(images).float().sum() + model.encode_text(tokens).float().sum()
 
-    extra = int(bool(cfg.train.chunk_size)) + int(cfg.train.gradient_checkpointing)
-    parameters, flops = count_step(lambda: open_clip.create_model(name), step, extra)
+    parameters, flops = count_step(lambda: open_clip.create_model(name), step, extra_forwards(cfg.train))
     micro_batches = world_size * cfg.train.grad_accum
     return CellCost(cfg.train.steps, rows * micro_batches, parameters, flops * micro_batches)

@@ -239,7 +239,8 @@ def run_on_slurm(cells: Sequence[Cell], every_cell: Sequence[Cell], cfg: SweepCo
             if (cell.evaluation_folder(evaluation) / RESULTS_FILE).is_file():
                 done.add(_evaluation_label(cell, evaluation))
                 failed.pop(_evaluation_label(cell, evaluation), None)
-        evaluations = [(c, e) for c, e in evaluations if _evaluation_label(c, e) not in done | set(failed)]
+        settled = done | set(failed)
+        evaluations = [(c, e) for c, e in evaluations if _evaluation_label(c, e) not in settled]
         for cell in cells_left:
             if cell.label not in scheduler.in_flight and scheduler.has_room() and _ready(cell, every_cell):
                 _start_cell(scheduler, cell, every_cell)

@@ -15,8 +15,9 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from clipmag.runtime.devices import Device
+from clipmag.train.loop_config import TrainLoopConfig
 
-__all__ = ["BYTES_PER_PARAMETER", "CellCost", "count_step"]
+__all__ = ["BYTES_PER_PARAMETER", "CellCost", "count_step", "extra_forwards"]
 
 
 # fp32 weights, their gradients and AdamW's two moments (bf16 autocast keeps fp32 master weights)
@@ -37,14 +38,19 @@ class CellCost:
         return self.steps * self.flops_per_step / (device.dense_bf16_tflops * 1e12 * utilisation) / 3600
 
 
+def extra_forwards(loop: TrainLoopConfig) -> int:
+    """The forward passes a step of ``loop`` repeats: one for gradient caching (every chunk is embedded
+    once without a graph first), one for activation checkpointing (the backward recomputes it)."""
+    return int(bool(loop.chunk_size)) + int(loop.gradient_checkpointing)
+
+
 def count_step(
     build: Callable[[], nn.Module], step: Callable[[nn.Module], torch.Tensor], extra_forwards: int = 0
 ) -> tuple[int, float]:
     """(parameters, FLOPs) of ``step(model)`` and its backward, the model built on the meta device.
 
-    ``extra_forwards``: forward passes a real step repeats - gradient caching embeds every chunk once
-    without a graph before the pass that back-propagates, activation checkpointing recomputes the
-    forward inside the backward - each counted at the forward's FLOPs."""
+    ``extra_forwards``: forward passes a real step repeats (:func:`extra_forwards`), each counted at
+    the forward's FLOPs."""
     with torch.device("meta"):
         model = build()
     with FlopCounterMode(display=False) as forward:

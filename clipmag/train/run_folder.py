@@ -20,11 +20,12 @@ from clipmag.runtime.logs import logger
 from clipmag.storage.files import remove_stale_partials
 from clipmag.train.checkpoint import BEST, CHECKPOINT_DIR, LATEST
 from clipmag.train.loop_config import TrainLoopConfig
+from clipmag.train.sharding import STEP_FOLDER_GLOB
 
 # What a run writes into its folder (glob patterns); the first six show that a run is there.
 RUN_FILES = (
     f"{CHECKPOINT_DIR}/{LATEST}",
-    f"{CHECKPOINT_DIR}/sharded-step*",
+    f"{CHECKPOINT_DIR}/{STEP_FOLDER_GLOB}",
     f"{CHECKPOINT_DIR}/{BEST}",
     "results.json",
     "export",

@@ -44,6 +44,7 @@ from clipmag.storage.files import replace_on_success
 
 __all__ = [
     "TRAINER_FILE",
+    "STEP_FOLDER_GLOB",
     "shard_units",
     "outermost_pretrained",
     "shard_model",
@@ -60,6 +61,7 @@ __all__ = [
 
 TRAINER_FILE = "trainer.pt"  # the small state beside the shards: step, schedule, RNG, config, head
 STEP_FOLDER = "sharded-step{:08d}"
+STEP_FOLDER_GLOB = "sharded-step*"
 STEP_FOLDER_PATTERN = re.compile(r"sharded-step(\d{8})$")
 OPEN_CLIP_BLOCKS = ("ResidualAttentionBlock",)
 
@@ -146,16 +148,13 @@ def full_model_state(model: nn.Module) -> dict[str, torch.Tensor]:
     return get_model_state_dict(model, options=options)
 
 
-def _sharded_state(model: nn.Module, optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:
-    state: dict[str, Any] = {"model": get_model_state_dict(model)}
-    if optimizer is not None:
-        state["optimizer"] = get_optimizer_state_dict(model, optimizer)
-    return state
+def _sharded_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    return {"model": get_model_state_dict(model), "optimizer": get_optimizer_state_dict(model, optimizer)}
 
 
 def _step_folders(ckpt_dir: Path) -> dict[int, Path]:
     found = {}
-    for path in ckpt_dir.glob("sharded-step*"):
+    for path in ckpt_dir.glob(STEP_FOLDER_GLOB):
         match = STEP_FOLDER_PATTERN.match(path.name)
         if match and path.is_dir():
             found[int(match.group(1))] = path
@@ -200,11 +199,10 @@ def sharded_shapes(folder: Path) -> dict[str, torch.Tensor]:
     }
 
 
-def load_sharded(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer | None) -> None:
+def load_sharded(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
     """Load the shards of ``folder`` into ``model`` (sharded or whole) and ``optimizer``, whatever
     number of ranks wrote them."""
     state = _sharded_state(model, optimizer)
     dcp.load(state, checkpoint_id=str(folder))
     set_model_state_dict(model, state["model"])
-    if optimizer is not None:
-        set_optimizer_state_dict(model, optimizer, state["optimizer"])
+    set_optimizer_state_dict(model, optimizer, state["optimizer"])
