@@ -109,3 +109,16 @@ def test_the_paper_grid_is_priced_from_the_published_sizes(tmp_path):
     ddp, fsdp = (float(rows["qwen3/dnorm/seed42"][i].removesuffix(" GiB")) for i in (7, 8))
     assert ddp > 80 > fsdp == pytest.approx(ddp / 2, abs=0.1)
     assert "total:" in out
+
+
+def test_the_clip_count_builds_nothing_real():
+    """open_clip moves a model to its device argument; the count names the meta device to it."""
+    import open_clip
+
+    from clipmag.clip.cli import cell_cost as clip_cell_cost
+
+    plain = clip_cell_cost(["model.name=clipmag-micro", "train.steps=2"], world_size=1)
+    recomputed = clip_cell_cost(["model.name=clipmag-micro", "train.gradient_checkpointing=true"], world_size=1)
+    real = open_clip.create_model("clipmag-micro")
+    assert plain.parameters == sum(p.numel() for p in real.parameters())
+    assert recomputed.flops_per_step > plain.flops_per_step > 0

@@ -31,6 +31,9 @@ def clip_cell_cost(cfg: ClipConfig, world_size: int) -> CellCost:
         tokens = torch.zeros(rows, model.context_length, dtype=torch.long, device="meta")
         return model.encode_image(images).float().sum() + model.encode_text(tokens).float().sum()
 
-    parameters, flops = count_step(lambda: open_clip.create_model(name), step, extra_forwards(cfg.train))
+    def build() -> torch.nn.Module:  # open_clip moves the model to its device argument (CPU by default)
+        return open_clip.create_model(name, device="meta")
+
+    parameters, flops = count_step(build, step, extra_forwards(cfg.train))
     micro_batches = world_size * cfg.train.grad_accum
     return CellCost(cfg.train.steps, rows * micro_batches, parameters, flops * micro_batches)
