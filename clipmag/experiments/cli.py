@@ -79,7 +79,7 @@ def sweep_main(argv: Sequence[str]) -> None:
     cmd, source = parse_cli_and_file(SweepCommand, argv, SWEEP_FLAGS, description=sweep_main.__doc__)
     if not cmd.groups:
         raise ConfigError("command line: the sweep has no groups; give its YAML with --config (see --help)")
-    setup_logging(cmd.output_dir)
+    setup_logging(cmd.output_dir, hold=True)  # out.log once run_sweep accepts the folder
     run_sweep(cmd, cmd.only, source=source or "the command line")
 
 
@@ -107,7 +107,7 @@ def demo_main(argv: Sequence[str]) -> Path:
     cfg, source = parse_cli_and_file(
         SweepConfig, argv, {"output": "output_dir"}, config_path(DEMO_SWEEP), demo_main.__doc__
     )
-    setup_logging(cfg.output_dir)
+    setup_logging(cfg.output_dir, hold=True)
     run_sweep(cfg, source=source or DEMO_SWEEP)
     predictions = Path(cfg.output_dir) / PREDICTIONS_FILE
     if not predictions.is_file():  # the text front end's predictors, by their registered name

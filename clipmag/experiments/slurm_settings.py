@@ -32,7 +32,7 @@ class SlurmResources:
     account: str | None = None
     qos: str | None = None
     constraint: str | None = None
-    max_requeues: NonNegativeInt = 3  # self-requeues before a time limit; preemptions are SLURM's
+    max_requeues: NonNegativeInt = 3  # requeues at a time limit (submitit's); preemptions are SLURM's, uncounted
     signal_delay_s: PositiveInt = 120  # SIGUSR2 this long before the time limit
     extra: dict[str, str] = field(default_factory=dict)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from clipmag.experiments.finished import unfinished_reason
 from clipmag.experiments.grid import Cell, SweepConfig, expand
-from clipmag.experiments.slurm import LOG_DIR, JobsRecord, job_states
+from clipmag.experiments.slurm_jobs import LOG_DIR, JobsRecord, job_states
 from clipmag.results.record import RESULTS_FILE
 
 __all__ = ["sweep_status"]

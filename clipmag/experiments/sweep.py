@@ -48,10 +48,11 @@ from clipmag.experiments.prepare import SweepStep, missing_paths, run_prepare
 from clipmag.experiments.protocol import record_start
 from clipmag.experiments.same_run import finished_twin, share_results
 from clipmag.experiments.slurm import run_on_slurm
+from clipmag.experiments.slurm_jobs import check_cluster
 from clipmag.registry.evaluations import get_evaluation
 from clipmag.registry.front_ends import get_front_end
 from clipmag.results.record import RESULTS_FILE
-from clipmag.runtime.logs import logger
+from clipmag.runtime.logs import logger, release_held_log
 from clipmag.storage.folder_lock import FolderLock
 from clipmag.train.run import EXPORT_DIR
 
@@ -155,14 +156,18 @@ def check_cells(cells: Sequence[Cell], source: str) -> None:
 
 
 def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep") -> list[Cell]:
-    """Check every cell, prepare, then run every unfinished cell and evaluation (optionally only the
-    groups in ``only``). ``source`` names the sweep in error messages (its file)."""
+    """Check every cell (and for ``launcher: slurm`` that the cluster answers), prepare, then run
+    every unfinished cell and evaluation (optionally only the groups in ``only``). A refused sweep
+    writes nothing. ``source`` names the sweep in error messages (its file)."""
     unknown = sorted(set(only) - {g.name for g in cfg.groups})
     if unknown:
         valid = ", ".join(g.name for g in cfg.groups)
         raise ConfigError(f"{source}: --only names {', '.join(unknown)}, which is not a group (groups: {valid})")
     check_cells([c for c in expand(cfg) if not only or c.group in only], source)
+    if cfg.launcher == "slurm":
+        check_cluster()
     with FolderLock(cfg.output_dir, "sweep"):  # a second sweep on this folder stops here, before preparing
+        release_held_log()  # out.log, held back by a caller's setup_logging(hold=True), now the folder is ours
         protocol = record_start(cfg)  # the protocol on disk before any result
         run_prepare(cfg.prepare)
         every_cell = [
