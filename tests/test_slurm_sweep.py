@@ -111,21 +111,25 @@ TWO_GROUPS = [
 
 
 class _Lines(logging.Handler):
-    """The messages of the "clipmag" logger while attached."""
+    """The messages of the "clipmag" logger while attached, at INFO as the sweep command logs."""
 
     def __init__(self) -> None:
         super().__init__()
         self.lines: list[str] = []
+        self.log = logging.getLogger(LOGGER_NAME)
+        self.level_before = self.log.level
 
     def emit(self, record: logging.LogRecord) -> None:
         self.lines.append(record.getMessage())
 
     def __enter__(self) -> list[str]:
-        logging.getLogger(LOGGER_NAME).addHandler(self)
+        self.log.addHandler(self)
+        self.log.setLevel(logging.INFO)
         return self.lines
 
     def __exit__(self, *exc: object) -> None:
-        logging.getLogger(LOGGER_NAME).removeHandler(self)
+        self.log.removeHandler(self)
+        self.log.setLevel(self.level_before)
 
 
 def _folder(sweep: Path, label: str) -> Path:
