@@ -259,12 +259,13 @@ def load_clipmag(
         weights = export_weights_file(path)
         if weights is None:
             raise FileNotFoundError(f"{path}: no {WEIGHTS_FILE} beside its {HEAD_FILE}: not a complete CLIP export")
+        state = open_clip_state_dict(weights, trust_checkpoint)
         clip, _, preprocess = open_clip.create_model_and_transforms(
             f"local-dir:{path}",
             load_weights=False,
-            pretrained_text=False,  # the weights are ours, read below
+            pretrained_text=False,  # the weights are ours, read above
         )
-        clip.load_state_dict(open_clip_state_dict(weights, trust_checkpoint))
+        clip.load_state_dict(state)
         tokenizer = open_clip.get_tokenizer(f"local-dir:{path}")
         model = _model_from_record(clip, record, record.model_name or "local")
         return model.to(device).eval(), preprocess, tokenizer

@@ -33,12 +33,12 @@ logger = logging.getLogger("clipmag")
 
 TRUST_HINT = "--trust-checkpoint (train.trust_checkpoint=true)"
 _PICKLE_PROTOCOL_OPCODE = 0x80  # the first byte of a pickle (and of torch's pre-zip format)
+_REBUILD_ARRAY = np.zeros(0).__reduce__()[0]  # numpy's array rebuilder, wherever this numpy keeps it
 _NUMPY_RNG_ARRAY = [
     np.ndarray,
     np.dtype,
     type(np.dtype(np.uint32)),
-    np._core.multiarray._reconstruct,
-    (np._core.multiarray._reconstruct, "numpy.core.multiarray._reconstruct"),  # written under numpy 1
+    *((_REBUILD_ARRAY, f"{package}.multiarray._reconstruct") for package in ("numpy.core", "numpy._core")),
 ]
 
 

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.distributed.checkpoint import DefaultLoadPlanner
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import CheckpointException, DefaultLoadPlanner
 
 from clipmag.storage.safe_load import TRUST_HINT, UnsafeFileError
 
-__all__ = ["check_metadata", "WeightsOnlyLoadPlanner"]
+__all__ = ["check_metadata", "WeightsOnlyLoadPlanner", "load_checked"]
 
 _METADATA_TYPES = {
     "torch.distributed.checkpoint.metadata": {
@@ -86,3 +87,19 @@ class WeightsOnlyLoadPlanner(DefaultLoadPlanner):
         except pickle.UnpicklingError:
             raise _refusal(self.folder, f"the value of {read_item.dest_index.fqn} needs pickle") from None
         super().load_bytes(read_item, io.BytesIO(data))  # the same bytes, now known to be plain data
+
+
+def load_checked(state: dict[str, Any], folder: Path, trust: bool = False) -> None:
+    """``dcp.load(state)`` from ``folder``, its metadata and values checked first unless ``trust``; a
+    refusal comes out as its own one-line error, not inside DCP's per-rank report."""
+    if trust:
+        dcp.load(state, checkpoint_id=str(folder))
+        return
+    check_metadata(folder)
+    try:
+        dcp.load(state, checkpoint_id=str(folder), planner=WeightsOnlyLoadPlanner(folder))
+    except CheckpointException as err:
+        refused = [failure for failure, _ in err.failures.values() if isinstance(failure, UnsafeFileError)]
+        if refused:
+            raise refused[0] from None
+        raise

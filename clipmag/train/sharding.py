@@ -41,7 +41,7 @@ from torch.distributed.tensor import DTensor
 
 from clipmag.runtime import distributed as dist_utils
 from clipmag.storage.files import replace_on_success
-from clipmag.train.sharded_reading import WeightsOnlyLoadPlanner, check_metadata
+from clipmag.train.sharded_reading import check_metadata, load_checked
 
 __all__ = [
     "TRAINER_FILE",
@@ -207,8 +207,6 @@ def load_sharded(folder: Path, model: nn.Module, optimizer: torch.optim.Optimize
     """Load the shards of ``folder`` into ``model`` (sharded or whole) and ``optimizer``, whatever
     number of ranks wrote them; plain data only unless ``trust`` (:mod:`clipmag.train.sharded_reading`)."""
     state = _sharded_state(model, optimizer)
-    if not trust:
-        check_metadata(folder)
-    dcp.load(state, checkpoint_id=str(folder), planner=None if trust else WeightsOnlyLoadPlanner(folder))
+    load_checked(state, folder, trust)
     set_model_state_dict(model, state["model"])
     set_optimizer_state_dict(model, optimizer, state["optimizer"])

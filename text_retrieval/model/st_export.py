@@ -13,7 +13,8 @@ sentence-transformers' own module classes and written by its own ``save_pretrain
   once), where transform(1) is ``Normalize``, transform(0) nothing, anything between ``NormPower``.
 
 The fixed heads thus load with sentence-transformers alone; only a learnable head needs clipmag
-(``text_retrieval.st_modules``, loaded with ``trust_remote_code=True``). Prefixes become the
+(``text_retrieval.st_modules``, loaded with ``trust_remote_code=True``: sentence-transformers 6 imports
+no class outside its own package without it; docs/text.md says what else the flag allows). Prefixes become the
 ``query`` / ``document`` prompts and the record's inference lengths (for a trained export, the
 lengths its run's test encoded at) the Transformer's ``query_length`` / ``document_length``. Plain
 ``encode()`` takes the document route: the Router's default route, the ``document`` prompt as the
@@ -214,7 +215,12 @@ _LOAD_SPARSE_SIDES = (
 )
 _LOAD_LEARNABLE = (
     "The learnable head's transform is clipmag's `NormPower` module: loading needs clipmag installed and "
-    "`trust_remote_code=True`."
+    "`trust_remote_code=True`, which sentence-transformers asks for any module class outside its own package. "
+    "`text_retrieval.st_modules.NormPower` is imported from the installed clipmag, never from this folder, but "
+    "the flag trusts the whole folder: a module type `name.Class` would run `name.py` from it and `auto_map` in "
+    "`config.json` its modeling code. Before loading a copy you did not make, check that it holds no `.py` file "
+    "and that `modules.json` and `1_Router/router_config.json` name only `sentence_transformers.*` types and "
+    "`text_retrieval.st_modules.NormPower`."
 )
 
 
