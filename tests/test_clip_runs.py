@@ -48,7 +48,7 @@ def train(out: Path, *args: str, nproc: int = 1, check: bool = True) -> subproce
 
 
 def weights(run: Path) -> dict[str, torch.Tensor]:
-    return torch.load(run / "checkpoints" / "latest.pt", map_location="cpu", weights_only=False)["state_dict"]
+    return torch.load(run / "checkpoints" / "latest.pt", map_location="cpu", weights_only=True)["state_dict"]
 
 
 def assert_same_weights(a: dict, b: dict, atol: float) -> None:
@@ -113,7 +113,7 @@ def test_two_process_shard_run_killed_and_resumed_by_counts_matches_uninterrupte
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert killed_while_running, "the run finished before it could be killed"
-    step_at_kill = torch.load(latest, weights_only=False)["step"]
+    step_at_kill = torch.load(latest, weights_only=True)["step"]
     assert 0 < step_at_kill < 24
     train(out, *shard_args(digit_shards), "data.augment=true", *RESUMED, "--resume", "latest", nproc=2)
     assert_same_weights(weights(out), weights(straight_run), atol=1e-6)

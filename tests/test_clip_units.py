@@ -216,7 +216,7 @@ def test_bad_shards_fail_clearly(tmp_path):
 
 
 def test_a_run_folder_resolves_to_the_model_its_results_tested(tmp_path):
-    from clipmag.clip.model import tested_model
+    from clipmag.clip.weights import tested_model
     from clipmag.results.record import build_results, write_results
     from clipmag.scoring.head_record import HeadRecord
 

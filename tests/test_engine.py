@@ -105,7 +105,7 @@ def test_the_best_validation_step_is_what_gets_exported(tmp_path):
     _run([str(tmp_path), "8", "peak_eval=2", "train.eval_every=2"])  # evaluations at steps 2, 4, 6, 8
     best = load_checkpoint(tmp_path / "checkpoints" / "best.pt")
     latest = load_checkpoint(tmp_path / "checkpoints" / "latest.pt")
-    exported = torch.load(tmp_path / "export" / "model.pt", weights_only=False)["state_dict"]
+    exported = torch.load(tmp_path / "export" / "model.pt", weights_only=True)["state_dict"]
     assert best["step"] == 4 and latest["step"] == 8
     assert all(torch.equal(exported[k], best["state_dict"][k]) for k in exported)
     assert not all(torch.equal(exported[k], latest["state_dict"][k]) for k in exported)

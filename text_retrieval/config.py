@@ -31,6 +31,7 @@ TEXT_SHORTHANDS = {
     "seed": "train.seed",
     "output": "train.output_dir",
     "resume": "train.resume",
+    "trust_checkpoint": "train.trust_checkpoint",
     "overwrite": "train.overwrite",
 }
 

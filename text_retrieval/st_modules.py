@@ -6,6 +6,8 @@ computed by the same function clipmag scores with (``clipmag.scoring.heads.scale
 exported learnable head gives clipmag's scores in sentence-transformers. A model that uses it
 loads with clipmag installed and ``SentenceTransformer(path, trust_remote_code=True)``:
 sentence-transformers >= 6 imports module classes outside its own package only when trusted.
+Exports name it by this dotted package path, which sentence-transformers imports from the installed
+package and never from a model folder (a one-dot ``name.Class`` would be read from ``name.py`` there).
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from clipmag.config.entry import run_entry_point
+
 MODEL_TYPE = "clipmag"
 COSINE_NOTE = (
     "note: CLIP-benchmark L2-normalises image and text features, so these numbers are cosine scores "
@@ -61,5 +63,6 @@ def run_cli(argv: Sequence[str]) -> None:
 
 
 def entry() -> None:
-    """Console script ``clipmag-eval-clip-benchmark``: CLIP-benchmark's CLI with our model type."""
-    run_cli(sys.argv[1:])
+    """Console script ``clipmag-eval-clip-benchmark``: CLIP-benchmark's CLI with our model type; a
+    model it cannot load (a missing file, one refused as unsafe) ends in one line naming it."""
+    run_entry_point(run_cli)

@@ -37,6 +37,7 @@ SHORTHANDS = {
     "pretrained": "model.pretrained",
     "query_side": "model.query_side",
     "resume": "train.resume",
+    "trust_checkpoint": "train.trust_checkpoint",
     "overwrite": "train.overwrite",
     "output": "train.output_dir",
     "steps": "train.steps",

@@ -11,7 +11,7 @@ prefix), so a checkpoint's ``state_dict`` loads into the bare open_clip model. T
 scale *is* open_clip's ``logit_scale`` parameter (shared with the loss); a fixed scale is written
 into it too, so open_clip consumers see the temperature the model was trained with. Only a
 learnable head adds keys (``clipmag_head.raw_q`` / ``raw_d``); ``export_open_clip`` leaves them out
-and writes the head to ``clipmag_head.json`` beside the weights.
+and writes the head to ``clipmag_head.json`` beside the weights (safetensors: :mod:`clipmag.clip.weights`).
 """
 
 from __future__ import annotations
@@ -33,18 +33,25 @@ from torch import nn
 from clipmag.clip.card import CARD_FILE, clip_model_card
 from clipmag.config.checks import ConfigError
 from clipmag.registry.config_packages import packaged_configs
-from clipmag.results.record import RESULTS_FILE, read_results
 from clipmag.scoring.diagnostics import magnitude_summary
-from clipmag.scoring.head_record import HeadRecord
+from clipmag.scoring.head_record import HEAD_FILE, HeadRecord
 from clipmag.scoring.heads import SimilarityHead, build_head
 from clipmag.scoring.losses import InfoNCE
+
+from .weights import (
+    HEAD_PREFIX,
+    WEIGHTS_FILE,
+    export_weights_file,
+    open_clip_state_dict,
+    read_checkpoint,
+    tested_model,
+    write_weights,
+)
 
 logger = logging.getLogger("clipmag")
 
 MODEL_CONFIG_DIR = packaged_configs() / "clip" / "models"
-WEIGHTS_FILE = "open_clip_pytorch_model.bin"
 OPEN_CLIP_CONFIG_FILE = "open_clip_config.json"
-HEAD_PREFIX = "clipmag_head."
 Side = Literal["image", "text"]
 
 
@@ -89,16 +96,9 @@ def resolve_model_name(name: str) -> str:
     return name
 
 
-def open_clip_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
-    """Tower weights from an open_clip checkpoint, a bare state dict, or one of ours (head keys dropped)."""
-    obj = torch.load(path, map_location="cpu", weights_only=False)
-    state = obj.get("state_dict", obj) if isinstance(obj, dict) else obj
-    state = {k[7:] if k.startswith("module.") else k: v for k, v in state.items()}
-    return {k: v for k, v in state.items() if not k.startswith(HEAD_PREFIX)}
-
-
-def build_open_clip(cfg: ClipModelConfig) -> tuple[nn.Module, Callable, Callable, Callable]:
-    """(open_clip model, train transform, eval transform, tokenizer) for ``cfg``."""
+def build_open_clip(cfg: ClipModelConfig, trust: bool = False) -> tuple[nn.Module, Callable, Callable, Callable]:
+    """(open_clip model, train transform, eval transform, tokenizer) for ``cfg``; a local checkpoint is
+    read as tensors only unless ``trust`` (``train.trust_checkpoint``)."""
     name = resolve_model_name(cfg.name)
     local = cfg.pretrained is not None and (Path(cfg.pretrained).is_file() or Path(cfg.pretrained).is_dir())
     tag = None if local else cfg.pretrained
@@ -110,10 +110,10 @@ def build_open_clip(cfg: ClipModelConfig) -> tuple[nn.Module, Callable, Callable
         ) from None
     if local:
         path = Path(cfg.pretrained)
-        path = path / WEIGHTS_FILE if path.is_dir() else path
-        if not path.is_file():
+        path = export_weights_file(path) if path.is_dir() else path
+        if path is None:
             raise ConfigError(f"model.pretrained: no {WEIGHTS_FILE} in the folder {cfg.pretrained}")
-        model.load_state_dict(open_clip_state_dict(path), strict=True)
+        model.load_state_dict(open_clip_state_dict(path, trust), strict=True)
         logger.info("loaded tower weights from %s", cfg.pretrained)
     return model, preprocess_train, preprocess_val, open_clip.get_tokenizer(name)
 
@@ -224,8 +224,7 @@ def export_open_clip(model: ClipMagModel, directory: str | Path) -> Path:
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    weights = {k: v.detach().cpu() for k, v in model.state_dict().items() if not k.startswith(HEAD_PREFIX)}
-    torch.save(weights, directory / WEIGHTS_FILE)
+    write_weights({k: v for k, v in model.state_dict().items() if not k.startswith(HEAD_PREFIX)}, directory)
     name = model.model_name
     preprocess = dict(getattr(model.clip.visual, "preprocess_cfg", {}) or {})
     cfg = {"model_cfg": open_clip.get_model_config(name), "preprocess_cfg": preprocess}
@@ -241,24 +240,9 @@ def _model_from_record(clip: nn.Module, record: HeadRecord, name: str) -> ClipMa
     return ClipMagModel(clip, build_head(record), loss, record.query_side or "image", name)
 
 
-def tested_model(path: Path) -> Path:
-    """For a finished run folder, the model its ``results.json`` describes (the export, or the best or
-    final checkpoint it tested); any other path unchanged. A run still training has no results and
-    gives its latest checkpoint."""
-    if not (path.is_dir() and (path / RESULTS_FILE).is_file()):
-        return path
-    recorded = Path(read_results(path / RESULTS_FILE)["checkpoint"]["path"])
-    candidates = [recorded, path / recorded.name, path / "checkpoints" / recorded.name]
-    found = next((c for c in candidates if c.exists()), None)
-    if found is None:
-        raise FileNotFoundError(
-            f"{path / RESULTS_FILE} names the tested model {recorded}, which is not there "
-            f"(looked for {', '.join(map(str, candidates))})"
-        )
-    return found
-
-
-def load_clipmag(path: str | Path, device: str | torch.device = "cpu") -> tuple[ClipMagModel, Callable, Callable]:
+def load_clipmag(
+    path: str | Path, device: str | torch.device = "cpu", trust_checkpoint: bool = False
+) -> tuple[ClipMagModel, Callable, Callable]:
     """(model with its head, eval transform, tokenizer) from an export folder, a training checkpoint
     or a run folder.
 
@@ -266,12 +250,22 @@ def load_clipmag(path: str | Path, device: str | torch.device = "cpu") -> tuple[
     checkpoint (``checkpoints/latest.pt`` or ``best.pt``) holds the resolved config and the head
     record. A finished run folder gives the model its ``results.json`` tested (so an evaluation of
     the run scores the model its results describe); an unfinished one its latest checkpoint.
-    Either way the head the model was trained with comes back.
+    Either way the head the model was trained with comes back. Files are read as tensors and plain
+    data: one that needs pickle is refused unless ``trust_checkpoint`` (for your own old files).
     """
     path = tested_model(Path(path))
     if path.is_dir() and HeadRecord.exists(path):
         record = HeadRecord.read(path)
-        clip, _, preprocess = open_clip.create_model_and_transforms(f"local-dir:{path}")
+        weights = export_weights_file(path)
+        if weights is None:
+            raise FileNotFoundError(f"{path}: no {WEIGHTS_FILE} beside its {HEAD_FILE}: not a complete CLIP export")
+        state = open_clip_state_dict(weights, trust_checkpoint)
+        clip, _, preprocess = open_clip.create_model_and_transforms(
+            f"local-dir:{path}",
+            load_weights=False,
+            pretrained_text=False,  # the weights are ours, read above
+        )
+        clip.load_state_dict(state)
         tokenizer = open_clip.get_tokenizer(f"local-dir:{path}")
         model = _model_from_record(clip, record, record.model_name or "local")
         return model.to(device).eval(), preprocess, tokenizer
@@ -279,9 +273,7 @@ def load_clipmag(path: str | Path, device: str | torch.device = "cpu") -> tuple[
         path = path / "checkpoints" / "latest.pt"
     if not path.is_file():
         raise FileNotFoundError(f"no clipmag model at {path}: expected an export folder or a checkpoint file")
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    if not isinstance(ckpt, dict) or "head" not in ckpt or "config" not in ckpt:
-        raise ValueError(f"{path}: not a clipmag checkpoint (needs 'head' and 'config' entries)")
+    ckpt = read_checkpoint(path, trust_checkpoint)
     model_cfg = ckpt["config"]["model"]
     clip, _, preprocess, tokenizer = build_open_clip(ClipModelConfig(name=model_cfg["name"]))
     record = HeadRecord.from_dict(ckpt["head"], source=f"{path}: 'head'")

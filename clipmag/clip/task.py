@@ -59,7 +59,8 @@ class ClipTask:
         self.model_name = resolve_model_name(cfg.model.name)
         with torch.random.fork_rng():  # the same initial weights on every rank and for every batch size
             torch.manual_seed(cfg.train.seed)
-            self.clip, self.preprocess_train, self.preprocess_val, self.tokenizer = build_open_clip(cfg.model)
+            built = build_open_clip(cfg.model, cfg.train.trust_checkpoint)
+            self.clip, self.preprocess_train, self.preprocess_val, self.tokenizer = built
         if cfg.train.gradient_checkpointing:  # open_clip's own: both towers recompute their blocks
             self.clip.set_grad_checkpointing(True)
         self.eval_sets: dict[str, EvalSet | None] = {}

@@ -5,6 +5,10 @@ killed at any moment leaves either the previous checkpoint or the new one, never
 Keys follow open_clip's (``epoch``, ``name``, ``state_dict``, ``optimizer``, ``scaler``) plus what
 an exact resume needs (``step``, ``samples_seen``, ``scheduler``, RNG states) and what every
 consumer of the model needs (``head``, the resolved ``config``).
+
+Everything in a checkpoint is tensors and plain data (numpy's RNG state too), so it is read with
+``torch.load(weights_only=True)`` (:mod:`clipmag.storage.safe_load`): a checkpoint someone hands you
+cannot run code when you resume from it or evaluate it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import numpy as np
 import torch
 
 from clipmag.storage.files import replace_on_success
+from clipmag.storage.safe_load import UnsafeFileError, load_weights_only
 from clipmag.train import sharding
 
 logger = logging.getLogger("clipmag")
@@ -37,15 +42,23 @@ def atomic_save(obj: Any, path: str | Path) -> None:
 
 
 def rng_state() -> dict[str, Any]:
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    """This process's RNG states as tensors and plain values (numpy's key array as a list of ints)."""
+    numpy = np.random.get_state(legacy=False)
+    numpy["state"] = {"key": numpy["state"]["key"].tolist(), "pos": int(numpy["state"]["pos"])}
+    state = {"python": random.getstate(), "numpy": numpy, "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
 
 def restore_rng_state(state: dict[str, Any]) -> None:
+    """Set the RNG states of ``rng_state()`` (numpy's also as the tuple older checkpoints hold)."""
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    numpy = state["numpy"]
+    if isinstance(numpy, dict):
+        key = np.asarray(numpy["state"]["key"], dtype=np.uint32)
+        numpy = {**numpy, "state": {"key": key, "pos": numpy["state"]["pos"]}}
+    np.random.set_state(numpy)
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -97,20 +110,24 @@ def _run_checkpoint(run: Path) -> Path | None:
     return whole if whole.is_file() else sharding.latest_sharded(run / CHECKPOINT_DIR)
 
 
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
+def load_checkpoint(path: str | Path, trust: bool = False) -> dict[str, Any]:
     """Load a checkpoint written by ``atomic_save`` (on the CPU), with a clear error for bad files.
 
-    A sharded checkpoint's folder gives its trainer state, ``sharded: True``, and as ``state_dict``
-    its weights' names and full shapes (empty tensors; the shards are loaded by the trainer)."""
+    Tensors and plain data only: a file that needs pickle is refused unless ``trust``
+    (``train.trust_checkpoint``, for a user's own old files). A sharded checkpoint's folder gives its
+    trainer state, ``sharded: True``, and as ``state_dict`` its weights' names and full shapes (empty
+    tensors; the shards are loaded by the trainer)."""
     path = Path(path)
     sharded = path.is_dir()
     try:
-        ckpt = torch.load(path / sharding.TRAINER_FILE if sharded else path, map_location="cpu", weights_only=False)
+        ckpt = load_weights_only(path / sharding.TRAINER_FILE if sharded else path, trust=trust)
         if sharded:
-            ckpt.update(sharded=True, state_dict=sharding.sharded_shapes(path))
+            ckpt.update(sharded=True, state_dict=sharding.sharded_shapes(path, trust))
+    except UnsafeFileError:
+        raise
     except Exception as err:  # torch raises several types for truncated or foreign files
         raise ValueError(f"{path}: not a readable clipmag checkpoint ({type(err).__name__}: {err})") from None
-    missing = [k for k in ("state_dict", "step") if k not in ckpt]
+    missing = [k for k in ("state_dict", "step") if not isinstance(ckpt, dict) or k not in ckpt]
     if missing:
         raise ValueError(f"{path}: checkpoint lacks keys {missing}; was it written by clipmag?")
     # Written when InfoNCE held the head: its weights were stored twice, the model's own copy besides.

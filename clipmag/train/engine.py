@@ -166,7 +166,7 @@ class Trainer:
             return
         resume_path = ckpt_io.resolve_resume(self.loop.resume, self.output_dir)
         plan = plan_run_folder(self.loop, resume_path)
-        ckpt = ckpt_io.load_checkpoint(resume_path) if resume_path is not None else None
+        ckpt = ckpt_io.load_checkpoint(resume_path, self.loop.trust_checkpoint) if resume_path is not None else None
         if ckpt is not None:
             check_resumable(ckpt, resume_path, self.identity, self.model.state_dict())
             if self.sharded and not ckpt.get("sharded"):
@@ -186,7 +186,7 @@ class Trainer:
 
     def restore(self, ckpt: dict[str, Any], path: Path) -> None:
         if ckpt.get("sharded"):  # resharded to this run's ranks (or made whole under ddp)
-            sharding.load_sharded(path, self.model, self.optimizer)
+            sharding.load_sharded(path, self.model, self.optimizer, self.loop.trust_checkpoint)
         else:
             self.model.load_state_dict(ckpt["state_dict"])
             self.optimizer.load_state_dict(ckpt["optimizer"])

@@ -43,6 +43,9 @@ class TrainLoopConfig:
     save_every: NonNegativeInt = 50
     keep_best: bool = True
     resume: str | None = None
+    # Read a checkpoint that needs pickle (a user's own file from an older version): pickle runs
+    # whatever the file says, so every other checkpoint is read as tensors and plain data only.
+    trust_checkpoint: bool = False
     # Replace the run already in output_dir (its checkpoints, metrics, results and export are
     # removed first); without it or ``resume``, a folder that holds a run is refused.
     overwrite: bool = False

@@ -41,6 +41,7 @@ from torch.distributed.tensor import DTensor
 
 from clipmag.runtime import distributed as dist_utils
 from clipmag.storage.files import replace_on_success
+from clipmag.train.sharded_reading import check_metadata, load_checked
 
 __all__ = [
     "TRAINER_FILE",
@@ -188,8 +189,11 @@ def save_sharded(
     return folder
 
 
-def sharded_shapes(folder: Path) -> dict[str, torch.Tensor]:
-    """The model's weights in ``folder`` as empty tensors of their full shapes (for resume checks)."""
+def sharded_shapes(folder: Path, trust: bool = False) -> dict[str, torch.Tensor]:
+    """The model's weights in ``folder`` as empty tensors of their full shapes (for resume checks).
+    Its metadata is checked to be plain data first, unless ``trust`` (``train.trust_checkpoint``)."""
+    if not trust:
+        check_metadata(folder)
     metadata = dcp.FileSystemReader(str(folder)).read_metadata().state_dict_metadata
     prefix = "model."
     return {
@@ -199,10 +203,10 @@ def sharded_shapes(folder: Path) -> dict[str, torch.Tensor]:
     }
 
 
-def load_sharded(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+def load_sharded(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer, trust: bool = False) -> None:
     """Load the shards of ``folder`` into ``model`` (sharded or whole) and ``optimizer``, whatever
-    number of ranks wrote them."""
+    number of ranks wrote them; plain data only unless ``trust`` (:mod:`clipmag.train.sharded_reading`)."""
     state = _sharded_state(model, optimizer)
-    dcp.load(state, checkpoint_id=str(folder))
+    load_checked(state, folder, trust)
     set_model_state_dict(model, state["model"])
     set_optimizer_state_dict(model, optimizer, state["optimizer"])

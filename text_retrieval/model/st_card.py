@@ -1,0 +1,147 @@
+"""The model card (``README.md``) of a text export: the head, how sentence-transformers scores with
+it, the lengths, and (once the run has tested the export) its training data and test metrics.
+
+It also says what loading needs: sentence-transformers alone for the fixed heads; for a learnable
+head clipmag installed and ``trust_remote_code=True``, with what that flag lets a model folder do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from clipmag.scoring.head_record import CARD_FILE, HEAD_FILE, HeadRecord
+from clipmag.scoring.heads import build_head
+
+__all__ = ["SPARSE_POOLINGS", "plain_similarity", "model_card", "write_model_card"]
+
+SPARSE_POOLINGS = frozenset({"splade"})  # exported as a SparseEncoder
+
+
+def plain_similarity(gq: float, gd: float) -> bool:
+    """Whether a plain similarity function scores the head exactly: cosine (1, 1) or dot (0, 0)."""
+    return gq == gd and gq in (0.0, 1.0)
+
+
+_CARD = """---
+library_name: sentence-transformers
+pipeline_tag: sentence-similarity
+tags:
+- sentence-transformers
+- clipmag
+- head-{head}
+{base_model}---
+
+# clipmag text encoder, `{head}` head
+
+A dense retriever whose similarity head decides where embeddings are normalised:
+s(q, d) = (q / |q|^gq) . (d / |d|^gd) with **gq = {gq:.6g}, gd = {gd:.6g}** (clipmag's `{head}`).
+
+| setting | value |
+|---|---|
+| base model | {model} |
+| pooling | {pooling} |
+| query prefix / document prefix | {query_prefix!r} / {document_prefix!r} |
+| max tokens at inference, query / document | {query_max_length} / {document_max_length} |
+| max tokens in training, query / document | {training_query_max_length} / {training_document_max_length} |
+| training loss | InfoNCE, direction {loss_direction}, scale {scale} |
+| training data | {data} |
+
+## Scoring
+
+```python
+from sentence_transformers import {model_class}
+
+model = {model_class}("PATH_OR_REPO"{trust})
+queries = model.encode_query(["how do I sort a list"])
+documents = model.encode_document(["sorted(xs) returns a new sorted list"])
+scores = model.similarity(queries, documents)  # {exactness}
+```
+
+{routes} and `similarity` is `{similarity}`. Plain `encode()` follows the document route. {loading}
+Queries and documents are cut at the inference lengths above: for a model clipmag trained, the
+lengths its run was tested at, so these scores reproduce its results. To encode at others, set
+`model[0].query_length` / `model[0].document_length`.
+
+In clipmag, `TextEncoder.from_pretrained(PATH)` restores the head from `{head_file}`.
+
+## Results
+
+{results}
+"""
+_LOAD_FIXED = "Loading needs only sentence-transformers (>= 6.2)."
+_LOAD_SPARSE_SIDES = (
+    "SPLADE term weights load as a `SparseEncoder`, whose similarity is dot or cosine only: for this head "
+    "divide each query vector by |q|^gq and each document vector by |d|^gd before the dot product "
+    "(qnorm: normalise the queries; dnorm: the documents), or load with clipmag's `TextEncoder`, which "
+    "applies the head."
+)
+_LOAD_LEARNABLE = (
+    "The learnable head's transform is clipmag's `NormPower` module: loading needs clipmag installed and "
+    "`trust_remote_code=True`, which sentence-transformers asks for any module class outside its own package. "
+    "`text_retrieval.st_modules.NormPower` is imported from the installed clipmag, never from this folder, but "
+    "the flag trusts the whole folder: a module type `name.Class` would run `name.py` from it and `auto_map` in "
+    "`config.json` its modeling code. Before loading a copy you did not make, check that it holds no `.py` file "
+    "and that `modules.json` and `1_Router/router_config.json` name only `sentence_transformers.*` types and "
+    "`text_retrieval.st_modules.NormPower`."
+)
+
+
+def _card_results(results: Mapping[str, Any] | None) -> str:
+    """A table of the test metrics in ``results.json``, or where to find them."""
+    rows = []
+    for dataset, values in ((results or {}).get("metrics") or {}).items():
+        numbers = {k: v for k, v in values.items() if isinstance(v, float) and not k.startswith(("num_", "top_"))}
+        rows.append(f"| {dataset} | " + ", ".join(f"{k} {v:.4f}" for k, v in numbers.items()) + " |")
+    if not rows:
+        return "Recorded in the run's `results.json` (written after the export is tested)."
+    run = (results or {}).get("run", {})
+    summary = f"{run.get('steps', '?')} steps, seed {run.get('seed', '?')}, objective {run.get('objective', '?')}."
+    return "\n".join([summary, "", "| test set | metrics |", "|---|---|", *rows])
+
+
+def model_card(record: HeadRecord, results: Mapping[str, Any] | None = None, data: Sequence[str] = ()) -> str:
+    """The export's README.md: the head, how to score with it, and (when known) training data and metrics.
+
+    ``results`` is the run's ``results.json`` (test metrics, steps, seed); ``data`` the training
+    data it names. Without them the card says where they are recorded.
+    """
+    gq, gd = build_head(record).gammas()
+    sparse = record.pooling in SPARSE_POOLINGS
+    learnable = not sparse and not {gq, gd} <= {0.0, 1.0}
+    sides_by_hand = sparse and not plain_similarity(gq, gd)
+    model = record.model_name or "unknown"
+    hub_name = model != "unknown" and not Path(model).is_absolute()
+    settings = {k: v for k, v in record.to_dict().items() if k not in ("head", "model_name")}
+    settings.update(query_prefix=record.query_prefix or "", document_prefix=record.document_prefix or "")
+    for side in ("query", "document"):  # a model clipmag did not train has no training lengths
+        settings[f"training_{side}_max_length"] = settings[f"training_{side}_max_length"] or "not recorded"
+    return _CARD.format(
+        **settings,
+        head=record.head_name,
+        gq=gq,
+        gd=gd,
+        model=model,
+        base_model=f"base_model: {model}\n" if hub_name else "",
+        data=", ".join(data) if data else "see the run folder (config.yaml)",
+        trust=", trust_remote_code=True" if learnable else "",
+        similarity="cosine" if gq == gd == 1.0 else "dot",
+        loading=_LOAD_SPARSE_SIDES if sides_by_hand else _LOAD_LEARNABLE if learnable else _LOAD_FIXED,
+        model_class="SparseEncoder" if sparse else "SentenceTransformer",
+        routes="`encode_query` and `encode_document` return raw SPLADE term weights"
+        if sides_by_hand
+        else "`encode_query` and `encode_document` apply each side's part of the head",
+        exactness="raw dot products: apply the head as below" if sides_by_hand else "the head's scores, exactly",
+        head_file=HEAD_FILE,
+        results=_card_results(results),
+    )
+
+
+def write_model_card(
+    directory: str | Path, record: HeadRecord, results: Mapping[str, Any] | None = None, data: Sequence[str] = ()
+) -> Path:
+    """Write ``model_card(...)`` as ``directory/README.md``."""
+    path = Path(directory) / CARD_FILE
+    path.write_text(model_card(record, results, data), encoding="utf-8")
+    return path
