@@ -149,8 +149,11 @@ def _retriever_runs(
     of several models are labelled by the models' distinct labels (``a/cosine-seed0/qnorm``)."""
     r = cfg.retrieval
     labels = distinct_labels([model_label(m) for m in r.models], r.models)
+    norm = None if not r.norms or "model" in r.norms else r.norms[0]  # the model's own head only where asked for
     for model, label in zip(r.models, labels):
-        encoder = TextEncoder.from_pretrained(model, pooling=r.pooling, max_length=r.max_length, precision=r.precision)
+        encoder = TextEncoder.from_pretrained(
+            model, norm=norm, pooling=r.pooling, max_length=r.max_length, precision=r.precision
+        )
         if torch.cuda.is_available():
             encoder.to("cuda")
         prefix = f"{label}/" if len(r.models) > 1 else ""
