@@ -37,9 +37,9 @@ logger = logging.getLogger("clipmag")
 __all__ = ["HeadUnreadableError", "SentenceTransformersConfig", "sentence_transformers_config"]
 
 _POOLING_MODES = {"mean": "mean", "cls": "cls", "lasttoken": "last"}
-_POOLING_FLAGS = (("pooling_mode_mean_tokens", "mean"), ("pooling_mode_cls_token", "cls"))
-_POOLING_FLAGS += (("pooling_mode_lasttoken", "last"),)
+_POOLING_FLAGS = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls", "pooling_mode_lasttoken": "last"}
 _TRANSFORMS = {"Normalize", "NormPower"}
+_APPLIED = _TRANSFORMS | {"Pooling", "SpladePooling"}  # what clipmag's encoder does after the Transformer
 _DOCUMENT_PROMPTS = ("document", "passage", "corpus")  # the names encode_document looks for, in its order
 _HEAD_NAMES = {(1.0, 1.0): "cosine", (0.0, 0.0): "dot", (1.0, 0.0): "qnorm", (0.0, 1.0): "dnorm"}
 
@@ -70,14 +70,15 @@ class _Pipeline:
 
     @classmethod
     def read(cls, source: str) -> _Pipeline | None:
-        modules = model_file(source, "modules.json")
-        if not isinstance(modules, list):
+        listed = model_file(source, "modules.json")
+        if not isinstance(listed, list):
             return None
         config = model_file(source, "config_sentence_transformers.json") or {}
         pipeline = cls(source, str(config.get("similarity_fn_name") or "cosine"))
-        top = [_module(m.get("type"), m.get("path", "")) for m in modules if isinstance(m, dict)]
-        after = [m for m in top[1:] if m.kind != "Router"]  # the first module is the Transformer
-        router = next((m for m in modules[1:] if _module(m.get("type"), "").kind == "Router"), None)
+        entries = [m for m in listed if isinstance(m, dict)][1:]  # the first module is the Transformer
+        modules = [_module(m.get("type"), str(m.get("path", ""))) for m in entries]
+        after = [m for m in modules if m.kind != "Router"]
+        router = next((entry for entry, m in zip(entries, modules) if m.kind == "Router"), None)
         if router is None:
             pipeline.sides = {"query": after, "document": after}
             return pipeline
@@ -91,7 +92,7 @@ class _Pipeline:
     def unapplied(self) -> list[str]:
         """Module kinds after the Transformer that clipmag's encoder does not run, each named once."""
         kinds = [m.kind for modules in self.sides.values() for m in modules]
-        return list(dict.fromkeys(k for k in kinds if k not in _TRANSFORMS | {"Pooling", "SpladePooling"}))
+        return list(dict.fromkeys(k for k in kinds if k not in _APPLIED))
 
     def pooling(self) -> str | None:
         for module in self.sides.get("document", []):
@@ -106,7 +107,7 @@ class _Pipeline:
         modules = self.sides.get(side)
         if modules is None:
             return f"its Router has no {side!r} route"
-        foreign = [m.kind for m in modules if m.kind not in _TRANSFORMS | {"Pooling", "SpladePooling"}]
+        foreign = [m.kind for m in modules if m.kind not in _APPLIED]
         transforms = [m for m in modules if m.kind in _TRANSFORMS]
         if foreign:
             return f"the {side} side runs {', '.join(foreign)}, which clipmag's encoder does not"
@@ -132,7 +133,7 @@ def _module(type_name: Any, folder: str) -> _Module:
 def _pooling_mode(config: dict[str, Any]) -> str | None:
     if "pooling_mode" in config:
         return _POOLING_MODES.get(str(config["pooling_mode"]))
-    return next((mode for key, mode in _POOLING_FLAGS if config.get(key)), None)
+    return next((mode for key, mode in _POOLING_FLAGS.items() if config.get(key)), None)
 
 
 @dataclass
