@@ -34,8 +34,8 @@ import numpy as np
 from harness import ROOT, load_average, print_header, rounds
 
 from clipmag.scoring.heads import HEAD_NAMES, SimilarityHead, build_head
+from clipmag.storage.naming import model_label
 from text_retrieval.data.loaders import load_beir
-from text_retrieval.evaluation.records import model_label
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.model.packaged import resolve_model_name
 from text_retrieval.rag.data import read_corpus, read_qa

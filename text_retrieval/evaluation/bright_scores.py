@@ -2,18 +2,20 @@
 
 The official long-document setting headlines Recall@1; BRIGHT's own score for a model is the mean
 of the per-task scores (each task weighs the same, however many queries it has), never a mean
-pooled over the queries of all tasks.
+pooled over the queries of all tasks. Two BRIGHT roots in one evaluation are two suites, each
+averaged alone and named by its root where their names agree.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from clipmag.storage.naming import distinct_labels
 from text_retrieval.evaluation.metrics import Qrels, evaluate_run, truncate_run
-from text_retrieval.evaluation.records import model_label
 
 __all__ = ["add_recall_at_1", "bright_summary"]
 
@@ -35,15 +37,18 @@ def add_recall_at_1(
 
 
 def bright_summary(records: Sequence[dict[str, Any]]) -> str:
-    """One line per model, head and BRIGHT setting: the plain mean over its tasks of the result records."""
-    suites: dict[tuple[str, str, str], list[dict[str, float]]] = {}
+    """One line per model, head and BRIGHT setting of one root: the plain mean over its tasks."""
+    suites: dict[tuple[str, str, str, str], list[dict[str, float]]] = {}
     for rec in records:
         data = rec["config"].get("bright")
         if data:
-            key = (model_label(rec["model"]), rec["config"]["head"]["name"], data["suite"])
+            root = str(Path(rec["config"]["data_source"]).parent)
+            key = (rec["model_label"], rec["config"]["head"]["name"], data["suite"], root)
             suites.setdefault(key, []).append(rec["metrics"])
+    roots = list(dict.fromkeys((suite, root) for _, _, suite, root in suites))
+    names = dict(zip(roots, distinct_labels([suite for suite, _ in roots], [root for _, root in roots])))
     lines = []
-    for (model, head, suite), tasks in suites.items():
+    for (model, head, suite, root), tasks in suites.items():
         means = "  ".join(f"{m} {np.mean([t[m] for t in tasks]):.4f}" for m in SUMMARY_METRICS)
-        lines.append(f"{model}  {head}  {suite}: mean over {len(tasks)} tasks  {means}")
+        lines.append(f"{model}  {head}  {names[suite, root]}: mean over {len(tasks)} tasks  {means}")
     return "\n".join(lines)

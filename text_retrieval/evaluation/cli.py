@@ -49,23 +49,24 @@ __all__ = ["EvalTextConfig", "FLAGS", "parse_args", "main", "entry"]
 class EvalTextConfig:
     """One evaluation: every model on every data set.
 
-    ``model``: Hugging Face folders or names, or clipmag exports; ``data``: BEIR folders, BRIGHT
-    folders or roots, BRIGHT settings files (``configs/eval/*.yaml``) or STS files. ``norm`` and
-    ``pooling`` default to each model's own (its head record), else cosine and mean.
-    ``encoding`` (:class:`text_retrieval.data.loaders.eval_settings.EvalSettings`): BRIGHT's
-    ``long_documents`` scores whole pages against ``gold_ids_long`` (adds Recall@1), ``reasoning``
-    picks reasoning-augmented queries, ``strict`` makes gold ids missing from the corpus an error
-    (default: kept and counted); max lengths (``max_length`` sets both sides) and prefixes, templates
-    where ``{task}`` is the BRIGHT task or dataset name. ``retrieval``
-    (:class:`text_retrieval.retrieval.index.RetrievalSettings`), at corpus scale
-    (``torchrun --nproc_per_node=N`` shares the corpus encoding, which sets ``distributed``):
-    ``method`` exact or approximate (recall@10 against exact is reported), ``ann_transform`` how an
-    approximate index holds the documents (``mips``: brought to one norm first,
-    text_retrieval/retrieval/mips.py says what each measured), ``backend`` for exact search (auto:
-    timed), ``memory_gb`` bounds what is held at once, ``chunk_size`` corpus rows per encoding chunk
-    (the resume unit); ``cache_dir`` keeps raw corpus embeddings. ``precision``: what encoding
-    computes in (``clipmag.runtime.precision``: ``auto`` is bf16 autocast where native, else fp32);
-    every record's ``numerics`` says what it resolved to.
+        ``model``: Hugging Face folders or names, or clipmag exports; ``data``: BEIR folders, BRIGHT
+        folders or roots, BRIGHT settings files (``configs/eval/*.yaml``) or STS files. ``norm`` and
+        ``pooling`` default to each model's own (its head record, else what its sentence-transformers
+    config computes: ``text_retrieval/model/st_config.py``), else cosine and mean for a plain HF model.
+        ``encoding`` (:class:`text_retrieval.data.loaders.eval_settings.EvalSettings`): BRIGHT's
+        ``long_documents`` scores whole pages against ``gold_ids_long`` (adds Recall@1), ``reasoning``
+        picks reasoning-augmented queries, ``strict`` makes gold ids missing from the corpus an error
+        (default: kept and counted); max lengths (``max_length`` sets both sides) and prefixes, templates
+        where ``{task}`` is the BRIGHT task or dataset name. ``retrieval``
+        (:class:`text_retrieval.retrieval.index.RetrievalSettings`), at corpus scale
+        (``torchrun --nproc_per_node=N`` shares the corpus encoding, which sets ``distributed``):
+        ``method`` exact or approximate (recall@10 against exact is reported), ``ann_transform`` how an
+        approximate index holds the documents (``mips``: brought to one norm first,
+        text_retrieval/retrieval/mips.py says what each measured), ``backend`` for exact search (auto:
+        timed), ``memory_gb`` bounds what is held at once, ``chunk_size`` corpus rows per encoding chunk
+        (the resume unit); ``cache_dir`` keeps raw corpus embeddings. ``precision``: what encoding
+        computes in (``clipmag.runtime.precision``: ``auto`` is bf16 autocast where native, else fp32);
+        every record's ``numerics`` says what it resolved to.
     """
 
     model: list[str] = field(default_factory=list)

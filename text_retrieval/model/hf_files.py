@@ -1,7 +1,7 @@
 """What a text encoder's folder and tokenizer need besides the weights, kept out of ``encoder.py``.
 
-* sentence-transformers settings: pooling and max length of a model that came as a
-  sentence-transformers folder (``text_retrieval/model/st_export.py`` writes an export's);
+* a JSON file of a model folder or hub repository (what ``text_retrieval/model/st_config.py`` reads
+  a sentence-transformers model's settings from);
 * the end-of-sequence token that last-token pooling of a decoder LM wants: in a causal model only
   the last position sees the whole text, and pooling it works best when it is the same token for
   every text (Qwen3-Embedding and E5-Mistral append EOS for this reason), yet most decoder
@@ -19,15 +19,18 @@ from huggingface_hub.errors import EntryNotFoundError
 from tokenizers import processors
 from transformers import PreTrainedTokenizerBase
 
-__all__ = ["sentence_transformers_settings", "append_eos"]
+__all__ = ["model_file", "append_eos"]
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
+def _read_json(path: Path) -> Any:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON ({err})") from None
 
 
-def _model_file(source: str | Path, name: str) -> dict[str, Any] | None:
+def model_file(source: str | Path, name: str) -> Any:
     """A JSON file of a model folder or hub repository (through the cache, like the weights), or None."""
     if Path(source).is_dir():
         path = Path(source) / name
@@ -36,26 +39,6 @@ def _model_file(source: str | Path, name: str) -> dict[str, Any] | None:
         return _read_json(Path(huggingface_hub.hf_hub_download(str(source), name)))
     except (EntryNotFoundError, OSError, ValueError):  # absent, not cached while offline, not a repo id
         return None
-
-
-def sentence_transformers_settings(source: str | Path) -> dict[str, Any]:
-    """Pooling and max length of a model that comes as a sentence-transformers model, from its folder
-    or its hub repository alike (a hub name gets the settings a downloaded copy would)."""
-    found: dict[str, Any] = {}
-    length = (_model_file(source, "sentence_bert_config.json") or {}).get("max_seq_length")
-    if length:
-        found["query_max_length"] = found["document_max_length"] = int(length)
-    cfg = _model_file(source, "1_Pooling/config.json")
-    if cfg:
-        for key, mode in (
-            ("pooling_mode_mean_tokens", "mean"),
-            ("pooling_mode_cls_token", "cls"),
-            ("pooling_mode_lasttoken", "last"),
-        ):
-            if cfg.get(key):
-                found["pooling"] = mode
-                break
-    return found
 
 
 def append_eos(tokenizer: PreTrainedTokenizerBase) -> bool:

@@ -21,6 +21,7 @@ from clipmag.config.checks import NonNegativeInt, PositiveFloat, Range
 from clipmag.config.command_line import field_flags, parse_cli
 from clipmag.config.entry import run_entry_point
 from clipmag.results.provenance import provenance
+from clipmag.scoring.heads import build_head
 from text_retrieval.config import EmbeddedDataConfig, PoolingName
 from text_retrieval.data.embedded.build import pairs_from_embedded
 from text_retrieval.data.loaders.beir import is_beir_folder
@@ -111,8 +112,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(list(sys.argv[1:] if argv is None else argv))
 
     queries, documents = load_probe_pairs(args.data, args.n_pairs, args.seed, args.split)
-    encoder = TextEncoder.from_pretrained(
-        resolve_model_name(args.model), pooling=args.pooling, max_length=args.max_length
+    encoder = TextEncoder.from_pretrained(  # the predictors score with their own dot head, whatever the model's
+        resolve_model_name(args.model), head=build_head("dot"), pooling=args.pooling, max_length=args.max_length
     )
     start = time.perf_counter()
     result = predict_norm(

@@ -31,8 +31,7 @@ from clipmag.config.build import to_dict
 from clipmag.results.provenance import provenance
 from clipmag.results.record import package_versions
 from clipmag.storage.files import write_text_atomic
-from clipmag.storage.naming import slug
-from text_retrieval.evaluation.records import model_label
+from clipmag.storage.naming import distinct_labels, model_label, slug
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.rag.answers import has_answer, score_prediction, tokens
 from text_retrieval.rag.config import ACCURACY_AT, RagConfig
@@ -62,9 +61,13 @@ def load_rag_data(cfg: RagConfig) -> tuple[Corpus, list[QASet]]:
             )
         corpus, qa_paths = read_corpus(data.corpus), list(data.qa)
     qa_sets = [read_qa(path, data.answer_match) for path in qa_paths]
-    names = [q.name for q in qa_sets]
-    if len(set(names)) != len(names):
-        raise ValueError(f"RAG data: QA files must have distinct names, got {names}")
+    first: dict[str, str] = {}
+    for qa in qa_sets:  # a QA set's name prefixes its question ids and names its output file
+        if first.setdefault(qa.name, qa.source) != qa.source:
+            raise ValueError(
+                f"RAG data: QA files {first[qa.name]} and {qa.source} are both named {qa.name!r} (their question "
+                "ids and output files would collide); rename one"
+            )
     return corpus, qa_sets
 
 
@@ -142,13 +145,18 @@ def _write_json(path: Path, value: Any) -> None:
 def _retriever_runs(
     cfg: RagConfig, corpus: Corpus, questions: Sequence[Question], show_progress: bool
 ) -> Iterator[RetrieverRun]:
-    """Every configured row, one at a time (a model's encoder is freed before the next loads)."""
+    """Every configured row, one at a time (a model's encoder is freed before the next loads); rows
+    of several models are labelled by the models' distinct labels (``a/cosine-seed0/qnorm``)."""
     r = cfg.retrieval
-    for model in r.models:
-        encoder = TextEncoder.from_pretrained(model, pooling=r.pooling, max_length=r.max_length, precision=r.precision)
+    labels = distinct_labels([model_label(m) for m in r.models], r.models)
+    norm = None if not r.norms or "model" in r.norms else r.norms[0]  # the model's own head only where asked for
+    for model, label in zip(r.models, labels):
+        encoder = TextEncoder.from_pretrained(
+            model, norm=norm, pooling=r.pooling, max_length=r.max_length, precision=r.precision
+        )
         if torch.cuda.is_available():
             encoder.to("cuda")
-        prefix = f"{slug(model_label(model), fallback='model')}/" if len(r.models) > 1 else ""
+        prefix = f"{label}/" if len(r.models) > 1 else ""
         yield from dense_runs(
             encoder, corpus, questions, r.norms, r.depth, r.cache_dir, r.batch_size, prefix, show_progress
         )
@@ -163,9 +171,9 @@ def run_rag(cfg: RagConfig, reader: Reader | None = None, show_progress: bool = 
     ``reader`` replaces the configured one (tests pass an oracle); otherwise it is loaded from
     ``cfg.reader.name_or_path`` unless that is ``none``.
     """
-    models, norms = [slug(model_label(m), fallback="model") for m in cfg.retrieval.models], cfg.retrieval.norms
-    if len(set(models)) != len(models) or len(set(norms)) != len(norms):
-        raise ValueError(f"retrieval rows must be distinct: models labelled {models}, norms {norms}")
+    norms = cfg.retrieval.norms
+    if len(set(norms)) != len(norms):
+        raise ValueError(f"retrieval rows must be distinct: norms {norms} name a head twice")
     corpus, qa_sets = load_rag_data(cfg)
     rc = cfg.reader
     if reader is None and rc.name_or_path.lower() != "none":

@@ -38,13 +38,14 @@ __all__ = [
     "load_bright",
     "load_sts",
     "load_sts_file",
+    "located",
     "read_qrels",
 ]
 
 DatasetKind = Literal["beir", "bright", "bright-collection", "bright-settings", "sts"]
 
 
-def _located(path: str | Path) -> Path:
+def located(path: str | Path) -> Path:
     """``path``, or, for a settings file absent there, the packaged config it names (``configs/eval/...``)."""
     path = Path(path)
     return config_path(path) if not path.exists() and path.suffix in SETTINGS_SUFFIXES else path
@@ -52,7 +53,7 @@ def _located(path: str | Path) -> Path:
 
 def detect_kind(path: str | Path) -> DatasetKind:
     """Which kind of evaluation data lives at ``path``; a clear error listing the layouts otherwise."""
-    path = _located(path)
+    path = located(path)
     if not path.exists():
         raise FileNotFoundError(f"evaluation data not found: {path}")
     if is_beir_folder(path):
@@ -95,7 +96,7 @@ def load_eval_datasets(
     ``settings`` choose the BRIGHT setting (long documents, reasoning queries) and the strictness;
     a settings file brings its own and ignores these.
     """
-    path = _located(path)
+    path = located(path)
     settings = settings or EvalSettings()
     kind = detect_kind(path)
     if kind == "beir":
@@ -113,4 +114,4 @@ def check_eval_data(path: str | Path) -> None:
     settings file, its BRIGHT root), reading no dataset: a trainer tests after its last step, so it
     checks its test sets before the first."""
     if detect_kind(path) == "bright-settings":
-        read_settings_file(_located(path))
+        read_settings_file(located(path))
