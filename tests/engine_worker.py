@@ -52,7 +52,7 @@ class ToyConfig:
 def run(output_dir: str, local_batch: int, overrides: list[str]) -> ToyConfig:
     """Train the toy task into ``output_dir`` with ``local_batch`` rows per rank; the config used."""
     cfg = build_config(ToyConfig, overrides=[f"train.output_dir={output_dir}", *overrides])
-    ctx = dist_utils.init_distributed(cfg.train.device)
+    ctx = dist_utils.init_distributed(cfg.train.device, cfg.train.collective_timeout_s / 60)
     head = build_head(cfg.head)
     loss_cfg = dataclasses.replace(cfg.loss, direction="q2d" if cfg.loss.direction == "auto" else cfg.loss.direction)
     task = ToyTask(

@@ -27,10 +27,13 @@ def main() -> None:
     def dying_save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
         nonlocal writes
         real_save(obj, f, *args, **kwargs)
-        if isinstance(f, (str, Path)) and Path(f).name.startswith(".latest.pt"):
+        path = Path(getattr(f, "name", f))  # a path, or the open file checkpoints are written through
+        if path.name.startswith(".latest.pt"):
             writes += 1
             if writes == kill_at:
-                os.truncate(f, os.path.getsize(f) // 2)
+                if hasattr(f, "flush"):
+                    f.flush()
+                os.truncate(path, os.path.getsize(path) // 2)
                 os.kill(os.getpid(), signal.SIGKILL)
 
     torch.save = dying_save

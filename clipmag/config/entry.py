@@ -1,7 +1,9 @@
 """Entry-point wrapper: user errors end with one clear line, not a traceback from deep inside.
 
 Configuration, data-format, missing-file and divergence errors are the user's to fix; their
-messages already name the key, file or step. Set ``CLIPMAG_DEBUG=1`` to see the traceback.
+messages already name the key, file or step. Ctrl-C ends a command in one line too (a trainer
+stops at its next step boundary first, :mod:`clipmag.train.stop_signals`). Set ``CLIPMAG_DEBUG=1``
+to see the traceback.
 """
 
 from __future__ import annotations
@@ -27,3 +29,8 @@ def run_entry_point(main: Callable[[Sequence[str]], Any], argv: Sequence[str] | 
             raise
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        if os.environ.get("CLIPMAG_DEBUG"):
+            raise
+        print("interrupted (Ctrl-C)", file=sys.stderr)
+        raise SystemExit(130) from None

@@ -91,11 +91,20 @@ def environment_rank() -> int:
     return int(launcher_environment().get("RANK", "0"))
 
 
-def init_distributed(device: str = "auto", timeout_minutes: int = 30) -> DistributedContext:
+# How long a barrier waits at least: barriers wait for rank 0's own work (validation, a checkpoint,
+# the export), which may take far longer than the collectives of a step; torch's default.
+BARRIER_TIMEOUT = datetime.timedelta(minutes=30)
+_barrier_group: dist.ProcessGroup | None = None  # gloo, so that waiting is host-side under NCCL too
+
+
+def init_distributed(device: str = "auto", timeout_minutes: float = 30) -> DistributedContext:
     """Join the process group torchrun describes (NCCL on GPU, gloo on CPU), or stay single.
 
-    ``device``: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
+    ``device``: ``auto`` (CUDA when available), ``cpu`` or ``cuda``. ``timeout_minutes``: how long a
+    collective waits for the other ranks before it fails (:mod:`clipmag.runtime.lost_rank`);
+    :func:`barrier` waits at least :data:`BARRIER_TIMEOUT`.
     """
+    global _barrier_group
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device must be auto, cpu or cuda, got {device!r}")
     use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
@@ -112,7 +121,9 @@ def init_distributed(device: str = "auto", timeout_minutes: int = 30) -> Distrib
     if world_size > 1:
         backend = "nccl" if use_cuda else "gloo"
         if not dist.is_initialized():
-            dist.init_process_group(backend, timeout=datetime.timedelta(minutes=timeout_minutes))
+            timeout = datetime.timedelta(minutes=timeout_minutes)
+            dist.init_process_group(backend, timeout=timeout)
+            _barrier_group = dist.new_group(backend="gloo", timeout=max(timeout, BARRIER_TIMEOUT))
     return DistributedContext(rank, world_size, local_rank, dev, backend)
 
 
@@ -141,13 +152,16 @@ def is_main_process() -> bool:
 
 
 def barrier() -> None:
+    """Wait until every rank is here (in the barrier group where :func:`init_distributed` made one)."""
     if is_initialized():
-        dist.barrier()
+        dist.barrier(group=_barrier_group)
 
 
 def cleanup() -> None:
+    global _barrier_group
     if is_initialized():
         dist.destroy_process_group()
+    _barrier_group = None
 
 
 class _AllGatherWithGrad(torch.autograd.Function):

@@ -1,7 +1,8 @@
 """Files that are complete or absent: writes go to a temporary sibling that is renamed into place
 (``os.replace`` is atomic on one file system), so a killed process never leaves half a file under
 the real name, and a rerun that finds the file can trust it. Downloads (:mod:`clipmag.storage.fetch`)
-stream the same way."""
+stream the same way. A write that finds its device full removes its temporary and ends in one
+:class:`~clipmag.storage.disk_full.DiskFull` line naming the folder and the space left."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
-__all__ = ["replace_on_success", "remove_stale_partials", "write_text_atomic", "write_bytes_atomic"]
+from clipmag.storage.disk_full import DiskFull, is_disk_full
+
+__all__ = ["replace_on_success", "open_replacing", "remove_stale_partials", "write_text_atomic", "write_bytes_atomic"]
 
 PARTIAL_MARK = ".partial-"  # temporary names are ``.<name>.partial-<pid>``
 
@@ -18,15 +22,32 @@ PARTIAL_MARK = ".partial-"  # temporary names are ``.<name>.partial-<pid>``
 @contextmanager
 def replace_on_success(path: str | Path) -> Iterator[Path]:
     """A temporary path beside ``path``: it replaces ``path`` when the block succeeds and is removed
-    when it fails. The name holds the process id, so two writers never share one."""
+    when it fails. The name holds the process id, so two writers never share one. A full device
+    raises :class:`DiskFull` (once the temporary is gone, so the space it names is what is left)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}{PARTIAL_MARK}{os.getpid()}")
+    full = False
     try:
         yield tmp
         os.replace(tmp, path)
+    except Exception as err:
+        full = is_disk_full(err)
+        if not full:
+            raise
     finally:
         tmp.unlink(missing_ok=True)
+    if full:
+        raise DiskFull(path.parent)
+
+
+@contextmanager
+def open_replacing(path: str | Path) -> Iterator[BinaryIO]:
+    """A binary file open for writing that replaces ``path`` when the block succeeds
+    (:func:`replace_on_success`). Libraries that write to a path may lose the errno of a full disk
+    (``torch.save`` reports "unexpected pos"); an open file's ``write`` raises it."""
+    with replace_on_success(path) as tmp, open(tmp, "wb") as file:
+        yield file
 
 
 def _alive(pid: int) -> bool:
@@ -63,6 +84,6 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
 
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
-    with replace_on_success(path) as tmp:
-        tmp.write_bytes(data)
+    with open_replacing(path) as file:
+        file.write(data)
     return Path(path)

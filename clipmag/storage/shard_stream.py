@@ -19,11 +19,13 @@ counts and, inside the shard it resumes in, skips samples without preparing them
 The order depends on ``workers``: resume with the value the run started with. Both front ends
 subclass ``AddressableShardStream`` with how to read a shard, prepare a sample and collate a batch.
 A ``ShardError`` met in a DataLoader worker reaches the main process as itself: one line naming the
-shard, not the worker's traceback.
+shard, not the worker's traceback. Workers ignore Ctrl-C, which a terminal sends them too: the main
+process decides when to stop (at a step boundary), and a worker that died of it would fail the step.
 """
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -35,6 +37,10 @@ from clipmag.storage.shards import ShardError
 
 def _identity(batch: Any) -> Any:
     return batch
+
+
+def _ignore_interrupts(worker: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class AddressableShardStream:
@@ -120,7 +126,11 @@ class AddressableShardStream:
         if self.workers == 0:
             return self.worker_batches(0, start_step)
         loader = torch.utils.data.DataLoader(
-            _WorkerView(self, start_step), batch_size=None, num_workers=self.workers, collate_fn=_identity
+            _WorkerView(self, start_step),
+            batch_size=None,
+            num_workers=self.workers,
+            collate_fn=_identity,
+            worker_init_fn=_ignore_interrupts,
         )
         return _raising(loader)
 

@@ -1,7 +1,8 @@
 """Atomic checkpoints and resume.
 
 A checkpoint is written to a temporary file in the same folder and then ``os.replace``d, so a run
-killed at any moment leaves either the previous checkpoint or the new one, never a torn file.
+killed at any moment leaves either the previous checkpoint or the new one, never a torn file; a
+write that finds the disk full says so in one line with the checkpoint that remains.
 Keys follow open_clip's (``epoch``, ``name``, ``state_dict``, ``optimizer``, ``scaler``) plus what
 an exact resume needs (``step``, ``samples_seen``, ``scheduler``, RNG states) and what every
 consumer of the model needs (``head``, the resolved ``config``).
@@ -21,7 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from clipmag.storage.files import replace_on_success
+from clipmag.storage.disk_full import DiskFull
+from clipmag.storage.files import open_replacing
 from clipmag.storage.safe_load import UnsafeFileError, load_weights_only
 from clipmag.train import sharding
 
@@ -30,15 +32,41 @@ logger = logging.getLogger("clipmag")
 CHECKPOINT_DIR = "checkpoints"
 LATEST = "latest.pt"
 BEST = "best.pt"
+RERUN = "rerun with train.resume=latest (--resume latest)"  # continues a run, or starts one that saved nothing
 
 
 LEGACY_LOSS_HEAD = "loss.head."
 
 
 def atomic_save(obj: Any, path: str | Path) -> None:
-    """torch.save to ``path`` via a temporary file and an atomic rename."""
-    with replace_on_success(path) as tmp:
-        torch.save(obj, tmp)
+    """torch.save to ``path`` via a temporary file and an atomic rename (in a run's ``checkpoints``)."""
+    path = Path(path)
+    try:
+        with open_replacing(path) as file:
+            torch.save(obj, file)
+    except DiskFull as full:
+        raise DiskFull(full.folder, after_full_disk(path.parent.parent)) from None
+
+
+def what_remains(run: str | Path, read_step: bool = True) -> str:
+    """The run folder's last complete checkpoint, which a failed write or a lost rank leaves intact
+    (for messages). ``read_step`` loads it to name its step: on one rank only, as every rank of a
+    node loading a whole checkpoint at once may exhaust the host's memory."""
+    found = _run_checkpoint(Path(run))
+    if found is None:
+        return "the run has no complete checkpoint yet"
+    step = ""
+    if read_step:
+        try:
+            step = f" (step {load_checkpoint(found)['step']})"
+        except ValueError:
+            pass
+    return f"the last complete checkpoint, {found}{step}, is intact"
+
+
+def after_full_disk(run: str | Path) -> str:
+    """What a full disk left of the run and what to do, for :class:`DiskFull`."""
+    return f"{what_remains(run)}: free some space and {RERUN}"
 
 
 def rng_state() -> dict[str, Any]:
@@ -126,7 +154,10 @@ def load_checkpoint(path: str | Path, trust: bool = False) -> dict[str, Any]:
     except UnsafeFileError:
         raise
     except Exception as err:  # torch raises several types for truncated or foreign files
-        raise ValueError(f"{path}: not a readable clipmag checkpoint ({type(err).__name__}: {err})") from None
+        raise ValueError(
+            f"{path}: not a readable clipmag checkpoint, truncated or corrupt ({type(err).__name__}: {err}); "
+            "resume from another one (train.resume=PATH) or start the run again (train.overwrite=true)"
+        ) from None
     missing = [k for k in ("state_dict", "step") if not isinstance(ckpt, dict) or k not in ckpt]
     if missing:
         raise ValueError(f"{path}: checkpoint lacks keys {missing}; was it written by clipmag?")

@@ -40,7 +40,7 @@ from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optimizer import OptimConfig, build_optimizer, build_scheduler
 from clipmag.train.resume_check import ResumeMismatch, check_resumable, step_identity
 from clipmag.train.run_folder import plan_run_folder
-from clipmag.train.stop_signals import RunStopped, StopRequests
+from clipmag.train.stop_signals import StopRequests
 from clipmag.train.train_step import TrainStep
 
 
@@ -303,8 +303,7 @@ class Trainer:
             if signal_name is not None and self.step < loop.steps:
                 self.save()
                 bar.close()
-                logger.warning("%s at step %d: checkpoint saved; train.resume=latest continues", signal_name, self.step)
-                raise RunStopped(self.step, signal_name)
+                raise stop.stopped(self.step, signal_name, self.ctx.is_main)
         bar.close()
 
     def _best_state(self) -> dict[str, Any]:

@@ -37,6 +37,10 @@ class TrainLoopConfig:
     seed: int = 0
     strategy: Literal["ddp", "fsdp"] = "ddp"
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    # How long a rank waits in a collective for the others before the run ends, saying so: a rank
+    # that died, was stopped or hangs. Barriers, which wait for rank 0's validation, checkpoint or
+    # export, wait at least 30 minutes.
+    collective_timeout_s: PositiveFloat = 300.0
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     log_every: PositiveInt = 10
     eval_every: NonNegativeInt = 0

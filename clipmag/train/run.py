@@ -3,6 +3,8 @@
 A front end supplies a ``RunTask`` (the engine's ``Task`` plus how to load and test its export)
 and a factory that builds it from the resolved config; everything else - distributed set-up,
 logging, the training loop, the test phase, the results record and cleanup - happens here once.
+A full disk or a lost rank, wherever it strikes, ends the run in one line that says which
+checkpoint remains.
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ from clipmag.results.record import build_results, numerics, write_results
 from clipmag.runtime import distributed as dist_utils
 from clipmag.runtime.distributed import DistributedContext
 from clipmag.runtime.logs import logger, release_held_log, setup_logging
+from clipmag.runtime.lost_rank import LostRank, is_lost_rank
 from clipmag.scoring.head_record import HeadRecord
+from clipmag.storage.disk_full import DiskFull, is_disk_full
 from clipmag.storage.folder_lock import FolderLock
+from clipmag.train import checkpoint as ckpt_io
 from clipmag.train.engine import Task, Trainer
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optimizer import OptimConfig
@@ -64,7 +69,7 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
 
     Returns the results record on rank 0 and an empty dict on the other ranks.
     """
-    ctx = dist_utils.init_distributed(cfg.train.device)
+    ctx = dist_utils.init_distributed(cfg.train.device, cfg.train.collective_timeout_s / 60)
     output_dir = Path(cfg.train.output_dir)
     lock = FolderLock(output_dir, "training run")
     try:
@@ -117,6 +122,22 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
             task.describe_export(tested, record, results)
         print(task.format_results(metrics), flush=True)
         return results
+    except Exception as err:
+        fault = _run_fault(err, output_dir, ctx, cfg.train.collective_timeout_s)
+        if fault is None:
+            raise
+        raise fault from None
     finally:
         lock.release()
         dist_utils.cleanup()
+
+
+def _run_fault(err: Exception, output_dir: Path, ctx: DistributedContext, timeout_s: float) -> Exception | None:
+    """A full disk (a checkpoint, the export, the results) or a lost rank as the one line the entry
+    point prints, with the checkpoint that remains; None for any other error."""
+    if is_disk_full(err):
+        return DiskFull(err.folder if isinstance(err, DiskFull) else output_dir, ckpt_io.after_full_disk(output_dir))
+    if is_lost_rank(err):
+        remains = f"{ckpt_io.what_remains(output_dir, read_step=ctx.is_main)}: {ckpt_io.RERUN} once every rank runs"
+        return LostRank(err, ctx.rank, ctx.world_size, timeout_s, remains)
+    return None

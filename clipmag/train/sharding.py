@@ -40,7 +40,7 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
 from clipmag.runtime import distributed as dist_utils
-from clipmag.storage.files import replace_on_success
+from clipmag.storage.files import open_replacing
 from clipmag.train.sharded_reading import check_metadata, load_checked
 
 __all__ = [
@@ -172,16 +172,23 @@ def save_sharded(
     ckpt_dir: Path, step: int, model: nn.Module, optimizer: torch.optim.Optimizer, trainer: Mapping[str, Any]
 ) -> Path:
     """Every rank writes its shards into ``sharded-step<step>``; rank 0 then writes ``trainer``
-    (atomically, last) and removes every other step folder. Returns the folder."""
+    (atomically, last) and removes every other step folder. Returns the folder. A save that fails
+    (a full disk: every rank's ``dcp.save`` raises) removes its incomplete folder."""
     folder = ckpt_dir / STEP_FOLDER.format(step)
     if dist_utils.is_main_process():
         shutil.rmtree(folder, ignore_errors=True)  # left by a save of this step that was killed
         folder.mkdir(parents=True)
     dist_utils.barrier()
-    dcp.save(_sharded_state(model, optimizer), checkpoint_id=str(folder))
+    try:
+        dcp.save(_sharded_state(model, optimizer), checkpoint_id=str(folder))
+        if dist_utils.is_main_process():
+            with open_replacing(folder / TRAINER_FILE) as file:
+                torch.save(dict(trainer), file)
+    except Exception:
+        if dist_utils.is_main_process():
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     if dist_utils.is_main_process():
-        with replace_on_success(folder / TRAINER_FILE) as tmp:
-            torch.save(dict(trainer), tmp)
         for other in _step_folders(ckpt_dir).values():
             if other != folder:
                 shutil.rmtree(other, ignore_errors=True)

@@ -9,10 +9,18 @@ all, as a checkpoint is written together), the latest checkpoint is saved and :c
 ends the process with the signal's exit status. Resumed (``train.resume=latest``, as every sweep
 cell runs), the run continues at that step with the same data order and random state: it is the run
 it would have been without the interruption.
+
+Ctrl-C (``SIGINT``) stops a run the same way: a terminal sends it to the process (torchrun forwards
+it to every rank, and ``SIGKILL``s them after its ``--shutdown-timeout``, 30 s by default), which
+saves at the step boundary and says how to continue. A second Ctrl-C quits at once without saving,
+in one line: the previous checkpoint is intact, as after any kill. Both lines are written straight to
+the standard error's file descriptor, which a handler may do at any moment (a ``print`` may not: it
+could interrupt another write to the same stream).
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from types import FrameType
@@ -22,10 +30,13 @@ import torch
 
 from clipmag.runtime import distributed as dist_utils
 from clipmag.runtime.logs import logger
+from clipmag.train.checkpoint import RERUN
 
 __all__ = ["STOP_SIGNALS", "RunStopped", "StopRequests"]
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)
+INTERRUPT_NOTICE = "Ctrl-C: stopping at the end of this step to save a checkpoint (Ctrl-C again quits without saving)"
+QUIT_NOTICE = f"Ctrl-C again: quit without saving; the last complete checkpoint is intact: {RERUN} to continue"
 
 
 class RunStopped(SystemExit):
@@ -58,7 +69,19 @@ class StopRequests:
         self._previous.clear()
 
     def _record(self, signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGINT:
+            if self.received == signal.SIGINT.name:
+                _say(QUIT_NOTICE)
+                os._exit(128 + signum)
+            if dist_utils.get_rank() == 0:
+                _say(INTERRUPT_NOTICE)
         self.received = signal.Signals(signum).name
+
+    def stopped(self, step: int, signal_name: str, is_main: bool) -> RunStopped:
+        """What ends the run once its checkpoint at ``step`` is saved; rank 0 says how to continue."""
+        if is_main:
+            logger.warning("%s at step %d: checkpoint saved; %s to continue", signal_name, step, RERUN)
+        return RunStopped(step, signal_name)
 
     def agreed(self, device: torch.device) -> str | None:
         """The signal any rank received (every rank calls this at the same step), else None."""
@@ -70,3 +93,7 @@ class StopRequests:
         if mine and self.received is None:
             logger.info("another rank received %s", signal.Signals(mine).name)
         return signal.Signals(mine).name if mine else None
+
+
+def _say(line: str) -> None:
+    os.write(2, f"{line}\n".encode())

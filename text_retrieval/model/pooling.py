@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, PreTrainedModel
 
+from clipmag.storage.safetensors_files import check_safetensors_folder
 from text_retrieval.config import POOLINGS
 
 __all__ = ["POOLINGS", "VOCABULARY_POOLINGS", "VOCABULARY_LOGITS_BUDGET", "pool", "splade_pool", "load_model"]
@@ -57,9 +58,11 @@ def load_model(
 ) -> PreTrainedModel:
     """The transformer, with its masked-language-model head when the pooling reads vocabulary logits.
 
-    ``random_init_seed`` draws fresh weights in a forked RNG (the caller's random state is untouched)."""
+    ``random_init_seed`` draws fresh weights in a forked RNG (the caller's random state is untouched).
+    A folder's weights files are checked first: a truncated one is named (transformers would not)."""
     auto = AutoModelForMaskedLM if pooling in VOCABULARY_POOLINGS else AutoModel
     if random_init_seed is None:
+        check_safetensors_folder(source)
         return auto.from_pretrained(source, **model_kwargs)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(random_init_seed)

@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from clipmag.runtime.precision import native_bf16
+from clipmag.storage.safetensors_files import check_safetensors_folder
 from text_retrieval.rag.prompts import Prompt
 
 logger = logging.getLogger("clipmag")
@@ -163,6 +164,7 @@ def load_reader(
     )
     torch_dtype = {"auto": torch.bfloat16 if native_bf16(target) else torch.float32}.get(dtype) or getattr(torch, dtype)
     kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
+    check_safetensors_folder(source)
     try:
         config = AutoConfig.from_pretrained(source, **kwargs)
         model_class = AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
