@@ -17,6 +17,7 @@ from text_fixtures import tiny_train_args, write_beir, write_code_search_set, wr
 
 from clipmag.clip.cli import main as train_clip
 from clipmag.clip.sources import read_caption_file, read_karpathy
+from clipmag.config.build import load_yaml
 from clipmag.storage.shards import ShardError
 from clipmag.storage.user_files import NotUtf8Error
 from text_retrieval.cli import main as train_text
@@ -64,7 +65,7 @@ def test_a_gzipped_corpus_names_its_line(tmp_path):
         load_beir(folder)
 
 
-def test_bright_sts_pairs_and_settings_files_name_their_line(tmp_path):
+def test_bright_sts_config_and_settings_files_name_their_line(tmp_path):
     task = tmp_path / "bright" / "biology"
     task.mkdir(parents=True)
     (task / "documents.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "content": "x"}) + "\n" for i in range(3)))
@@ -77,6 +78,11 @@ def test_bright_sts_pairs_and_settings_files_name_their_line(tmp_path):
     _spoil(sts, 6, column=12)
     with pytest.raises(NotUtf8Error, match=_fault(sts, 6, 12)):
         load_sts_file(sts)
+    config = tmp_path / "run.yaml"
+    config.write_text("head:\n  name: dot\n")
+    _spoil(config, 2, column=9)
+    with pytest.raises(NotUtf8Error, match=_fault(config, 2, 9)):
+        load_yaml(config)
     settings = tmp_path / "bright.yaml"
     settings.write_text(f"bright: {tmp_path / 'bright'}\nname: caf\n")
     _spoil(settings, 2, column=10)

@@ -11,6 +11,7 @@ short prefix of what it found (:func:`preview`).
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -54,13 +55,8 @@ def open_text(path: str | Path) -> Iterator[IO[str]]:
     """A UTF-8 text file, transparently gunzipping ``*.gz``; newlines are kept as found. A byte that
     is not UTF-8, met anywhere in the block, is an error naming the file and its line."""
     path = Path(path)
-    with named_decode_errors(path, lambda: _raw(path)):
-        if path.suffix == ".gz":
-            with gzip.open(path, "rt", encoding="utf-8", newline="") as handle:
-                yield handle
-        else:
-            with open(path, encoding="utf-8", newline="") as handle:
-                yield handle
+    with named_decode_errors(path, lambda: _raw(path)), io.TextIOWrapper(_raw(path), "utf-8", newline="") as handle:
+        yield handle
 
 
 def parse_json_lines(lines: Iterable[tuple[int, str]], where: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
