@@ -23,7 +23,7 @@ from clipmag.experiments.prepare import SweepStep, run_prepare
 from clipmag.experiments.sweep import check_cells
 from clipmag.runtime.logs import caller_logging_kept, logger, setup_logging
 from text_retrieval.data import download
-from text_retrieval.data.loaders import check_eval_data, detect_kind, load_beir, load_sts
+from text_retrieval.data.loaders import detect_kind, load_beir, load_eval_datasets, load_sts
 from text_retrieval.data.loaders.bright import BRIGHT_TASKS, load_bright_collection
 from text_retrieval.data.training.shards import TextShardStream
 from text_retrieval.rag.answers import has_answer
@@ -129,7 +129,7 @@ def test_trainer_names_a_missing_test_set_before_its_first_step(tmp_path, monkey
     write_bright_hub("raw/bright", examples=2, pages=3)
     download.main(["bright", "data/bright", "--snapshot", "raw/bright", "--tasks", "pony"])
     assert detect_kind("configs/eval/bright_official.yaml") == "bright-settings"  # packaged, from any folder
-    check_eval_data("configs/eval/bright_official.yaml")
+    assert [d.task for d in load_eval_datasets("configs/eval/bright_official.yaml")] == ["pony"]
     args = [f"model.name_or_path={write_tiny_encoder(tmp_path / 'bert')}", "data.train=data/m/shards"]
     args += ["data.validation=[data/m/dev]", "data.test=[configs/eval/bright_official.yaml,data/beir/nowhere]"]
     with pytest.raises(FileNotFoundError, match=r"data\.test 'data/beir/nowhere': evaluation data not found"):

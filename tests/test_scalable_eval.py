@@ -13,6 +13,7 @@ from conftest import REPO, run_python
 from text_fixtures import TINY_SIZES, minilm_path, write_code_search_set
 
 from clipmag.scoring.heads import build_head
+from clipmag.storage.folder_lock import LOCK_FILE
 from text_retrieval.evaluation.metrics import read_trec_run
 from text_retrieval.retrieval.ann import recall_vs_exact
 from text_retrieval.retrieval.corpus_cache import encode_corpus
@@ -115,7 +116,8 @@ def test_interrupted_encode_resumes_without_reusing_a_partial_chunk(tmp_path):
     resumed = _Encoder()
     again = encode_corpus(resumed, texts, tmp_path / "cache", "toy", settings=settings)
     assert resumed.chunks == [texts[10], texts[15], texts[20]]  # chunks 0 and 1 were done
-    assert again.dtype == np.float16 and sorted(p.name for p in folder.iterdir()) == ["embeddings.npy", "identity.json"]
+    assert again.dtype == np.float16
+    assert sorted(p.name for p in folder.iterdir()) == [LOCK_FILE, "embeddings.npy", "identity.json"]
     np.testing.assert_array_equal(again, whole)
 
 

@@ -22,7 +22,7 @@ from clipmag.scoring.losses import infonce_from_config
 from clipmag.train.batching import SeededBatches, rank_slice
 from text_retrieval.config import TextConfig
 from text_retrieval.data.embedded.build import build_embedded
-from text_retrieval.data.loaders import STSPairs, check_eval_data, load_eval_datasets, load_sts_file
+from text_retrieval.data.loaders import STSPairs, load_eval_datasets, load_sts_file
 from text_retrieval.data.loaders.beir import is_beir_folder
 from text_retrieval.data.loaders.overlap import validation_test_overlap
 from text_retrieval.data.loaders.sts import GoldScale
@@ -54,11 +54,11 @@ class TextRetrievalTask:
         self.primary_metric = "spearman" if cfg.data.objective == "sts" else "NDCG@10"
         self._embedded: dict[str, Path] | None = None
         self._refuse_validation_on_test_data()
-        self._check_test_data()
         self._refuse_test_content_as_validation()
         self.validation_sets = [
             ds for spec in cfg.data.validation for ds in self._load(spec, cfg.data.validation_split)
         ]
+        self.test_sets = self._load_test_sets()
 
     # ---- data --------------------------------------------------------------------------------
     def _refuse_validation_on_test_data(self) -> None:
@@ -83,14 +83,17 @@ class TextRetrievalTask:
         if problem:
             raise ConfigError(problem)
 
-    def _check_test_data(self) -> None:
-        """The test sets are read after the last step, so a missing one is named before the first."""
+    def _load_test_sets(self) -> list[Any]:
+        """The test sets, read in full before the first step: they are scored after the last, and a
+        missing file, a malformed line or a byte that is not UTF-8 must not cost a whole training.
+        Every rank reads them, so every rank stops on a fault; rank 0, which tests, keeps them."""
+        sets = []
         for spec in self.cfg.data.test:
-            if not spec.startswith(EMBEDDED_PREFIX):
-                try:
-                    check_eval_data(spec)
-                except FileNotFoundError as err:
-                    raise FileNotFoundError(f"data.test {spec!r}: {err} (relative to {Path.cwd()})") from None
+            try:
+                sets += self._load(spec, self.cfg.data.test_split)
+            except FileNotFoundError as err:
+                raise FileNotFoundError(f"data.test {spec!r}: {err} (relative to {Path.cwd()})") from None
+        return sets if self.ctx.is_main else []
 
     def embedded_paths(self) -> dict[str, Path]:
         """Build the embedded default once (rank 0 first, the others wait and reuse it)."""
@@ -211,8 +214,7 @@ class TextRetrievalTask:
     def test(self, encoder: TextEncoder) -> dict[str, dict[str, Any]]:
         """Results on the configured test sets. Of the per-query scores only nDCG@10 is kept (a few
         KB per set), which the report's paired tests over queries read."""
-        sets = [ds for spec in self.cfg.data.test for ds in self._load(spec, self.cfg.data.test_split)]
-        results = self.evaluate_sets(encoder, sets, keep_norms=True)
+        results = self.evaluate_sets(encoder, self.test_sets, keep_norms=True)
         for result in results.values():
             if "per_query" in result:
                 result["per_query"] = {

@@ -20,7 +20,7 @@ import glob
 import io
 import itertools
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -258,15 +258,26 @@ class EvalSet:
         return cls(name, images.float(), texts, tokenizer(texts), owner, labels.long())
 
 
-def read_eval_set(spec: str, preprocess: Callable, tokenizer: Callable, what: str) -> EvalSet:
-    """Every sample of the shards of ``spec``, in order, with all captions (``what`` names the setting)."""
+def _eval_samples(spec: str, what: str) -> Iterator[ImageCaptions]:
+    """Every sample of the shards of ``spec``, in order, decoded (``what`` names the setting)."""
     paths = validate_shards(spec, what)
     sizes = declared_sizes(paths)
-    images, captions, labels = [], [], []
     for path in paths:
         for raw in read_samples(path, sizes.get(path)):
-            sample = decode_sample(raw)
-            images.append(preprocess(sample.image))
-            captions.append(sample.captions)
-            labels.append(sample.label)
+            yield decode_sample(raw)
+
+
+def check_eval_set(spec: str, what: str) -> int:
+    """Decode every sample of an evaluation split without keeping it (the ranks that do not evaluate
+    stop on a broken sample too); returns the count."""
+    return sum(1 for _ in _eval_samples(spec, what))
+
+
+def read_eval_set(spec: str, preprocess: Callable, tokenizer: Callable, what: str) -> EvalSet:
+    """Every sample of the shards of ``spec``, in order, with all captions (``what`` names the setting)."""
+    images, captions, labels = [], [], []
+    for sample in _eval_samples(spec, what):
+        images.append(preprocess(sample.image))
+        captions.append(sample.captions)
+        labels.append(sample.label)
     return EvalSet.from_captions(dataset_name(spec), torch.stack(images), captions, torch.tensor(labels), tokenizer)

@@ -29,6 +29,7 @@ from typing import Any, Literal
 from clipmag.config.checks import Fraction, PositiveInt
 from clipmag.config.command_line import field_flags, parse_cli, require_one_of
 from clipmag.config.entry import run_entry_point
+from clipmag.storage.user_files import non_blank_lines
 
 from . import embedded, sources
 from .download import download
@@ -165,8 +166,8 @@ def main(argv: Sequence[str]) -> Path:
         splits, how = _folder_splits(args)
         name = args.name or out.name
         if args.classnames and args.templates:
-            classnames = [c.strip() for c in Path(args.classnames).read_text().splitlines() if c.strip()]
-            templates = [t.strip() for t in Path(args.templates).read_text().splitlines() if t.strip()]
+            classnames = non_blank_lines(args.classnames, "--classnames")
+            templates = non_blank_lines(args.templates, "--templates")
             classified = [s for s in splits["test"] if s.label is not None]
     for split, samples in splits.items():
         _clear(out / split, args.overwrite)

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from clipmag.storage.user_files import preview, read_utf8
+
 SPLITS = ("train", "val", "test")
 KARPATHY_SPLITS = {"train": "train", "restval": "train", "val": "val", "test": "test"}
 
@@ -37,12 +39,12 @@ def read_caption_file(path: str | Path) -> list[ImageEntry]:
     with the same file name are captions of one image, kept in the order of first appearance."""
     entries: dict[str, ImageEntry] = {}
     first_line: dict[str, int] = {}
-    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_utf8(path).splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
         parts = line.split("\t")
         if len(parts) not in (2, 3) or not parts[0].strip() or not parts[1].strip():
-            raise ValueError(f"{path}:{n}: expected 'filename<TAB>caption[<TAB>class]', got {line!r}")
+            raise ValueError(f"{path}:{n}: expected 'filename<TAB>caption[<TAB>class]', got {preview(line)}")
         name, caption = parts[0].strip(), parts[1].strip()
         try:
             label = int(parts[2]) if len(parts) == 3 else None
@@ -63,8 +65,9 @@ def read_caption_file(path: str | Path) -> list[ImageEntry]:
 def read_karpathy(path: str | Path) -> list[ImageEntry]:
     """The images of a Karpathy split file with their raw sentences and split (``restval`` joins
     train, as is standard); file names include the ``filepath`` folder where one is given (COCO)."""
+    text = read_utf8(path)
     try:
-        images = json.loads(Path(path).read_text(encoding="utf-8"))["images"]
+        images = json.loads(text)["images"]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{path}: expected a Karpathy split file, a JSON object with 'images' ({err})") from None
     entries = []

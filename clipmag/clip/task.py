@@ -24,11 +24,12 @@ from clipmag.runtime.distributed import DistributedContext
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import infonce_from_config
+from clipmag.storage.user_files import non_blank_lines
 from clipmag.train.batching import SeededBatches
 
 from . import embedded as embedded_set
 from .config import ClipConfig
-from .data import EvalSet, flatten_captions, read_eval_set, shard_paths, split_overlap, validate_shards
+from .data import EvalSet, check_eval_set, flatten_captions, read_eval_set, shard_paths, split_overlap
 from .evaluate import encode, format_results, retrieval_metrics, zero_shot_metrics, zero_shot_prompts
 from .model import ClipMagModel, build_open_clip, export_open_clip, load_clipmag, resolve_model_name
 from .stream import ClipShardStream
@@ -122,19 +123,22 @@ class ClipTask:
             world_size=self.ctx.world_size,
             workers=d.workers,
         )
-        for split, spec in self.eval_specs.items():
-            if spec:
-                validate_shards(spec, f"data.{split}_shards")
+        self._read_eval_sets()
         if d.classnames and d.templates:
-            self.classes = (_lines(d.classnames, "data.classnames"), _lines(d.templates, "data.templates"))
+            self.classes = (
+                non_blank_lines(d.classnames, "data.classnames"),
+                non_blank_lines(d.templates, "data.templates"),
+            )
 
-    def _eval_set(self, split: str) -> EvalSet | None:
-        """The validation or test set, read from its shards on first use."""
-        if split not in self.eval_sets:
-            spec = self.eval_specs.get(split)
-            what = f"data.{split}_shards"
-            self.eval_sets[split] = read_eval_set(spec, self.preprocess_val, self.tokenizer, what) if spec else None
-        return self.eval_sets[split]
+    def _read_eval_sets(self) -> None:
+        """The validation and test splits, read in full before the first step: the test is scored
+        after the last, and a broken image or caption must not cost a whole training. Rank 0, which
+        evaluates, keeps them; the other ranks decode every sample too, so every rank stops on a fault."""
+        for split, spec in self.eval_specs.items():
+            if spec and self.ctx.is_main:
+                self.eval_sets[split] = read_eval_set(spec, self.preprocess_val, self.tokenizer, f"data.{split}_shards")
+            elif spec:
+                check_eval_set(spec, f"data.{split}_shards")
 
     def _zero_shot(self, test: EvalSet) -> ZeroShot | None:
         if self.zero_shot is None and self.classes is not None and bool((test.labels >= 0).all()):
@@ -185,7 +189,7 @@ class ClipTask:
 
     def evaluate(self, model: ClipMagModel) -> dict[str, float]:
         """Validation: retrieval on the validation split (empty without one)."""
-        data = self._eval_set("val")
+        data = self.eval_sets.get("val")
         return self._retrieval(model, data) if data is not None else {}
 
     def export(self, model: ClipMagModel, directory: Path) -> None:
@@ -198,7 +202,7 @@ class ClipTask:
 
     def test(self, model: ClipMagModel) -> dict[str, dict[str, Any]]:
         """Retrieval (and zero-shot, where classes are known) on the test split, under its name."""
-        data = self._eval_set("test")
+        data = self.eval_sets.get("test")
         if data is None:
             logger.warning("no test split (data.test_shards): results.json gets no test numbers")
             return {}
@@ -233,10 +237,3 @@ class ClipTask:
             f"{name}: {self.cfg.objective} objective, head {self.cfg.head.name}, query side {self.cfg.model.query_side}"
         )
         return title + "\n" + format_results(found, self.cfg.head.name)
-
-
-def _lines(path: str, key: str) -> list[str]:
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"{key}: file not found: {path}")
-    return [line.strip() for line in p.read_text().splitlines() if line.strip()]

@@ -29,6 +29,7 @@ from clipmag.config.checks import (
     type_name,
 )
 from clipmag.registry.config_packages import config_path
+from clipmag.storage.user_files import read_utf8
 
 __all__ = [
     "to_dict",
@@ -126,7 +127,7 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     path = config_path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
-    data = read_yaml(path.read_text(), path) or {}
+    data = read_yaml(read_utf8(path), path) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of keys at the top level, got {type(data).__name__}")
     return data

@@ -9,12 +9,18 @@ which is what a refused process prints; a holder that exits normally empties it 
 Distributed runs take it once, on rank 0, before any rank writes. flock locks belong to an open
 file, so one process taking the same folder twice is refused too: a sweep locks its own folder,
 each cell its cell folder.
+
+A process that would rather wait than be refused (a corpus cache being built by another evaluation)
+takes the lock with ``wait=True``: it logs who holds it and blocks until the kernel hands it over.
+A holder record found on taking the lock was left by a holder that died without releasing it
+(:attr:`FolderLock.left_by`), which tells its successor that what it finds there is unfinished.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import socket
 import sys
@@ -26,6 +32,7 @@ from clipmag.config.checks import ConfigError
 
 __all__ = ["LOCK_FILE", "FolderBusy", "FolderLock"]
 
+logger = logging.getLogger("clipmag")
 LOCK_FILE = ".clipmag.lock"
 
 
@@ -48,13 +55,15 @@ class FolderLock:
         self.folder = Path(folder)
         self.what = what  # e.g. "training run", "sweep": named in the refusal
         self._handle: IO[str] | None = None
+        self.left_by: dict[str, Any] = {}  # the record of a holder that died holding it, once acquired
 
     @property
     def path(self) -> Path:
         return self.folder / LOCK_FILE
 
-    def acquire(self) -> FolderLock:
-        """Take the lock or raise :class:`FolderBusy` at once, naming the holder."""
+    def acquire(self, wait: bool = False) -> FolderLock:
+        """Take the lock, or raise :class:`FolderBusy` at once naming the holder; with ``wait``, log
+        that line and block until the holder releases it (or exits)."""
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             handle = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held open while the lock lives
@@ -65,14 +74,13 @@ class FolderLock:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _holder(handle)
-            handle.close()
-            command = " ".join(holder.get("command", [])) or "unknown command"
-            raise FolderBusy(
-                f"{self.folder} is in use by another {holder.get('what', 'process')}: pid {holder.get('pid', '?')} "
-                f"on {holder.get('host', '?')} since {holder.get('started', '?')} ({command}); "
-                "wait for it to finish or choose another output folder"
-            ) from None
+            in_use = self._in_use(_holder(handle))
+            if not wait:
+                handle.close()
+                raise FolderBusy(f"{in_use}; wait for it to finish or choose another output folder") from None
+            logger.warning("%s; waiting for it to finish", in_use)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        self.left_by = _holder(handle)
         handle.seek(0)
         handle.truncate()
         record = {"what": self.what, "pid": os.getpid(), "host": socket.gethostname(), "command": sys.argv}
@@ -80,6 +88,13 @@ class FolderLock:
         handle.flush()
         self._handle = handle
         return self
+
+    def _in_use(self, holder: dict[str, Any]) -> str:
+        command = " ".join(holder.get("command", [])) or "unknown command"
+        return (
+            f"{self.folder} is in use by another {holder.get('what', 'process')}: pid {holder.get('pid', '?')} "
+            f"on {holder.get('host', '?')} since {holder.get('started', '?')} ({command})"
+        )
 
     def release(self) -> None:
         """Empty the holder record, then unlock (the file stays: unlinking a lock file races)."""

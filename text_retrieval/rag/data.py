@@ -38,6 +38,7 @@ from text_retrieval.data.loaders.reading import (
     iter_jsonl,
     open_text,
     parse_json_lines,
+    preview,
     require_str,
 )
 from text_retrieval.rag.answers import MatchType
@@ -172,7 +173,7 @@ def _answer_list(value: Any, path: Path, line: int) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not value or not all(isinstance(a, str) for a in value):
-        raise DataFormatError(path, line, "a non-empty list of answer strings", repr(value)[:80])
+        raise DataFormatError(path, line, "a non-empty list of answer strings", preview(value))
     return tuple(value)
 
 
@@ -202,7 +203,7 @@ def _read_dpr_tsv(path: Path, name: str, match: str) -> list[Question]:
         try:
             answers = ast.literal_eval(row[1])
         except (ValueError, SyntaxError):
-            raise DataFormatError(path, line, "a Python list of answers in field 2", repr(row[1])[:80]) from None
+            raise DataFormatError(path, line, "a Python list of answers in field 2", preview(row[1])) from None
         answer_list = _answer_list(answers, path, line)
         questions.append(Question(f"{name}-{len(questions)}", row[0], answer_list, match))  # type: ignore[arg-type]
     return questions

@@ -14,8 +14,14 @@ The corpus is cut into chunks of ``chunk_size`` rows, the unit of sharding and o
 * under torchrun (``distributed=True``) rank r encodes chunks r, r + N, r + 2N ... into the same
   file; chunk boundaries do not depend on N, so N processes write the rows one process would, from
   the same batches;
-* when every chunk is done, rank 0 renames the file to ``embeddings.npy`` and writes
-  ``identity.json``. ``dtype="fp16"`` halves disk and memory; search reads chunks back as fp32.
+* when every chunk is done, rank 0 writes ``identity.json`` and renames the file to
+  ``embeddings.npy``. ``dtype="fp16"`` halves disk and memory; search reads chunks back as fp32.
+
+Two evaluations may share one ``cache_dir``: a build holds the cache folder's lock
+(:class:`clipmag.storage.folder_lock.FolderLock`, taken by rank 0), so a second evaluation of the
+same corpus waits, with a line naming the builder's pid, and then reads the finished cache instead
+of writing into a live build. The kernel drops the lock with its holder, so partial files found
+under the lock are a stopped build's: they are resumed (or cleared, for another layout) and said.
 
 A finished cache is checked before it is used - its header, its size against the shape and dtype
 the header declares, and the document count ``identity.json`` records - because a truncated memory
@@ -35,7 +41,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -45,6 +51,7 @@ import numpy as np
 from clipmag.runtime import distributed as dist_utils
 from clipmag.runtime.precision import autocast_dtype
 from clipmag.scoring.diagnostics import row_norms
+from clipmag.storage.folder_lock import FolderLock
 from clipmag.storage.naming import slug
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.retrieval.index import CACHE_DTYPES, RetrievalSettings, release_pages
@@ -191,36 +198,74 @@ def encode_corpus(
         dataset_fingerprint = hashlib.sha1("\0".join(texts).encode()).hexdigest()[:16]
     key, identity = corpus_cache_key(encoder, dataset_name, dataset_fingerprint, dtype)
     folder = Path(cache_dir) / key
-    target, shape = folder / "embeddings.npy", (len(texts), encoder.dim)
+    target, shape, stored = folder / "embeddings.npy", (len(texts), encoder.dim), np.dtype(CACHE_DTYPES[dtype])
     ranks = (dist_utils.get_rank(), dist_utils.get_world_size()) if distributed else (0, 1)
     sync = dist_utils.barrier if distributed else (lambda: None)
     main = ranks[0] == 0
-    if target.is_file():  # every rank reads the same file, so every rank takes the same branch
-        damage = _damage(folder, shape, np.dtype(CACHE_DTYPES[dtype]))
-        if damage is None:
-            logger.info("corpus embeddings from cache %s", folder)
-            return np.load(target, mmap_mode="r")
+    # a finished cache is read without the lock (a read-only cache folder serves too); rank 0's view
+    # decides for every rank, as another evaluation may finish the cache between two ranks' looks
+    finished = target.is_file() and _damage(folder, shape, stored) is None
+    if dist_utils.all_gather_objects(finished)[0] if distributed else finished:
+        logger.info("corpus embeddings from cache %s", folder)
+        return np.load(target, mmap_mode="r")
+    with _build_lock(folder, main, sync):
+        if target.is_file():  # under the lock nobody else writes, so every rank takes the same branch
+            damage = _damage(folder, shape, stored)
+            if damage is None:  # another evaluation finished it while this one waited
+                logger.info("corpus embeddings from cache %s", folder)
+                return np.load(target, mmap_mode="r")
+            if main:
+                logger.warning(
+                    "corpus cache %s is damaged (%s); removing it and encoding the corpus again", target, damage
+                )
+                _discard(folder, damage)
         if main:
-            logger.warning("corpus cache %s is damaged (%s); removing it and encoding the corpus again", target, damage)
-            _discard(folder, damage)
-    if main:
-        _open_partial(folder, shape, dtype, chunk_size)
-    sync()
-    encoded = _encode_chunks(encoder, texts, folder, chunk_size, ranks, **encode)
-    sync()
-    if main:
-        missing = [i for i in range(-(-len(texts) // chunk_size)) if not (folder / _DONE / f"{i}.done").exists()]
-        if missing:
-            raise RuntimeError(f"{folder}: corpus chunks {missing[:10]} were not encoded; run again to resume")
-        os.replace(folder / _PARTIAL, target)
-        shutil.rmtree(folder / _DONE)
-        (folder / _LAYOUT).unlink()
-        created = time.strftime("%Y-%m-%dT%H:%M:%S")
-        record = {**identity, "num_documents": len(texts), "chunk_size": chunk_size, "created": created}
-        (folder / "identity.json").write_text(json.dumps(record, indent=2))
-        logger.info("cached corpus embeddings in %s (%d chunks encoded by rank 0)", folder, encoded)
-    sync()
+            _open_partial(folder, shape, dtype, chunk_size)
+        sync()
+        encoded = _encode_chunks(encoder, texts, folder, chunk_size, ranks, **encode)
+        sync()
+        if main:
+            _finish(folder, identity, len(texts), chunk_size)
+            logger.info("cached corpus embeddings in %s (%d chunks encoded by rank 0)", folder, encoded)
+        sync()
     return np.load(target, mmap_mode="r")
+
+
+@contextmanager
+def _build_lock(folder: Path, main: bool, sync: Callable[[], None]) -> Iterator[None]:
+    """Rank 0 holds the cache folder's lock while the ranks build it: another evaluation sharing the
+    cache waits, saying for whom, and then reads what this one built. Partial files found once the
+    lock is taken are a stopped build's (its holder is gone), which ``_open_partial`` resumes or clears."""
+    lock = FolderLock(folder, "corpus cache build")
+    if main:
+        lock.acquire(wait=True)
+        dead = lock.left_by
+        if dead and (folder / _LAYOUT).exists():
+            logger.warning(
+                "%s: the build by pid %s on %s stopped before it finished; it is no longer running",
+                folder,
+                dead.get("pid", "?"),
+                dead.get("host", "?"),
+            )
+    sync()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _finish(folder: Path, identity: dict[str, str], documents: int, chunk_size: int) -> None:
+    """Rank 0, every chunk written: name the file ``embeddings.npy`` after its identity is beside
+    it, so that a finished cache is whole the moment it appears to a reader without the lock."""
+    missing = [i for i in range(-(-documents // chunk_size)) if not (folder / _DONE / f"{i}.done").exists()]
+    if missing:
+        raise RuntimeError(f"{folder}: corpus chunks {missing[:10]} were not encoded; run again to resume")
+    created = time.strftime("%Y-%m-%dT%H:%M:%S")
+    record = {**identity, "num_documents": documents, "chunk_size": chunk_size, "created": created}
+    (folder / "identity.json").write_text(json.dumps(record, indent=2))
+    os.replace(folder / _PARTIAL, folder / "embeddings.npy")
+    shutil.rmtree(folder / _DONE)
+    (folder / _LAYOUT).unlink()
 
 
 def corpus_norms(docs: np.ndarray, rows: int = 65_536) -> np.ndarray:

@@ -4,7 +4,7 @@
 a path, decides whether it is a BEIR folder, a BRIGHT task folder (or a folder of them), STS data,
 or a BRIGHT settings file (see :mod:`text_retrieval.data.loaders.eval_settings`), and loads it. A settings file
 named as a packaged config (``configs/eval/bright_official.yaml``) is found from any directory, as
-every config is; ``check_eval_data(path)`` finds what a later load would miss, without loading.
+every config is.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ __all__ = [
     "EvalSettings",
     "RetrievalDataset",
     "STSPairs",
-    "check_eval_data",
     "detect_kind",
     "load_eval_datasets",
     "load_beir",
@@ -107,11 +106,3 @@ def load_eval_datasets(
         root, own = read_settings_file(path)
         return list(_load_bright(root, own, attach=True))
     return list(load_sts(path, split=split))
-
-
-def check_eval_data(path: str | Path) -> None:
-    """Raise what :func:`load_eval_datasets` would for a missing or unrecognised ``path`` (and, for a
-    settings file, its BRIGHT root), reading no dataset: a trainer tests after its last step, so it
-    checks its test sets before the first."""
-    if detect_kind(path) == "bright-settings":
-        read_settings_file(located(path))

@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from clipmag.storage.user_files import check_inside
 from text_retrieval.data.loaders.reading import DataFormatError, find_file, iter_jsonl, iter_tsv, require_str
 
 logger = logging.getLogger("clipmag")
@@ -174,6 +175,7 @@ def load_beir(
             available = sorted(p.stem for p in (folder / "qrels").glob("*.tsv")) if (folder / "qrels").is_dir() else []
             raise FileNotFoundError(f"{folder}: missing {what} (BEIR layout; qrels splits present: {available})")
     assert corpus_path is not None and queries_path is not None
+    check_inside(qrels_path, folder)
     corpus_ids, corpus_texts = read_corpus(corpus_path)
     all_queries = _read_queries(queries_path)
     qrels = read_qrels(qrels_path)

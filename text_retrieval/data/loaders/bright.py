@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clipmag.storage.user_files import check_inside, read_utf8
 from text_retrieval.data.loaders.beir import RetrievalDataset
 from text_retrieval.data.loaders.eval_settings import REASONING_CONFIGS, EvalSettings
-from text_retrieval.data.loaders.reading import DataFormatError, find_file, iter_jsonl, require_str
+from text_retrieval.data.loaders.reading import DataFormatError, find_file, iter_jsonl, preview, require_str
 
 logger = logging.getLogger("clipmag")
 
@@ -118,7 +119,7 @@ def _id_list(obj: dict[str, Any], key: str, path: Path, line: int, required: boo
         return []
     value = obj[key]
     if not isinstance(value, list) or not all(isinstance(v, (str, int)) for v in value):
-        raise DataFormatError(path, line, f"{key!r} to be a list of ids", repr(value)[:80])
+        raise DataFormatError(path, line, f"{key!r} to be a list of ids", preview(value))
     return [str(v) for v in value if str(v) != "N/A"]
 
 
@@ -126,10 +127,11 @@ def _read_revision(folder: Path) -> str | None:
     path = folder / SOURCE_FILE
     if not path.is_file():
         return None
+    text = read_utf8(check_inside(path, folder))
     try:
-        return json.loads(path.read_text(encoding="utf-8"))["revision"]
+        return json.loads(text)["revision"]
     except (json.JSONDecodeError, KeyError, TypeError):
-        raise DataFormatError(path, None, 'a JSON object with a "revision"', path.read_text()[:80]) from None
+        raise DataFormatError(path, None, 'a JSON object with a "revision"', preview(text)) from None
 
 
 def _read_corpus(folder: Path, stem: str) -> tuple[Path, list[str], list[str]]:

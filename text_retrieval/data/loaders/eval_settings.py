@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from clipmag.config.build import read_yaml
+from clipmag.storage.user_files import read_utf8
 
 # BRIGHT's reasoning-augmented query sets (the hub configs whose ``query`` holds an LLM's reasoning).
 REASONING_CONFIGS = ("gpt4_reason", "claude-3-opus_reason", "Gemini-1.0_reason", "llama3-70b_reason", "grit_reason")
@@ -109,7 +110,7 @@ def is_settings_file(path: str | Path) -> bool:
 def read_settings_file(path: str | Path) -> tuple[Path, EvalSettings]:
     """The BRIGHT root a settings file names and its settings; errors name the file and the key."""
     path = Path(path)
-    values: Any = read_yaml(path.read_text(encoding="utf-8"), path)
+    values: Any = read_yaml(read_utf8(path), path)
     if not isinstance(values, dict) or "bright" not in values:
         raise ValueError(f"{path}: expected a mapping with a 'bright' key (the BRIGHT root) and evaluation settings")
     for key, value in values.items():

@@ -2,7 +2,10 @@
 
 Every loader reports bad input the same way: a :class:`DataFormatError` that names the file, the
 1-based line number and what was expected there, so that a user can open the file at the right
-line instead of guessing from a ``KeyError`` deep inside a pipeline.
+line instead of guessing from a ``KeyError`` deep inside a pipeline. A byte that is not UTF-8 is
+named the same way (:mod:`clipmag.storage.user_files`), a file that a folder's layout names must lie
+in that folder (:func:`find_file` refuses a symbolic link out of it), and an error quotes only a
+short prefix of what it found (:func:`preview`).
 """
 
 from __future__ import annotations
@@ -11,10 +14,22 @@ import gzip
 import io
 import json
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-__all__ = ["DataFormatError", "open_text", "parse_json_lines", "iter_jsonl", "iter_tsv", "find_file", "require_str"]
+from clipmag.storage.user_files import check_inside, named_decode_errors, preview
+
+__all__ = [
+    "DataFormatError",
+    "open_text",
+    "parse_json_lines",
+    "iter_jsonl",
+    "iter_tsv",
+    "find_file",
+    "preview",
+    "require_str",
+]
 
 
 class DataFormatError(ValueError):
@@ -31,17 +46,17 @@ class DataFormatError(ValueError):
         self.expected = expected
 
 
-def open_text(path: str | Path) -> io.TextIOBase:
-    """Open a UTF-8 text file, transparently gunzipping ``*.gz``; newlines are kept as found."""
+def _raw(path: Path) -> IO[bytes]:
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")  # noqa: SIM115 - the caller closes it
+
+
+@contextmanager
+def open_text(path: str | Path) -> Iterator[IO[str]]:
+    """A UTF-8 text file, transparently gunzipping ``*.gz``; newlines are kept as found. A byte that
+    is not UTF-8, met anywhere in the block, is an error naming the file and its line."""
     path = Path(path)
-    if path.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
-
-
-def _preview(line: str, width: int = 80) -> str:
-    line = line.rstrip("\r\n")
-    return repr(line if len(line) <= width else line[:width] + "...")
+    with named_decode_errors(path, lambda: _raw(path)), io.TextIOWrapper(_raw(path), "utf-8", newline="") as handle:
+        yield handle
 
 
 def parse_json_lines(lines: Iterable[tuple[int, str]], where: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -55,7 +70,7 @@ def parse_json_lines(lines: Iterable[tuple[int, str]], where: str | Path) -> Ite
             obj = json.loads(line)
         except json.JSONDecodeError as err:
             raise DataFormatError(
-                where, number, "one JSON object per line", f"invalid JSON ({err.msg}): {_preview(line)}"
+                where, number, "one JSON object per line", f"invalid JSON ({err.msg}): {preview(line)}"
             ) from None
         if not isinstance(obj, dict):
             raise DataFormatError(where, number, "a JSON object", type(obj).__name__)
@@ -83,11 +98,12 @@ def iter_tsv(path: str | Path) -> Iterator[tuple[int, list[str]]]:
 
 
 def find_file(folder: Path, *names: str) -> Path | None:
-    """The first of ``names`` that exists in ``folder``, or None."""
+    """The first of ``names`` that exists in ``folder``, or None; one that is a symbolic link out of
+    ``folder`` is refused (``LinkOutError``), whatever asked."""
     for name in names:
         candidate = folder / name
         if candidate.is_file():
-            return candidate
+            return check_inside(candidate, folder)
     return None
 
 

@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from clipmag.storage.user_files import check_inside
 from text_retrieval.data.loaders.reading import DataFormatError, iter_tsv
 
 logger = logging.getLogger("clipmag")
@@ -244,8 +245,8 @@ def load_sts(path: str | Path, split: str = "test") -> list[STSPairs]:
         raise ValueError(f"unknown STS split {split!r}; known: {sorted(STS_SPLIT_FILES)}")
     for file_name in split_names:
         if (path / file_name).is_file():
-            return [load_sts_file(path / file_name, name=f"{path.name}-{split}")]
+            return [load_sts_file(check_inside(path / file_name, path), name=f"{path.name}-{split}")]
     files = [p for p in _sts_files(path) if not any(p.name in names for names in STS_SPLIT_FILES.values())]
     if not files:
         raise FileNotFoundError(f"{path}: no STS file for split {split!r} (tried {', '.join(split_names)})")
-    return [load_sts_file(p) for p in files]
+    return [load_sts_file(check_inside(p, path)) for p in files]

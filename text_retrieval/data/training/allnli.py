@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from clipmag.storage.files import replace_on_success
+from clipmag.storage.user_files import named_decode_errors
 from text_retrieval.data.loaders.reading import DataFormatError, parse_json_lines
 from text_retrieval.data.loaders.sts import load_sts_file
 from text_retrieval.data.training.write import sha256_of, write_manifest
@@ -75,11 +76,16 @@ def locate(folder: str | Path, source: Source) -> Path:
     raise FileNotFoundError(f"{folder}: neither {source.file_name} nor {source.archive} (from {source.url})")
 
 
+def _where(path: Path, source: Source) -> str:
+    """How errors name ``source``'s text: the file, or the archive and its member."""
+    return str(path) if path.name == source.file_name else f"{path}:{source.member}"
+
+
 @contextmanager
-def _open_member(path: Path, source: Source) -> Iterator[IO[str]]:
-    """The text of ``source``'s member: ``path`` itself, or the member inside the archive ``path``."""
+def _open_raw(path: Path, source: Source) -> Iterator[IO[bytes]]:
+    """The bytes of ``source``'s member: ``path`` itself, or the member inside the archive ``path``."""
     if path.name == source.file_name:
-        with open(path, encoding="utf-8", newline="") as fh:
+        with open(path, "rb") as fh:
             yield fh
         return
     with ExitStack() as stack:
@@ -94,6 +100,13 @@ def _open_member(path: Path, source: Source) -> Iterator[IO[str]]:
             ) from None
         if raw is None:
             raise DataFormatError(path, None, f"{source.member} to be a file in the archive")
+        yield raw
+
+
+@contextmanager
+def _open_member(path: Path, source: Source) -> Iterator[IO[str]]:
+    """The UTF-8 text of ``source``'s member; a byte that is not UTF-8 is named with its line."""
+    with named_decode_errors(_where(path, source), lambda: _open_raw(path, source)), _open_raw(path, source) as raw:
         yield io.TextIOWrapper(raw, encoding="utf-8", newline="")
 
 
@@ -103,7 +116,7 @@ def _clean(text: Any) -> str:
 
 def read_nli(path: Path, source: Source) -> Iterator[tuple[str, str, str]]:
     """``(sentence1, sentence2, gold_label)`` of every line of an SNLI/MultiNLI jsonl (``-`` included)."""
-    where = path if path.name == source.file_name else f"{path}:{source.member}"
+    where = _where(path, source)
     with _open_member(path, source) as fh:
         for number, obj in parse_json_lines(enumerate(fh, start=1), where):
             label = obj.get("gold_label")

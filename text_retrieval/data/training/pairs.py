@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from text_retrieval.data.loaders.beir import load_beir
-from text_retrieval.data.loaders.reading import DataFormatError, iter_jsonl, require_str
+from text_retrieval.data.loaders.reading import DataFormatError, iter_jsonl, preview, require_str
 
 logger = logging.getLogger("clipmag")
 
@@ -59,7 +59,7 @@ def _sample_from_record(obj: dict[str, Any], path: Path, line: int) -> Sample:
     if isinstance(negatives, str):
         negatives = [negatives]
     if not isinstance(negatives, list) or not all(isinstance(n, str) and n.strip() for n in negatives):
-        raise DataFormatError(path, line, "'negatives' to be a list of non-empty strings", repr(negatives)[:80])
+        raise DataFormatError(path, line, "'negatives' to be a list of non-empty strings", preview(negatives))
     return {"query": query, "positive": positive, "negatives": negatives}
 
 
