@@ -19,7 +19,8 @@ from PIL import Image
 from clipmag.clip import download, shards_cli, sources
 from clipmag.clip.config import parse_args
 from clipmag.clip.data import read_eval_set
-from clipmag.clip.model import ClipModelConfig, build_open_clip
+from clipmag.clip.model import build_open_clip
+from clipmag.clip.model_config import ClipModelConfig
 from clipmag.clip.stream import ClipShardStream
 from clipmag.clip.task import ClipTask
 from clipmag.runtime.distributed import DistributedContext

@@ -22,7 +22,6 @@ import logging
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,6 +30,7 @@ import torch
 from torch import nn
 
 from clipmag.clip.card import CARD_FILE, clip_model_card
+from clipmag.clip.model_config import ClipModelConfig
 from clipmag.config.checks import ConfigError
 from clipmag.registry.config_packages import packaged_configs
 from clipmag.results.record import RESULTS_FILE, read_results
@@ -38,6 +38,7 @@ from clipmag.scoring.diagnostics import magnitude_summary
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.scoring.heads import SimilarityHead, build_head
 from clipmag.scoring.losses import InfoNCE
+from clipmag.train.dropout import set_layer_dropout
 
 logger = logging.getLogger("clipmag")
 
@@ -46,22 +47,6 @@ WEIGHTS_FILE = "open_clip_pytorch_model.bin"
 OPEN_CLIP_CONFIG_FILE = "open_clip_config.json"
 HEAD_PREFIX = "clipmag_head."
 Side = Literal["image", "text"]
-
-
-@dataclass
-class ClipModelConfig:
-    """The open_clip architecture and where its weights come from.
-
-    ``name``: an open_clip architecture (``ViT-B-32``), one of ours in ``configs/clip/models``
-    (``clipmag-tiny``) or a path to an open_clip JSON model config. ``pretrained``: an open_clip
-    tag (needs its weights in the local cache: nothing is downloaded) or a local checkpoint
-    (ours or open_clip's); ``None`` is random init. ``query_side`` is the query tower of the
-    ``sym`` objective (``auto``: image); ``i2t`` / ``t2i`` fix it.
-    """
-
-    name: str = "clipmag-tiny"
-    pretrained: str | None = None
-    query_side: Literal["auto", "image", "text"] = "auto"
 
 
 def register_model_configs(directory: str | Path = MODEL_CONFIG_DIR) -> None:
@@ -115,6 +100,7 @@ def build_open_clip(cfg: ClipModelConfig) -> tuple[nn.Module, Callable, Callable
             raise ConfigError(f"model.pretrained: no {WEIGHTS_FILE} in the folder {cfg.pretrained}")
         model.load_state_dict(open_clip_state_dict(path), strict=True)
         logger.info("loaded tower weights from %s", cfg.pretrained)
+    set_layer_dropout(model, cfg.dropout, name)
     return model, preprocess_train, preprocess_val, open_clip.get_tokenizer(name)
 
 

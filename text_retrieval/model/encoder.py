@@ -106,20 +106,21 @@ class TextEncoder(nn.Module):
         head: SimilarityHead | None = None,
         random_init_seed: int | None = None,
         precision: str = "auto",
+        dropout: float | None = None,
         **overrides: Any,
     ) -> TextEncoder:
         """Load a Hugging Face model (folder or hub name) or a clipmag export.
 
-        Settings come, in increasing priority, from: defaults (mean pooling, cosine head, max length
-        min(tokenizer limit, 512)), the model's sentence-transformers config (folder or hub), the folder's
-        ``HeadRecord`` (``clipmag_head.json``), then the arguments. ``head`` is a ready-built head
-        (a trainer passes the one it configured; it is used as is); ``norm`` names a head instead.
-        ``overrides`` accepts ``query_prefix``, ``document_prefix``, ``query_max_length``,
-        ``document_max_length``, ``max_length`` (both sides), ``head_settings`` (e.g.
-        ``{"gq": 0.3}`` for the learnable head) and ``model_kwargs`` (for ``AutoModel``).
-        ``random_init_seed`` keeps the architecture and tokenizer but draws fresh weights with that
-        seed (in a forked RNG, so the caller's random state is untouched and every rank agrees).
-        ``precision``: what :meth:`encode` computes in (``auto``: bf16 where native; ``clipmag.runtime.precision``).
+        Settings come, in increasing priority, from: defaults (mean pooling, cosine head, max length min(tokenizer
+        limit, 512)), the model's sentence-transformers config (folder or hub), the folder's ``HeadRecord``
+        (``clipmag_head.json``), then the arguments. ``head`` is a ready-built head (a trainer passes the one it
+        configured; it is used as is); ``norm`` names a head instead. ``overrides`` accepts ``query_prefix``,
+        ``document_prefix``, ``query_max_length``, ``document_max_length``, ``max_length`` (both sides),
+        ``head_settings`` (e.g. ``{"gq": 0.3}`` for the learnable head) and ``model_kwargs`` (for ``AutoModel``).
+        ``random_init_seed`` keeps the architecture and tokenizer but draws fresh weights with that seed (in a
+        forked RNG, so the caller's random state is untouched and every rank agrees). ``dropout`` replaces every
+        dropout probability of the model's config (``None``: its own). ``precision``: what :meth:`encode`
+        computes in (``auto``: bf16 where native; ``clipmag.runtime.precision``).
         """
         model_kwargs = dict(overrides.pop("model_kwargs", None) or {})
         unknown = set(overrides) - set(_OVERRIDES)
@@ -155,7 +156,7 @@ class TextEncoder(nn.Module):
         settings.update({k: v for k, v in overrides.items() if v is not None})
         if pooling is not None:
             settings["pooling"] = pooling
-        model = load_model(source, settings["pooling"], random_init_seed, model_kwargs)
+        model = load_model(source, settings["pooling"], random_init_seed, model_kwargs, dropout)
         if head is None:
             if norm is not None and norm != head_dict.get("name"):
                 head_dict = {"name": norm}

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, PreTrainedModel
 
+from clipmag.train.dropout import dropout_overrides
 from text_retrieval.config import POOLINGS
 
 __all__ = ["POOLINGS", "VOCABULARY_POOLINGS", "VOCABULARY_LOGITS_BUDGET", "pool", "splade_pool", "load_model"]
@@ -53,14 +54,20 @@ def splade_pool(logits: torch.Tensor, attention_mask: torch.Tensor) -> torch.Ten
 
 
 def load_model(
-    source: str, pooling: str, random_init_seed: int | None, model_kwargs: Mapping[str, Any]
+    source: str,
+    pooling: str,
+    random_init_seed: int | None,
+    model_kwargs: Mapping[str, Any],
+    dropout: float | None = None,
 ) -> PreTrainedModel:
     """The transformer, with its masked-language-model head when the pooling reads vocabulary logits.
 
-    ``random_init_seed`` draws fresh weights in a forked RNG (the caller's random state is untouched)."""
+    ``random_init_seed`` draws fresh weights in a forked RNG (the caller's random state is untouched).
+    ``dropout`` replaces every dropout probability of the model's config (``model.dropout``)."""
     auto = AutoModelForMaskedLM if pooling in VOCABULARY_POOLINGS else AutoModel
+    config = {} if dropout is None else dropout_overrides(AutoConfig.from_pretrained(source), dropout, source)
     if random_init_seed is None:
-        return auto.from_pretrained(source, **model_kwargs)
+        return auto.from_pretrained(source, **config, **model_kwargs)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(random_init_seed)
-        return auto.from_config(AutoConfig.from_pretrained(source), **model_kwargs)
+        return auto.from_config(AutoConfig.from_pretrained(source, **config), **model_kwargs)
