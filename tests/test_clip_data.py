@@ -19,7 +19,8 @@ from PIL import Image
 from clipmag.clip import download, shards_cli, sources
 from clipmag.clip.config import parse_args
 from clipmag.clip.data import read_eval_set
-from clipmag.clip.model import ClipModelConfig, build_open_clip
+from clipmag.clip.model import build_open_clip
+from clipmag.clip.model_config import ClipModelConfig
 from clipmag.clip.stream import ClipShardStream
 from clipmag.clip.task import ClipTask
 from clipmag.runtime.distributed import DistributedContext
@@ -194,6 +195,10 @@ def test_shard_stream_resumes_by_counts_with_augmentation(digit_shards, micro, w
         for r in (0, 1)
     ]
     assert _same(_take(ranks[1].batches(4), 3), _take(ranks[1].batches(0), 7)[4:])
+    # two ranks of batch 5 are, slice by slice and crop by crop, one process of batch 10
+    one = _take(ClipShardStream(str(digit_shards / "train"), preprocess_train, tokenizer, 10, 3).batches(5), 10)
+    parts = [_take(rank.batches(5), 10) for rank in ranks]
+    assert _same(one, [tuple(torch.cat(p) for p in zip(a, b)) for a, b in zip(*parts)])
 
 
 def test_shard_stream_draws_a_caption_per_image_per_epoch(digit_shards, micro):

@@ -21,7 +21,8 @@ from text_fixtures import minilm_encoder, write_code_search_set
 
 from clipmag.clip.config import parse_args
 from clipmag.clip.data import read_eval_set
-from clipmag.clip.model import ClipModelConfig, build_open_clip
+from clipmag.clip.model import build_open_clip
+from clipmag.clip.model_config import ClipModelConfig
 from clipmag.clip.stream import ClipShardStream
 from clipmag.clip.task import ClipTask
 from clipmag.config.checks import ConfigError

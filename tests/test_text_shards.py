@@ -63,6 +63,39 @@ def test_ranks_cover_one_epoch_without_overlap(shard_dir, num_workers):
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
+def test_ranks_read_slices_of_the_one_process_batches(shard_dir, num_workers):
+    """Global batches of 12 straddle the shards of 10 and the epochs of 80: N ranks of batch 12/N
+    are, slice by slice, one process of batch 12, from the first step and from a resumed one."""
+    one = _take(TextShardStream(shard_dir, 12, seed=5, num_workers=num_workers), 0, 20)
+    for world in (2, 3):
+        ranks = [
+            TextShardStream(shard_dir, 12 // world, seed=5, rank=r, world_size=world, num_workers=num_workers)
+            for r in range(world)
+        ]
+        for start in (0, 7):
+            parts = [_take(rank, start, 20 - start) for rank in ranks]
+            joined = [{k: sum((part[k] for part in step), []) for k in step[0]} for step in zip(*parts)]
+            assert joined == one[start:]
+
+
+def test_a_rank_reads_only_the_shards_its_slices_lie_in(shard_dir):
+    """Shards of 10 and slices of 10: each shard is one rank's, and the other rank never opens it."""
+
+    class Counting(TextShardStream):
+        def read_shard(self, index: int) -> list[dict]:
+            self.read.append(index)
+            return super().read_shard(index)
+
+    read = []
+    for rank in (0, 1):
+        stream = Counting(shard_dir, 10, seed=2, rank=rank, world_size=2)
+        stream.read = []
+        _take(stream, 0, 4)  # one epoch: 80 samples
+        read.append(stream.read)
+    assert len(read[0]) == len(read[1]) == 4 and sorted(read[0] + read[1]) == list(range(8))
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
 def test_resume_equals_uninterrupted(shard_dir, num_workers):
     stream = TextShardStream(shard_dir, batch_size=6, seed=1, rank=1, world_size=2, num_workers=num_workers)
     full = _take(stream, 0, 40)  # several epochs, batches straddling shard and epoch ends

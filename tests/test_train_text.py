@@ -109,7 +109,7 @@ def test_train_evaluate_export_and_reload(tiny_setup, tmp_path):
 
 
 def test_two_processes_match_one_process_with_doubled_batch(tiny_setup, tmp_path):
-    common = ("data.split_by_rank=false", "train.eval_every=0")
+    common = ("train.eval_every=0",)
     _run(_args(tiny_setup, tmp_path / "one", *common))
     _run(_args(tiny_setup, tmp_path / "two", *common, "data.batch_size=4"), nproc=2)
     assert _losses(tmp_path / "two") == pytest.approx(_losses(tmp_path / "one"), rel=1e-3)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
-from clipmag.config.checks import ConfigError, NonNegativeInt, PositiveFloat, PositiveInt
+from clipmag.config.checks import ConfigError, Fraction, NonNegativeInt, PositiveFloat, PositiveInt
 from clipmag.scoring.heads import HeadConfig
 
 # The poolings (text_retrieval/model/pooling.py), named here so every config checks against one list.
@@ -46,6 +46,10 @@ class TextModelConfig:
     ``pooling=splade`` loads the masked-language-model head and pools its logits into SPLADE's
     vocabulary-sized term weights (``splade-tiny`` is an offline SPLADE encoder). Unset, the pooling
     is the model's own (its clipmag head record or sentence-transformers config), else ``mean``.
+    ``dropout`` replaces every dropout probability of the model's Hugging Face config
+    (``hidden_dropout_prob``, ``attention_probs_dropout_prob``, ``attention_dropout``, ...; the
+    export's ``config.json`` records it); unset, the model's own. ``0`` turns dropout off, which
+    makes a run the same on any number of ranks (docs/cluster.md).
     """
 
     name_or_path: str = "all-MiniLM-L6-v2"
@@ -55,6 +59,7 @@ class TextModelConfig:
     document_prefix: str = ""
     query_max_length: PositiveInt = 64
     document_max_length: PositiveInt = 128
+    dropout: Fraction | None = None
 
 
 @dataclass
@@ -77,8 +82,8 @@ class TextDataConfig:
     (text_a, text_b, score) for ``sts``; ``embedded`` uses the embedded default. Evaluation
     entries are dataset paths (BEIR, BRIGHT, STS) or ``embedded:indomain``, ``embedded:outdomain``,
     ``embedded:sts``. ``validation`` runs during training (best checkpoint), ``test`` after it.
-    ``split_by_rank=False`` makes every rank read the global batch and keep its slice, so results
-    do not depend on the number of processes (cheap for text; used by the equivalence tests).
+    Every rank reads its slice of the same global batch (``batch_size`` x ranks), so the order is
+    the seed's and the global batch's whatever the number of processes (docs/cluster.md).
     ``sts_range=[lo, hi]`` declares the gold scale of an STS training file whose format fixes none
     (STS Benchmark and STS12-16 are 0-5, SICK 1-5, otherwise [0, 1] is assumed); the ``sts``
     objective regresses onto ``(gold - lo) / (hi - lo)`` and a score outside the range is an error.
@@ -90,7 +95,6 @@ class TextDataConfig:
     hard_negatives: NonNegativeInt = 0
     num_workers: NonNegativeInt = 0
     allow_corrupt_shards: bool = False
-    split_by_rank: bool = True
     sts_scale: PositiveFloat | None = None
     sts_range: tuple[float, float] | None = None
     validation: list[str] = field(default_factory=lambda: ["embedded:indomain"])
@@ -99,6 +103,10 @@ class TextDataConfig:
     test_split: str = "test"
     eval_batch_size: PositiveInt = 64
     embedded: EmbeddedDataConfig = field(default_factory=EmbeddedDataConfig)
+
+    retired_keys: ClassVar[dict[str, str]] = {
+        "split_by_rank": "every rank reads its slice of the same global batch, whatever the number of ranks"
+    }
 
     def __post_init__(self) -> None:
         if self.sts_range is not None and not (len(self.sts_range) == 2 and self.sts_range[0] < self.sts_range[1]):

@@ -19,7 +19,8 @@ from clipmag.runtime import distributed as dist_utils
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import infonce_from_config
-from clipmag.train.batching import SeededBatches, rank_slice
+from clipmag.train.batching import SeededBatches
+from clipmag.train.dropout import check_dropout_off
 from text_retrieval.config import TextConfig
 from text_retrieval.data.embedded.build import build_embedded
 from text_retrieval.data.loaders import STSPairs, load_eval_datasets, load_sts_file
@@ -135,19 +136,17 @@ class TextRetrievalTask:
         return self.cfg.data.batch_size
 
     def train_batches(self, start_step: int) -> Iterator[dict[str, Any]]:
+        """This rank's slice of every global batch: the order is the seed's and the global batch's,
+        whatever the number of ranks (shards: ``clipmag.storage.shard_stream``; STS pairs in memory:
+        ``clipmag.train.batching``)."""
         d, rank, world = self.cfg.data, self.ctx.rank, self.ctx.world_size
         seed = self.cfg.train.seed
         train = self.resolve(d.train)
         if d.objective == "sts":
             return _pair_batches(self.sts_train_pairs(train), d.batch_size, seed, rank, world, start_step)
-        if d.split_by_rank:
-            stream = TextShardStream(train, d.batch_size, seed, rank, world, d.num_workers, d.allow_corrupt_shards)
-            _check_batch_fits(stream.num_samples, d.batch_size, world, train)
-            return stream.batches(start_step)
-        # one stream of global batches, cut by rank like SeededBatches cuts its permutation
-        stream = TextShardStream(train, d.batch_size * world, seed, 0, 1, d.num_workers, d.allow_corrupt_shards)
+        stream = TextShardStream(train, d.batch_size, seed, rank, world, d.num_workers, d.allow_corrupt_shards)
         _check_batch_fits(stream.num_samples, d.batch_size, world, train)
-        return (_slice(batch, rank, d.batch_size) for batch in stream.batches(start_step))
+        return stream.batches(start_step)
 
     # ---- model -------------------------------------------------------------------------------
     def build_encoder(self) -> TextEncoder:
@@ -161,7 +160,9 @@ class TextRetrievalTask:
             document_prefix=m.document_prefix,
             query_max_length=m.query_max_length,
             document_max_length=m.document_max_length,
+            dropout=m.dropout,
         )
+        check_dropout_off(encoder.model, m.dropout, m.name_or_path)
         pooler = getattr(encoder.model, "pooler", None)
         if isinstance(pooler, nn.Module):
             # BERT's pooler never feeds our pooling; frozen, DDP does not wait for its gradients.
@@ -266,11 +267,6 @@ def _check_batch_fits(num_samples: int, batch_size: int, world: int, where: str)
             f"{where}: {num_samples} training pairs are fewer than one global batch of {batch_size * world} "
             f"(data.batch_size={batch_size} x {world} ranks): batches would repeat queries; lower data.batch_size"
         )
-
-
-def _slice(batch: dict[str, list], rank: int, size: int) -> dict[str, list]:
-    part = rank_slice(rank, size)
-    return {k: v[part] for k, v in batch.items()}
 
 
 def _pair_batches(

@@ -27,7 +27,8 @@ from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optimizer import OptimConfig
 
 from .data import ClipDataConfig, split_overlap
-from .model import ClipModelConfig, resolve_model_name
+from .model import resolve_model_name
+from .model_config import ClipModelConfig
 
 Objective = Literal["sym", "i2t", "t2i"]
 SHORTHANDS = {

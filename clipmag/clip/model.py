@@ -22,7 +22,6 @@ import logging
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -31,12 +30,14 @@ import torch
 from torch import nn
 
 from clipmag.clip.card import CARD_FILE, clip_model_card
+from clipmag.clip.model_config import ClipModelConfig
 from clipmag.config.checks import ConfigError
 from clipmag.registry.config_packages import packaged_configs
 from clipmag.scoring.diagnostics import magnitude_summary
 from clipmag.scoring.head_record import HEAD_FILE, HeadRecord
 from clipmag.scoring.heads import SimilarityHead, build_head
 from clipmag.scoring.losses import InfoNCE
+from clipmag.train.dropout import set_layer_dropout
 
 from .weights import (
     HEAD_PREFIX,
@@ -53,22 +54,6 @@ logger = logging.getLogger("clipmag")
 MODEL_CONFIG_DIR = packaged_configs() / "clip" / "models"
 OPEN_CLIP_CONFIG_FILE = "open_clip_config.json"
 Side = Literal["image", "text"]
-
-
-@dataclass
-class ClipModelConfig:
-    """The open_clip architecture and where its weights come from.
-
-    ``name``: an open_clip architecture (``ViT-B-32``), one of ours in ``configs/clip/models``
-    (``clipmag-tiny``) or a path to an open_clip JSON model config. ``pretrained``: an open_clip
-    tag (needs its weights in the local cache: nothing is downloaded) or a local checkpoint
-    (ours or open_clip's); ``None`` is random init. ``query_side`` is the query tower of the
-    ``sym`` objective (``auto``: image); ``i2t`` / ``t2i`` fix it.
-    """
-
-    name: str = "clipmag-tiny"
-    pretrained: str | None = None
-    query_side: Literal["auto", "image", "text"] = "auto"
 
 
 def register_model_configs(directory: str | Path = MODEL_CONFIG_DIR) -> None:
@@ -115,6 +100,7 @@ def build_open_clip(cfg: ClipModelConfig, trust: bool = False) -> tuple[nn.Modul
             raise ConfigError(f"model.pretrained: no {WEIGHTS_FILE} in the folder {cfg.pretrained}")
         model.load_state_dict(open_clip_state_dict(path, trust), strict=True)
         logger.info("loaded tower weights from %s", cfg.pretrained)
+    set_layer_dropout(model, cfg.dropout, name)
     return model, preprocess_train, preprocess_val, open_clip.get_tokenizer(name)
 
 

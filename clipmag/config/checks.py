@@ -5,11 +5,15 @@ before any work starts. :mod:`clipmag.config.build` builds configs with them."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+logger = logging.getLogger("clipmag")
+RETIRED = "retired_keys"  # a section's ClassVar: key -> what replaced it (see build)
 
 
 class UserError(Exception):
@@ -162,11 +166,19 @@ def list_types(tp: Any) -> list[Any]:
 def build(cls: type, values: Mapping[str, Any], prefix: str, source: str, construct: bool = True) -> Any:
     """``cls`` from ``values``, every key checked against its type. ``construct=False`` checks the keys
     only: a section's own cross-key checks (its ``__post_init__``) wait for the finished tree, so the
-    order of ``key=value`` overrides never matters. A section refusing its values names itself."""
+    order of ``key=value`` overrides never matters. A section refusing its values names itself.
+
+    A key the section lists in its ``retired_keys`` is one it no longer reads: dropped, with one
+    warning line when the section is built, so that old configs (a stored run's ``config.yaml``) load."""
     fields = config_fields(cls)
+    retired = getattr(cls, RETIRED, {})
     kwargs = {}
     for name, value in values.items():
         key = f"{prefix}.{name}" if prefix else name
+        if name in retired and name not in fields:
+            if construct:
+                logger.warning("%s: key '%s' is no longer read (%s); drop it", source, key, retired[name])
+            continue
         if name not in fields:
             where = f"'{prefix}'" if prefix else "the top level"
             raise ConfigError(f"{source}: unknown key '{key}'; valid keys of {where}: {', '.join(fields)}")

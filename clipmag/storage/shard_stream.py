@@ -3,21 +3,27 @@
 webdataset's ``split_by_node`` / ``split_by_worker`` / ``ResampledShards`` keep their position in
 iterator state, which a killed run cannot recover, so resuming would mean replaying (decoding,
 augmenting) every batch already trained on. Here the batch of any step is a pure function of
-(shards, seed, batch size, world size, workers), so a resumed run skips whole shards by their
-counts and, inside the shard it resumes in, skips samples without preparing them:
+(shards, seed, global batch, workers), so a resumed run skips whole shards by their counts and,
+inside the shard it resumes in, skips samples without preparing them:
 
 * the shard sequence is an endless concatenation of seeded permutations of all shards, one per
-  epoch (seed ``(seed, epoch)``); position ``p`` of it goes to logical stream ``p mod S`` with
-  ``S = world_size * W`` and ``W = max(1, workers)``, so within an epoch every shard goes to
-  exactly one stream;
+  epoch (seed ``(seed, epoch)``); position ``p`` of it goes to logical stream ``p mod W`` with
+  ``W = max(1, workers)``, so within an epoch every shard goes to exactly one stream;
 * a stream reads its shards in turn, each in a permutation seeded with ``(seed, salt, p)``
-  (front ends draw their per-sample randomness from the same generator after it);
-* rank ``r`` takes step ``t`` from its stream ``r * W + t mod W`` - the order in which a
-  DataLoader collects batches from its workers - so every rank yields a full batch every step and
-  ``t`` steps consume exactly ``t * batch_size * world_size`` samples.
+  (front ends draw their per-sample randomness from the same generator after it, indexed by the
+  sample, so a sample is prepared alike whichever rank prepares it);
+* step ``t`` takes the next global batch (``batch_size * world_size`` samples) of stream
+  ``t mod W`` - the order in which a DataLoader collects batches from its workers - and rank ``r``
+  keeps the ``r``-th slice of it, so ``t`` steps consume exactly ``t * batch_size * world_size``
+  samples.
 
-The order depends on ``workers``: resume with the value the run started with. Both front ends
-subclass ``AddressableShardStream`` with how to read a shard, prepare a sample and collate a batch.
+The number of ranks does not change the order: ``N`` ranks of batch ``b`` see, slice by slice, the
+batches of one process of batch ``N * b``, so a run resumes on another number of ranks, and two
+nodes train on what one process would (``clipmag.train.batching`` gives data held in memory the
+same property). A rank prepares (decodes, augments) only its own slice; it reads every shard its
+slice touches, which with shards larger than a global batch is every shard. The order depends on
+``workers``: resume with the value the run started with. Both front ends subclass
+``AddressableShardStream`` with how to read a shard, prepare a sample and collate a batch.
 A ``ShardError`` met in a DataLoader worker reaches the main process as itself: one line naming the
 shard, not the worker's traceback. Workers ignore Ctrl-C, which a terminal sends them too: the main
 process decides when to stop (at a step boundary), and a worker that died of it would fail the step.
@@ -44,7 +50,7 @@ def _ignore_interrupts(worker: int) -> None:
 
 
 class AddressableShardStream:
-    """Per-rank micro-batches over ``shards`` (with their sample counts) from any step on."""
+    """This rank's micro-batches over ``shards`` (with their sample counts) from any step on."""
 
     salt: int = 0  # separates the in-shard draws from the epoch permutations' seeds
 
@@ -64,7 +70,7 @@ class AddressableShardStream:
             )
         self.shards, self.sizes = list(shards), list(sizes)
         self.batch_size, self.seed, self.rank, self.world_size = batch_size, seed, rank, world_size
-        self.workers, self.streams_per_rank = workers, max(1, workers)
+        self.workers, self.streams = workers, max(1, workers)
 
     # ---- what a front end provides -----------------------------------------------------------------
     def read_shard(self, index: int) -> list[Any]:
@@ -72,7 +78,8 @@ class AddressableShardStream:
         raise NotImplementedError
 
     def preparer(self, rng: np.random.Generator, size: int) -> Callable[[list[Any], int], Any]:
-        """How to turn raw sample ``j`` of a shard into a training sample; may draw from ``rng``."""
+        """How to turn raw sample ``j`` of a shard into a training sample; may draw from ``rng``, by
+        ``j`` (every draw made up front for all ``size`` samples), never in the order samples come."""
         return lambda raw, j: raw[j]
 
     def collate(self, samples: list[Any]) -> Any:
@@ -94,28 +101,33 @@ class AddressableShardStream:
         epoch, index = divmod(position, len(self.shards))
         return int(np.random.default_rng([self.seed, epoch]).permutation(len(self.shards))[index])
 
-    def _samples(self, stream: int, skip: int) -> Iterator[Any]:
-        """Endless prepared samples of a logical stream, after skipping ``skip`` of them unprepared."""
-        position = stream
+    def _rows(self, stream: int, first_batch: int) -> Iterator[Any]:
+        """Endless prepared samples of this rank's slices of the global batches of a logical stream,
+        from its global batch ``first_batch`` on. The other ranks' samples are skipped unprepared,
+        and a shard holding none of this rank's samples is not read."""
+        global_batch = self.batch_size * self.world_size
+        low, high = self.rank * self.batch_size, (self.rank + 1) * self.batch_size
+        wanted_from = first_batch * global_batch  # the stream's first sample still to come
+        begin, position = 0, stream  # the stream index of the shard's first sample; its place in the sequence
         while True:
             index = self.shard_at(position)
             size = self.sizes[index]
-            if skip >= size:
-                skip -= size
-            else:
+            at = np.arange(max(begin, wanted_from), begin + size)
+            mine = at[(at % global_batch >= low) & (at % global_batch < high)] - begin
+            if mine.size:
                 raw = self.read_shard(index)
                 rng = np.random.default_rng([self.seed, self.salt, position])
                 order = rng.permutation(size)
                 prepare = self.preparer(rng, size)
-                for j in order[skip:]:
+                for j in order[mine]:
                     yield prepare(raw, int(j))
-                skip = 0
-            position += self.world_size * self.streams_per_rank
+            begin += size
+            position += self.streams
 
     def worker_batches(self, worker: int, start_step: int) -> Iterator[Any]:
         """Batches of this rank's ``worker``-th stream for the steps ``t >= start_step`` it owns."""
-        owned_before = len(range(worker, start_step, self.streams_per_rank))
-        samples = self._samples(self.rank * self.streams_per_rank + worker, owned_before * self.batch_size)
+        owned_before = len(range(worker, start_step, self.streams))
+        samples = self._rows(worker, owned_before)
         while True:
             yield self.collate([next(samples) for _ in range(self.batch_size)])
 
@@ -169,7 +181,7 @@ class _WorkerView(torch.utils.data.IterableDataset):
 
     def __iter__(self) -> Iterator[Any]:
         info = torch.utils.data.get_worker_info()
-        worker = (self.start_step + (info.id if info is not None else 0)) % self.stream.streams_per_rank
+        worker = (self.start_step + (info.id if info is not None else 0)) % self.stream.streams
         try:
             yield from self.stream.worker_batches(worker, self.start_step)
         except ShardError as err:

@@ -14,7 +14,6 @@ cannot run code when you resume from it or evaluate it.
 
 from __future__ import annotations
 
-import logging
 import random
 from pathlib import Path
 from typing import Any
@@ -26,8 +25,6 @@ from clipmag.storage.disk_full import DiskFull
 from clipmag.storage.files import open_replacing
 from clipmag.storage.safe_load import UnsafeFileError, load_weights_only
 from clipmag.train import sharding
-
-logger = logging.getLogger("clipmag")
 
 CHECKPOINT_DIR = "checkpoints"
 LATEST = "latest.pt"
@@ -92,21 +89,14 @@ def restore_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def rank_rng_state(saved: dict[str, Any] | list[dict[str, Any]], rank: int, world_size: int) -> dict[str, Any]:
+def rank_rng_state(saved: dict[str, Any] | list[dict[str, Any]], rank: int) -> dict[str, Any]:
     """This rank's RNG state from a checkpoint (a list in rank order; one dict in older files).
 
-    A run resumed on another number of ranks cannot repeat its random draws exactly; it still
-    resumes, with rank ``r`` taking saved state ``r mod saved ranks``, and says so.
+    On another number of ranks, rank ``r`` takes saved state ``r mod saved ranks``: only dropout
+    draws from it, and ``clipmag.train.dropout.resumed_rng_state`` says what that changes.
     """
     if isinstance(saved, dict):
         return saved
-    if len(saved) != world_size:
-        logger.warning(
-            "checkpoint holds RNG states of %d ranks, resuming on %d: random draws will differ "
-            "from the uninterrupted run",
-            len(saved),
-            world_size,
-        )
     return saved[rank % len(saved)]
 
 

@@ -35,7 +35,7 @@ from clipmag.runtime.precision import autocast_dtype
 from clipmag.scoring.heads import SimilarityHead
 from clipmag.storage.files import write_text_atomic
 from clipmag.train import checkpoint as ckpt_io
-from clipmag.train import sharding
+from clipmag.train import dropout, sharding
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optimizer import OptimConfig, build_optimizer, build_scheduler
 from clipmag.train.resume_check import ResumeMismatch, check_resumable, step_identity
@@ -192,7 +192,7 @@ class Trainer:
             self.optimizer.load_state_dict(ckpt["optimizer"])
         self.scheduler.load_state_dict(ckpt["scheduler"])
         self.train_step.scaler.load_state_dict(ckpt["scaler"])
-        ckpt_io.restore_rng_state(ckpt_io.rank_rng_state(ckpt["rng"], self.ctx.rank, self.ctx.world_size))
+        ckpt_io.restore_rng_state(dropout.resumed_rng_state(ckpt["rng"], self.ctx, self.model))
         self.step, self.samples_seen, self.best = ckpt["step"], ckpt["samples_seen"], ckpt.get("best")
         if self.writer is not None:
             self.writer.truncate_after(self.step)

@@ -20,6 +20,7 @@ from clipmag.scoring.heads import build_head
 
 STEP_SECTIONS = ("loss", "optim")  # every key of these changes what a step computes
 STEP_LOOP_KEYS = ("seed", "grad_accum", "steps")
+STEP_MODEL_KEYS = ("dropout",)  # both front ends' model.dropout: whether a step draws dropout masks
 ROWS_KEY = "data.batch_size x ranks"  # the rows (and in-batch negatives) of one micro-batch
 
 
@@ -34,8 +35,8 @@ def _plain(value: Any) -> Any:
 def config_identity(config: Mapping[str, Any]) -> dict[str, Any]:
     """The settings of a saved config (``to_dict`` of a run's config) that decide what a step
     computes, as ``section.key`` -> value: the head's form (name, and the starting gammas of a head
-    that has them), the loss, the optimizer and schedule, the seed (data order), accumulation and,
-    unless the schedule is constant, the number of steps (the schedule's length)."""
+    that has them), the loss, the optimizer and schedule, the seed (data order), accumulation, the
+    model's dropout and, unless the schedule is constant, the number of steps (the schedule's length)."""
     identity: dict[str, Any] = {}
     head = config.get("head") or {}
     if "name" in head:
@@ -45,6 +46,8 @@ def config_identity(config: Mapping[str, Any]) -> dict[str, Any]:
         identity.update({f"{section}.{k}": _plain(v) for k, v in (config.get(section) or {}).items()})
     train = config.get("train") or {}
     identity.update({f"train.{k}": train[k] for k in STEP_LOOP_KEYS if k in train})
+    model = config.get("model") or {}
+    identity.update({f"model.{k}": model[k] for k in STEP_MODEL_KEYS if k in model})
     if identity.get("optim.schedule") == "constant":
         identity.pop("train.steps", None)
     return identity

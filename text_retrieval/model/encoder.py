@@ -107,6 +107,7 @@ class TextEncoder(nn.Module):
         head: SimilarityHead | None = None,
         random_init_seed: int | None = None,
         precision: str = "auto",
+        dropout: float | None = None,
         **overrides: Any,
     ) -> TextEncoder:
         """Load a Hugging Face model (folder or hub name) or a clipmag export.
@@ -121,6 +122,7 @@ class TextEncoder(nn.Module):
         ``{"gq": 0.3}`` for the learnable head) and ``model_kwargs`` (for ``AutoModel``).
         ``random_init_seed`` keeps the architecture and tokenizer but draws fresh weights with that
         seed (in a forked RNG, so the caller's random state is untouched and every rank agrees).
+        ``dropout`` replaces every dropout probability of the model's config (``None``: its own).
         ``precision``: what :meth:`encode` computes in (``auto``: bf16 where native; ``clipmag.runtime.precision``).
         """
         model_kwargs = dict(overrides.pop("model_kwargs", None) or {})
@@ -156,7 +158,7 @@ class TextEncoder(nn.Module):
         settings.update({k: v for k, v in overrides.items() if v is not None})
         if pooling is not None:
             settings["pooling"] = pooling
-        model = load_model(source, settings["pooling"], random_init_seed, model_kwargs)
+        model = load_model(source, settings["pooling"], random_init_seed, model_kwargs, dropout)
         if head is None:
             if norm is not None and norm != head_dict.get("name"):
                 head_dict = {"name": norm}

@@ -13,6 +13,7 @@ import torch
 from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, PreTrainedModel
 
 from clipmag.storage.safetensors_files import check_safetensors_folder
+from clipmag.train.dropout import dropout_overrides
 from text_retrieval.config import POOLINGS
 
 __all__ = ["POOLINGS", "VOCABULARY_POOLINGS", "VOCABULARY_LOGITS_BUDGET", "pool", "splade_pool", "load_model"]
@@ -54,16 +55,22 @@ def splade_pool(logits: torch.Tensor, attention_mask: torch.Tensor) -> torch.Ten
 
 
 def load_model(
-    source: str, pooling: str, random_init_seed: int | None, model_kwargs: Mapping[str, Any]
+    source: str,
+    pooling: str,
+    random_init_seed: int | None,
+    model_kwargs: Mapping[str, Any],
+    dropout: float | None = None,
 ) -> PreTrainedModel:
     """The transformer, with its masked-language-model head when the pooling reads vocabulary logits.
 
     ``random_init_seed`` draws fresh weights in a forked RNG (the caller's random state is untouched).
-    A folder's weights files are checked first: a truncated one is named (transformers would not)."""
+    A folder's weights files are checked first: a truncated one is named (transformers would not).
+    ``dropout`` replaces every dropout probability of the model's config (``model.dropout``)."""
     auto = AutoModelForMaskedLM if pooling in VOCABULARY_POOLINGS else AutoModel
+    config = {} if dropout is None else dropout_overrides(AutoConfig.from_pretrained(source), dropout, source)
     if random_init_seed is None:
         check_safetensors_folder(source)
-        return auto.from_pretrained(source, **model_kwargs)
+        return auto.from_pretrained(source, **config, **model_kwargs)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(random_init_seed)
-        return auto.from_config(AutoConfig.from_pretrained(source), **model_kwargs)
+        return auto.from_config(AutoConfig.from_pretrained(source, **config), **model_kwargs)
