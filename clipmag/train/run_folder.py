@@ -55,14 +55,51 @@ class FolderPlan:
     reason: str = ""
 
     def apply(self) -> None:
-        """Remove the old run's files and the temporaries of checkpoint writes that were killed."""
-        if self.remove:
-            logger.warning("%s: removed %s", self.reason, ", ".join(self.remove))
-        for name in self.remove:
-            path = self.folder / name
-            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+        """Remove the old run's files and the temporaries of checkpoint writes that were killed. A
+        link is removed as a link (its target is another folder's business); the log, written after
+        the removals, names only what was removed."""
+        removed: list[str] = []
+        try:
+            for name in self.remove:
+                path = self.folder / name
+                if path.is_symlink():
+                    target = path.readlink()
+                    path.unlink()
+                    removed.append(f"{name} (a link to {target}, which is kept)")
+                    continue
+                shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+                removed.append(name)
+        finally:
+            if removed:
+                logger.warning("%s: removed %s", self.reason, ", ".join(removed))
         for tmp in remove_stale_partials(self.folder / CHECKPOINT_DIR):
             logger.warning("removed %s, left by a checkpoint write that was killed", tmp)
+
+
+def say_links_out(folder: Path) -> None:
+    """Log each entry of the run folder that is a link out of it: the run reads and writes there (a
+    checkpoint folder on a scratch disk, say), which a user should see once at the start."""
+    if not folder.is_dir():
+        return
+    for entry in sorted(folder.iterdir()):
+        if entry.is_symlink() and not _inside(entry, folder):
+            logger.info(
+                "%s is a symbolic link out of the run folder: the run writes in %s", entry.name, entry.resolve()
+            )
+
+
+def refuse_removal_outside(folder: Path, names: list[str]) -> None:
+    """Refuse, before anything is removed, a run file that a linked folder puts outside the run
+    folder: replacing a run must never delete another place's files."""
+    for name in names:
+        path = folder / name
+        if path.is_symlink() or _inside(path.parent, folder):
+            continue  # a link itself is removed as a link; a file whose folder is inside is ours
+        raise ConfigError(
+            f"train.overwrite: {path} lies outside the run folder, in {path.parent.resolve()} (a symbolic link "
+            f"leads there); nothing outside {folder} is removed: remove that file yourself, or choose a new "
+            "train.output_dir"
+        )
 
 
 def describe_run(folder: Path) -> str:
@@ -90,6 +127,7 @@ def plan_run_folder(loop: TrainLoopConfig, resume_path: Path | None) -> FolderPl
     ``resume_path``: the checkpoint ``train.resume`` resolved to (None: a fresh start).
     """
     folder = Path(loop.output_dir)
+    say_links_out(folder)
     found = _present(folder, EVIDENCE)
     own_checkpoint = resume_path is not None and _inside(resume_path, folder)
     if loop.overwrite and (loop.resume == "latest" or own_checkpoint):
@@ -101,16 +139,18 @@ def plan_run_folder(loop: TrainLoopConfig, resume_path: Path | None) -> FolderPl
         return FolderPlan(folder)
     run = describe_run(folder)
     if loop.overwrite:
-        return FolderPlan(
-            folder, _present(folder, RUN_FILES), f"train.overwrite: replacing the run in {folder} ({run})"
-        )
+        remove = _present(folder, RUN_FILES)
+        refuse_removal_outside(folder, remove)
+        return FolderPlan(folder, remove, f"train.overwrite: replacing the run in {folder} ({run})")
     held = f"{folder} holds a run ({run}; {', '.join(found)})"
     if loop.resume == "latest" and any(name in found for name in FINISHED):
         raise RunFolderInUse(f"{held} but no {CHECKPOINT_DIR}/{LATEST} to continue from: use --overwrite to replace it")
     if loop.resume == "latest":  # killed before its first latest.pt: nothing to continue, so it restarts
+        remove = _present(folder, PROGRESS_FILES)
+        refuse_removal_outside(folder, remove)
         return FolderPlan(
             folder,
-            _present(folder, PROGRESS_FILES),
+            remove,
             f"{folder} has no checkpoint to resume: restarting its run ({run})",
         )
     if resume_path is not None:
