@@ -139,6 +139,16 @@ def test_a_safetensors_file_is_checked_against_its_own_header(tmp_path):
         check_safetensors(path)
 
 
+def test_a_truncated_clip_export_is_named_by_its_loader(tmp_path):
+    from clipmag.clip.weights import read_weights, write_weights
+
+    path = write_weights({"visual.proj": torch.zeros(64, 8)}, tmp_path)
+    path.write_bytes(path.read_bytes()[:-16])
+    with pytest.raises(BrokenWeightsFile, match="truncated") as err:
+        read_weights(path)
+    assert str(err.value).startswith(f"{path}: ")
+
+
 @pytest.mark.slow
 def test_a_truncated_export_is_named_by_the_evaluation_and_by_a_trainer_starting_from_it(text_root, text_run, tmp_path):
     export = tmp_path / "export"

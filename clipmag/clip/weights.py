@@ -18,6 +18,7 @@ from safetensors.torch import load_file, save_file
 
 from clipmag.results.record import RESULTS_FILE, read_results
 from clipmag.storage.safe_load import load_weights_only
+from clipmag.storage.safetensors_files import check_safetensors
 
 __all__ = [
     "WEIGHTS_FILE",
@@ -47,6 +48,7 @@ def read_weights(path: str | Path, trust: bool = False) -> Any:
     """What a weights file holds: a safetensors file's tensors, or a torch file read weights-only."""
     path = Path(path)
     if path.suffix == ".safetensors":
+        check_safetensors(path)  # a truncated file is named, not left to the reader's bare error
         return load_file(path, device="cpu")
     return load_weights_only(path, trust=trust, trust_hint=TRUST_HINT)
 
