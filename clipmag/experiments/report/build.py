@@ -26,7 +26,7 @@ from clipmag.experiments.report.starts import start_rows, starting_points_sectio
 from clipmag.experiments.report.tables import TableRow, aggregate, mean_of, to_csv, to_markdown, with_query_tests
 from clipmag.experiments.report.verdicts import scorecard
 from clipmag.registry.evaluations import EVALUATIONS
-from clipmag.results.significance import QUERY_TEST, SEED_TEST, mark
+from clipmag.results.significance import POWER_NOTE, QUERY_TEST, SEED_TEST, mark
 
 RETRIEVAL = ("NDCG@10", "MRR@10", "Recall@100")
 BRIGHT = ("NDCG@10", "Recall@1", "Recall@100")
@@ -242,8 +242,8 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report", allo
         "",
         f"{len(cells)} finished runs under `{runs_dir}`, seeds {sorted(seeds)}. Scores x100, "
         "diagnostics as they are; mean ± std over seeds; best per row in bold. Against cosine: (change, "
-        f"p= the {QUERY_TEST}, where the runs kept per-query scores (▲/▼ mark it); t= the {SEED_TEST}, "
-        "with 2+ seeds).",
+        "where the runs kept per-query scores Δ the mean per-query difference x100 with its 95% bootstrap interval "
+        f"and {POWER_NOTE}, p= the {QUERY_TEST} (▲/▼ mark it); t= the {SEED_TEST}, with 2+ seeds).",
         "",
         numerics_line(cells),
         "",

@@ -29,7 +29,15 @@ from clipmag.experiments.grid import EVALUATIONS_DIR
 from clipmag.experiments.report.collect import CellResult, learnable_trajectories
 from clipmag.experiments.report.verdicts import scorecard
 from clipmag.results.record import RESULTS_FILE
-from clipmag.results.significance import QUERY_TEST, SEED_TEST, Comparison, compare_with_baseline, mark
+from clipmag.results.significance import (
+    POWER_NOTE,
+    QUERY_TEST,
+    SEED_TEST,
+    Comparison,
+    compare_with_baseline,
+    difference_text,
+    mark,
+)
 from clipmag.scoring.heads import HEAD_NAMES
 
 METRIC = "NDCG@10"
@@ -148,10 +156,7 @@ def _head_cell(row: StartRow, name: str) -> str:
     c = r.comparison
     if c is not None:
         text += f" {mark(c)}" if mark(c) else ""
-        text += (
-            f" (Δ {100 * c.difference:+.2f} [{100 * c.ci_low:+.2f}, {100 * c.ci_high:+.2f}], "
-            f"p {_fmt_p(c.p_holm)} / t {_fmt_p(c.p_seeds)})"
-        )
+        text += f" ({difference_text(c)}, p {_fmt_p(c.p_holm)} / t {_fmt_p(c.p_seeds)})"
     best = max(row.heads, key=lambda h: row.heads[h].mean)
     return f"**{text}**" if name == best else text
 
@@ -228,7 +233,8 @@ def starting_points_section(cells: list[CellResult], rows: list[StartRow]) -> li
         return []
     parts = [
         "nDCG@10 x100, mean ± std over seeds. Against cosine: Δ, the mean per-query difference x100 with its 95% "
-        f"bootstrap interval over queries; ▲/▼ and p: the {QUERY_TEST}; t: the {SEED_TEST}. Untuned: the start "
+        f"bootstrap interval over queries; {POWER_NOTE}; ▲/▼ and p: the {QUERY_TEST}; t: the {SEED_TEST}. "
+        "Untuned: the start "
         "itself (0 steps); d: Cohen's d of document norms (relevant vs a seeded non-relevant sample), before "
         "fine-tuning (untuned) and after it (per head, mean over seeds); CV: document-norm CV.",
         "",
