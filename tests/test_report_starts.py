@@ -84,3 +84,15 @@ def test_report_section_states_the_winner_and_the_predictors_against_it(runs):
     assert "Predictor fisher: right on 1 of 1; it **ties** the majority-class baseline" in report
     assert "Predictor query_cv_ratio: right on 0 of 1; it **loses to** the majority-class baseline" in report
     assert "| start | set |" in report and json.loads((runs / "starts.json").read_text())[0]["start"] == "start"
+
+
+def test_predictors_are_scored_per_setting_never_counting_one_verdict_twice(runs):
+    """The verdict judges the untuned start, so a second setting of the same start is a second
+    scorecard of one case, not a second case of one scorecard."""
+    for head in ("cosine", "qnorm", "dnorm"):
+        for seed in (0, 1, 2):
+            _cell(runs, "g-dev-scale", "start", head, seed, 30, 0.1)
+    report = build_report(runs, allow_mixed=True).read_text()
+    assert "over these 2 cases" not in report
+    assert report.count("Majority-class baseline over these 1 cases") == 2
+    assert "- Setting `g`:" in report and "- Setting `g-dev-scale`:" in report
