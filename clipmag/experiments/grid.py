@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from clipmag.config.checks import PositiveInt
+from clipmag.experiments.comparison import ComparisonProtocol, check_comparison
 from clipmag.experiments.prepare import SweepStep
 from clipmag.experiments.slurm_settings import SlurmSettings
 from clipmag.registry.evaluations import EVALUATIONS, get_evaluation
@@ -99,6 +100,8 @@ class SweepConfig:
     args: list[str] = field(default_factory=list)
     # a cell that resolves to the config of a finished cell takes its results (same_run.py)
     reuse_same_runs: bool = True
+    # the groups whose systems are compared on test, and how (clipmag/experiments/comparison.py)
+    comparison: ComparisonProtocol = field(default_factory=ComparisonProtocol)
 
 
 @dataclass
@@ -191,6 +194,7 @@ def expand(cfg: SweepConfig) -> list[Cell]:
     """Every cell of every group, in a stable order."""
     cells: list[Cell] = []
     root = Path(cfg.output_dir)
+    check_comparison(cfg.comparison, cfg.groups)
     for group in cfg.groups:
         if group.kind not in FRONT_ENDS:
             raise ValueError(f"sweep group {group.name!r}: unknown kind {group.kind!r}; valid: {', '.join(FRONT_ENDS)}")
