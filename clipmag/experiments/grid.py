@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from clipmag.config.checks import PositiveInt
 from clipmag.experiments.comparison import ComparisonProtocol, check_comparison
+from clipmag.experiments.plan_settings import PlanSettings
 from clipmag.experiments.prepare import SweepStep
 from clipmag.experiments.slurm_settings import SlurmSettings
 from clipmag.registry.evaluations import EVALUATIONS, get_evaluation
@@ -112,6 +113,8 @@ class SweepConfig:
     reuse_same_runs: bool = True
     # the groups whose systems are compared on test, and how (clipmag/experiments/comparison.py)
     comparison: ComparisonProtocol = field(default_factory=ComparisonProtocol)
+    # what ``clipmag-sweep plan`` needs beyond the cells: CPU throughputs, stand-in models
+    plan: PlanSettings = field(default_factory=PlanSettings)
 
 
 @dataclass

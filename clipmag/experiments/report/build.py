@@ -22,6 +22,7 @@ from clipmag.experiments.report.collect import (
     tidy_rows,
 )
 from clipmag.experiments.report.comparison import comparison_section
+from clipmag.experiments.report.curves import learning_curves
 from clipmag.experiments.report.provenance import check_one_code_state, code_line
 from clipmag.experiments.report.starts import start_rows, starting_points_section, write_start_rows
 from clipmag.experiments.report.tables import TableRow, aggregate, mean_of, to_csv, to_markdown, with_query_tests
@@ -235,6 +236,8 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report", allo
             gamma_trajectories(cells), runs_dir / "fig_gammas.png"
         ),
     }
+    for path in learning_curves(runs_dir, cells):  # the budgets of the protocol's compared groups
+        figures[f"Learning curve, {path.stem.removeprefix('fig_curve_').replace('_', ' on ', 1)}"] = path
     seeds = {int(c.cell["seed"]) for c in cells}
     parts = [
         f"# {title}",
