@@ -232,6 +232,26 @@ def effective_scale(stored: StoredResults) -> str:
     return "\n".join(lines)
 
 
+TEST_TIME_GROUPS = {
+    "code search test": "code-search",
+    "SciFact + Cranfield test": "scifact",
+    "stdlib dev": "scale-grid",
+}
+
+
+def test_seconds(stored: StoredResults) -> str:
+    """Seconds each start's cells spent testing, mean over the cells (what a plan of a sweep adds to training)."""
+    sweep = stored.sweep(SWEEP)
+    lines = ["| start | " + " | ".join(TEST_TIME_GROUPS) + " |", "|---" * (1 + len(TEST_TIME_GROUPS)) + "|"]
+    for start in STARTS:
+        means = [
+            np.mean([c.results["timings"]["test_seconds"] for c in sweep.group(group) if c.cell["model"] == start])
+            for group in TEST_TIME_GROUPS.values()
+        ]
+        lines.append(f"| {start} | " + " | ".join(f"{m:.0f} s" for m in means) + " |")
+    return "\n".join(lines)
+
+
 BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     "positive-regime": positive_regime,
     "positive-regime-untuned": untuned,
@@ -240,4 +260,5 @@ BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     "positive-regime-predictors": predictors,
     "positive-regime-effective-scale": effective_scale,
     "demo-code-search": demo_code_search,
+    "positive-regime-test-seconds": test_seconds,
 }
