@@ -122,3 +122,47 @@ def test_the_clip_count_builds_nothing_real():
     real = open_clip.create_model("clipmag-micro")
     assert plain.parameters == sum(p.numel() for p in real.parameters())
     assert recomputed.flops_per_step > plain.flops_per_step > 0
+
+
+def test_continued_cells_are_priced_for_the_steps_they_add_and_cpu_hours_follow_the_stated_rates(tiny, tmp_path):
+    spec = {
+        "output_dir": str(tmp_path / "runs"),
+        "plan": {"cpu_pairs_per_second": {"small": 0.01}, "stand_ins": {"small": str(tiny)}},
+        "groups": [
+            {"name": "short", "kind": "text", "models": [f"small={tmp_path / 'not-built-yet'}"], "heads": ["cosine"],
+             "args": _args(tiny)},
+            {"name": "long", "kind": "text", "models": [f"small={tmp_path / 'not-built-yet'}"], "heads": ["cosine"],
+             "args": [*_args(tiny), "train.steps=25"], "continue_from": "short"},
+        ],
+    }  # fmt: skip
+    (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(spec))
+    table = plan_sweep(load_sweep_config(tmp_path / "sweep.yaml"), device_named("a100"), 0.5)
+    rows = {line.split(" | ")[0]: line for line in table.splitlines() if "/small/" in line}
+    assert "| 1 | 10 | 4 |" in rows["short/small/cosine/seed0"]
+    assert "| 1 | 15 | 4 |" in rows["long/small/cosine/seed0"]  # 25 steps, 10 of them the short cell's
+    assert "short | 40 | 1.11" in table and "long | 60 | 1.67" in table  # pairs / 0.01 per second / 3600
+    assert "total: 2.78 CPU-hours (100 pairs)" in table
+
+
+def test_the_budget_sweep_meets_its_design():
+    """configs/sweeps/budget.yaml: three budgets per task spanning 20x or more, the largest 10 epochs of
+    SciFact's 919 pairs and 5 of code search's 2,500, 64 rows a step, seeds 0-2, a constant schedule
+    for its continued budgets, settings chosen on dev, the compared groups exactly the budgets."""
+    cfg = load_sweep_config(REPO / "configs" / "sweeps" / "budget.yaml")
+    budgets = {g.name: g for g in cfg.groups if g.name.startswith(("code-search-", "scifact-"))}
+    assert cfg.comparison.groups == list(budgets)
+    for task, pairs in (("code-search-", 2500), ("scifact-", 919)):
+        chain = [g for name, g in budgets.items() if name.startswith(task)]
+        resolved = [parse_args([*g.args, *cfg.args]) for g in chain]
+        seen = [r.train.steps * r.data.batch_size for r in resolved]
+        assert [int(g.name.removeprefix(task)) for g in chain] == seen and len(seen) >= 3
+        assert seen[-1] / seen[0] >= 20 and seen[-1] >= (10 if task == "scifact-" else 5) * pairs
+        assert all(r.data.batch_size >= 64 and r.optim.schedule == "constant" for r in resolved)
+        assert [g.continue_from for g in chain] == [None, *(g.name for g in chain[:-1])]
+        assert all(g.seeds == [0, 1, 2] and {"cosine", "qnorm", "dnorm"} <= set(g.heads) for g in chain)
+        assert all(g.choose_variant and g.choose_variant.group == "scale-grid" for g in chain)
+    grid = next(g for g in cfg.groups if g.name == "scale-grid")
+    assert grid.choose_variant.group == "lr-grid" and grid.choose_variant.head == "cosine"
+    for selection in ("lr-grid", "scale-grid"):
+        assert "data.test_split=dev" in next(g for g in cfg.groups if g.name == selection).args
+    assert set(cfg.plan.cpu_pairs_per_second) == {"splade", "minilm-dot"}

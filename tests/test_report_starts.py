@@ -9,11 +9,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from clipmag.experiments.comparison import ComparisonProtocol
+from clipmag.experiments.grid import SweepConfig, SweepGroup
+from clipmag.experiments.protocol import record_start
 from clipmag.experiments.report import build_report
 from clipmag.experiments.report.collect import find_cells
 from clipmag.experiments.report.starts import start_rows
 from clipmag.results.record import build_results, write_results
-from clipmag.results.significance import holm, paired_query_p
+from clipmag.results.significance import difference_text, holm, mark, paired_query_p
 from clipmag.scoring.head_record import HeadRecord
 
 QUERIES = [f"q{i}" for i in range(60)]
@@ -84,3 +87,37 @@ def test_report_section_states_the_winner_and_the_predictors_against_it(runs):
     assert "Predictor fisher: right on 1 of 1; it **ties** the majority-class baseline" in report
     assert "Predictor query_cv_ratio: right on 0 of 1; it **loses to** the majority-class baseline" in report
     assert "| start | set |" in report and json.loads((runs / "starts.json").read_text())[0]["start"] == "start"
+
+
+def test_predictors_are_scored_per_setting_never_counting_one_verdict_twice(runs):
+    """The verdict judges the untuned start, so a second setting of the same start is a second
+    scorecard of one case, not a second case of one scorecard."""
+    for head in ("cosine", "qnorm", "dnorm"):
+        for seed in (0, 1, 2):
+            _cell(runs, "g-dev-scale", "start", head, seed, 30, 0.1)
+    report = build_report(runs, allow_mixed=True).read_text()
+    assert "over these 2 cases" not in report
+    assert report.count("Majority-class baseline over these 1 cases") == 2
+    assert "- Setting `g`:" in report and "- Setting `g-dev-scale`:" in report
+
+
+def test_the_report_lists_exactly_the_comparison_the_protocol_fixed(runs):
+    for head in ("cosine", "qnorm", "dnorm"):
+        for seed in (0, 1, 2):
+            _cell(runs, "g-other", "start", head, seed, 30, 0.1)
+    groups = [SweepGroup(name=g, heads=["cosine", "qnorm", "dnorm"]) for g in ("g-untuned", "g", "g-other")]
+    record_start(SweepConfig(output_dir=str(runs), groups=groups, comparison=ComparisonProtocol(groups=["g"])))
+    report = build_report(runs, allow_mixed=True).read_text()
+    section = report[report.index("## The protocol's comparison") :].split("\n## ")[0]
+    assert "`g`: one setting per head, fixed in the sweep config" in section and "randomisation test" in section
+    (row,) = [r for r in start_rows(find_cells(runs)) if r.group == "g"]
+    qnorm = row.heads["qnorm"].comparison
+    assert f"qnorm {mark(qnorm) or 'no difference found'} ({difference_text(qnorm)})" in section
+    assert "`g-other`" not in section  # a group the protocol does not compare is not in its section
+    regime = report[report.index("## Regime") :].split("\n## ")[0]
+    assert "significantly above cosine" in regime and " beat cosine" not in regime  # tested gains, not means
+
+
+def test_a_sweep_without_a_declared_comparison_says_so(runs):
+    report = build_report(runs, allow_mixed=True).read_text()
+    assert "declares no comparison" in report[report.index("## The protocol's comparison") :]

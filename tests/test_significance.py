@@ -16,7 +16,16 @@ from clipmag.experiments.report import build_report
 from clipmag.experiments.report.collect import find_cells
 from clipmag.experiments.report.starts import start_rows
 from clipmag.results.record import build_results, write_results
-from clipmag.results.significance import compare_with_baseline, holm, mark, mcnemar_p, paired_query_p, paired_seed_p
+from clipmag.results.significance import (
+    compare_with_baseline,
+    detectable_difference,
+    difference_text,
+    holm,
+    mark,
+    mcnemar_p,
+    paired_query_p,
+    paired_seed_p,
+)
 from clipmag.scoring.head_record import HeadRecord
 
 
@@ -120,3 +129,40 @@ def test_a_difference_only_pooled_seeds_call_significant_gets_no_mark(tmp_path):
     assert rows and not any("▼" in row or "▲" in row for row in rows)
     assert "below: none" in report[report.index("## Starting points") :]
     assert "randomisation test over queries" in report and "Holm" in report
+
+
+def test_the_detectable_difference_is_the_textbook_paired_value_and_grows_with_the_holm_family():
+    d = np.random.default_rng(2).normal(0.0, 1.0, 100)
+    d = (d - d.mean()) / d.std(ddof=1)  # sd exactly 1 over 100 queries
+    # (z_0.975 + z_0.8) / sqrt(100): Cohen's detectable paired effect of 0.28 sd at n = 100
+    assert detectable_difference(d) == pytest.approx((1.959964 + 0.841621) / 10, abs=1e-5)
+    assert detectable_difference(d, family=4) == pytest.approx((stats.norm.ppf(1 - 0.05 / 8) + 0.841621) / 10)
+    assert detectable_difference(2 * d) == pytest.approx(2 * detectable_difference(d))
+    assert detectable_difference([0.3]) == 0.0
+
+
+def test_the_randomisation_test_finds_the_detectable_difference_about_four_times_in_five():
+    """Simulated: per-query differences with mean = the closed form's MDE for sd 1 over 100 queries."""
+    rng = np.random.default_rng(3)
+    mde = (stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) / 10
+    samples = [rng.normal(mde, 1.0, 100) for _ in range(120)]
+    p_values = [paired_query_p(d, np.zeros(100)) for d in samples]
+    assert 0.68 <= np.mean(np.array(p_values) < 0.05) <= 0.9  # 0.8 within about two binomial SEs (0.037)
+    z_test = [2 * stats.norm.sf(abs(d.mean()) / (d.std(ddof=1) / 10)) for d in samples[:10]]
+    assert p_values[:10] == pytest.approx(z_test, abs=0.015)  # at this size the two tests agree
+
+
+def test_every_comparison_carries_its_detectable_difference_and_the_tables_print_it(tmp_path):
+    base = {q: 0.5 + 0.01 * i for i, q in enumerate(QUERIES)}
+    for seed in (0, 1, 2):
+        _write_cell(tmp_path, "cosine", seed, {q: base[q] + 0.001 * seed for q in QUERIES})
+        _write_cell(tmp_path, "dot", seed, {q: base[q] + 0.001 * seed + d for q, d in zip(QUERIES, DIFFERENCES)})
+    (row,) = start_rows(find_cells(tmp_path))
+    comparison = row.heads["dot"].comparison
+    in_order = [dict(zip(QUERIES, DIFFERENCES))[q] for q in sorted(QUERIES)]
+    assert comparison.detectable == pytest.approx(detectable_difference(in_order, family=1))
+    report = build_report(tmp_path, allow_mixed=True).read_text()
+    text = difference_text(comparison)
+    assert text.startswith("Δ ") and f"MDE {100 * comparison.detectable:.2f}" in text
+    assert report.count(text) == 2  # the retrieval table and the starting-point table
+    assert "80% power" in report

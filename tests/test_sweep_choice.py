@@ -48,14 +48,39 @@ def test_each_head_runs_with_the_scale_its_dev_cells_chose(tmp_path, toy_kind):
     assert cell["chosen"]["scores"]["scale1"] > cell["chosen"]["scores"]["scale20"]
 
 
-def test_a_choice_needs_an_earlier_group_and_no_variants_of_its_own(tmp_path, toy_kind):
+def test_a_choice_needs_an_earlier_group(tmp_path, toy_kind):
     cfg = _config(tmp_path, VariantChoice(group="final"))
     with pytest.raises(ValueError, match="choose_variant.group 'final' is not a group listed before it"):
         sweep.expand(cfg)
-    cfg = _config(tmp_path, VariantChoice(group="scale-grid"))
-    cfg.groups[1].variants = SCALES
-    with pytest.raises(ValueError, match="either variants or choose_variant"):
-        sweep.expand(cfg)
+
+
+LRS = [sweep.SweepVariant(name=f"lr{lr}", args=[f"optim.lr={lr}"]) for lr in ("1e-5", "1e-4")]
+
+
+def test_a_rate_chosen_on_cosine_carries_through_a_scale_grid_to_every_head(tmp_path, toy_kind, monkeypatch):
+    """lr grid on cosine -> scale grid of every head at that rate -> each head at its scale and that rate."""
+    monkeypatch.setitem(toy_frontend.BEST_LR, "cosine", 1e-4)
+    heads = ["cosine", "qnorm"]
+    lr_grid = sweep.SweepGroup(name="lr-grid", kind="toy", heads=["cosine"], variants=LRS)
+    on_cosine = VariantChoice(group="lr-grid", head="cosine")
+    scale_grid = sweep.SweepGroup(name="scale-grid", kind="toy", heads=heads, variants=SCALES, choose_variant=on_cosine)
+    final = sweep.SweepGroup(
+        name="final", kind="toy", heads=heads, args=["a=1"], choose_variant=VariantChoice("scale-grid")
+    )
+    sweep.run_sweep(sweep.SweepConfig(output_dir=str(tmp_path / "runs"), groups=[lr_grid, scale_grid, final]))
+    grid_calls = [c for c in toy_frontend.CALLS if any(a.startswith("loss.scale=") for a in c) and "a=1" not in c]
+    assert len(grid_calls) == 6 and all("optim.lr=1e-4" in c for c in grid_calls)  # the rate cosine chose
+    for call in grid_calls:
+        assert call.index("optim.lr=1e-4") < next(i for i, a in enumerate(call) if a.startswith("loss.scale="))
+    for call in (c for c in toy_frontend.CALLS if "a=1" in c):
+        head = call[call.index("--norm") + 1]
+        assert "optim.lr=1e-4" in call and f"loss.scale={int(toy_frontend.BEST_SCALE[head])}" in call
+    runs = tmp_path / "runs"
+    grid_cell = json.loads((runs / "scale-grid" / "default" / "qnorm-scale5" / "seed0" / "cell.json").read_text())
+    assert grid_cell["variant"] == "scale5" and grid_cell["chosen"]["head"] == "cosine"
+    assert grid_cell["chosen"]["variant"] == "lr1e-4" and grid_cell["chosen"]["args"] == ["optim.lr=1e-4"]
+    final_cell = json.loads((runs / "final" / "default" / "qnorm" / "seed0" / "cell.json").read_text())
+    assert final_cell["chosen"]["args"] == ["optim.lr=1e-4", "loss.scale=5"]
 
 
 def test_a_choice_without_the_selection_results_is_refused(tmp_path, toy_kind):

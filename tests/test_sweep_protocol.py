@@ -9,7 +9,10 @@ import pytest
 import toy_frontend
 
 from clipmag.config.build import to_dict
+from clipmag.config.checks import ConfigError
 from clipmag.experiments import sweep
+from clipmag.experiments.comparison import ComparisonProtocol
+from clipmag.experiments.grid import VariantChoice
 from clipmag.experiments.protocol import read_protocol
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 from clipmag.results.provenance import config_sha256
@@ -59,3 +62,39 @@ def test_the_archive_keeps_the_protocol_and_each_cells_small_files_only(cfg, tmp
     ]
     assert read_protocol(tmp_path / "kept") == read_protocol(cfg.output_dir)
     assert archive_results(cfg.output_dir, tmp_path / "kept") == []  # nothing new to copy
+
+
+def _selection_and_dev_groups() -> list:
+    grid = sweep.SweepGroup(
+        name="grid",
+        kind="toy",
+        heads=["cosine", "qnorm"],
+        variants=[sweep.SweepVariant("scale5", ["loss.scale=5.0"]), sweep.SweepVariant("scale20", ["loss.scale=20.0"])],
+    )
+    chosen = sweep.SweepGroup(
+        name="dev-scale", kind="toy", heads=["cosine", "qnorm"], choose_variant=VariantChoice(group="grid")
+    )
+    return [grid, chosen]
+
+
+def test_the_protocol_states_how_the_chosen_systems_are_compared_before_any_result(cfg):
+    cfg.groups = _selection_and_dev_groups()
+    cfg.comparison = ComparisonProtocol(groups=["dev-scale"])
+    sweep.run_sweep(cfg)
+    (start,) = read_protocol(cfg.output_dir)
+    statement = start["comparison"]
+    assert statement["baseline"] == "cosine" and list(statement["groups"]) == ["dev-scale"]
+    assert "chosen on the selection group 'grid' by NDCG@10" in statement["groups"]["dev-scale"]
+    assert "randomisation test over queries" in statement["test"] and "Holm" in statement["family"]
+    assert "80% power" in statement["power"] and statement["alpha"] == 0.05
+
+
+def test_a_comparison_of_a_group_with_several_settings_per_head_is_refused(cfg):
+    cfg.groups = _selection_and_dev_groups()
+    cfg.comparison = ComparisonProtocol(groups=["grid"])
+    with pytest.raises(ConfigError, match="group 'grid' lists variants.*pick the best setting on the test set"):
+        sweep.run_sweep(cfg)
+    cfg.comparison = ComparisonProtocol(groups=["nothing"])
+    with pytest.raises(ConfigError, match="comparison.groups: 'nothing' is not a group of the sweep"):
+        sweep.run_sweep(cfg)
+    assert not toy_frontend.CALLS  # refused before any cell ran

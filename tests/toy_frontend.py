@@ -15,6 +15,8 @@ FAIL_ON: set[str] = set()
 EXPORT: list[Callable[[Path, str], None]] = []
 # the loss scale at which each head scores best; a cell's score falls off with log-distance from it
 BEST_SCALE = {"cosine": 20.0, "dot": 1.0, "qnorm": 5.0, "dnorm": 20.0, "learnable": 5.0}
+# the learning rate at which a head scores best (none: the rate does not matter to it)
+BEST_LR: dict[str, float] = {}
 
 
 def main(argv: Sequence[str]) -> None:
@@ -31,6 +33,9 @@ def main(argv: Sequence[str]) -> None:
     scales = [float(a.split("=", 1)[1]) for a in argv if a.startswith("loss.scale=")]
     if scales:
         score -= 0.01 * abs(math.log(scales[-1] / BEST_SCALE[opts["norm"]]))
+    rates = [float(a.split("=", 1)[1]) for a in argv if a.startswith("optim.lr=")]
+    if rates and opts["norm"] in BEST_LR:
+        score -= 0.01 * abs(math.log(rates[-1] / BEST_LR[opts["norm"]]))
     record = build_results(
         {"front_end": "toy"},
         HeadRecord({"name": opts["norm"]}),

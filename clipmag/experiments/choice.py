@@ -37,14 +37,20 @@ def _score(candidate: Cell, metric: str, dataset: str | None) -> float:
 
 
 def choose_variant(cell: Cell, cells: Sequence[Cell]) -> Cell:
-    """``cell`` with the arguments of its best candidate variant in place (unchanged without a choice)."""
+    """``cell`` with the arguments of its best candidate variant in place (unchanged without a choice).
+
+    The chosen arguments go before the cell's own variant's, so a group may both choose (a learning
+    rate, from another group) and list variants (the scales of a grid). A candidate that chose its
+    own arguments in turn is resolved first, so a choice carries everything its candidate ran with
+    (the learning rate a scale grid took, with the scale)."""
     choice = cell.choice
     if choice is None:
         return cell
-    candidates = [c for c in cells if c.group == choice.group and c.model == cell.model and c.head == cell.head]
+    head = choice.head or cell.head
+    candidates = [c for c in cells if c.group == choice.group and c.model == cell.model and c.head == head]
     if not candidates:
         raise ValueError(
-            f"sweep cell {cell.label}: group {choice.group!r} has no cells for model {cell.model}, head {cell.head}"
+            f"sweep cell {cell.label}: group {choice.group!r} has no cells for model {cell.model}, head {head}"
         )
     variants = list(dict.fromkeys(c.variant for c in candidates))
     scores = {
@@ -52,8 +58,8 @@ def choose_variant(cell: Cell, cells: Sequence[Cell]) -> Cell:
         for v in variants
     }
     best = max(variants, key=lambda v: (scores[str(v)], -variants.index(v)))  # a tie goes to the first listed
-    args = next(c for c in candidates if c.variant == best).variant_args
+    args = choose_variant(next(c for c in candidates if c.variant == best), cells).variant_args
     chosen = {"from": choice.group, "variant": best, "by": choice.metric, "dataset": choice.dataset}
-    chosen |= {"args": list(args), "scores": scores}
+    chosen |= {"head": head, "args": list(args), "scores": scores}
     argv = [*cell.argv[: cell.variant_at], *args, *cell.argv[cell.variant_at :]]
-    return dataclasses.replace(cell, argv=argv, variant_args=list(args), chosen=chosen)
+    return dataclasses.replace(cell, argv=argv, variant_args=[*args, *cell.variant_args], chosen=chosen)

@@ -20,6 +20,7 @@ from clipmag.config.entry import run_entry_point
 from clipmag.experiments.plan import plan_sweep
 from clipmag.experiments.report import build_report
 from clipmag.experiments.report.build import PREDICTIONS_FILE
+from clipmag.experiments.report.docs_sync import docs_main
 from clipmag.experiments.status import sweep_status
 from clipmag.experiments.sweep import SweepConfig, run_sweep
 from clipmag.registry.config_packages import config_path
@@ -83,10 +84,16 @@ def sweep_main(argv: Sequence[str]) -> None:
     run_sweep(cmd, cmd.only, source=source or "the command line")
 
 
-def report_main(argv: Sequence[str]) -> Path:
+def report_main(argv: Sequence[str]) -> Path | None:
     """Collect a sweep's runs into report.md with tables (markdown + CSV) and figures.
 
-    clipmag-report RUNS_DIR [--title TEXT] [--allow-mixed]"""
+    clipmag-report RUNS_DIR [--title TEXT] [--allow-mixed]
+    clipmag-report docs [--files FILE ...] [--results results] [--check]   the manuals' results, rendered"""
+    if argv and argv[0] == "docs":
+        status = docs_main(argv[1:])
+        if status:
+            raise SystemExit(status)
+        return None
     cmd = parse_cli(
         ReportCommand, argv, field_flags(ReportCommand), description=report_main.__doc__, positional="runs_dir"
     )

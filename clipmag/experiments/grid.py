@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from clipmag.config.checks import PositiveInt
+from clipmag.experiments.comparison import ComparisonProtocol, check_comparison
+from clipmag.experiments.plan_settings import PlanSettings
 from clipmag.experiments.prepare import SweepStep
 from clipmag.experiments.slurm_settings import SlurmSettings
 from clipmag.registry.evaluations import EVALUATIONS, get_evaluation
@@ -52,18 +54,26 @@ class VariantChoice:
     ``group`` whose cells scored the highest mean ``metric`` on ``dataset`` (its only test set when
     unset). The earlier group is the selection run (a dev split, e.g. a scale grid); the protocol
     is the rule, fixed before either group runs, and the choice it makes is recorded in
-    ``cell.json``. Ties go to the variant listed first."""
+    ``cell.json``. Ties go to the variant listed first. ``head``: choose from that head's cells for
+    every head (the paper's learning rate, chosen on cosine alone); unset, each head from its own."""
 
     group: str
     metric: str = "NDCG@10"
     dataset: str | None = None
+    head: str | None = None
 
 
 @dataclass
 class SweepGroup:
     """One grid. ``heads`` and ``variants`` multiply; leave one empty to use only the other.
     ``requires``: paths the group reads; when one is absent the group is skipped with a line.
-    ``model_args``: arguments added to one model's cells (after the group's), keyed by its label."""
+    ``model_args``: arguments added to one model's cells (after the group's), keyed by its label.
+    ``variants`` with ``choose_variant``: every variant runs with the chosen arguments before its own
+    (a scale grid at the learning rate chosen on cosine). ``continue_from``: an earlier group whose
+    cells (same model, head, variant and seed) this group's cells continue from their final
+    checkpoint to more steps - one long run observed at several budgets; only fair under a schedule
+    that does not depend on the run's length (``optim.schedule=constant``, which the trainer's resume
+    check enforces; :mod:`clipmag.experiments.continuation`)."""
 
     name: str
     kind: str = "text"  # a registered front end (clipmag.registry.front_ends)
@@ -77,8 +87,10 @@ class SweepGroup:
     requires: list[str] = field(default_factory=list)
     # extra arguments for one model's cells, by its label (e.g. a learning rate chosen per model)
     model_args: dict[str, list[str]] = field(default_factory=dict)
-    # the variant of every cell chosen from an earlier group's results (instead of ``variants``)
+    # the variant of every cell chosen from an earlier group's results (before its own ``variants``)
     choose_variant: VariantChoice | None = None
+    # an earlier group whose finished cells this group's cells continue (continuation.py)
+    continue_from: str | None = None
     # keys of the sweep's ``slurm`` section this group's jobs ask otherwise (launcher: slurm)
     slurm: dict[str, Any] = field(default_factory=dict)
 
@@ -99,6 +111,10 @@ class SweepConfig:
     args: list[str] = field(default_factory=list)
     # a cell that resolves to the config of a finished cell takes its results (same_run.py)
     reuse_same_runs: bool = True
+    # the groups whose systems are compared on test, and how (clipmag/experiments/comparison.py)
+    comparison: ComparisonProtocol = field(default_factory=ComparisonProtocol)
+    # what ``clipmag-sweep plan`` needs beyond the cells: CPU throughputs, stand-in models
+    plan: PlanSettings = field(default_factory=PlanSettings)
 
 
 @dataclass
@@ -118,6 +134,8 @@ class Cell:
     chosen: dict | None = None  # what the choice picked, and from which scores
     sweep_sha256: str | None = None  # the whole sweep config's hash, set by the sweep that runs the cell
     same_run_as: str | None = None  # the folder of the finished cell whose run this one is (same_run.py)
+    continue_from: str | None = None  # the group whose cell of the same place this one continues
+    continues: str | None = None  # the folder of that cell, once its checkpoint was taken (continuation.py)
 
     @property
     def label(self) -> str:
@@ -138,6 +156,7 @@ class Cell:
             **({"chosen": self.chosen} if self.chosen else {}),
             "sweep_config_sha256": self.sweep_sha256,
             **({"same_run_as": self.same_run_as} if self.same_run_as else {}),
+            **({"continues": self.continues} if self.continues else {}),
         }
 
     def write_description(self) -> None:
@@ -165,17 +184,24 @@ def _check_evaluations(group: SweepGroup) -> None:
             )
 
 
-def _check_choice(group: SweepGroup, names: list[str]) -> None:
-    choice = group.choose_variant
-    if choice is None:
-        return
-    if group.variants:
-        raise ValueError(f"sweep group {group.name!r}: give either variants or choose_variant, not both")
+def _check_earlier(group: SweepGroup, names: list[str], key: str, named: str | None) -> None:
     earlier = names[: names.index(group.name)]
-    if choice.group not in earlier:
+    if named is not None and named not in earlier:
         raise ValueError(
-            f"sweep group {group.name!r}: choose_variant.group {choice.group!r} is not a group listed before it "
+            f"sweep group {group.name!r}: {key} {named!r} is not a group listed before it "
             f"({', '.join(earlier) or 'none'})"
+        )
+
+
+def _check_order(group: SweepGroup, cfg: SweepConfig) -> None:
+    """A choice and a continuation read earlier groups; a continuation also needs its cells run in order."""
+    names = [g.name for g in cfg.groups]
+    _check_earlier(group, names, "choose_variant.group", group.choose_variant and group.choose_variant.group)
+    _check_earlier(group, names, "continue_from", group.continue_from)
+    if group.continue_from and cfg.launcher == "slurm":
+        raise ValueError(
+            f"sweep group {group.name!r}: continue_from needs each cell to start after the one it continues; "
+            "run this sweep with launcher inprocess or torchrun"
         )
 
 
@@ -191,6 +217,7 @@ def expand(cfg: SweepConfig) -> list[Cell]:
     """Every cell of every group, in a stable order."""
     cells: list[Cell] = []
     root = Path(cfg.output_dir)
+    check_comparison(cfg.comparison, cfg.groups)
     for group in cfg.groups:
         if group.kind not in FRONT_ENDS:
             raise ValueError(f"sweep group {group.name!r}: unknown kind {group.kind!r}; valid: {', '.join(FRONT_ENDS)}")
@@ -198,7 +225,7 @@ def expand(cfg: SweepConfig) -> list[Cell]:
         variants = group.variants or [SweepVariant(name="")]
         heads = group.heads or [None]
         models = group.models or [None]
-        _check_choice(group, [g.name for g in cfg.groups])
+        _check_order(group, cfg)
         labels = {split_model_entry(m)[0] for m in group.models}
         unknown = sorted(set(group.model_args) - labels)
         if unknown:
@@ -240,6 +267,7 @@ def expand(cfg: SweepConfig) -> list[Cell]:
                                 list(variant.args),
                                 variant_at,
                                 group.choose_variant,
+                                continue_from=group.continue_from,
                             )
                         )
     return cells

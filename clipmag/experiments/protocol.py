@@ -1,10 +1,13 @@
 """``<sweep folder>/sweep.json``: the protocol on disk before the first result.
 
 Before a sweep prepares or runs anything it appends an entry: the resolved sweep config, its
-sha256, the code state (commit, dirty, diff hash) and the command line, with the time. A resumed
-sweep appends another entry and never rewrites the earlier ones, so the file shows that the
-protocol came before the results and whether code or protocol changed between starts - which the
-log says in one line each time they differ from the first entry.
+sha256, the code state (commit, dirty, diff hash), the command line, the time, and how its systems
+will be compared on test (``comparison``: each head at its one setting, fixed or chosen on dev, the
+chosen systems compared with cosine by the query-level randomisation test, Holm over the heads;
+:mod:`clipmag.experiments.comparison`). A resumed sweep appends another entry and never rewrites
+the earlier ones, so the file shows that the protocol came before the results and whether code or
+protocol changed between starts - which the log says in one line each time they differ from the
+first entry.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from clipmag.config.build import to_dict
+from clipmag.experiments.comparison import comparison_statement
 from clipmag.experiments.grid import SweepConfig
 from clipmag.results.provenance import provenance
 from clipmag.runtime.logs import logger
@@ -56,6 +60,7 @@ def record_start(cfg: SweepConfig) -> dict[str, Any]:
     folder = Path(cfg.output_dir)
     starts = read_protocol(folder)
     entry = {**provenance(to_dict(cfg)), "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    entry["comparison"] = comparison_statement(cfg.comparison, cfg.groups)
     for line in _differences(starts[0], entry) if starts else []:
         logger.warning("%s: since this sweep first started, %s", folder / PROTOCOL_FILE, line)
     folder.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,10 @@ step runs a module's ``main(argv)`` unless the file it ``creates`` exists. A gro
 (e.g. ``../shared/data``) never stops the rest of a sweep. A ``models`` entry ``label=path`` names
 the model ``label`` in run folders and reports (e.g. another group's export).
 
+A group may continue an earlier group's cells (``continue_from``: each cell trains on from the final
+checkpoint of the cell at the same place, :mod:`clipmag.experiments.continuation`), so budgets
+observed along one long run cost the longest alone.
+
 A group may attach evaluations (:mod:`clipmag.registry.evaluations`, e.g. ``rag``) to its cells: each runs
 on the cell's export once the cell is finished, in ``<cell>/evaluations/<name>``, and is finished
 when that folder holds ``results.json`` (a rerun skips it, as it skips finished cells).
@@ -32,6 +36,7 @@ from pathlib import Path
 from clipmag.config.build import build_config
 from clipmag.config.checks import ConfigError
 from clipmag.experiments.choice import choose_variant
+from clipmag.experiments.continuation import continue_cell
 from clipmag.experiments.finished import unfinished_reason
 from clipmag.experiments.grid import (
     CELL_FILE,
@@ -199,11 +204,16 @@ def _run_cells(cells: Sequence[Cell], every_cell: Sequence[Cell], cfg: SweepConf
                 share_results(cell, twin)
                 logger.info("[%d/%d] %s: the same run as %s: its results taken", i, total, cell.label, twin.label)
             else:
-                logger.info("[%d/%d] %s: running", i, total, cell.label)
+                cell = continue_cell(cell, every_cell)
+                logger.info("[%d/%d] %s: running%s", i, total, cell.label, _from(cell))
                 start = time.perf_counter()
                 run_cell(cell, cfg.launcher, cfg.nproc_per_node)
                 logger.info("[%d/%d] %s: done in %.0f s", i, total, cell.label, time.perf_counter() - start)
         run_evaluations(cell)
+
+
+def _from(cell: Cell) -> str:
+    return f" on from {cell.continues}" if cell.continues else ""
 
 
 def _chosen_by(cell: Cell) -> tuple[str, str]:

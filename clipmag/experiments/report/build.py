@@ -21,12 +21,14 @@ from clipmag.experiments.report.collect import (
     query_outcomes,
     tidy_rows,
 )
+from clipmag.experiments.report.comparison import comparison_section
+from clipmag.experiments.report.curves import learning_curves
 from clipmag.experiments.report.provenance import check_one_code_state, code_line
 from clipmag.experiments.report.starts import start_rows, starting_points_section, write_start_rows
 from clipmag.experiments.report.tables import TableRow, aggregate, mean_of, to_csv, to_markdown, with_query_tests
 from clipmag.experiments.report.verdicts import scorecard
 from clipmag.registry.evaluations import EVALUATIONS
-from clipmag.results.significance import QUERY_TEST, SEED_TEST, mark
+from clipmag.results.significance import POWER_NOTE, QUERY_TEST, SEED_TEST, mark
 
 RETRIEVAL = ("NDCG@10", "MRR@10", "Recall@100")
 BRIGHT = ("NDCG@10", "Recall@1", "Recall@100")
@@ -142,25 +144,23 @@ MAGNITUDE_HEADS = ("dot", "qnorm", "dnorm", "learnable")
 
 
 def regime_section(retrieval: list[TableRow]) -> list[str]:
-    """Which of the paper's regimes the retrieval numbers fall in, and what the other would take."""
+    """Which of the paper's regimes each group's tested differences fall in, and what the other would take.
+
+    A gain is a significant one (the query-level test, Holm over the row's heads), never a mean
+    that happens to be higher; a group without per-query scores is not tested."""
     lines = []
     for group in _groups(retrieval):
-        cos = mean_of(retrieval, group, "NDCG@10", "cosine")
-        heads = {h: mean_of(retrieval, group, "NDCG@10", h) for h in MAGNITUDE_HEADS}
-        heads = {h: v for h, v in heads.items() if not math.isnan(v)}
-        if math.isnan(cos) or not heads:
+        rows = [r for r in retrieval if r.group == group and r.metric == "NDCG@10" and "cosine" in r.cells]
+        tested = [(h, r.dataset, c.comparison) for r in rows for h, c in r.cells.items() if h in MAGNITUDE_HEADS]
+        if not tested or any(comparison is None for _, _, comparison in tested):
             continue
-        best = max(heads, key=heads.get)
-        if all(v <= cos for v in heads.values()):
-            lines.append(
-                f"`{group}` is in the regime of the paper's E5-80K and from-scratch cases: no magnitude head beats "
-                f"cosine (nDCG@10 {100 * cos:.2f}); the most robust magnitude head is {best} ({100 * heads[best]:.2f})."
-            )
+        above = sorted({f"{h} ({dataset})" for h, dataset, c in tested if mark(c) == "▲"})
+        if above:
+            lines.append(f"`{group}`: significantly above cosine on nDCG@10: {', '.join(above)}.")
         else:
-            above = [h for h, v in heads.items() if v > cos]
             lines.append(
-                f"`{group}` is in the paper's retrieval regime: {', '.join(above)} beat cosine "
-                f"({100 * cos:.2f}); best {best} ({100 * heads[best]:.2f})."
+                f"`{group}`: no magnitude head is significantly above cosine on any test set (nDCG@10), the regime "
+                "of the paper's E5-80K and from-scratch cases; the MDE beside each difference says what could hide."
             )
     if lines:
         lines += [
@@ -236,14 +236,16 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report", allo
             gamma_trajectories(cells), runs_dir / "fig_gammas.png"
         ),
     }
+    for path in learning_curves(runs_dir, cells):  # the budgets of the protocol's compared groups
+        figures[f"Learning curve, {path.stem.removeprefix('fig_curve_').replace('_', ' on ', 1)}"] = path
     seeds = {int(c.cell["seed"]) for c in cells}
     parts = [
         f"# {title}",
         "",
         f"{len(cells)} finished runs under `{runs_dir}`, seeds {sorted(seeds)}. Scores x100, "
         "diagnostics as they are; mean ± std over seeds; best per row in bold. Against cosine: (change, "
-        f"p= the {QUERY_TEST}, where the runs kept per-query scores (▲/▼ mark it); t= the {SEED_TEST}, "
-        "with 2+ seeds).",
+        "where the runs kept per-query scores Δ the mean per-query difference x100 with its 95% bootstrap interval "
+        f"and {POWER_NOTE}, p= the {QUERY_TEST} (▲/▼ mark it); t= the {SEED_TEST}, with 2+ seeds).",
         "",
         numerics_line(cells),
         "",
@@ -277,9 +279,9 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report", allo
                 "## Starting points: untuned and fine-tuned, per head",
                 "",
                 _table_code(cells, {r.group for r in starts}),
-                "",
-                *starting_points_section(cells, starts),
             ]
+            parts += ["", *starting_points_section(cells, starts)]
+            parts += ["## The protocol's comparison", "", *comparison_section(runs_dir, starts)]
     parts += ["## What these numbers show", "", *findings(tables["retrieval"], tables["sts"], tables["clip"])]
     parts += [*bright_findings(tables["bright"]), ""]
     parts += ["## Regime", "", *regime_section(tables["retrieval"])]

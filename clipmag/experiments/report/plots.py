@@ -16,7 +16,7 @@ from clipmag.experiments.report.tables import TableRow  # noqa: E402
 OUTSIDE = {"fontsize": 7, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0}
 
 
-def _save(fig: plt.Figure, path: Path) -> Path:
+def save_figure(fig: plt.Figure, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
@@ -41,7 +41,7 @@ def norm_histograms(samples: dict[tuple[str, str], dict[str, list[float]]], path
     for ax in list(axes.flat)[len(keys) :]:
         ax.axis("off")
     axes.flat[cols - 1].legend(*axes.flat[0].get_legend_handles_labels(), **OUTSIDE)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def gamma_trajectories(trajectories: dict[str, list[tuple[int, float, float]]], path: Path) -> Path | None:
@@ -58,7 +58,7 @@ def gamma_trajectories(trajectories: dict[str, list[tuple[int, float, float]]], 
     ax.set_xlabel("step")
     ax.set_ylabel("gamma")
     ax.legend(**OUTSIDE)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def metric_bars(table: list[TableRow], metric: str, path: Path, title: str) -> Path | None:
@@ -79,7 +79,7 @@ def metric_bars(table: list[TableRow], metric: str, path: Path, title: str) -> P
     ax.set_ylabel(metric)
     ax.set_title(title, fontsize=10)
     ax.legend(**OUTSIDE)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def clip_recall(table: list[TableRow], path: Path) -> Path | None:
@@ -98,4 +98,4 @@ def clip_recall(table: list[TableRow], path: Path) -> Path | None:
     ax.set_xticks(x, configs, fontsize=8)
     ax.set_ylabel("R@1")
     ax.legend(**OUTSIDE)
-    return _save(fig, path)
+    return save_figure(fig, path)

@@ -25,16 +25,21 @@ from typing import Any
 
 import numpy as np
 
-from clipmag.experiments.grid import EVALUATIONS_DIR
 from clipmag.experiments.report.collect import CellResult, learnable_trajectories
-from clipmag.experiments.report.verdicts import scorecard
-from clipmag.results.record import RESULTS_FILE
-from clipmag.results.significance import QUERY_TEST, SEED_TEST, Comparison, compare_with_baseline, mark
+from clipmag.experiments.report.verdicts import predictor_cases, scorecards
+from clipmag.results.significance import (
+    POWER_NOTE,
+    QUERY_TEST,
+    SEED_TEST,
+    Comparison,
+    compare_with_baseline,
+    difference_text,
+    mark,
+)
 from clipmag.scoring.heads import HEAD_NAMES
 
 METRIC = "NDCG@10"
 BASELINE = "cosine"
-PREDICT_EVALUATION = "predict"
 
 __all__ = ["starting_points_section", "StartRow", "start_rows"]
 
@@ -148,10 +153,7 @@ def _head_cell(row: StartRow, name: str) -> str:
     c = r.comparison
     if c is not None:
         text += f" {mark(c)}" if mark(c) else ""
-        text += (
-            f" (Δ {100 * c.difference:+.2f} [{100 * c.ci_low:+.2f}, {100 * c.ci_high:+.2f}], "
-            f"p {_fmt_p(c.p_holm)} / t {_fmt_p(c.p_seeds)})"
-        )
+        text += f" ({difference_text(c)}, p {_fmt_p(c.p_holm)} / t {_fmt_p(c.p_seeds)})"
     best = max(row.heads, key=lambda h: row.heads[h].mean)
     return f"**{text}**" if name == best else text
 
@@ -172,20 +174,9 @@ def _table(rows: list[StartRow]) -> list[str]:
     return lines
 
 
-def _verdicts(cells: list[CellResult], start: str, datasets: set[str]) -> dict[str, str]:
-    """The predictors' verdicts on the untuned start whose test sets include ``datasets``."""
-    for c in cells:
-        if c.cell.get("model") != start or _steps(c) != 0 or not datasets <= set(c.results["metrics"]):
-            continue
-        folder = c.directory / EVALUATIONS_DIR / PREDICT_EVALUATION
-        if (folder / RESULTS_FILE).is_file():
-            result = json.loads((folder / RESULTS_FILE).read_text(encoding="utf-8"))
-            return {name: str(result[name]["verdict"]) for name in ("fisher", "query_cv_ratio")}
-    return {}
-
-
 def _start_lines(cells: list[CellResult], rows: list[StartRow]) -> list[str]:
-    """Per start: significant winners, predictor verdicts vs the qnorm/dnorm winner, learned gammas."""
+    """Per start: significant winners, predictor verdicts vs the qnorm/dnorm winner (scored per
+    setting), the variants chosen on dev, learned gammas."""
     lines = []
     trajectories = learnable_trajectories(cells)
     for r in rows:
@@ -194,20 +185,19 @@ def _start_lines(cells: list[CellResult], rows: list[StartRow]) -> list[str]:
             f"- `{r.start}` on {r.dataset}: best **{best}**; significantly above cosine: "
             f"{', '.join(r.marked('▲')) or 'none'}; below: {', '.join(r.marked('▼')) or 'none'}."
         )
-    cases: list[tuple[str, dict[str, str]]] = []
-    by_start: dict[tuple[str, str], list[StartRow]] = defaultdict(list)
-    for r in rows:
-        by_start[(r.group, r.start)].append(r)
-    for (group, start), start_rows_ in by_start.items():
-        q = np.mean([x.heads["qnorm"].mean for x in start_rows_ if "qnorm" in x.heads] or [math.nan])
-        d = np.mean([x.heads["dnorm"].mean for x in start_rows_ if "dnorm" in x.heads] or [math.nan])
-        verdicts = _verdicts(cells, start, {x.dataset for x in start_rows_})
-        if not math.isnan(q) and not math.isnan(d) and verdicts:
-            winner = "qnorm" if q > d else "dnorm"
-            cases.append((winner, verdicts))
-            said = ", ".join(f"{name} said {v} ({'right' if v == winner else 'wrong'})" for name, v in verdicts.items())
-            lines.append(f"- `{group}` / `{start}`: qnorm {100 * q:.2f} vs dnorm {100 * d:.2f} -> {winner}; {said}.")
-        chosen = {h: x.chosen for h, x in start_rows_[0].heads.items() if x.chosen}
+    cases = {(c.group, c.start): c for c in predictor_cases(cells, rows)}
+    for group, start in dict.fromkeys((r.group, r.start) for r in rows):
+        case = cases.get((group, start))
+        if case is not None:
+            said = ", ".join(
+                f"{name} said {v} ({'right' if v == case.winner else 'wrong'})" for name, v in case.verdicts.items()
+            )
+            lines.append(
+                f"- `{group}` / `{start}`: qnorm {100 * case.qnorm:.2f} vs dnorm {100 * case.dnorm:.2f} -> "
+                f"{case.winner}; {said}."
+            )
+        first = next(r for r in rows if (r.group, r.start) == (group, start))
+        chosen = {h: x.chosen for h, x in first.heads.items() if x.chosen}
         if chosen:
             text = ", ".join(f"{h} {'/'.join(sorted(v))}" for h, v in chosen.items())
             lines.append(f"- `{group}` / `{start}`: variants chosen on the selection group's dev split: {text}.")
@@ -219,7 +209,7 @@ def _start_lines(cells: list[CellResult], rows: list[StartRow]) -> list[str]:
         if gammas:
             text = ", ".join(f"({gq:.3f}, {gd:.3f})" for gq, gd in gammas)
             lines.append(f"- `{group}` / `{start}`: learnable (gq, gd) after training, per seed: {text}.")
-    return lines + scorecard(cases)
+    return lines + scorecards(list(cases.values()))
 
 
 def starting_points_section(cells: list[CellResult], rows: list[StartRow]) -> list[str]:
@@ -228,7 +218,8 @@ def starting_points_section(cells: list[CellResult], rows: list[StartRow]) -> li
         return []
     parts = [
         "nDCG@10 x100, mean ± std over seeds. Against cosine: Δ, the mean per-query difference x100 with its 95% "
-        f"bootstrap interval over queries; ▲/▼ and p: the {QUERY_TEST}; t: the {SEED_TEST}. Untuned: the start "
+        f"bootstrap interval over queries; {POWER_NOTE}; ▲/▼ and p: the {QUERY_TEST}; t: the {SEED_TEST}. "
+        "Untuned: the start "
         "itself (0 steps); d: Cohen's d of document norms (relevant vs a seeded non-relevant sample), before "
         "fine-tuning (untuned) and after it (per head, mean over seeds); CV: document-norm CV.",
         "",

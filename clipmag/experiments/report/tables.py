@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from clipmag.experiments.report.collect import QuestionOutcomes, Row
-from clipmag.results.significance import Comparison, compare_with_baseline, mark, paired_seed_p
+from clipmag.results.significance import Comparison, compare_with_baseline, difference_text, mark, paired_seed_p
 from clipmag.scoring.heads import HEAD_NAMES
 
 BASELINE = "cosine"
@@ -111,7 +111,8 @@ def _fmt(cell: Cell | None, scale: float) -> str:
     if mark(cell.comparison):
         text += f" {mark(cell.comparison)}"
     if cell.change_vs_baseline is not None:
-        tests = [f"p={cell.comparison.p_holm:.3f}"] if cell.comparison else []
+        c = cell.comparison
+        tests = [difference_text(c), f"p={c.p_holm:.3f}"] if c else []
         tests += [f"t={cell.p_seeds:.3f}"] if cell.p_seeds is not None else []
         text += f" ({', '.join([f'{cell.change_vs_baseline:+.0%}', *tests])})"
     return f"**{text}**" if cell.best else text
@@ -152,6 +153,7 @@ def to_csv(table: list[TableRow], path: str | Path) -> Path:
                 "difference_vs_cosine",
                 "difference_ci_low",
                 "difference_ci_high",
+                "detectable_difference",
                 "p_query_vs_cosine",
                 "p_query_holm_vs_cosine",
                 "mark",
@@ -173,9 +175,9 @@ def to_csv(table: list[TableRow], path: str | Path) -> Path:
                         "" if c.change_vs_baseline is None else c.change_vs_baseline,
                         "" if c.p_seeds is None else c.p_seeds,
                         *(
-                            (q.difference, q.ci_low, q.ci_high, q.p, q.p_holm)
+                            (q.difference, q.ci_low, q.ci_high, q.detectable, q.p, q.p_holm)
                             if (q := c.comparison)
-                            else ("", "", "", "", "")
+                            else ("", "", "", "", "", "")
                         ),
                         mark(c.comparison),
                         c.best,

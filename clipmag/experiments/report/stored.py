@@ -1,0 +1,79 @@
+"""The stored sweep folders under a results root (``results/``), read once per process.
+
+The manuals' renderers (:mod:`clipmag.experiments.report.docs_sync`) ask for the same sweep many
+times - a table, then the numbers in the prose around it - and its query-level tests take seconds,
+so the cells, the starting-point rows and the code state of each sweep are computed on first use
+and kept.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Hashable
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from clipmag.experiments.report.collect import CellResult, find_cells
+from clipmag.experiments.report.starts import StartRow, start_rows
+from clipmag.results.provenance import describe_code
+
+__all__ = ["StoredResults", "StoredSweep"]
+
+
+class StoredSweep:
+    """One stored sweep folder: its finished cells and what the report derives from them."""
+
+    def __init__(self, folder: Path) -> None:
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder}: no stored sweep here (the results root holds one folder per sweep)")
+        self.folder = folder
+        self._derived: dict[Hashable, Any] = {}
+
+    def derived(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """``compute()``, once per ``key``: what a renderer derives from the cells (tests take seconds)."""
+        if key not in self._derived:
+            self._derived[key] = compute()
+        return self._derived[key]
+
+    @cached_property
+    def cells(self) -> list[CellResult]:
+        cells = find_cells(self.folder)
+        if not cells:
+            raise FileNotFoundError(f"{self.folder}: no finished cells (cell.json with results.json)")
+        return cells
+
+    @cached_property
+    def start_rows(self) -> list[StartRow]:
+        return start_rows(self.cells)
+
+    def group(self, name: str) -> list[CellResult]:
+        """The cells of one group (an error names the group when it has none)."""
+        cells = [c for c in self.cells if c.cell["group"] == name]
+        if not cells:
+            raise ValueError(f"{self.folder}: no finished cells in group {name!r}")
+        return cells
+
+    def code(self) -> str:
+        """The one code state behind every cell: ``commit `3a15e4e``` on a clean tree, else as
+        :func:`describe_code` says it; an error when the cells come from several states."""
+        codes = {json.dumps((c.results.get("provenance") or {}).get("code"), sort_keys=True) for c in self.cells}
+        if len(codes) != 1:
+            raise ValueError(f"{self.folder}: cells from {len(codes)} code states; the manuals cite one per sweep")
+        code = json.loads(codes.pop())
+        if code and code.get("commit") and code.get("dirty") is False:
+            return f"commit `{code['commit'][:7]}`"
+        return describe_code(code)
+
+
+class StoredResults:
+    """A results root: ``stored.sweep("positive_regime")`` is ``<root>/positive_regime``, read once."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self._sweeps: dict[str, StoredSweep] = {}
+
+    def sweep(self, name: str) -> StoredSweep:
+        if name not in self._sweeps:
+            self._sweeps[name] = StoredSweep(self.root / name)
+        return self._sweeps[name]

@@ -1,0 +1,85 @@
+"""Learning curves of a budget sweep: nDCG@10 and Cohen's d against the pairs seen, per start and test
+set, a line per head through its seed mean with the seeds' range, from the protocol's compared groups."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from clipmag.experiments.comparison import ComparisonProtocol
+from clipmag.experiments.grid import SweepConfig, SweepGroup
+from clipmag.experiments.protocol import record_start
+from clipmag.experiments.report import build_report
+from clipmag.experiments.report.collect import find_cells
+from clipmag.experiments.report.curves import curve_points, pairs_seen
+from clipmag.results.record import build_results, write_results
+from clipmag.scoring.head_record import HeadRecord
+
+BATCH = 8
+BUDGETS = {"budget-10": 10, "budget-40": 40, "budget-160": 160}
+
+
+def _score(head: str, steps: int, seed: int) -> float:
+    """cosine flat, qnorm climbing with the budget; seeds a point apart."""
+    return 0.5 + (0.02 * (steps // 10).bit_length() if head == "qnorm" else 0.0) + 0.01 * seed
+
+
+def _cell(root: Path, group: str, head: str, seed: int, steps: int, log: bool = True) -> None:
+    folder = root / group / "start" / head / f"seed{seed}"
+    folder.mkdir(parents=True)
+    metric = {"NDCG@10": _score(head, steps, seed), "diagnostics": {"document_norm_effect": {"cohens_d": 0.1 * seed}}}
+    cell = {"group": group, "kind": "text", "model": "start", "head": head, "variant": None, "seed": seed}
+    (folder / "cell.json").write_text(json.dumps({**cell, "argv": [], "evaluations": []}))
+    run = {"steps": steps, "seed": seed, "world_size": 1}
+    record = build_results(
+        run, HeadRecord({"name": head}), {}, {"set": metric}, {}, {}, config={"data": {"batch_size": BATCH}}
+    )
+    write_results(record, folder)
+    if log:
+        lines = [{"step": s, "kind": "train", "samples_seen": s * BATCH} for s in range(5, steps + 1, 5)]
+        (folder / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+@pytest.fixture
+def runs(tmp_path):
+    for group, steps in BUDGETS.items():
+        for head in ("cosine", "qnorm"):
+            for seed in (0, 1, 2):
+                _cell(tmp_path, group, head, seed, steps, log=group != "budget-160")
+    for seed in (0, 1, 2):
+        _cell(tmp_path, "grid", "qnorm", seed, 40)  # a selection group: never a point
+    groups = [SweepGroup(name=g, heads=["cosine", "qnorm"]) for g in ("grid", *BUDGETS)]
+    record_start(
+        SweepConfig(output_dir=str(tmp_path), groups=groups, comparison=ComparisonProtocol(groups=list(BUDGETS)))
+    )
+    return tmp_path
+
+
+def test_points_are_seed_means_with_their_range_at_the_pairs_each_budget_saw(runs):
+    cells = find_cells(runs)
+    assert {pairs_seen(c) for c in cells} == {80, 320, 1280}  # logged, or steps x batch without a log
+    points = curve_points(runs, cells)
+    assert [(p.head, p.pairs) for p in points] == [(h, n) for h in ("cosine", "qnorm") for n in (80, 320, 1280)]
+    qnorm = [p for p in points if p.head == "qnorm"]
+    for point, steps in zip(qnorm, BUDGETS.values()):
+        assert point.ndcg == pytest.approx(
+            (_score("qnorm", steps, 1), _score("qnorm", steps, 0), _score("qnorm", steps, 2))
+        )
+        assert point.cohens_d == pytest.approx((0.1, 0.0, 0.2))
+    assert qnorm[-1].ndcg[0] - qnorm[0].ndcg[0] == pytest.approx(0.08)  # the gap to flat cosine grows
+
+
+def test_the_report_draws_one_curve_figure_per_start_and_test_set(runs):
+    report = build_report(runs, allow_mixed=True).read_text()
+    figure = runs / "fig_curve_start_set.png"
+    assert figure.is_file() and figure.stat().st_size > 5000
+    assert "### Learning curve, start on set" in report and "fig_curve_start_set.png" in report
+
+
+def test_without_a_declared_comparison_there_are_no_curves(runs):
+    (runs / "sweep.json").unlink()
+    assert curve_points(runs, find_cells(runs)) == []
+    build_report(runs, allow_mixed=True)
+    assert not (runs / "fig_curve_start_set.png").exists()
