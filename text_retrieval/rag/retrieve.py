@@ -27,7 +27,7 @@ from clipmag.results.record import encoding_numerics
 from clipmag.scoring.heads import build_head
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.rag.data import Corpus, Question
-from text_retrieval.retrieval.bm25 import BM25_SETTINGS, bm25_search
+from text_retrieval.retrieval.bm25 import BM25_SETTINGS, bm25_search, matched
 from text_retrieval.retrieval.corpus_cache import encode_corpus
 from text_retrieval.retrieval.fusion import fuse
 from text_retrieval.retrieval.search import build_index, search
@@ -125,11 +125,12 @@ def bm25_run(corpus: Corpus, questions: Sequence[Question], depth: int) -> Retri
 
 
 def hybrid_run(dense: RetrieverRun, lexical: RetrieverRun, method: str, depth: int) -> RetrieverRun:
-    """The dense row fused with the BM25 row by ``method`` (``text_retrieval/retrieval/fusion.py``), ``depth``
-    passages a question; labelled ``<dense label>+bm25-<method>``, with the dense row's head."""
+    """The dense row fused with the BM25 row (its hits scored above 0) by ``method``
+    (``text_retrieval/retrieval/fusion.py``), ``depth`` passages a question; labelled
+    ``<dense label>+bm25-<method>``, with the dense row's head."""
     start = time.perf_counter()
     runs = [{qid: dict(ranking) for qid, ranking in run.rankings.items()} for run in (dense, lexical)]
-    fused = fuse(runs, method, depth)
+    fused = fuse([runs[0], matched(runs[1])], method, depth)
     return RetrieverRun(
         label=f"{dense.label}+bm25-{method}",
         rankings={qid: list(hits.items()) for qid, hits in fused.items()},

@@ -2,7 +2,8 @@
 
 ``bm25s`` with Lucene's BM25 variant, k1 = 1.5, b = 0.75, English stop words and no stemming, over
 the same texts the dense retriever encodes (``title + " " + text``). A query with no term in the
-corpus still gets ``depth`` hits, all scored 0 (bm25s returns them in corpus order).
+corpus still gets ``depth`` hits, all scored 0 (bm25s returns them in corpus order); ``matched``
+drops such hits, which a fusion must not count as lexical evidence.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 
 from text_retrieval.retrieval.index import Run
 
-__all__ = ["BM25_SETTINGS", "bm25_search"]
+__all__ = ["BM25_SETTINGS", "bm25_search", "matched"]
 
 BM25_SETTINGS = {"library": "bm25s", "k1": 1.5, "b": 0.75, "method": "lucene", "stopwords": "en"}
 
@@ -31,3 +32,8 @@ def bm25_search(
         qid: {doc_ids[int(i)]: float(s) for i, s in zip(positions[row], scores[row])}
         for row, qid in enumerate(query_ids)
     }
+
+
+def matched(run: Run) -> Run:
+    """``run`` without the hits BM25 scored 0: documents sharing no term with the query."""
+    return {qid: {doc: score for doc, score in hits.items() if score > 0} for qid, hits in run.items()}

@@ -11,7 +11,8 @@ would let whichever is larger for that query decide. The fusions here do not add
 * ``zscore``: each run's scores of a query standardised by that query's mean and (population)
   standard deviation, then summed; a run with no spread contributes 0.
 
-A document missing from a run contributes 0 from it (for ``zscore``: the run's mean). These are
+A document missing from a run contributes 0 from it (for ``zscore``: the run's mean); a BM25 hit
+scored 0 shares no term with the query and is dropped before fusing. These are
 the conventions of ``ranx.fuse`` (``method="rrf"``, and ``method="sum"`` with ``norm="min-max"`` or
 ``norm="zmuv"``), which the tests check them against. Both runs are cut to the same depth first,
 and the fused list keeps the best ``depth`` documents (ties by document id).
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from text_retrieval.retrieval.bm25 import BM25_SETTINGS, bm25_search
+from text_retrieval.retrieval.bm25 import BM25_SETTINGS, bm25_search, matched
 from text_retrieval.retrieval.index import HYBRIDS, Run
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ def hybrid_with_bm25(dense: Run, dataset: RetrievalDataset, method: str, depth: 
     lexical = bm25_search(
         dataset.corpus_ids, dataset.corpus_texts, qids, [dataset.queries[q] for q in qids], depth + extra
     )
-    lexical = _without_excluded(lexical, dataset.excluded, dataset.ignore_identical_ids, depth)
+    lexical = _without_excluded(matched(lexical), dataset.excluded, dataset.ignore_identical_ids, depth)
     described = {"fusion": method, "with": {"bm25": BM25_SETTINGS}, "depth": depth}
     if method == "rrf":
         described["rrf_k"] = RRF_K
