@@ -97,3 +97,24 @@ def test_rag_hybrid_row_fuses_a_dense_row_with_the_bm25_row():
     assert row.label == "qnorm+bm25-minmax" and row.head == dense.head
     assert row.rankings == {"x": [("p1", 1.0), ("p2", 1.0)]}  # tied at 1.0: by passage id
     assert row.description["fusion"] == "minmax" and row.seconds >= 1.5
+
+
+def test_eval_text_flags_set_hybrid_and_compression_and_retrieve_fuses_the_dense_run():
+    from clipmag.scoring.heads import build_head
+    from text_retrieval.evaluation.cli import parse_args
+    from text_retrieval.retrieval.index import RetrievalSettings
+    from text_retrieval.retrieval.search import retrieve
+
+    cfg = parse_args(["--model", "m", "--data", "d", "--hybrid", "zscore", "--compress", "int8+norm"])
+    assert (cfg.retrieval.hybrid, cfg.retrieval.compression) == ("zscore", "int8+norm")
+    dataset = RetrievalDataset(
+        "toy", ["d0", "d1", "d2"], ["red fruit apples", "green pears", "red wine"], {"q": "red fruit"}, {"q": {"d0": 1}}
+    )
+    docs = np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 1.0]], dtype=np.float32)
+    queries = np.array([[0.0, 1.0]], dtype=np.float32)
+    head = build_head("dot")
+    dense, _ = retrieve(docs, queries, dataset, head, 3)
+    fused, searched = retrieve(docs, queries, dataset, head, 3, RetrievalSettings(hybrid="zscore"))
+    lexical, _ = hybrid_with_bm25(dense, dataset, "zscore", 3)
+    assert fused == lexical and searched["hybrid"]["fusion"] == "zscore"
+    assert list(dense["q"]) == ["d1", "d2", "d0"] and list(fused["q"]) == ["d1", "d0", "d2"]  # BM25: d0 over d2

@@ -102,9 +102,7 @@ def build_served_index(
     if not compressed.is_none:
         codes = compressed.fit(raw).encode(raw)
         docs, described = compressed.decode(codes, raw.shape[1]), compressed.describe(raw.shape[1], codes)
-    layout = Layout(encoder.head, metric)
-    if mips:
-        layout = Layout(encoder.head, metric, _mips_norm(layout, docs))
+    layout = Layout(encoder.head, metric, _mips_norm(Layout(encoder.head), docs) if mips else None)
     partial = output.with_name(output.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
