@@ -17,6 +17,7 @@ from collections import defaultdict
 
 from common import SHARED, add_common_arguments, beir_sets, evaluate, label, load_encoder, models, write_rows
 
+from clipmag.results.provenance import code_state
 from clipmag.scoring.heads import HEAD_NAMES, every_head
 from text_retrieval.evaluation.metrics import evaluate_run
 from text_retrieval.rag.config import RagConfig, RagDataConfig
@@ -82,6 +83,7 @@ def main() -> None:
     add_common_arguments(parser, "results/deploy/hybrid.json")
     parser.add_argument("--rag-root", default="runs/data/rag-embedded", help="the embedded RAG set (built if absent)")
     args = parser.parse_args()
+    code_state()  # read now: the results name the code this process started with
     rows, encoder = bm25_rows(args) + rag_rows(args, None, None), None
     for model in models(args.export):
         encoder = load_encoder(model)
