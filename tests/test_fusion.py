@@ -7,6 +7,8 @@ when one run's scores of a query are multiplied by a positive number - which the
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -118,3 +120,20 @@ def test_eval_text_flags_set_hybrid_and_compression_and_retrieve_fuses_the_dense
     lexical, _ = hybrid_with_bm25(dense, dataset, "zscore", 3)
     assert fused == lexical and searched["hybrid"]["fusion"] == "zscore"
     assert list(dense["q"]) == ["d1", "d2", "d0"] and list(fused["q"]) == ["d1", "d0", "d2"]  # BM25: d0 over d2
+
+
+def test_rag_evaluation_adds_each_dense_rows_fusions_after_it(tiny_rag_files, tmp_path):
+    from text_fixtures import minilm_path
+
+    from text_retrieval.rag.config import RagConfig, RagDataConfig, ReaderConfig, RetrievalConfig
+    from text_retrieval.rag.pipeline import run_rag
+
+    data = RagDataConfig(corpus=str(tiny_rag_files[0]), qa=[str(tiny_rag_files[1])])
+    retrieval = RetrievalConfig(models=[minilm_path()], norms=["qnorm"], max_length=64, cache_dir=None, depth=8)
+    retrieval.hybrid = ["rrf", "zscore"]
+    cfg = RagConfig(data, retrieval, ReaderConfig(name_or_path="none", cache=""), str(tmp_path / "out"))
+    rows = run_rag(cfg, show_progress=False)
+    assert [row.label for row in rows] == ["qnorm", "qnorm+bm25-rrf", "qnorm+bm25-zscore"]  # no BM25 row unasked
+    fused = json.loads((tmp_path / "out" / "qnorm_bm25-rrf" / "results.json").read_text(encoding="utf-8"))
+    assert fused["retriever"]["kind"] == "hybrid" and fused["retriever"]["fusion"] == "rrf"
+    assert fused["head"]["head"] == {"name": "qnorm"} and rows[1].head == "qnorm"
