@@ -33,7 +33,7 @@ import faiss
 import numpy as np
 from harness import ROOT, load_average, print_header, rounds
 
-from clipmag.scoring.heads import HEAD_NAMES, SimilarityHead, build_head
+from clipmag.scoring.heads import SimilarityHead, every_head
 from clipmag.storage.naming import model_label
 from text_retrieval.data.loaders import load_beir
 from text_retrieval.model.encoder import TextEncoder
@@ -85,12 +85,6 @@ def cached_queries(encoder: TextEncoder, texts: list[str], cache_dir: Path) -> n
         cache_dir.mkdir(parents=True, exist_ok=True)
         np.save(path, encoder.encode(texts, "query", show_progress=False))
     return np.load(path)
-
-
-def heads_for(encoder: TextEncoder) -> dict[str, SimilarityHead]:
-    """The five heads; a learnable one with the model's learned gammas when its head is learnable."""
-    own = encoder.head.to_dict()
-    return {name: build_head(own) if name == own["name"] else build_head(name) for name in HEAD_NAMES}
 
 
 def bench_head(
@@ -177,7 +171,7 @@ def main() -> None:
             queries = cached_queries(encoder, questions, cache_dir)
             label = f"{corpus} ({len(documents)} documents, {len(questions)} queries), {model_label(model)}"
             print(f"\n{label}", flush=True)
-            heads = heads_for(encoder).items()
+            heads = every_head(encoder.head).items()  # a learnable model keeps its learned gammas
             rows = [row for name, head in heads for row in bench_head(name, head, docs, queries, args.k, n_rounds)]
             print_table(label, rows, args.k)
             results += [{"corpus": corpus, "model": model, "documents": len(documents), **row} for row in rows]

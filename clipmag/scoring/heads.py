@@ -244,6 +244,11 @@ def build_head(spec: HeadSpec | None = None, **settings: Any) -> SimilarityHead:
     raise TypeError(f"build_head: cannot build a head from {type(spec).__name__}")
 
 
+def every_head(own: SimilarityHead) -> dict[str, SimilarityHead]:
+    """Each registered head by name, ``own`` itself under its name: a learned learnable head keeps its gammas."""
+    return {name: own if name == own.name else build_head(name) for name in HEAD_NAMES}
+
+
 def gamma_parameters(module: nn.Module) -> list[nn.Parameter]:
     """All learnable-head exponent parameters inside ``module`` (for their own optimizer group)."""
     params: list[nn.Parameter] = []

@@ -83,6 +83,8 @@ class EvalTextConfig:
     max_length: PositiveInt | None = None  # both sides, where encoding.*_max_length is not given
     encoding: EvalSettings = field(default_factory=EvalSettings)
     retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
+    index: str | None = None  # a served index (scripts/index.py build) searched instead of the encoded corpus
+    index_store: Literal["auto", "faiss", "lancedb"] = "auto"
 
 
 # Every top-level key is a flag of its own name; the sections' keys have the flags users know.
@@ -99,6 +101,8 @@ FLAGS = {
     "search_memory_gb": "retrieval.memory_gb",
     "cache_dtype": "retrieval.cache_dtype",
     "chunk_size": "retrieval.chunk_size",
+    "compress": "retrieval.compression",
+    "hybrid": "retrieval.hybrid",
 }
 
 
@@ -142,6 +146,8 @@ def _evaluate(cfg: EvalTextConfig) -> list[dict[str, Any]]:
             settings=encoding,
             retrieval=dataclasses.replace(cfg.retrieval, distributed=distributed),
             precision=cfg.precision,
+            index=cfg.index,
+            index_store=cfg.index_store,
         )
 
 

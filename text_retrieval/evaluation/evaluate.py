@@ -34,6 +34,7 @@ from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.retrieval.corpus_cache import corpus_norms, encode_corpus
 from text_retrieval.retrieval.index import RetrievalSettings
 from text_retrieval.retrieval.search import retrieve
+from text_retrieval.serving.served import open_for_dataset
 
 logger = logging.getLogger("clipmag")
 
@@ -59,6 +60,8 @@ def evaluate_retrieval(
     keep_norms: bool = False,
     settings: EvalSettings | None = None,
     retrieval: RetrievalSettings | None = None,
+    index: str | Path | None = None,
+    index_store: str = "auto",
 ) -> dict[str, Any]:
     """Encode, search with ``encoder.head``, and score; flat metric keys plus diagnostics.
 
@@ -68,6 +71,8 @@ def evaluate_retrieval(
     and ``"run_file"`` when one was written. ``settings`` (by default those a BRIGHT settings file
     attached to the dataset, if any) set the prefixes and max lengths for this dataset only.
     ``cache_dir=None`` (the default, right for validation during training) re-encodes the corpus.
+    ``index``: a served index of this corpus (``text_retrieval/serving``), searched through its
+    ``index_store`` instead of encoding the corpus; it must hold this model under this head.
     """
     bright = dataset if isinstance(dataset, BrightDataset) else None
     settings = settings or (bright.settings if bright else None)
@@ -77,16 +82,21 @@ def evaluate_retrieval(
     timings: dict[str, float] = {}
     with evaluation_encoding(encoder, settings, bright.task if bright else dataset.name) as encoding:
         encoding.update(empty_inputs(dataset))
+        served = open_for_dataset(index, encoder, dataset, index_store) if index else None
         start = time.perf_counter()
-        docs = encode_corpus(
-            encoder,
-            dataset.corpus_texts,
-            cache_dir=cache_dir,
-            dataset_name=dataset.name,
-            dataset_fingerprint=dataset.fingerprint,
-            batch_size=batch_size,
-            show_progress=show_progress,
-            settings=retrieval,
+        docs = (
+            None
+            if served
+            else encode_corpus(
+                encoder,
+                dataset.corpus_texts,
+                cache_dir=cache_dir,
+                dataset_name=dataset.name,
+                dataset_fingerprint=dataset.fingerprint,
+                batch_size=batch_size,
+                show_progress=show_progress,
+                settings=retrieval,
+            )
         )
         if retrieval and retrieval.encodes_only:
             return {}  # this rank only helped encode the corpus; rank 0 evaluates
@@ -96,7 +106,7 @@ def evaluate_retrieval(
         queries = encoder.encode([dataset.queries[q] for q in qids], "query", batch_size, show_progress)
         timings["encode_queries_s"] = time.perf_counter() - start
     start = time.perf_counter()
-    run, searched = retrieve(docs, queries, dataset, encoder.head, top_k, retrieval, encoder.device)
+    run, searched = retrieve(docs, queries, dataset, encoder.head, top_k, retrieval, encoder.device, served)
     timings["search_s"] = time.perf_counter() - start
     start = time.perf_counter()
     mean, per_query = evaluate_run(dataset.qrels, run)
@@ -104,7 +114,7 @@ def evaluate_retrieval(
         add_recall_at_1(dataset.qrels, run, mean, per_query)
     timings["metrics_s"] = time.perf_counter() - start
 
-    doc_norms = corpus_norms(docs)
+    doc_norms = served.document_norms() if served else corpus_norms(docs)
     diagnostics = {
         **_head_diagnostics(encoder),
         "query_norm": norm_stats(row_norms(queries)),
@@ -199,6 +209,8 @@ def evaluate_paths(
     settings: EvalSettings | None = None,
     retrieval: RetrievalSettings | None = None,
     precision: str = "auto",
+    index: str | Path | None = None,
+    index_store: str = "auto",
 ) -> list[dict[str, Any]]:
     """Evaluate every model on every dataset found under ``data``; write one JSON per pair.
 
@@ -207,6 +219,7 @@ def evaluate_paths(
     export, its recorded inference lengths (its run's test lengths). The datasets of a settings
     file use that file's settings alone, as a run's test does. ``precision`` is what encoding
     computes in (``clipmag.runtime.precision``); each record's ``numerics`` says what it resolved to.
+    ``index``: search every retrieval set through this served index (its corpus must be theirs).
     """
     output = Path(output)
     settings = settings or EvalSettings()
@@ -239,6 +252,8 @@ def evaluate_paths(
                     show_progress=show_progress,
                     settings=own,
                     retrieval=retrieval,
+                    index=index,
+                    index_store=index_store,
                 )
             if retrieval and retrieval.encodes_only:
                 continue

@@ -13,6 +13,7 @@ from typing import Any
 
 from clipmag.scoring.head_record import CARD_FILE, HEAD_FILE, HeadRecord
 from clipmag.scoring.heads import build_head
+from text_retrieval.model.serving_card import serving_section
 
 __all__ = ["SPARSE_POOLINGS", "plain_similarity", "model_card", "write_model_card"]
 
@@ -143,5 +144,5 @@ def write_model_card(
 ) -> Path:
     """Write ``model_card(...)`` as ``directory/README.md``."""
     path = Path(directory) / CARD_FILE
-    path.write_text(model_card(record, results, data), encoding="utf-8")
+    path.write_text(model_card(record, results, data) + serving_section(record), encoding="utf-8")
     return path

@@ -3,10 +3,11 @@
 Examples:
     python scripts/eval_rag.py --model all-MiniLM-L6-v2 --data embedded
     python scripts/eval_rag.py --data embedded --norm cosine dot qnorm dnorm --bm25 --reader none
+    python scripts/eval_rag.py --data embedded --norm cosine qnorm --hybrid rrf minmax --reader none
     python scripts/eval_rag.py --config configs/rag/paper_nq.yaml --model runs/paper/text/e5/default/qnorm/seed0/export
     python scripts/eval_rag.py --compare runs/rag/cosine-model runs/rag/qnorm-model
 
-Flags set the keys of ``text_retrieval/rag/config.py`` (``--norm`` and ``--qa`` take one or more
+Flags set the keys of ``text_retrieval/rag/config.py`` (``--norm``, ``--hybrid`` and ``--qa`` take one or more
 values, ``--bm25`` and ``--quiet`` none); any other key is given as ``key=value``
 (``reader.few_shot=0``). Metrics go to ``<output>/results.json`` (one retriever) or
 ``<output>/<row>/results.json`` and ``<output>/table.md`` (several). ``--compare DIR ...`` only
@@ -42,6 +43,7 @@ RAG_SHORTHANDS = {
     "cache_dir": "retrieval.cache_dir",
     "precision": "retrieval.precision",
     "bm25": "retrieval.bm25",
+    "hybrid": "retrieval.hybrid",
     "data": "data.source",
     "corpus": "data.corpus",
     "qa": "data.qa",

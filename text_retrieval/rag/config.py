@@ -20,6 +20,7 @@ __all__ = ["RagConfig", "RagDataConfig", "RetrievalConfig", "ReaderConfig", "ACC
 ACCURACY_AT = (1, 5, 20, 100)
 # A retriever's head: a registered head, or ``model`` for the model's own.
 NormChoice = Literal[(*HEAD_NAMES, "model")]  # type: ignore[valid-type]
+FusionChoice = Literal["rrf", "minmax", "zscore"]
 
 
 @dataclass
@@ -49,7 +50,9 @@ class RetrievalConfig:
     """Dense retrievers (each model under each head) and the optional BM25 row.
 
     ``norms``: head names to score each model with (empty: the model's own head, from its
-    ``clipmag_head.json``, else cosine). ``depth``: passages retrieved per question (>= the largest
+    ``clipmag_head.json``, else cosine). ``hybrid``: fusions of BM25 with each dense row (``rrf``,
+    ``minmax``, ``zscore``; text_retrieval/retrieval/fusion.py), one more row each. ``depth``:
+    passages retrieved per question (>= the largest
     accuracy@k that is reported). ``cache_dir``: raw passage embeddings are cached here.
     ``precision``: what encoding computes in (``clipmag.runtime.precision``: ``auto`` is bf16 autocast where
     native, else fp32; the reader has its own ``reader.dtype``). Max lengths are the model's own
@@ -61,6 +64,7 @@ class RetrievalConfig:
     pooling: PoolingName | None = None
     max_length: PositiveInt | None = None
     bm25: bool = False
+    hybrid: list[FusionChoice] = field(default_factory=list)
     depth: PositiveInt = 100
     batch_size: PositiveInt = 64
     cache_dir: str | None = "runs/cache/rag"

@@ -1,6 +1,7 @@
 """The RAG evaluation: retrieve with each row's retriever, read the top k with an LM, score, write.
 
-For every retriever row (each model under each head, then BM25) and every QA set:
+For every retriever row (each model under each head, each followed by its fusions with BM25 when
+``retrieval.hybrid`` names any, then BM25) and every QA set:
 
 * retrieval: ``depth`` passages per question; ``first_hit_rank`` is the rank of the first passage
   whose *text* has an answer under DPR's rule (the title is not searched, as in DPR), and
@@ -40,7 +41,7 @@ from text_retrieval.rag.embedded import build_rag_embedded
 from text_retrieval.rag.prompts import DEFAULT_INSTRUCTION, PromptBuilder, pick_examples
 from text_retrieval.rag.reader import GenerationCache, Reader, first_line, load_reader
 from text_retrieval.rag.report import QUESTIONS_SUFFIX, Row, comparison_table, question_outcomes
-from text_retrieval.rag.retrieve import RetrieverRun, bm25_run, dense_runs
+from text_retrieval.rag.retrieve import RetrieverRun, bm25_run, dense_runs, hybrid_run
 
 logger = logging.getLogger("clipmag")
 
@@ -148,6 +149,7 @@ def _retriever_runs(
     """Every configured row, one at a time (a model's encoder is freed before the next loads); rows
     of several models are labelled by the models' distinct labels (``a/cosine-seed0/qnorm``)."""
     r = cfg.retrieval
+    lexical = bm25_run(corpus, questions, r.depth) if r.bm25 or r.hybrid else None
     labels = distinct_labels([model_label(m) for m in r.models], r.models)
     norm = None if not r.norms or "model" in r.norms else r.norms[0]  # the model's own head only where asked for
     for model, label in zip(r.models, labels):
@@ -157,12 +159,14 @@ def _retriever_runs(
         if torch.cuda.is_available():
             encoder.to("cuda")
         prefix = f"{label}/" if len(r.models) > 1 else ""
-        yield from dense_runs(
+        for dense in dense_runs(
             encoder, corpus, questions, r.norms, r.depth, r.cache_dir, r.batch_size, prefix, show_progress
-        )
+        ):
+            yield dense
+            yield from (hybrid_run(dense, lexical, method, r.depth) for method in r.hybrid if lexical)
         del encoder
-    if r.bm25:
-        yield bm25_run(corpus, questions, r.depth)
+    if r.bm25 and lexical:
+        yield lexical
 
 
 def run_rag(cfg: RagConfig, reader: Reader | None = None, show_progress: bool = True) -> list[Row]:

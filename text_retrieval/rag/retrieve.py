@@ -7,8 +7,10 @@ embeddings once, and each head only builds its index over document-side-transfor
 searches. So ``qnorm`` ranks exactly like ``dot`` and ``dnorm`` exactly like ``cosine``, as in
 every other evaluator of the project.
 
-BM25 is ``bm25s`` (Lucene's BM25 variant, k1 = 1.5, b = 0.75, English stop words, no stemming)
-over the same ``title + " " + text`` the dense retriever sees.
+BM25 is ``bm25s`` (Lucene's BM25 variant, k1 = 1.5, b = 0.75, English stop words, no stemming;
+``text_retrieval/retrieval/bm25.py``) over the same ``title + " " + text`` the dense retriever sees.
+A hybrid row fuses a dense row with the BM25 row (reciprocal rank fusion or a per-question
+normalised score sum, ``text_retrieval/retrieval/fusion.py``).
 """
 
 from __future__ import annotations
@@ -25,12 +27,14 @@ from clipmag.results.record import encoding_numerics
 from clipmag.scoring.heads import build_head
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.rag.data import Corpus, Question
+from text_retrieval.retrieval.bm25 import BM25_SETTINGS, bm25_search, matched
 from text_retrieval.retrieval.corpus_cache import encode_corpus
+from text_retrieval.retrieval.fusion import fuse
 from text_retrieval.retrieval.search import build_index, search
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["Ranking", "RetrieverRun", "dense_runs", "bm25_run"]
+__all__ = ["Ranking", "RetrieverRun", "dense_runs", "bm25_run", "hybrid_run"]
 
 Ranking = list[tuple[str, float]]
 
@@ -102,24 +106,36 @@ def dense_runs(
 
 
 def bm25_run(corpus: Corpus, questions: Sequence[Question], depth: int) -> RetrieverRun:
-    """BM25 rankings of every question over the corpus (bm25s, settings in the module docstring)."""
-    import bm25s
-
+    """BM25 rankings of every question over the corpus (``text_retrieval/retrieval/bm25.py``)."""
     start = time.perf_counter()
-    retriever = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
-    corpus_tokens = bm25s.tokenize([p.retrieval_text for p in corpus.passages], stopwords="en", show_progress=False)
-    retriever.index(corpus_tokens, show_progress=False)
-    query_tokens = bm25s.tokenize([q.text for q in questions], stopwords="en", show_progress=False)
-    k = min(depth, len(corpus))
-    positions, scores = retriever.retrieve(query_tokens, k=k, show_progress=False)
-    rankings = {
-        q.id: [(corpus.passages[int(i)].id, float(s)) for i, s in zip(positions[row], scores[row])]
-        for row, q in enumerate(questions)
-    }
+    run = bm25_search(
+        [p.id for p in corpus.passages],
+        [p.retrieval_text for p in corpus.passages],
+        [q.id for q in questions],
+        [q.text for q in questions],
+        depth,
+    )
     return RetrieverRun(
         label="bm25",
-        rankings=rankings,
+        rankings={qid: list(hits.items()) for qid, hits in run.items()},
         head=None,
-        description={"kind": "bm25", "library": "bm25s", "k1": 1.5, "b": 0.75, "method": "lucene", "stopwords": "en"},
+        description={"kind": "bm25", **BM25_SETTINGS},
         seconds=time.perf_counter() - start,
+    )
+
+
+def hybrid_run(dense: RetrieverRun, lexical: RetrieverRun, method: str, depth: int) -> RetrieverRun:
+    """The dense row fused with the BM25 row (its hits scored above 0) by ``method``
+    (``text_retrieval/retrieval/fusion.py``), ``depth`` passages a question; labelled
+    ``<dense label>+bm25-<method>``, with the dense row's head."""
+    start = time.perf_counter()
+    runs = [{qid: dict(ranking) for qid, ranking in run.rankings.items()} for run in (dense, lexical)]
+    fused = fuse([runs[0], matched(runs[1])], method, depth)
+    return RetrieverRun(
+        label=f"{dense.label}+bm25-{method}",
+        rankings={qid: list(hits.items()) for qid, hits in fused.items()},
+        head=dense.head,
+        description={"kind": "hybrid", "fusion": method, "dense": dense.description, "bm25": lexical.description},
+        seconds=dense.seconds + lexical.seconds + time.perf_counter() - start,
+        numerics=dense.numerics,
     )

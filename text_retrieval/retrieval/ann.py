@@ -22,11 +22,36 @@ from clipmag.scoring.heads import SimilarityHead
 from text_retrieval.retrieval.index import Index, RetrievalSettings, head_transform, release_pages
 from text_retrieval.retrieval.mips import augment_documents, augment_queries
 
-__all__ = ["ApproximateIndex", "recall_vs_exact", "HNSW_M", "HNSW_EF_SEARCH"]
+__all__ = ["ApproximateIndex", "new_faiss_index", "recall_vs_exact", "widen_search", "HNSW_M", "HNSW_EF_SEARCH"]
 
 HNSW_M, HNSW_EF_SEARCH = 32, 128
 IVF_LISTS_PER_SQRT_N, IVF_PROBE_FRACTION = 4, 1 / 8
 _ADD_ROWS = 65_536
+
+
+def new_faiss_index(
+    method: str, dim: int, ntotal: int, metric: int = faiss.METRIC_INNER_PRODUCT
+) -> tuple[faiss.Index, dict[str, Any]]:
+    """An empty faiss index of ``method`` (``flat``, ``hnsw`` or ``ivf``) for ``ntotal`` vectors of ``dim``
+    under ``metric``, at this module's settings, and those settings for the results (IVF trains on
+    the first rows added)."""
+    if method == "flat":
+        return faiss.IndexFlat(dim, metric), {}
+    if method == "hnsw":
+        index = faiss.IndexHNSWFlat(dim, HNSW_M, metric)
+        parameters = {"M": HNSW_M, "efConstruction": index.hnsw.efConstruction, "efSearch": HNSW_EF_SEARCH}
+        return index, {**parameters, "efSearch_raised_to_k": True}  # a search for more hits widens the beam to k
+    lists = max(1, min(ntotal // 39, int(IVF_LISTS_PER_SQRT_N * math.sqrt(ntotal))))
+    index = faiss.IndexIVFFlat(faiss.IndexFlat(dim, metric), dim, lists, metric)  # inner product: spherical k-means
+    index.nprobe = max(1, math.ceil(lists * IVF_PROBE_FRACTION))
+    return index, {"nlist": lists, "nprobe": index.nprobe}
+
+
+def widen_search(index: faiss.Index, k: int) -> None:
+    """Let an HNSW index return ``k`` hits: it returns at most ``efSearch``, so the beam is widened to ``k``."""
+    hnsw = getattr(faiss.downcast_index(index), "hnsw", None)
+    if hnsw is not None:
+        hnsw.efSearch = max(HNSW_EF_SEARCH, k)
 
 
 class ApproximateIndex:
@@ -37,16 +62,7 @@ class ApproximateIndex:
         self.head, self._raw = head, doc_embeddings
         self.max_norm = self._max_norm() if settings.ann_transform == "mips" else None
         dim += self.max_norm is not None
-        ip = faiss.METRIC_INNER_PRODUCT
-        if settings.method == "hnsw":
-            self.index: faiss.Index = faiss.IndexHNSWFlat(dim, HNSW_M, ip)
-            parameters = {"M": HNSW_M, "efConstruction": self.index.hnsw.efConstruction, "efSearch": HNSW_EF_SEARCH}
-            parameters["efSearch_raised_to_k"] = True  # a search for more hits widens the beam to k
-        else:
-            lists = max(1, min(self.ntotal // 39, int(IVF_LISTS_PER_SQRT_N * math.sqrt(self.ntotal))))
-            self.index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, lists, ip)  # spherical k-means
-            self.index.nprobe = max(1, math.ceil(lists * IVF_PROBE_FRACTION))
-            parameters = {"nlist": lists, "nprobe": self.index.nprobe}
+        self.index, parameters = new_faiss_index(settings.method, dim, self.ntotal)
         for rows in self._transformed():
             if self.max_norm is not None:
                 rows = augment_documents(rows, self.max_norm)
@@ -75,8 +91,7 @@ class ApproximateIndex:
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Approximate top-``k`` inner products (exact for the hits found; position -1 pads missing hits)."""
         k = min(k, self.ntotal)
-        if isinstance(self.index, faiss.IndexHNSWFlat):
-            self.index.hnsw.efSearch = max(HNSW_EF_SEARCH, k)  # HNSW returns at most efSearch hits
+        widen_search(self.index, k)
         queries = np.ascontiguousarray(queries, dtype=np.float32)
         return self.index.search(queries if self.max_norm is None else augment_queries(queries), k)
 

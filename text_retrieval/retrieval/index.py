@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from clipmag.scoring.heads import SimilarityHead
+from text_retrieval.retrieval.compression import Compression
 
 __all__ = [
     "Run",
@@ -26,6 +27,7 @@ __all__ = [
     "BACKENDS",
     "ANN_TRANSFORMS",
     "CACHE_DTYPES",
+    "HYBRIDS",
 ]
 
 # What a search returns and the metrics read: query id -> {document id: score}, as pytrec_eval takes it.
@@ -35,6 +37,7 @@ METHODS = ("exact", "hnsw", "ivf")
 BACKENDS = ("auto", "torch", "faiss")
 ANN_TRANSFORMS = ("none", "mips")
 CACHE_DTYPES = {"fp32": np.float32, "fp16": np.float16}
+HYBRIDS = ("none", "rrf", "minmax", "zscore")  # BM25 fused with the dense run (text_retrieval/retrieval/fusion.py)
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,10 @@ class RetrievalSettings:
     brought to one norm by the reduction of inner-product to nearest-neighbour search (what each
     measured: ``text_retrieval/retrieval/mips.py``); ``backend``: the exact backend (``auto``: timed
     per case); ``memory_gb``: the bound on the transformed corpus plus score buffers held at once
-    (larger corpora are searched in chunks).
+    (larger corpora are searched in chunks). ``compression``: how the documents are stored
+    (``none``, ``truncate:K``, ``int8``, ``binary``, each with ``+norm`` to keep the norm;
+    ``text_retrieval/retrieval/compression.py``); ``hybrid``: ``none``, or BM25 fused with the dense
+    run by ``rrf``, ``minmax`` or ``zscore`` (``text_retrieval/retrieval/fusion.py``).
     """
 
     chunk_size: int = 10_000
@@ -59,9 +65,18 @@ class RetrievalSettings:
     backend: str = "auto"
     memory_gb: float = 4.0
     ann_transform: str = "none"
+    compression: str = "none"
+    hybrid: str = "none"
 
     def __post_init__(self) -> None:
-        choices = {"cache_dtype": CACHE_DTYPES, "method": METHODS, "backend": BACKENDS, "ann_transform": ANN_TRANSFORMS}
+        Compression.parse(self.compression)  # a wrong setting is refused here, naming the valid ones
+        choices = {
+            "cache_dtype": CACHE_DTYPES,
+            "method": METHODS,
+            "backend": BACKENDS,
+            "ann_transform": ANN_TRANSFORMS,
+            "hybrid": HYBRIDS,
+        }
         for key, valid in choices.items():
             if getattr(self, key) not in valid:
                 raise ValueError(f"{key} {getattr(self, key)!r} unknown; valid: {', '.join(valid)}")

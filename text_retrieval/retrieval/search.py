@@ -33,6 +33,8 @@ from tqdm.auto import tqdm
 
 from clipmag.scoring.heads import SimilarityHead
 from text_retrieval.retrieval.ann import ApproximateIndex, recall_vs_exact
+from text_retrieval.retrieval.compression import Compression
+from text_retrieval.retrieval.fusion import hybrid_with_bm25
 from text_retrieval.retrieval.index import (
     Index,
     RetrievalSettings,
@@ -179,7 +181,9 @@ def search(
     for start in tqdm(range(0, len(query_ids), query_batch), desc="search", disable=not show_progress):
         raw = np.array(query_embeddings[start : start + query_batch], dtype=np.float32, order="C")
         scores, positions = index.search(raw, k)
-        scores = scores.astype(np.float64) * query_factor(head, raw)[:, None]  # float64: no new ties
+        scores = scores.astype(np.float64)  # float64: the query factor makes no new ties
+        if not getattr(index, "applies_query_side", False):  # a served index scores the transformed query itself
+            scores *= query_factor(head, raw)[:, None]
         for row, qid in enumerate(query_ids[start : start + query_batch]):
             skip = set(excluded.get(qid, ()))
             if ignore_identical_ids:
@@ -191,22 +195,38 @@ def search(
 
 
 def retrieve(
-    docs: np.ndarray,
+    docs: np.ndarray | None,
     queries: np.ndarray,
     dataset: RetrievalDataset,
     head: SimilarityHead,
     top_k: int,
     settings: RetrievalSettings | None = None,
     device: str | torch.device = "cpu",
+    index: Index | None = None,
 ) -> tuple[Run, dict[str, Any]]:
     """Search a retrieval dataset's queries over its (raw) corpus embeddings: the run, and how it was
     searched (method, backend and its timings; for an approximate index its recall@10 against exact
-    on a seeded sample of queries)."""
+    on a seeded sample of queries). ``index``: a ready index (a served one) instead of one built over
+    ``docs``. ``settings.compression`` stores the documents compressed (fitted on them), and
+    ``settings.hybrid`` fuses the run with BM25 over the dataset's corpus."""
     settings = settings or RetrievalSettings()
-    index = build_index(docs, head, settings, device)
+    compression = Compression.parse(settings.compression)
+    if index is not None and (not compression.is_none or settings.method != "exact"):
+        raise ValueError("a served index keeps the compression and kind it was built with: evaluate it without both")
+    searched: dict[str, Any] = {}
+    if index is None:
+        if docs is None:
+            raise TypeError("retrieve: give the corpus embeddings or an index")
+        if not compression.is_none:
+            codes = compression.fit(docs).encode(docs)
+            searched.update(compression.describe(docs.shape[1], codes))
+            docs, queries = compression.decode(codes, docs.shape[1]), compression.queries(queries)
+        index = build_index(docs, head, settings, device)
     exclusions = {"excluded": dataset.excluded, "ignore_identical_ids": dataset.ignore_identical_ids}
     run = search(index, queries, dataset.query_ids, dataset.corpus_ids, head, top_k, **exclusions)
-    searched = {**getattr(index, "described", {}), "settings": dataclasses.asdict(settings)}
-    if settings.method != "exact":
+    searched.update({**getattr(index, "described", {}), "settings": dataclasses.asdict(settings)})
+    if settings.method != "exact" and docs is not None:
         searched["recall_vs_exact"] = recall_vs_exact(index, ExactIndex(docs, head, settings, device), queries)
+    if settings.hybrid != "none":
+        run, searched["hybrid"] = hybrid_with_bm25(run, dataset, settings.hybrid, top_k)
     return run, searched

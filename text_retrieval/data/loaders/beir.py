@@ -20,11 +20,28 @@ from text_retrieval.data.loaders.reading import DataFormatError, find_file, iter
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["RetrievalDataset", "load_beir", "is_beir_folder", "read_qrels", "read_corpus", "IGNORE_IDENTICAL_IDS"]
+__all__ = [
+    "RetrievalDataset",
+    "corpus_fingerprint",
+    "load_beir",
+    "is_beir_folder",
+    "read_qrels",
+    "read_corpus",
+    "read_queries",
+    "IGNORE_IDENTICAL_IDS",
+]
 
 # BEIR datasets whose queries are also corpus documents, so a query's own id is never a hit: MTEB's
 # per-task setting (ArguAna, Quora); BEIR's original evaluator dropped such hits for every dataset.
 IGNORE_IDENTICAL_IDS = frozenset({"arguana", "quora"})
+
+
+def corpus_fingerprint(ids: list[str], texts: list[str]) -> str:
+    """A digest of a corpus's ids and texts in order: what a corpus cache or a served index was made from."""
+    digest = hashlib.sha1()
+    for doc_id, text in zip(ids, texts):
+        digest.update(doc_id.encode("utf-8") + b"\0" + text.encode("utf-8") + b"\1")
+    return digest.hexdigest()[:16]
 
 
 @dataclass
@@ -53,10 +70,7 @@ class RetrievalDataset:
         if len(self.corpus_ids) != len(self.corpus_texts):
             raise ValueError(f"{self.name}: {len(self.corpus_ids)} corpus ids but {len(self.corpus_texts)} texts")
         if not self.fingerprint:
-            digest = hashlib.sha1()
-            for doc_id, text in zip(self.corpus_ids, self.corpus_texts):
-                digest.update(doc_id.encode("utf-8") + b"\0" + text.encode("utf-8") + b"\1")
-            self.fingerprint = digest.hexdigest()[:16]
+            self.fingerprint = corpus_fingerprint(self.corpus_ids, self.corpus_texts)
 
     @property
     def query_ids(self) -> list[str]:
@@ -140,7 +154,7 @@ def read_corpus(path: Path) -> tuple[list[str], list[str]]:
     return ids, texts
 
 
-def _read_queries(path: Path) -> dict[str, str]:
+def read_queries(path: Path) -> dict[str, str]:
     queries: dict[str, str] = {}
     for number, obj in iter_jsonl(path):
         qid = require_str(obj, "_id", path, number, allow_empty=False)
@@ -177,7 +191,7 @@ def load_beir(
     assert corpus_path is not None and queries_path is not None
     check_inside(qrels_path, folder)
     corpus_ids, corpus_texts = read_corpus(corpus_path)
-    all_queries = _read_queries(queries_path)
+    all_queries = read_queries(queries_path)
     qrels = read_qrels(qrels_path)
     known_docs = set(corpus_ids)
     lines = {}  # recover line numbers only when reporting a problem

@@ -1,0 +1,117 @@
+"""The serving docs: every export's card names the metric per engine for its head, docs/deploy.md
+names the same settings, and the deploy measurements render into the page's table blocks."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+
+import pytest
+from text_fixtures import REPO
+
+from clipmag.scoring.head_record import HeadRecord
+from text_retrieval.model.serving_card import ENGINE_SETTINGS
+from text_retrieval.model.st_export import write_model_card
+
+DEPLOY = REPO / "docs" / "deploy.md"
+# each engine's inner-product setting, the one every head can be served with
+INNER_PRODUCT = {
+    "faiss": "METRIC_INNER_PRODUCT",
+    "Qdrant": '"distance": "Dot"',
+    "Milvus": 'metric_type="IP"',
+    "pgvector": "vector_ip_ops",
+    "LanceDB": 'distance_type("dot")',
+    "Elasticsearch": '"similarity": "max_inner_product"',
+    "OpenSearch": '"space_type": "innerproduct"',
+    "Vespa": "distance-metric: dotproduct",
+}
+
+
+def _render_module():
+    spec = importlib.util.spec_from_file_location("deploy_render", REPO / "results" / "deploy" / "render.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("head", [{"name": "qnorm"}, {"name": "learnable", "gq": 0.3, "gd": 0.7}])
+def test_card_of_a_norm_ranking_head_names_only_inner_product_settings(tmp_path, head):
+    card = write_model_card(tmp_path, HeadRecord(head=head)).read_text(encoding="utf-8")
+    section = card[card.index("## Serving in a vector database") :]
+    for engine, setting in INNER_PRODUCT.items():
+        row = next(line for line in section.splitlines() if line.startswith(f"| {engine} |"))
+        assert setting in row and "cosine" not in row.lower().replace("cosine collection", "")
+    assert "throws that norm away" in section and "`dot_product` refuses" in section
+    assert "HNSW" in section and "0.997" in section  # the ANN caveat with clipmag's own figures
+
+
+def test_card_of_a_unit_document_head_allows_cosine_too(tmp_path):
+    card = write_model_card(tmp_path, HeadRecord(head={"name": "dnorm"})).read_text(encoding="utf-8")
+    assert "cosine and inner product rank alike" in card and "the factor |q|" in card
+    assert '`"distance": "Dot"`, or `"distance": "Cosine"`' in card
+
+
+def test_deploy_page_names_every_engines_settings_and_is_linked():
+    page = DEPLOY.read_text(encoding="utf-8")
+    assert set(INNER_PRODUCT) == set(ENGINE_SETTINGS)
+    for engine, setting in INNER_PRODUCT.items():
+        row = next(line for line in page.splitlines() if line.startswith(f"| {engine} |"))
+        assert setting in row, engine
+    assert "docs/deploy.md" in (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def _compression_record() -> dict:
+    rows = []
+    for head, base in (("cosine", 0.6), ("qnorm", 0.5)):
+        for spec, value, size in (("none", base, 1536), ("binary", base - 0.1, 48), ("binary+norm", base - 0.05, 52)):
+            rows.append({"dataset": "scifact", "model": "all-MiniLM-L6-v2", "head": head, "compression": spec})
+            rows[-1].update(ndcg10=value, bytes_per_vector=size)
+    return _record("compression", rows)
+
+
+def _record(table: str, rows: list[dict]) -> dict:
+    code = {"commit": "0123456789abcdef0123", "dirty": False, "diff_sha256": None, "reason": None}
+    command = {"argv": [f"results/deploy/measure_{table}.py"], "cwd": "/x"}
+    provenance = {"code": code, "command": command, "recorded": "2026-12-03T12:00:00"}
+    numerics = {"device": "cpu", "torch_threads": 16, "autocast": "fp32"}
+    return {"table": table, "provenance": provenance, "numerics": numerics, "rows": rows}
+
+
+def test_measurements_render_into_the_pages_blocks(tmp_path):
+    page = tmp_path / "deploy.md"
+    shutil.copy(DEPLOY, page)
+    text = page.read_text(encoding="utf-8")
+    assert "python results/deploy/measure_compression.py" in text and "python results/deploy/measure_hybrid.py" in text
+    measured = tmp_path / "compression.json"
+    measured.write_text(json.dumps(_compression_record()), encoding="utf-8")
+    render = _render_module()
+    table = render.main(["compression", "--json", str(measured), "--write", str(page)])
+    assert "| scifact | all-MiniLM-L6-v2 | qnorm | 0.5000 | 0.4000 / 0.4500 |" in table
+    assert "| all-MiniLM-L6-v2 | 1536 | 48 / 52 |" in table
+    assert "commit 0123456789ab" in table and "`python results/deploy/measure_compression.py`" in table
+    rendered = page.read_text(encoding="utf-8")
+    assert table in rendered and "Not measured yet" in rendered  # the hybrid block is still a placeholder
+    render.main(["compression", "--json", str(measured), "--write", str(page)])  # the markers stay: it can be redone
+    assert page.read_text(encoding="utf-8") == rendered
+
+
+def test_hybrid_rows_render_with_bm25_alone(tmp_path):
+    rows = [{"dataset": "scifact", "model": "bm25", "head": None, "fusion": "bm25", "ndcg10": 0.66}]
+    for fusion, value in (("none", 0.64), ("rrf", 0.67), ("minmax", 0.68), ("zscore", 0.69)):
+        rows.append({"dataset": "scifact", "model": "m", "head": "qnorm", "fusion": fusion, "ndcg10": value})
+        rows.append({"dataset": "rag-embedded", "model": "m", "head": "qnorm", "fusion": fusion})
+        rows[-1].update({"accuracy@5": value - 0.1, "accuracy@20": value})
+    measured = tmp_path / "hybrid.json"
+    measured.write_text(json.dumps(_record("hybrid", rows)), encoding="utf-8")
+    table = _render_module().main(["hybrid", "--json", str(measured)])
+    assert "| scifact | m | qnorm | 0.6400 | 0.6700 | 0.6800 | 0.6900 |" in table
+    assert "| rag-embedded | m | qnorm | 0.540 / 0.640 |" in table and "BM25 alone: scifact 0.6600." in table
+
+
+def test_a_page_without_the_block_is_refused(tmp_path):
+    page, measured = tmp_path / "other.md", tmp_path / "compression.json"
+    page.write_text("# no blocks\n", encoding="utf-8")
+    measured.write_text(json.dumps(_compression_record()), encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"no <!-- table:compression --> \.\.\. <!-- /table:compression --> block"):
+        _render_module().main(["compression", "--json", str(measured), "--write", str(page)])

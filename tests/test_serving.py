@@ -1,0 +1,190 @@
+"""A served index ranks as ``eval_text.py`` does: every head, both stores, real faiss and LanceDB.
+
+Two tiny exports of one random BERT (a qnorm one, scored under cosine, dot, qnorm and dnorm with
+``--norm``, and a learnable one with gammas away from the corners) index the 48-document code
+search set; ``eval_text.py --index`` through each store must give the top-100 (the whole corpus),
+its scores and nDCG@10 of ``eval_text.py``'s own exact search. Then the refusals: a metric that
+cannot rank as the head does, an index file built under another metric, another model's queries,
+another corpus.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import faiss
+import numpy as np
+import pytest
+from text_fixtures import REPO, write_code_search_set, write_tiny_bert
+
+from clipmag.scoring.heads import build_head
+from text_retrieval.evaluation.cli import main as eval_main
+from text_retrieval.evaluation.metrics import read_trec_run
+from text_retrieval.model.encoder import TextEncoder
+from text_retrieval.serving.cli import main as index_main
+from text_retrieval.serving.served import ServedIndex
+
+HEADS = {  # head -> (export, --norm)
+    "cosine": ("qnorm", "cosine"),
+    "dot": ("qnorm", "dot"),
+    "qnorm": ("qnorm", None),
+    "dnorm": ("qnorm", "dnorm"),
+    "learnable": ("learnable", None),
+}
+COMMON = ["--precision", "fp32", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("serving")
+    write_code_search_set(root)
+    bert = write_tiny_bert(root / "bert")
+    for name, settings in {"qnorm": {}, "learnable": {"gq": 0.3, "gd": 0.7}}.items():
+        head = build_head(name, **settings)
+        TextEncoder.from_pretrained(str(bert), head=head, max_length=64, precision="fp32").save_pretrained(root / name)
+    return root
+
+
+def _build(root, output, export="qnorm", norm=None, *extra):
+    norm_flags = ["--norm", norm] if norm else []
+    argv = ["build", "--model", str(root / export), "--corpus", str(root / "beir"), "--output", str(output)]
+    return index_main([*argv, *norm_flags, *extra, *COMMON])["manifest"]
+
+
+def _evaluate(root, output, export="qnorm", norm=None, *extra):
+    norm_flags = ["--norm", norm] if norm else []
+    argv = ["--model", str(root / export), "--data", str(root / "beir"), "--output", str(output), "--top-k", "100"]
+    (record,) = eval_main([*argv, *norm_flags, *extra, *COMMON])
+    return record, read_trec_run(record["run_file"])
+
+
+def _assert_same(exact, served, relative=1e-6):
+    (exact_record, exact_run), (served_record, served_run) = exact, served
+    assert served_record["metrics"]["NDCG@10"] == pytest.approx(exact_record["metrics"]["NDCG@10"], abs=1e-6)
+    for qid, hits in exact_run.items():
+        assert served_record["per_query"][qid]["NDCG@10"] == pytest.approx(
+            exact_record["per_query"][qid]["NDCG@10"], abs=1e-6
+        )
+        ranked = sorted(hits, key=lambda d: -hits[d])
+        assert sorted(served_run[qid], key=lambda d: -served_run[qid][d]) == ranked  # the whole top-100, in order
+        for doc, score in hits.items():
+            assert served_run[qid][doc] == pytest.approx(score, rel=relative, abs=relative)
+
+
+@pytest.mark.parametrize("head", HEADS)
+def test_flat_index_in_both_stores_ranks_and_scores_as_eval_text(root, tmp_path, head):
+    export, norm = HEADS[head]
+    manifest = _build(root, tmp_path / "index", export, norm)
+    assert manifest.record.head_name == head and set(manifest.stores) == {"faiss", "lancedb"}
+    assert manifest.code["commit"] and manifest.encoder["weights"]
+    exact = _evaluate(root, tmp_path / "exact", export, norm)
+    for store in ("faiss", "lancedb"):
+        served = _evaluate(
+            root, tmp_path / store, export, norm, "--index", str(tmp_path / "index"), "--index-store", store
+        )
+        assert served[0]["search"]["store"] == store and served[0]["search"]["method"] == "served index"
+        _assert_same(exact, served)
+
+
+@pytest.mark.parametrize(
+    ("norm", "metric", "mips"),
+    [("dnorm", "cosine", False), ("dnorm", "l2", False), ("dot", "l2", True), ("qnorm", "cosine", True)],
+)
+def test_cosine_and_l2_rank_as_the_head_where_every_document_has_one_norm(root, tmp_path, norm, metric, mips):
+    extra = ["--metric", metric, *(["--mips"] if mips else [])]
+    _build(root, tmp_path / "index", "qnorm", norm, *extra)
+    exact = _evaluate(root, tmp_path / "exact", "qnorm", norm)
+    for store in ("faiss", "lancedb"):
+        served = _evaluate(
+            root, tmp_path / store, "qnorm", norm, "--index", str(tmp_path / "index"), "--index-store", store
+        )
+        _assert_same(exact, served, relative=1e-5)  # distances turned back into inner products: float32 rounding
+
+
+def test_a_metric_that_drops_the_norm_is_refused_in_one_line_before_anything_is_written(root, tmp_path):
+    output = tmp_path / "index"
+    argv = ["build", "--model", str(root / "qnorm"), "--corpus", str(root / "beir"), "--output", str(output)]
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "index.py"), *argv, "--metric", "cosine", "--quiet"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=600,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: metric cosine discards the document norm that the qnorm head ranks by (gd = 0): "
+        "use --metric ip, or add --mips to bring every document to one norm first"
+    )
+    assert not output.exists() and not output.with_name("index.partial").exists()
+
+
+@pytest.fixture(scope="module")
+def qnorm_index(root):
+    _build(root, root / "qnorm-index")
+    return root / "qnorm-index"
+
+
+def test_an_index_file_built_under_another_metric_is_refused(root, qnorm_index, tmp_path):
+    tampered = tmp_path / "tampered"
+    tampered.mkdir()
+    for name in ("manifest.json", "ids.json", "norms.npy"):
+        (tampered / name).write_bytes((qnorm_index / name).read_bytes())
+    original = faiss.read_index(str(qnorm_index / "index.faiss"))
+    l2 = faiss.IndexFlatL2(original.d)
+    l2.add(original.reconstruct_n(0, original.ntotal))
+    faiss.write_index(l2, str(tampered / "index.faiss"))
+    with pytest.raises(ValueError, match=r"its faiss metric is L2, but the manifest says ip") as err:
+        _evaluate(root, tmp_path / "out", "qnorm", None, "--index", str(tampered))
+    assert "\n" not in str(err.value)
+
+
+def test_another_model_or_head_is_refused_by_the_manifest(root, qnorm_index, tmp_path):
+    other = write_tiny_bert(tmp_path / "other", intermediate_size=48)
+    with pytest.raises(ValueError, match=r"cannot serve queries encoded by .*other: weights '[0-9a-f]+' here") as err:
+        _evaluate(root, tmp_path / "a", str(other), "qnorm", "--index", str(qnorm_index))
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match=r"head \{'name': 'cosine'\} here, \{'name': 'qnorm'\} in the index"):
+        _evaluate(root, tmp_path / "b", "qnorm", "cosine", "--index", str(qnorm_index))
+    with pytest.raises(ValueError, match=r"cannot serve queries encoded by .*other: weights"):
+        index_main(["query", "--index", str(qnorm_index), "--text", "x", "--model", str(other), *COMMON])
+
+
+def test_an_index_of_another_corpus_is_refused(root, qnorm_index, tmp_path):
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    lines = (root / "beir" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    (beir / "corpus.jsonl").write_text("\n".join(lines[1:]) + "\n", encoding="utf-8")
+    for name in ("queries.jsonl", "qrels/test.tsv"):
+        (beir / name).write_bytes((root / "beir" / name).read_bytes())
+    argv = ["--model", str(root / "qnorm"), "--data", str(beir), "--output", str(tmp_path / "o"), "--index"]
+    with pytest.raises(ValueError, match=r"holds the corpus 'beir' \(48 documents.*not 'beir''s \(47 documents"):
+        eval_main([*argv, str(qnorm_index), *COMMON])
+
+
+def test_query_command_prints_each_querys_top_documents_from_the_database(root, qnorm_index, tmp_path):
+    script = str(REPO / "scripts" / "index.py")
+    argv = [
+        "query",
+        "--index",
+        str(qnorm_index),
+        "--text",
+        "log a message",
+        "--top-k",
+        "3",
+        "--store",
+        "lancedb",
+        "--precision",
+        "fp32",
+    ]
+    done = subprocess.run([sys.executable, script, *argv, "--quiet"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    (line,) = [json.loads(text) for text in done.stdout.splitlines()]
+    assert line["query_id"] == "0" and line["query"] == "log a message" and len(line["hits"]) == 3
+    served = ServedIndex(qnorm_index, "faiss")
+    encoder = TextEncoder.from_pretrained(str(root / "qnorm"), precision="fp32")
+    scores, positions = served.search(encoder.encode(["log a message"], "query", show_progress=False), 3)
+    assert [h["id"] for h in line["hits"]] == [served.ids[p] for p in positions[0]]
+    np.testing.assert_allclose([h["score"] for h in line["hits"]], scores[0], rtol=1e-6)
