@@ -15,12 +15,10 @@ value that contradicts the objective is an error. The resolved values are what i
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from clipmag.config.checks import ConfigError
-from clipmag.config.command_line import parse_cli
 from clipmag.scoring.heads import HeadConfig
 from clipmag.scoring.losses import LossConfig
 from clipmag.train.loop_config import TrainLoopConfig
@@ -120,8 +118,3 @@ def resolve(cfg: ClipConfig) -> ClipConfig:
     if problems:
         raise ConfigError("; ".join(problems))
     return cfg
-
-
-def parse_args(argv: Sequence[str]) -> ClipConfig:
-    """``[--config YAML] [--flag value ...] [key=value ...]`` -> a resolved, checked config."""
-    return resolve(parse_cli(ClipConfig, argv, SHORTHANDS))

@@ -176,20 +176,22 @@ def parse_override(cls: type, token: str) -> tuple[str, Any]:
 
 def build_config(
     cls: type[T],
-    yaml_path: str | Path | None = None,
+    yaml_path: str | Path | Sequence[str | Path] | None = None,
     overrides: Sequence[str | tuple[str, Any]] = (),
     base: Mapping[str, Any] | None = None,
 ) -> T:
-    """Dataclass defaults <- ``base`` <- YAML file <- overrides, all type-checked.
+    """Dataclass defaults <- ``base`` <- YAML file(s) <- overrides, all type-checked.
 
-    An override is a ``key=value`` token or an already parsed ``(key, value)`` pair."""
+    Several YAML files are layered in order, each changing only the keys it holds (a tool's packaged
+    defaults, then the user's ``--config``). An override is a ``key=value`` token or an already
+    parsed ``(key, value)`` pair."""
     cfg = to_dict(cls())
     if base:
         build(cls, base, "", "defaults", construct=False)
         cfg = _merge(cfg, base)
-    if yaml_path is not None:
-        data = load_yaml(yaml_path)
-        build(cls, _merge(cfg, data), "", str(yaml_path), construct=False)
+    for path in _yaml_paths(yaml_path):
+        data = load_yaml(path)
+        build(cls, _merge(cfg, data), "", str(path), construct=False)
         cfg = _merge(cfg, data)
     for item in overrides:
         key, value = parse_override(cls, item) if isinstance(item, str) else item
@@ -200,9 +202,15 @@ def build_config(
     return build(cls, cfg, "", "config")
 
 
-def config_keys_text(cls: type) -> str:
-    """Every dotted key of the config ``cls`` with its default and type (what ``key=value`` sets)."""
-    lines = ["keys (default):"]
+def _yaml_paths(yaml_path: str | Path | Sequence[str | Path] | None) -> list[str | Path]:
+    if yaml_path is None:
+        return []
+    return [yaml_path] if isinstance(yaml_path, (str, Path)) else list(yaml_path)
+
+
+def config_keys_text(cfg: Any) -> str:
+    """Every dotted key of the config ``cfg`` with its value and type (what ``key=value`` sets)."""
+    lines = ["keys (the values this command runs with):"]
 
     def walk(obj: Any, prefix: str) -> None:
         for name, tp in config_fields(type(obj)).items():
@@ -213,7 +221,7 @@ def config_keys_text(cls: type) -> str:
             else:
                 lines.append(f"  {key} = {value!r}   ({type_name(tp)})")
 
-    walk(cls(), "")
+    walk(cfg, "")
     return "\n".join(lines)
 
 

@@ -1,4 +1,6 @@
-"""Evaluate text encoders on BEIR, BRIGHT and STS data with each model's own similarity head.
+"""Evaluate text encoders on BEIR, BRIGHT and STS data with each model's own similarity head (or the
+head ``--norm`` names): every model on every data set, one JSON record per pair under ``--output``
+with nDCG, recall and MRR (Spearman for STS), the head record and the norm statistics.
 
 Examples:
     python scripts/eval_text.py --model sentence-transformers/all-MiniLM-L6-v2 \\

@@ -1,4 +1,6 @@
-"""RAG evaluation: retrieve with each model's head (and BM25), read the top k with an LM, score.
+"""RAG evaluation: retrieve passages for each question with each model under its own head (or the
+heads ``--norm`` names, and BM25), let a reader LM answer from the top k, and score retrieval
+accuracy@k and the answers per retriever row, with the change against cosine.
 
 Examples:
     python scripts/eval_rag.py --model all-MiniLM-L6-v2 --data embedded

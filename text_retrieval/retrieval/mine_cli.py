@@ -1,4 +1,6 @@
-"""Mine hard negatives under a model's own similarity head and write them as training shards.
+"""Mine hard negatives under a model's own similarity head (or the head ``--norm`` names) and write
+them as training shards: every query of the data is searched against its corpus, and the
+negatives are picked from the ranking by the selection rules below.
 
 Examples:
     python scripts/mine_negatives.py --model all-MiniLM-L6-v2 --norm qnorm \\
