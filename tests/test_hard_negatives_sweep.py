@@ -31,7 +31,7 @@ def test_the_hard_negatives_sweep_expands_as_documented():
         rules = mining.rules
         assert (rules.num_negatives, rules.rank_min, rules.relative_margin, rules.sampling) == (3, 0, 0.05, "top")
         assert mining.cache_dir == "runs/data/scifact-mining-cache" and rules.rank_max >= 5183
-        mined_by[mining.norm] = mining.output
+        mined_by[mining.head.name] = mining.output
     assert set(mined_by) == {"cosine", "qnorm"}
     random = parse_args(steps["random-negatives"].args)
     assert (random.corpus, random.pool, random.rules.num_negatives, random.rules.sampling) == (

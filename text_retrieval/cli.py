@@ -9,7 +9,7 @@ name, so a file or flag that sets the head changes the head and nothing else.
 Examples:
     clipmag-train-text --norm qnorm --output runs/text/qnorm
     clipmag-train-text --config configs/text/sts.yaml --norm dot --seed 1
-    torchrun --nproc_per_node=2 -m text_retrieval.cli --norm dnorm data.batch_size=64 train.chunk_size=16
+    torchrun --nproc_per_node=2 -m text_retrieval.cli --norm dnorm --batch-size 64 --lr 1e-4 train.chunk_size=16
 """
 
 from __future__ import annotations

@@ -23,27 +23,22 @@ from clipmag.scoring.heads import HeadConfig
 from clipmag.scoring.losses import LossConfig
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optimizer import OptimConfig
+from clipmag.train.trainer_flags import in_batch_problem, trainer_flags
 
 from .data import ClipDataConfig, split_overlap
 from .model import ClipModelConfig, resolve_model_name
 
 Objective = Literal["sym", "i2t", "t2i"]
-SHORTHANDS = {
-    "norm": "head.name",
-    "objective": "objective",
-    "model": "model.name",
-    "pretrained": "model.pretrained",
-    "query_side": "model.query_side",
-    "resume": "train.resume",
-    "overwrite": "train.overwrite",
-    "output": "train.output_dir",
-    "steps": "train.steps",
-    "seed": "train.seed",
-    "batch_size": "data.batch_size",
-    "train_shards": "data.train_shards",
-    "val_shards": "data.val_shards",
-    "test_shards": "data.test_shards",
-}
+# The trainers' shared flags (clipmag.train.trainer_flags) and this trainer's own.
+SHORTHANDS = trainer_flags(
+    model="model.name",
+    objective="objective",
+    pretrained="model.pretrained",
+    query_side="model.query_side",
+    train_shards="data.train_shards",
+    val_shards="data.val_shards",
+    test_shards="data.test_shards",
+)
 DIRECTION = {"sym": "both", "i2t": "q2d", "t2i": "q2d"}
 QUERY_SIDE = {"i2t": "image", "t2i": "text"}
 
@@ -106,10 +101,7 @@ def resolve(cfg: ClipConfig) -> ClipConfig:
         model=dataclasses.replace(cfg.model, query_side=side),
         data=dataclasses.replace(cfg.data, source=source),
     )
-    if cfg.data.batch_size < 2:
-        problems.append(f"data.batch_size must be >= 2 for in-batch negatives, got {cfg.data.batch_size}")
-    if cfg.train.steps < 1:
-        problems.append(f"train.steps must be >= 1, got {cfg.train.steps}")
+    problems += [p for p in [in_batch_problem(cfg.data.batch_size)] if p]
     problems += _data_problems(cfg.data)
     try:
         resolve_model_name(cfg.model.name)

@@ -8,6 +8,10 @@ before any work starts; an unknown key, a wrong type or a number out of its rang
 (``Annotated[int, Range(1)]``, e.g. ``PositiveInt``) raises ``ConfigError`` naming the key, where it
 came from, and the valid choices. The resolved tree is written next to every run's outputs
 (``config_yaml``). The command line's words are read by :mod:`clipmag.config.command_line`.
+
+A config class that renamed a key lists it in ``RENAMED_KEYS`` (a class attribute, old dotted key ->
+new one, e.g. ``{"norm": "head.name"}``): the old name still works, in a YAML file or as
+``key=value``, with one warning line naming the new one.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from clipmag.config.checks import (
     type_name,
 )
 from clipmag.registry.config_packages import config_path
+from clipmag.runtime.logs import logger
 
 __all__ = [
     "to_dict",
@@ -41,6 +46,7 @@ __all__ = [
     "config_keys_text",
     "config_yaml",
     "config_from_dict",
+    "current_key",
 ]
 
 T = TypeVar("T")
@@ -167,11 +173,47 @@ def cli_value(values: Sequence[str], tp: Any) -> Any:
     return _text_value(values[0], tp)
 
 
+def current_key(cls: type, key: str, source: str) -> str:
+    """The name ``key`` has now: its new name when the config ``cls`` renamed it (``RENAMED_KEYS``),
+    with one warning line naming ``source`` and the new name; else ``key`` itself."""
+    new = getattr(cls, "RENAMED_KEYS", {}).get(key)
+    if new is None:
+        return key
+    logger.warning("%s: key '%s' is deprecated, it is now '%s' (the old name still works for now)", source, key, new)
+    return new
+
+
+def _holds(tree: Mapping[str, Any], dotted: str) -> bool:
+    node: Any = tree
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _renamed(cls: type, data: dict[str, Any], source: str) -> dict[str, Any]:
+    """A YAML mapping with the keys ``cls`` renamed moved to their new names."""
+    for old in getattr(cls, "RENAMED_KEYS", {}):
+        if not _holds(data, old):
+            continue
+        new = current_key(cls, old, source)
+        if _holds(data, new):
+            raise ConfigError(f"{source}: keys '{old}' and '{new}' both given ('{old}' is the old name); keep '{new}'")
+        *parents, leaf = old.split(".")
+        node = data
+        for part in parents:
+            node = node[part]
+        _set_dotted(data, new, node.pop(leaf))
+    return data
+
+
 def parse_override(cls: type, token: str) -> tuple[str, Any]:
     if "=" not in token:
         raise ConfigError(f"command line: expected key=value or --flag, got {token!r}")
     key, text = token.split("=", 1)
-    return key.strip(), cli_value([text], key_type(cls, key.strip()))
+    key = current_key(cls, key.strip(), "command line")
+    return key, cli_value([text], key_type(cls, key))
 
 
 def build_config(
@@ -190,7 +232,7 @@ def build_config(
         build(cls, base, "", "defaults", construct=False)
         cfg = _merge(cfg, base)
     for path in _yaml_paths(yaml_path):
-        data = load_yaml(path)
+        data = _renamed(cls, load_yaml(path), str(path))
         build(cls, _merge(cfg, data), "", str(path), construct=False)
         cfg = _merge(cfg, data)
     for item in overrides:

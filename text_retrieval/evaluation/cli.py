@@ -28,7 +28,7 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from clipmag.config.checks import ConfigError, PositiveInt
 from clipmag.config.command_line import field_flags, parse_cli
@@ -36,7 +36,7 @@ from clipmag.config.entry import run_entry_point
 from clipmag.runtime.distributed import environment_rank
 from clipmag.runtime.logs import setup_logging
 from clipmag.runtime.precision import PRECISIONS
-from clipmag.scoring.heads import HeadName
+from clipmag.scoring.heads import HeadChoice
 from clipmag.storage.folder_lock import FolderLock
 from text_retrieval.config import PoolingName
 from text_retrieval.data.loaders import EvalSettings
@@ -52,8 +52,8 @@ class EvalTextConfig:
     """One evaluation: every model on every data set.
 
     ``model``: Hugging Face folders or names, or clipmag exports; ``data``: BEIR folders, BRIGHT
-    folders or roots, BRIGHT settings files (``configs/eval/*.yaml``) or STS files. ``norm`` and
-    ``pooling`` default to each model's own (its head record), else cosine and mean.
+    folders or roots, BRIGHT settings files (``configs/eval/*.yaml``) or STS files. ``head.name``
+    (``--norm``) and ``pooling`` default to each model's own (its head record), else cosine and mean.
     ``encoding`` (:class:`text_retrieval.data.loaders.eval_settings.EvalSettings`): BRIGHT's
     ``long_documents`` scores whole pages against ``gold_ids_long`` (adds Recall@1), ``reasoning``
     picks reasoning-augmented queries, ``strict`` makes gold ids missing from the corpus an error
@@ -72,7 +72,7 @@ class EvalTextConfig:
 
     model: list[str] = field(default_factory=list)
     data: list[str] = field(default_factory=list)
-    norm: HeadName | None = None
+    head: HeadChoice = field(default_factory=HeadChoice)
     pooling: PoolingName | None = None
     split: str = "test"
     output: str = "runs/eval_text"
@@ -85,10 +85,13 @@ class EvalTextConfig:
     encoding: EvalSettings = field(default_factory=EvalSettings)
     retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
 
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"norm": "head.name"}
+
 
 # Every top-level key is a flag of its own name; the sections' keys have the flags users know.
 FLAGS = {
-    **{name: key for name, key in field_flags(EvalTextConfig).items() if name not in ("encoding", "retrieval")},
+    **{name: key for name, key in field_flags(EvalTextConfig).items() if name not in ("head", "encoding", "retrieval")},
+    "norm": "head.name",
     **{
         name: f"encoding.{name}"
         for name in ("long_documents", "reasoning", "strict", "query_prefix", "document_prefix")
@@ -133,7 +136,7 @@ def _evaluate(cfg: EvalTextConfig) -> list[dict[str, Any]]:
             cfg.model,
             cfg.data,
             cfg.output,
-            norm=cfg.norm,
+            norm=cfg.head.name,
             pooling=cfg.pooling,
             split=cfg.split,
             top_k=cfg.top_k,

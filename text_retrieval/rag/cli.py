@@ -38,7 +38,7 @@ __all__ = ["RagCommand", "parse_args", "main", "entry", "read_evaluation"]
 # flag -> dotted key of RagCommand
 RAG_SHORTHANDS = {
     "model": "retrieval.models",
-    "norm": "retrieval.norms",
+    "norm": "head.name",
     "pooling": "retrieval.pooling",
     "max_length": "retrieval.max_length",
     "cache_dir": "retrieval.cache_dir",

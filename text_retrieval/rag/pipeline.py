@@ -150,7 +150,7 @@ def _retriever_runs(
             encoder.to("cuda")
         prefix = f"{slug(model_label(model), fallback='model')}/" if len(r.models) > 1 else ""
         yield from dense_runs(
-            encoder, corpus, questions, r.norms, r.depth, r.cache_dir, r.batch_size, prefix, show_progress
+            encoder, corpus, questions, cfg.head.name, r.depth, r.cache_dir, r.batch_size, prefix, show_progress
         )
         del encoder
     if r.bm25:
@@ -163,9 +163,9 @@ def run_rag(cfg: RagConfig, reader: Reader | None = None, show_progress: bool = 
     ``reader`` replaces the configured one (tests pass an oracle); otherwise it is loaded from
     ``cfg.reader.name_or_path`` unless that is ``none``.
     """
-    models, norms = [slug(model_label(m), fallback="model") for m in cfg.retrieval.models], cfg.retrieval.norms
+    models, norms = [slug(model_label(m), fallback="model") for m in cfg.retrieval.models], cfg.head.name
     if len(set(models)) != len(models) or len(set(norms)) != len(norms):
-        raise ValueError(f"retrieval rows must be distinct: models labelled {models}, norms {norms}")
+        raise ValueError(f"retrieval rows must be distinct: models labelled {models}, head.name {norms}")
     corpus, qa_sets = load_rag_data(cfg)
     rc = cfg.reader
     if reader is None and rc.name_or_path.lower() != "none":

@@ -39,7 +39,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import torch
 
@@ -52,7 +52,7 @@ from clipmag.results.record import encoding_numerics
 from clipmag.runtime.distributed import environment_rank
 from clipmag.runtime.logs import setup_logging
 from clipmag.runtime.precision import PRECISIONS
-from clipmag.scoring.heads import HeadName
+from clipmag.scoring.heads import HeadChoice
 from clipmag.storage.folder_lock import LOCK_FILE, FolderLock
 from clipmag.storage.naming import slug
 from clipmag.storage.shards import SIZES_FILE, declared_sizes
@@ -79,8 +79,8 @@ EMBEDDED = "embedded"
 
 @dataclass
 class MineConfig:
-    """One mining run. ``model``: a Hugging Face folder or name, or a clipmag export; ``norm`` and
-    ``pooling`` default to its own. ``rules``: the selection rules (``MiningRules`` of
+    """One mining run. ``model``: a Hugging Face folder or name, or a clipmag export; ``head.name``
+    (``--norm``) and ``pooling`` default to its own. ``rules``: the selection rules (``MiningRules`` of
     ``text_retrieval/retrieval/negatives.py``: ``num_negatives`` k, the rank window ``rank_min`` /
     ``rank_max`` counted from 0 among the non-positive candidates, ``rank_max`` excluded, the margins,
     ``max_score``, ``sampling``, ``seed`` and ``semantics``), each also a flag of its own name.
@@ -92,7 +92,7 @@ class MineConfig:
     model: str = ""
     data: str = ""
     output: str = ""
-    norm: HeadName | None = None
+    head: HeadChoice = field(default_factory=HeadChoice)
     pooling: PoolingName | None = None
     split: str = "train"
     corpus: str | None = None
@@ -112,6 +112,8 @@ class MineConfig:
     search_memory_gb: PositiveFloat = 4.0
     quiet: bool = False
 
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"norm": "head.name"}
+
     @property
     def pool(self) -> str:
         """Where negatives come from: ``corpus`` or ``training-judged``."""
@@ -120,7 +122,8 @@ class MineConfig:
 
 # Every key is a flag of its own name, the selection rules' too (``--rank-min`` sets ``rules.rank_min``).
 FLAGS = {
-    **{name: key for name, key in field_flags(MineConfig).items() if name != "rules"},
+    **{name: key for name, key in field_flags(MineConfig).items() if name not in ("head", "rules")},
+    "norm": "head.name",
     **{rule.name: f"rules.{rule.name}" for rule in fields(MiningRules)},
 }
 
@@ -230,7 +233,7 @@ def _publish(staging: Path, output: Path) -> None:
 def _encoder(cfg: MineConfig) -> TextEncoder:
     encoder = TextEncoder.from_pretrained(
         cfg.model,
-        norm=cfg.norm,
+        norm=cfg.head.name,
         pooling=cfg.pooling,
         precision=cfg.precision,
         query_max_length=cfg.query_max_length,
