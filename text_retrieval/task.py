@@ -158,7 +158,7 @@ class TextRetrievalTask:
             encoder.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         return encoder
 
-    def build_model(self) -> nn.Module:
+    def build_model(self) -> BiEncoder:
         encoder = self.build_encoder()
         sts_scale = self.cfg.data.sts_scale or default_sts_scale(encoder.head)
         loss = infonce_from_config(self.cfg.loss)

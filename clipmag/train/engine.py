@@ -2,7 +2,8 @@
 
 The loop owns everything that is not specific to a modality: seeding, DDP, AdamW groups and the
 schedule, gradient accumulation, autocast, clipping, the divergence guard, logging, validation,
-atomic checkpoints and exact resume, and the final export. A front end supplies a small ``Task``.
+atomic checkpoints and exact resume, and the final export. A front end supplies a small ``Task``
+whose model the loop checks once against the written contract (:mod:`clipmag.train.contract`).
 
 Exact resume: the model, optimizer, scheduler, scaler and RNG states are saved at a step
 boundary, and the task's batch stream is a deterministic function of the micro-batch index, so
@@ -20,7 +21,7 @@ import random
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
@@ -36,35 +37,13 @@ from clipmag.scoring.heads import SimilarityHead
 from clipmag.storage.files import write_text_atomic
 from clipmag.train import checkpoint as ckpt_io
 from clipmag.train import sharding
+from clipmag.train.contract import Task, checked_model
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optimizer import OptimConfig, build_optimizer, build_scheduler
 from clipmag.train.resume_check import ResumeMismatch, check_resumable, step_identity
 from clipmag.train.run_folder import plan_run_folder
 from clipmag.train.stop_signals import RunStopped, StopRequests
 from clipmag.train.train_step import TrainStep
-
-
-class Task(Protocol):
-    """What a front end provides to the loop."""
-
-    primary_metric: str | None
-
-    def build_model(self) -> nn.Module:
-        """Every trainable parameter (encoders, head, loss scale); ``model(batch)`` returns a dict
-        with ``loss`` (mean over this rank's rows) and detached scalar statistics. The model owns
-        its head as ``model.head`` and describes it with ``model.head_record()`` (a ``HeadRecord``)."""
-
-    def train_batches(self, start_step: int) -> Iterator[Any]:
-        """Endless, deterministic stream of this rank's micro-batches from micro-batch ``start_step``."""
-
-    def local_batch_size(self) -> int:
-        """Samples per micro-batch on one rank."""
-
-    def evaluate(self, model: nn.Module) -> dict[str, float]:
-        """Validation metrics (rank 0, unwrapped model in eval mode, no grad)."""
-
-    def export(self, model: nn.Module, directory: Path) -> None:
-        """Write the final model with its head to ``directory`` (rank 0)."""
 
 
 def seed_everything(seed: int) -> None:
@@ -85,7 +64,7 @@ class Trainer:
         if loop.threads:
             torch.set_num_threads(loop.threads)
         seed_everything(loop.seed)  # identical initial weights on every rank
-        model = task.build_model()
+        model = checked_model(task.build_model(), task.front_end)
         amp_dtype = autocast_dtype(loop.precision, ctx.device)
         self.sharded = loop.strategy == "fsdp"
         # What is validated, tested and exported: the model itself, or under FSDP a whole copy on
@@ -107,12 +86,11 @@ class Trainer:
         self.step, self.samples_seen = 0, 0
         self.best: float | None = None
         self.tested: dict[str, Any] = {}
-        run_identity = getattr(task, "run_identity", None)  # a front end's model and objective (RunTask)
         self.identity = step_identity(
             to_dict(full_config),
             task.local_batch_size() * ctx.world_size,
             self.train_step.amp_dtype,
-            run_identity() if run_identity else {},
+            task.run_identity(),
         )
         self.writer: MetricsWriter | None = None  # opened by prepare(), once the folder is this run's
         self.prepared = False

@@ -1,6 +1,6 @@
 """The one run driver of both trainers: set up, train, test what ships, write ``results.json``.
 
-A front end supplies a ``RunTask`` (the engine's ``Task`` plus how to load and test its export)
+A front end supplies a ``RunTask`` (the contract's ``Task`` plus how to load and test its export)
 and a factory that builds it from the resolved config; everything else - distributed set-up,
 logging, the training loop, the test phase, the results record and cleanup - happens here once.
 """
@@ -22,7 +22,8 @@ from clipmag.runtime.distributed import DistributedContext
 from clipmag.runtime.logs import logger, release_held_log, setup_logging
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.storage.folder_lock import FolderLock
-from clipmag.train.engine import Task, Trainer
+from clipmag.train.contract import Task
+from clipmag.train.engine import Trainer
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optimizer import OptimConfig
 
@@ -38,11 +39,6 @@ class RunConfig(Protocol):
 
 class RunTask(Task, Protocol):
     """The engine's task plus the test phase."""
-
-    front_end: str
-
-    def run_identity(self) -> dict[str, Any]:
-        """Objective and model name, for ``results.json`` ``run``."""
 
     def load_export(self, directory: Path) -> nn.Module:
         """The exported model as a user would load it (tested instead of the in-memory one)."""
