@@ -233,7 +233,7 @@ class TextRetrievalTask:
     def describe_export(self, export: Path, record: HeadRecord, results: dict[str, Any]) -> None:
         """The export's model card gets the training data and the test metrics (from memory: the
         run has just written them)."""
-        from text_retrieval.model.st_export import write_model_card
+        from text_retrieval.model.card import write_model_card
 
         write_model_card(export, record, results, [self.cfg.data.train])
 

@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from clipmag.config.entry import run_entry_point
+
 MODEL_TYPE = "clipmag"
 COSINE_NOTE = (
     "note: CLIP-benchmark L2-normalises image and text features, so these numbers are cosine scores "
@@ -80,15 +82,18 @@ def benchmark_values(argv: Sequence[str]) -> dict[str, Any]:
         sys.argv = saved
 
 
-def entry() -> None:
-    """Console script ``clipmag-eval-clip-benchmark``: CLIP-benchmark's CLI with our model type.
-
-    ``--help`` first prints what the command does and the values the other arguments resolve to,
-    then CLIP-benchmark's own help (its sub-commands, or with ``eval`` every flag)."""
-    argv = sys.argv[1:]
+def main(argv: Sequence[str]) -> None:
+    """CLIP-benchmark's CLI with our model type. ``--help`` first prints what the command does and
+    the values the other arguments resolve to, then CLIP-benchmark's own help (its sub-commands, or
+    with ``eval`` every flag)."""
     if "-h" in argv or "--help" in argv:
         print(inspect.cleandoc(__doc__ or ""), "", "values (this command runs with):", sep="\n")
         words = [word for word in argv if word not in ("-h", "--help")]
         values = benchmark_values(words)
         print(*(f"  {key} = {value!r}" for key, value in values.items()), "", sep="\n", flush=True)
     run_cli(argv)
+
+
+def entry() -> None:
+    """Console script ``clipmag-eval-clip-benchmark``."""
+    run_entry_point(main)

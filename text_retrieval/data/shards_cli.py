@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from clipmag.config.checks import PositiveInt
 from clipmag.config.command_line import field_flags, parse_cli, require_one_of
+from clipmag.config.entry import run_entry_point
 from clipmag.runtime.logs import setup_logging
 from text_retrieval.data.embedded.build import pairs_from_embedded
 from text_retrieval.data.training.pairs import pairs_from_beir, pairs_from_jsonl, shuffled
@@ -80,4 +81,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def entry() -> None:
     """Console-script entry: exits with :func:`main`'s status."""
-    sys.exit(main())
+    run_entry_point(lambda argv: sys.exit(main(argv)))
