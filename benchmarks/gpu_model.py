@@ -32,7 +32,7 @@ def flops_per_sample(trainer: str, argv: Sequence[str], device: torch.device) ->
 
         task = TextRetrievalTask(parse_args(argv), ctx)
     else:
-        from clipmag.clip.config import parse_args
+        from clipmag.clip.cli import parse_args
         from clipmag.clip.task import ClipTask
 
         task = ClipTask(parse_args(argv), ctx)

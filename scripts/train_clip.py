@@ -4,7 +4,7 @@ trains the embedded digits run.
     python scripts/train_clip.py                                   # embedded default, sym + cosine
     torchrun --nproc_per_node=2 scripts/train_clip.py --norm qnorm --objective i2t
     python scripts/train_clip.py --config configs/clip/i2t_qnorm.yaml --resume latest
-    python scripts/train_clip.py --help                            # every key and its default
+    python scripts/train_clip.py --help                            # every key and the value it runs with
 """
 
 import os

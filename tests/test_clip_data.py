@@ -17,7 +17,7 @@ from clip_fixtures import write_digit_shards
 from PIL import Image
 
 from clipmag.clip import download, shards_cli, sources
-from clipmag.clip.config import parse_args
+from clipmag.clip.cli import parse_args
 from clipmag.clip.data import read_eval_set
 from clipmag.clip.model import build_open_clip
 from clipmag.clip.model_config import ClipModelConfig

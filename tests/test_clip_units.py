@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from clipmag.clip import embedded
-from clipmag.clip.config import parse_args
+from clipmag.clip.cli import parse_args
 from clipmag.clip.data import ShardError, validate_shards
 from clipmag.clip.evaluate import hardest_negative_norm_d, image_text_recall, retrieval_metrics
 from clipmag.clip.model import ClipMagModel, build_open_clip, export_open_clip, load_clipmag

@@ -18,20 +18,20 @@ def test_the_hard_negatives_sweep_expands_as_documented():
     steps = {s.name: s for s in cfg.prepare}
     assert list(steps) == ["scifact-train-shards", "mine-cosine", "mine-qnorm", "random-negatives"]
     assert all(callable(importlib.import_module(s.module).main) for s in cfg.prepare)
-    assert all("../shared/data/beir/scifact" in s.requires for s in cfg.prepare)
+    assert all("data/beir/scifact" in s.requires for s in cfg.prepare)
     mined_by = {}
     for name in ("mine-cosine", "mine-qnorm"):
         mining = parse_args(steps[name].args)
         assert steps[name].creates == f"{mining.output}/manifest.json"
         assert (mining.data, mining.split, mining.corpus) == (
-            "../shared/data/beir/scifact",
+            "data/beir/scifact",
             "train",
-            "../shared/data/beir/scifact/corpus.jsonl",
+            "data/beir/scifact/corpus.jsonl",
         )
         rules = mining.rules
         assert (rules.num_negatives, rules.rank_min, rules.relative_margin, rules.sampling) == (3, 0, 0.05, "top")
         assert mining.cache_dir == "runs/data/scifact-mining-cache" and rules.rank_max >= 5183
-        mined_by[mining.norm] = mining.output
+        mined_by[mining.head.name] = mining.output
     assert set(mined_by) == {"cosine", "qnorm"}
     random = parse_args(steps["random-negatives"].args)
     assert (random.corpus, random.pool, random.rules.num_negatives, random.rules.sampling) == (
@@ -61,4 +61,4 @@ def test_the_hard_negatives_sweep_expands_as_documented():
             assert run.data.train == plain and run.data.hard_negatives == 0
         assert (run.train.steps, run.data.batch_size, run.optim.lr, run.loss.scale) == (60, 16, 5e-5, 20.0)
         assert (run.model.query_max_length, run.model.document_max_length) == (64, 64)
-        assert run.data.test == ["../shared/data/beir/scifact", "../shared/data/beir/cranfield"]
+        assert run.data.test == ["data/beir/scifact", "data/beir/cranfield"]

@@ -264,7 +264,7 @@ def test_bad_settings_fail_before_any_work(tmp_path, extra, message):
 
 
 def test_bad_data_names_what_was_expected(tmp_path):
-    from text_retrieval.retrieval.mine_cli import load_corpus, load_samples
+    from text_retrieval.retrieval.mining_sources import load_corpus, load_samples
 
     with pytest.raises(FileNotFoundError, match="expected a pairs .jsonl file, a folder of text shards"):
         load_samples(str(tmp_path))

@@ -13,7 +13,7 @@ from text_fixtures import minilm_path
 from clipmag.config.entry import run_entry_point
 from text_retrieval.rag.answers import has_answer
 from text_retrieval.rag.cli import main
-from text_retrieval.rag.config import RagConfig, RagDataConfig, ReaderConfig, RetrievalConfig
+from text_retrieval.rag.config import RagConfig, RagDataConfig, RagHeads, ReaderConfig, RetrievalConfig
 from text_retrieval.rag.pipeline import run_rag
 from text_retrieval.rag.prompts import Prompt
 from text_retrieval.rag.reader import load_reader
@@ -21,9 +21,9 @@ from text_retrieval.rag.reader import load_reader
 
 def _config(files: tuple[Path, Path], output: Path, norms: Sequence[str] = (), reader: str = "none", **kw) -> RagConfig:
     data = RagDataConfig(corpus=str(files[0]), qa=[str(files[1])])
-    retrieval = RetrievalConfig(models=[minilm_path()], norms=list(norms), max_length=64, cache_dir=None, depth=8)
+    retrieval = RetrievalConfig(models=[minilm_path()], max_length=64, cache_dir=None, depth=8)
     reader_cfg = ReaderConfig(name_or_path=reader, cache="", **kw)
-    return RagConfig(data=data, retrieval=retrieval, reader=reader_cfg, output=str(output))
+    return RagConfig(data=data, retrieval=retrieval, head=RagHeads(list(norms)), reader=reader_cfg, output=str(output))
 
 
 class OracleReader:

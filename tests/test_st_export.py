@@ -18,8 +18,8 @@ from text_fixtures import TINY_SIZES, minilm_path
 from clipmag.hub import push_export
 from clipmag.scoring.head_record import HEAD_FILE, HeadRecord
 from clipmag.scoring.heads import build_head
+from text_retrieval.model.card import describe_run
 from text_retrieval.model.encoder import TextEncoder
-from text_retrieval.model.st_export import describe_run
 
 QUERIES = ["how do I sort a list", "vitamin d and respiratory infections", "x"]
 DOCUMENTS = [

@@ -11,6 +11,7 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -47,6 +48,8 @@ class _NanGradient(torch.autograd.Function):
 
 
 class TwoTower(nn.Module):
+    """A ``ContrastiveModel`` (clipmag/train/contract.py): two small encoders, the head and the loss."""
+
     def __init__(self, head: SimilarityHead, loss: InfoNCE, dropout: float = 0.0) -> None:
         super().__init__()
         self.query_encoder = nn.Sequential(
@@ -82,6 +85,10 @@ class TwoTower(nn.Module):
 
 
 class ToyTask:
+    """The worked example of a front end's task (docs/architecture.md): every member of the
+    contract's ``Task`` (clipmag/train/contract.py), on the ``TwoTower`` model."""
+
+    front_end = "toy"
     primary_metric = "accuracy"
 
     def __init__(
@@ -104,8 +111,11 @@ class ToyTask:
         self.signal_at = signal_at  # rank 0 sends itself SIGTERM there, as a scheduler would
         self.step_delay_s = step_delay_s  # a slower step, for a test to act while a job runs
 
-    def build_model(self) -> nn.Module:
+    def build_model(self) -> TwoTower:
         return TwoTower(self.head, self.loss, self.dropout)
+
+    def run_identity(self) -> dict[str, Any]:
+        return {"model": "two-tower"}
 
     def local_batch_size(self) -> int:
         return self.batch_size

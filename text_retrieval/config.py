@@ -8,32 +8,17 @@ from typing import ClassVar, Literal
 
 from clipmag.config.checks import ConfigError, Fraction, NonNegativeInt, PositiveFloat, PositiveInt
 from clipmag.scoring.heads import HeadConfig
-
-# The poolings (text_retrieval/model/pooling.py), named here so every config checks against one list.
 from clipmag.scoring.losses import LossConfig
-
-# The poolings (text_retrieval/model/pooling.py), named here so every config checks against one list.
 from clipmag.train.loop_config import TrainLoopConfig
-
-# The poolings (text_retrieval/model/pooling.py), named here so every config checks against one list.
 from clipmag.train.optimizer import OptimConfig
+from clipmag.train.trainer_flags import in_batch_problem, trainer_flags
 
 # The poolings (text_retrieval/model/pooling.py), named here so every config checks against one list.
 POOLINGS = ("mean", "cls", "last", "splade")
 PoolingName = Literal[POOLINGS]  # type: ignore[valid-type]
 
-# Command-line shorthands of scripts/train_text.py.
-TEXT_SHORTHANDS = {
-    "norm": "head.name",
-    "model": "model.name_or_path",
-    "objective": "data.objective",
-    "steps": "train.steps",
-    "seed": "train.seed",
-    "output": "train.output_dir",
-    "resume": "train.resume",
-    "trust_checkpoint": "train.trust_checkpoint",
-    "overwrite": "train.overwrite",
-}
+# The trainers' shared flags (clipmag.train.trainer_flags) and this trainer's own.
+TEXT_SHORTHANDS = trainer_flags(model="model.name_or_path", objective="data.objective")
 
 
 @dataclass
@@ -124,7 +109,10 @@ class TextConfig:
 
 
 def resolve_text_config(cfg: TextConfig) -> TextConfig:
-    """Derive what ``auto`` leaves open: the loss direction is the paper's ``q2d``."""
+    """Derive what ``auto`` leaves open (the loss direction is the paper's ``q2d``); refuse an InfoNCE
+    batch without a second candidate per query."""
+    if cfg.data.objective == "infonce" and (problem := in_batch_problem(cfg.data.batch_size, cfg.data.hard_negatives)):
+        raise ConfigError(problem)
     if cfg.loss.direction == "auto":
         cfg = dataclasses.replace(cfg, loss=dataclasses.replace(cfg.loss, direction="q2d"))
     return cfg

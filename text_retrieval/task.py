@@ -172,7 +172,7 @@ class TextRetrievalTask:
             encoder.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         return encoder
 
-    def build_model(self) -> nn.Module:
+    def build_model(self) -> BiEncoder:
         encoder = self.build_encoder()
         sts_scale = self.cfg.data.sts_scale or default_sts_scale(encoder.head)
         loss = infonce_from_config(self.cfg.loss)
@@ -246,7 +246,7 @@ class TextRetrievalTask:
     def describe_export(self, export: Path, record: HeadRecord, results: dict[str, Any]) -> None:
         """The export's model card gets the training data and the test metrics (from memory: the
         run has just written them)."""
-        from text_retrieval.model.st_card import write_model_card
+        from text_retrieval.model.card import write_model_card
 
         write_model_card(export, record, results, [self.cfg.data.train])
 

@@ -1,9 +1,19 @@
-"""CLIP-benchmark on clipmag checkpoints: a ``clipmag`` model type for its real command line.
+r"""CLIP-benchmark on clipmag checkpoints: runs CLIP-benchmark's own command line (its datasets,
+tasks and metrics, unchanged) on an exported clipmag image-text model: ``--model_type clipmag``
+with ``--pretrained`` naming one of our export folders or checkpoints (``--model`` is only a label
+in the output file name). Its numbers are cosine by construction: CLIP-benchmark L2-normalises
+both towers' features before scoring, whatever head the model was trained with; head-aware
+numbers come from ``clipmag.clip.evaluate``. Its ``acc5`` is NaN for datasets with fewer than five
+classes.
+
+Examples:
+    clipmag-eval-clip-benchmark eval --model_type clipmag --model tiny --pretrained runs/clip/export \
+        --dataset wds/digits_retrieval --dataset_root runs/shards/wds/{dataset} --task zeroshot_retrieval
+    clipmag-eval-clip-benchmark eval --model_type clipmag --model tiny --pretrained runs/clip/export \
+        --dataset wds/digits_classification --dataset_root runs/shards/wds/{dataset} --num_workers 0 --no_amp
 
 CLIP-benchmark picks a loader from ``clip_benchmark.models.TYPE2FUNC`` by ``--model_type`` (the
-argparse choices come from ``MODEL_TYPES``). ``register()`` adds ours to both, so its own CLI,
-datasets and metrics run unchanged, with ``--pretrained`` naming one of our export folders or
-checkpoints and ``--model`` only a label in the output file name.
+argparse choices come from ``MODEL_TYPES``); ``register()`` adds ours to both.
 
 Result files: CLIP-benchmark names them by its ``--output`` template, with ``{pretrained}`` the
 file name of a checkpoint (two ``.../checkpoints/best.pt`` would share it) and the whole path of a
@@ -12,15 +22,12 @@ run's label (:func:`clipmag.storage.naming.model_label`: ``.../qnorm/seed0/expor
 ``qnorm-seed0``), with parent folders where two share one (``a_qnorm-seed0``, ``b_qnorm-seed0``),
 and ``{pretrained_full_path}`` the path with ``_`` for ``/``; a template that names no pretrained
 while several are given is refused before anything runs, since every result would land in one file.
-
-Its numbers are cosine by construction: CLIP-benchmark L2-normalises both towers' features before
-scoring, whatever head the model was trained with. Head-aware numbers come from
-``clipmag.clip.evaluate``. Its ``acc5`` is NaN for datasets with fewer than five classes.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -107,7 +114,32 @@ def run_cli(argv: Sequence[str]) -> None:
     print(COSINE_NOTE, flush=True)
 
 
+def benchmark_values(argv: Sequence[str]) -> dict[str, Any]:
+    """The values CLIP-benchmark would run ``argv`` with (its sub-command ``eval`` when none is given)."""
+    register()
+    from clip_benchmark import cli
+
+    saved = sys.argv
+    sys.argv = ["clip_benchmark", *(argv if argv and argv[0] in ("eval", "build") else ["eval", *argv])]
+    try:
+        return vars(cli.get_parser_args()[1])
+    finally:
+        sys.argv = saved
+
+
+def main(argv: Sequence[str]) -> None:
+    """CLIP-benchmark's CLI with our model type. ``--help`` first prints what the command does and
+    the values the other arguments resolve to, then CLIP-benchmark's own help (its sub-commands, or
+    with ``eval`` every flag)."""
+    if "-h" in argv or "--help" in argv:
+        print(inspect.cleandoc(__doc__ or ""), "", "values (this command runs with):", sep="\n")
+        words = [word for word in argv if word not in ("-h", "--help")]
+        values = benchmark_values(words)
+        print(*(f"  {key} = {value!r}" for key, value in values.items()), "", sep="\n", flush=True)
+    run_cli(argv)
+
+
 def entry() -> None:
     """Console script ``clipmag-eval-clip-benchmark``: CLIP-benchmark's CLI with our model type; a
     model it cannot load (a missing file, one refused as unsafe) ends in one line naming it."""
-    run_entry_point(run_cli)
+    run_entry_point(main)

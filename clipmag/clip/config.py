@@ -15,39 +15,31 @@ value that contradicts the objective is an error. The resolved values are what i
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from clipmag.config.checks import ConfigError
-from clipmag.config.command_line import parse_cli
 from clipmag.scoring.heads import HeadConfig
 from clipmag.scoring.losses import LossConfig
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optimizer import OptimConfig
+from clipmag.train.trainer_flags import in_batch_problem, trainer_flags
 
 from .data import ClipDataConfig, split_overlap
 from .model import resolve_model_name
 from .model_config import ClipModelConfig
 
 Objective = Literal["sym", "i2t", "t2i"]
-SHORTHANDS = {
-    "norm": "head.name",
-    "objective": "objective",
-    "model": "model.name",
-    "pretrained": "model.pretrained",
-    "query_side": "model.query_side",
-    "resume": "train.resume",
-    "trust_checkpoint": "train.trust_checkpoint",
-    "overwrite": "train.overwrite",
-    "output": "train.output_dir",
-    "steps": "train.steps",
-    "seed": "train.seed",
-    "batch_size": "data.batch_size",
-    "train_shards": "data.train_shards",
-    "val_shards": "data.val_shards",
-    "test_shards": "data.test_shards",
-}
+# The trainers' shared flags (clipmag.train.trainer_flags) and this trainer's own.
+SHORTHANDS = trainer_flags(
+    model="model.name",
+    objective="objective",
+    pretrained="model.pretrained",
+    query_side="model.query_side",
+    train_shards="data.train_shards",
+    val_shards="data.val_shards",
+    test_shards="data.test_shards",
+)
 DIRECTION = {"sym": "both", "i2t": "q2d", "t2i": "q2d"}
 QUERY_SIDE = {"i2t": "image", "t2i": "text"}
 
@@ -110,10 +102,7 @@ def resolve(cfg: ClipConfig) -> ClipConfig:
         model=dataclasses.replace(cfg.model, query_side=side),
         data=dataclasses.replace(cfg.data, source=source),
     )
-    if cfg.data.batch_size < 2:
-        problems.append(f"data.batch_size must be >= 2 for in-batch negatives, got {cfg.data.batch_size}")
-    if cfg.train.steps < 1:
-        problems.append(f"train.steps must be >= 1, got {cfg.train.steps}")
+    problems += [p for p in [in_batch_problem(cfg.data.batch_size)] if p]
     problems += _data_problems(cfg.data)
     try:
         resolve_model_name(cfg.model.name)
@@ -122,8 +111,3 @@ def resolve(cfg: ClipConfig) -> ClipConfig:
     if problems:
         raise ConfigError("; ".join(problems))
     return cfg
-
-
-def parse_args(argv: Sequence[str]) -> ClipConfig:
-    """``[--config YAML] [--flag value ...] [key=value ...]`` -> a resolved, checked config."""
-    return resolve(parse_cli(ClipConfig, argv, SHORTHANDS))

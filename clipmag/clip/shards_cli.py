@@ -1,6 +1,8 @@
-r"""Command line of the CLIP shard builder: images with their captions -> train / val / test shards
-and CLIP-benchmark sets, split by image.
+r"""Build the image-text trainer's data: images with their captions -> train / val / test WebDataset
+shards and CLIP-benchmark sets, split by image, from a captions file, a Karpathy split file (COCO,
+Flickr30k; ``--download`` fetches them first) or the embedded composite digits.
 
+Examples:
     python scripts/make_clip_shards.py --output data/mine --images photos/ --captions captions.tsv \
         [--val-fraction 0.05] [--test-fraction 0.1] [--classnames classes.txt --templates templates.txt]
     python scripts/make_clip_shards.py --output data/coco --images data/raw/coco \

@@ -8,6 +8,10 @@ before any work starts; an unknown key, a wrong type or a number out of its rang
 (``Annotated[int, Range(1)]``, e.g. ``PositiveInt``) raises ``ConfigError`` naming the key, where it
 came from, and the valid choices. The resolved tree is written next to every run's outputs
 (``config_yaml``). The command line's words are read by :mod:`clipmag.config.command_line`.
+
+A config class that renamed a key lists it in ``RENAMED_KEYS`` (a class attribute, old dotted key ->
+new one, e.g. ``{"norm": "head.name"}``): the old name still works, in a YAML file or as
+``key=value``, with one warning line naming the new one.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from clipmag.config.checks import (
     type_name,
 )
 from clipmag.registry.config_packages import config_path
+from clipmag.runtime.logs import logger
 from clipmag.storage.user_files import read_utf8
 
 __all__ = [
@@ -42,6 +47,7 @@ __all__ = [
     "config_keys_text",
     "config_yaml",
     "config_from_dict",
+    "current_key",
 ]
 
 T = TypeVar("T")
@@ -168,29 +174,67 @@ def cli_value(values: Sequence[str], tp: Any) -> Any:
     return _text_value(values[0], tp)
 
 
+def current_key(cls: type, key: str, source: str) -> str:
+    """The name ``key`` has now: its new name when the config ``cls`` renamed it (``RENAMED_KEYS``),
+    with one warning line naming ``source`` and the new name; else ``key`` itself."""
+    new = getattr(cls, "RENAMED_KEYS", {}).get(key)
+    if new is None:
+        return key
+    logger.warning("%s: key '%s' is deprecated, it is now '%s' (the old name still works for now)", source, key, new)
+    return new
+
+
+def _holds(tree: Mapping[str, Any], dotted: str) -> bool:
+    node: Any = tree
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def _renamed(cls: type, data: dict[str, Any], source: str) -> dict[str, Any]:
+    """A YAML mapping with the keys ``cls`` renamed moved to their new names."""
+    for old in getattr(cls, "RENAMED_KEYS", {}):
+        if not _holds(data, old):
+            continue
+        new = current_key(cls, old, source)
+        if _holds(data, new):
+            raise ConfigError(f"{source}: keys '{old}' and '{new}' both given ('{old}' is the old name); keep '{new}'")
+        *parents, leaf = old.split(".")
+        node = data
+        for part in parents:
+            node = node[part]
+        _set_dotted(data, new, node.pop(leaf))
+    return data
+
+
 def parse_override(cls: type, token: str) -> tuple[str, Any]:
     if "=" not in token:
         raise ConfigError(f"command line: expected key=value or --flag, got {token!r}")
     key, text = token.split("=", 1)
-    return key.strip(), cli_value([text], key_type(cls, key.strip()))
+    key = current_key(cls, key.strip(), "command line")
+    return key, cli_value([text], key_type(cls, key))
 
 
 def build_config(
     cls: type[T],
-    yaml_path: str | Path | None = None,
+    yaml_path: str | Path | Sequence[str | Path] | None = None,
     overrides: Sequence[str | tuple[str, Any]] = (),
     base: Mapping[str, Any] | None = None,
 ) -> T:
-    """Dataclass defaults <- ``base`` <- YAML file <- overrides, all type-checked.
+    """Dataclass defaults <- ``base`` <- YAML file(s) <- overrides, all type-checked.
 
-    An override is a ``key=value`` token or an already parsed ``(key, value)`` pair."""
+    Several YAML files are layered in order, each changing only the keys it holds (a tool's packaged
+    defaults, then the user's ``--config``). An override is a ``key=value`` token or an already
+    parsed ``(key, value)`` pair."""
     cfg = to_dict(cls())
     if base:
         build(cls, base, "", "defaults", construct=False)
         cfg = _merge(cfg, base)
-    if yaml_path is not None:
-        data = load_yaml(yaml_path)
-        build(cls, _merge(cfg, data), "", str(yaml_path), construct=False)
+    for path in _yaml_paths(yaml_path):
+        data = _renamed(cls, load_yaml(path), str(path))
+        build(cls, _merge(cfg, data), "", str(path), construct=False)
         cfg = _merge(cfg, data)
     for item in overrides:
         key, value = parse_override(cls, item) if isinstance(item, str) else item
@@ -201,9 +245,15 @@ def build_config(
     return build(cls, cfg, "", "config")
 
 
-def config_keys_text(cls: type) -> str:
-    """Every dotted key of the config ``cls`` with its default and type (what ``key=value`` sets)."""
-    lines = ["keys (default):"]
+def _yaml_paths(yaml_path: str | Path | Sequence[str | Path] | None) -> list[str | Path]:
+    if yaml_path is None:
+        return []
+    return [yaml_path] if isinstance(yaml_path, (str, Path)) else list(yaml_path)
+
+
+def config_keys_text(cfg: Any) -> str:
+    """Every dotted key of the config ``cfg`` with its value and type (what ``key=value`` sets)."""
+    lines = ["keys (the values this command runs with):"]
 
     def walk(obj: Any, prefix: str) -> None:
         for name, tp in config_fields(type(obj)).items():
@@ -214,7 +264,7 @@ def config_keys_text(cls: type) -> str:
             else:
                 lines.append(f"  {key} = {value!r}   ({type_name(tp)})")
 
-    walk(cls(), "")
+    walk(cfg, "")
     return "\n".join(lines)
 
 

@@ -1,15 +1,17 @@
 """The command line of every clipmag tool: ``[--config YAML] [--flag value ...] [key=value ...]``.
 
 Flags are shorthands for dotted keys of the tool's config dataclass and take the values the key's
-type calls for; ``key=value`` sets any key; ``--help`` lists the flags and every key with its
-default. What the words mean is checked by :mod:`clipmag.config.build` against the dataclass types.
+type calls for; ``key=value`` sets any key; ``--help`` lists the flags and every key with the value
+the command's arguments resolve to. What the words mean is checked by :mod:`clipmag.config.build`
+against the dataclass types.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -57,20 +59,27 @@ def parse_cli_and_file(
     default_config: str | Path | None = None,
     description: str = "",
     positional: str | Sequence[str] | None = None,
+    resolve: Callable[[T], T] | None = None,
 ) -> tuple[T, str | None]:
     """Parse ``[--config PATH] [--flag value ...] [key=value ...]`` into a checked config.
 
+    The values come in layers, each changing only the keys it holds: the dataclass defaults, the
+    tool's ``default_config`` (its packaged defaults, if it has any), the file of ``--config``, then
+    the flags and ``key=value`` tokens in order; so a YAML file holding one key changes one key.
+    ``resolve`` (the tool's own derivation of ``auto`` values and cross-key checks) finishes the config.
+
     ``shorthands`` maps flag names to dotted keys, e.g. ``{"norm": "head.name"}``. A flag takes the
     value its key's type calls for: none for a boolean (``--quiet``), one or more words for a list
-    (``--norm cosine dot``), else one; ``--flag=value`` always works. ``--help`` prints the flags
-    and every key with its default, after ``description``. ``positional`` names the key a bare word
-    (one that is neither a flag nor ``key=value``) sets, e.g. a folder a tool reads, or the keys
-    bare words set in order (``NAME ROOT``). Returns the config and the YAML file it was read from
-    (``None``: no file), for errors to name it.
+    (``--norm cosine dot``), else one; ``--flag=value`` always works. ``--help`` prints
+    ``description``, the flags and every key with the value a run of the same arguments would use.
+    ``positional`` names the key a bare word (one that is neither a flag nor ``key=value``) sets,
+    e.g. a folder a tool reads, or the keys bare words set in order (``NAME ROOT``). Returns the
+    config and the YAML file it was read from (``None``: no file), for errors to name it.
     """
     bare_keys = _positional_keys(positional)
     bare_given = 0
-    yaml_path = default_config
+    user_config: str | None = None
+    wants_help = False
     overrides: list[tuple[str, Any]] = []
     args = list(argv)
     i = 0
@@ -78,8 +87,8 @@ def parse_cli_and_file(
         token = args[i]
         i += 1
         if token in ("-h", "--help"):
-            print(help_text(cls, shorthands, description, positional))
-            raise SystemExit(0)
+            wants_help = True
+            continue
         if bare_keys and not token.startswith("--") and not _OVERRIDE.match(token):
             if bare_given == len(bare_keys):
                 expected = " ".join(key.upper() for key in bare_keys)
@@ -100,10 +109,18 @@ def parse_cli_and_file(
         tp = str if name == "config" else key_type(cls, shorthands[name])
         words, i = ([inline], i) if has_inline else _flag_words(args, i, flag, tp)
         if name == "config":
-            yaml_path = words[0]
+            user_config = words[0]
         else:
             overrides.append((shorthands[name], cli_value(words, tp)))
-    return build_config(cls, yaml_path, overrides), None if yaml_path is None else str(yaml_path)
+    layers = [path for path in (default_config, user_config) if path is not None]
+    cfg = build_config(cls, layers, overrides)
+    if resolve is not None:
+        cfg = resolve(cfg)
+    if wants_help:
+        print(help_text(cfg, shorthands, description, positional))
+        raise SystemExit(0)
+    source = user_config if user_config is not None else default_config
+    return cfg, None if source is None else str(source)
 
 
 def _positional_keys(positional: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -136,16 +153,18 @@ def field_flags(cls: type) -> dict[str, str]:
 
 
 def help_text(
-    cls: type, shorthands: Mapping[str, str], description: str = "", positional: str | Sequence[str] | None = None
+    cfg: Any, shorthands: Mapping[str, str], description: str = "", positional: str | Sequence[str] | None = None
 ) -> str:
-    """``--help``: the description, the flags with the key each sets (and how many values it takes), the keys."""
+    """``--help``: the description, the flags with the key each sets (and how many values it takes),
+    then every key with its value in ``cfg`` (the config the command's arguments resolve to)."""
+    cls = type(cfg)
 
     def takes(key: str) -> str:
         tp = key_type(cls, key)
         return "  (no value)" if _is_switch(tp) else "  (one or more values)" if list_types(tp) else ""
 
-    lines = [description.strip(), ""] if description else []
+    lines = [inspect.cleandoc(description), ""] if description else []
     first = "".join(f"{key.upper()} " for key in _positional_keys(positional))
     lines += [f"usage: {first}[--config PATH] [--FLAG VALUE ...] [key=value ...]", "", "flags:"]
     lines += [f"  --{flag.replace('_', '-'):<22} sets {key}{takes(key)}" for flag, key in shorthands.items()]
-    return "\n".join(lines + ["", config_keys_text(cls)])
+    return "\n".join(lines + ["", config_keys_text(cfg)])

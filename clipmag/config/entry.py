@@ -1,4 +1,6 @@
-"""Entry-point wrapper: user errors end with one clear line, not a traceback from deep inside.
+"""Entry-point wrapper of every console script: a user error ends with one clear line, not a traceback
+from deep inside, and a reader that stops early (``clipmag-train-text --help | head``) ends the
+command quietly.
 
 Configuration, data-format, missing-file and divergence errors are the user's to fix; their
 messages already name the key, file or step. Ctrl-C ends a command in one line too (a trainer
@@ -18,12 +20,33 @@ from clipmag.config.checks import UserError
 # ValueError: data-format errors name file and line; PermissionError: an unwritable output folder
 # is the user's to fix, and its message names the path.
 USER_ERRORS: tuple[type[BaseException], ...] = (UserError, FileNotFoundError, PermissionError, ValueError)
+# What a command stopped by SIGPIPE reports (128 + 13), as ``yes | head`` does.
+BROKEN_PIPE_STATUS = 141
+
+
+def _silence_stdout() -> None:
+    """Point standard output at the null device, so the interpreter's last flush of what the closed
+    pipe did not take writes nowhere instead of printing another BrokenPipeError."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (a test's capture): nothing to flush
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def run_entry_point(main: Callable[[Sequence[str]], Any], argv: Sequence[str] | None = None) -> None:
-    """Call ``main(argv)``; on a user error print ``error: <message>`` and exit with status 2."""
+    """Call ``main(argv)``; on a user error print ``error: <message>`` and exit with status 2; when the
+    reader of standard output has gone (a closed pipe) exit with status 141 and no traceback."""
     try:
-        main(sys.argv[1:] if argv is None else argv)
+        try:
+            main(sys.argv[1:] if argv is None else argv)
+        finally:  # what is still buffered goes now, so a closed pipe is caught below
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        raise SystemExit(BROKEN_PIPE_STATUS) from None
     except USER_ERRORS as err:
         if os.environ.get("CLIPMAG_DEBUG"):
             raise

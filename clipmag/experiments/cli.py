@@ -63,11 +63,16 @@ class ReportCommand:
 
 
 def sweep_main(argv: Sequence[str]) -> None:
-    """Run a grid of heads x seeds x models; finished cells are skipped, so rerunning resumes.
+    """Run a sweep: a grid of heads x seeds x models (x variants) for the text or image-text trainer,
+    each cell in its own run folder under the sweep's ``output_dir``, with the evaluations its groups
+    attach. Every cell's arguments are checked before the first one trains; finished cells are
+    skipped, so rerunning the same command resumes. ``status`` says where every cell stands and
+    ``plan`` what the sweep costs (steps, FLOPs, GPU-hours, memory), running nothing.
 
-    clipmag-sweep --config configs/sweeps/demo.yaml [--only GROUP ...] [key=value ...]
-    clipmag-sweep status --config SWEEP_YAML [--only GROUP ...]   where every cell stands
-    clipmag-sweep plan --config SWEEP_YAML [--device h100] [--utilisation 0.4]   steps, FLOPs, GPU-hours, memory"""
+    Examples:
+        clipmag-sweep --config configs/sweeps/demo.yaml --only code-search
+        clipmag-sweep status --config configs/sweeps/paper_text.yaml
+        clipmag-sweep plan --config configs/sweeps/paper_text.yaml --device h100 --utilisation 0.4"""
     if argv and argv[0] == "status":
         cmd, _ = parse_cli_and_file(SweepCommand, argv[1:], SWEEP_FLAGS, description=sweep_main.__doc__)
         print(sweep_status(cmd, cmd.only))
@@ -85,10 +90,17 @@ def sweep_main(argv: Sequence[str]) -> None:
 
 
 def report_main(argv: Sequence[str]) -> Path | None:
-    """Collect a sweep's runs into report.md with tables (markdown + CSV) and figures.
+    """Collect a finished (or partly finished) sweep's runs into ``RUNS_DIR/report.md``: per-head
+    tables of the test metrics with the change against cosine and paired significance tests
+    (markdown and CSV), the learned gammas, the predictor's verdict when the sweep ran it, and
+    figures. Refuses cells from several commits or a dirty tree unless ``--allow-mixed``.
+    ``clipmag-report docs [--files FILE ...] [--results results] [--check]`` renders the manuals'
+    marked results blocks from ``results/`` instead (``--check``: change nothing, exit 1 if stale).
 
-    clipmag-report RUNS_DIR [--title TEXT] [--allow-mixed]
-    clipmag-report docs [--files FILE ...] [--results results] [--check]   the manuals' results, rendered"""
+    Examples:
+        clipmag-report runs/demo
+        clipmag-report runs/paper_text --title "Heads on BEIR and BRIGHT" --allow-mixed
+        clipmag-report docs --check"""
     if argv and argv[0] == "docs":
         status = docs_main(argv[1:])
         if status:
@@ -107,9 +119,13 @@ def report_main(argv: Sequence[str]) -> Path | None:
 
 def demo_main(argv: Sequence[str]) -> Path:
     """The main job on the embedded defaults: head sweeps (text retrieval in and out of domain, the
-    symmetric STS-style task, CLIP in both directions), the qnorm/dnorm predictor, then report.md.
+    symmetric STS-style task, CLIP in both directions), the qnorm/dnorm predictor, then report.md,
+    all offline on a CPU. The packaged demo sweep (``configs/sweeps/demo.yaml``) is the default;
+    ``--config FILE`` and ``key=value`` change the keys they hold. Rerunning resumes.
 
-    clipmag-demo [--config SWEEP_YAML] [key=value ...]  (default: the packaged demo sweep)"""
+    Examples:
+        clipmag-demo
+        clipmag-demo --output runs/demo-fp32 'args=[train.precision=fp32]'"""
     start = time.perf_counter()
     cfg, source = parse_cli_and_file(
         SweepConfig, argv, {"output": "output_dir"}, config_path(DEMO_SWEEP), demo_main.__doc__

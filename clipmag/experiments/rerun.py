@@ -237,9 +237,14 @@ class RerunCommand:
 
 
 def rerun_main(argv: Sequence[str]) -> Comparison:
-    """Re-run a finished sweep cell from its cell.json and compare every number; exit 1 if one differs.
+    """Re-run a finished sweep cell from the argument list its ``cell.json`` recorded, into a fresh
+    folder, and compare every number of the two ``results.json`` (test metrics, last validation,
+    learned gammas): exactly when both runs did the same arithmetic, else within ``--tolerance``.
+    Prints the differences and exits 1 on any.
 
-    clipmag-rerun-cell CELL_DIR [--output DIR] [--tolerance X]"""
+    Examples:
+        clipmag-rerun-cell runs/demo/code-search/default/cosine/seed0
+        clipmag-rerun-cell runs/demo/code-search/default/qnorm/seed0 --output runs/rerun/qnorm --tolerance 1e-3"""
     cmd = parse_cli(RerunCommand, argv, field_flags(RerunCommand), description=rerun_main.__doc__, positional="cell")
     if not cmd.cell:
         raise ConfigError("command line: give the cell's folder (clipmag-rerun-cell CELL_DIR)")

@@ -12,7 +12,7 @@ under ``torchrun`` with ``nproc_per_node``, or each as a job of a SLURM cluster
 A sweep may first prepare what its groups read (``prepare``: data builders, a model folder): each
 step runs a module's ``main(argv)`` unless the file it ``creates`` exists. A group (or step) that
 ``requires`` paths which are absent is skipped with one line naming them, so an optional data set
-(e.g. ``../shared/data``) never stops the rest of a sweep. A ``models`` entry ``label=path`` names
+(e.g. a BEIR set under ``data/beir``) never stops the rest of a sweep. A ``models`` entry ``label=path`` names
 the model ``label`` in run folders and reports (e.g. another group's export).
 
 A group may continue an earlier group's cells (``continue_from``: each cell trains on from the final

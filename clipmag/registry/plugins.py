@@ -2,7 +2,8 @@
 
 A package registers its trainers (:mod:`clipmag.registry.front_ends`) and sweep evaluations
 (:mod:`clipmag.registry.evaluations`) from a function published under the entry-point group
-``clipmag.registry.plugins``; both registries load every such function once, when they are first imported.
+``clipmag.plugins`` (``PLUGIN_GROUP``); both registries load every such function once, when they
+are first imported.
 clipmag's own two front ends use the same door (see ``pyproject.toml``); a project of its own adds
 
     [project.entry-points."clipmag.plugins"]

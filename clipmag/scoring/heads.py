@@ -196,6 +196,14 @@ class HeadConfig:
     gd: float = 0.5
 
 
+@dataclass
+class HeadChoice:
+    """The ``head`` section of a tool that scores with a trained model (evaluation, mining): ``name``
+    is the head to score with instead of the model's own; unset, the model's own (its head record)."""
+
+    name: HeadName | None = None
+
+
 HeadSpec = Union[str, Mapping[str, Any], HeadConfig, Any]  # Any: a head record (its ``head`` dict)
 
 

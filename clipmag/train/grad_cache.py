@@ -16,32 +16,19 @@ while holding the activations of one chunk at a time:
 
 The result equals one backward pass over the whole batch up to float rounding. A model supports it
 by splitting its forward into ``embed_parts`` and ``loss_from`` and saying how to cut a batch into
-rows.
+rows (``chunks``): every front end's model does, as the contract asks
+(:class:`clipmag.train.contract.ContrastiveModel`).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 
-
-class Chunkable(Protocol):
-    """A model whose ``forward(batch)`` is ``loss_from(batch, tuple(embed_parts(batch)))``."""
-
-    def chunks(self, batch: Any, size: int) -> Sequence[Any]:
-        """``batch`` cut into consecutive pieces of ``size`` rows; each piece carries its rows'
-        hard negatives, so the pieces' embeddings concatenate to the batch's."""
-
-    def embed_parts(self, batch: Any) -> Iterator[torch.Tensor]:
-        """Every embedding the loss needs, one at a time in a fixed order (e.g. queries, then
-        documents), each with the batch's rows as its first dimension. A generator: the next part
-        is computed only when asked for, after the previous one has been back-propagated."""
-
-    def loss_from(self, batch: Any, embeddings: tuple[torch.Tensor, ...]) -> dict[str, Any]:
-        """The loss and statistics of ``batch`` from its embeddings."""
+from clipmag.train.contract import ContrastiveModel
 
 
 @contextlib.contextmanager
@@ -60,7 +47,7 @@ def _rng_state(device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]
 
 
 def cached_backward(
-    model: Chunkable,
+    model: ContrastiveModel,
     batch: Any,
     chunk_size: int,
     backward: Callable[[torch.Tensor], None],

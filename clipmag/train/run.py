@@ -1,6 +1,6 @@
 """The one run driver of both trainers: set up, train, test what ships, write ``results.json``.
 
-A front end supplies a ``RunTask`` (the engine's ``Task`` plus how to load and test its export)
+A front end supplies a ``RunTask`` (the contract's ``Task`` plus how to load and test its export)
 and a factory that builds it from the resolved config; everything else - distributed set-up,
 logging, the training loop, the test phase, the results record and cleanup - happens here once.
 A full disk or a lost rank, wherever it strikes, ends the run in one line that says which
@@ -27,7 +27,8 @@ from clipmag.scoring.head_record import HeadRecord
 from clipmag.storage.disk_full import DiskFull, is_disk_full
 from clipmag.storage.folder_lock import FolderLock
 from clipmag.train import checkpoint as ckpt_io
-from clipmag.train.engine import Task, Trainer
+from clipmag.train.contract import Task
+from clipmag.train.engine import Trainer
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optimizer import OptimConfig
 
@@ -43,11 +44,6 @@ class RunConfig(Protocol):
 
 class RunTask(Task, Protocol):
     """The engine's task plus the test phase."""
-
-    front_end: str
-
-    def run_identity(self) -> dict[str, Any]:
-        """Objective and model name, for ``results.json`` ``run``."""
 
     def load_export(self, directory: Path) -> nn.Module:
         """The exported model as a user would load it (tested instead of the in-memory one)."""

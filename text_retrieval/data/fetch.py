@@ -35,6 +35,7 @@ from text_retrieval.data.training.allnli import SOURCES as NLI_SOURCES
 from text_retrieval.data.training.allnli import build_allnli_sts
 from text_retrieval.data.training.msmarco import MSMARCO_FILES, build_msmarco80k, msmarco_url
 from text_retrieval.data.training.msmarco_passage import build_msmarco500k
+from text_retrieval.data.training.write import BuildOptions
 
 logger = logging.getLogger("clipmag")
 
@@ -193,13 +194,13 @@ def download_msmarco(root: str | Path, size: str = "80k", source: str | Path | N
             for file in MSMARCO_FILES.values():
                 fetch_online(msmarco_url(file), root / "raw" / file, hint)
             source = root / "raw"
-        return build_msmarco80k(source, root, **build)
+        return build_msmarco80k(source, root, BuildOptions(**build))
     if size != "500k":
         raise ValueError(f"unknown MS MARCO size {size!r}; known: 80k, 500k")
     if source is None:
         hint = f"fetch {BEIR_URL.format(name='msmarco')} on a connected machine, unzip it and pass --source msmarco/"
         source = download_beir("msmarco", root / "raw", hint)
-    return build_msmarco500k(source, root, **build)
+    return build_msmarco500k(source, root, BuildOptions(**build))
 
 
 def download_allnli(root: str | Path, source: str | Path | None = None) -> dict:

@@ -1,8 +1,12 @@
-"""Build WebDataset training shards for the text trainer.
+"""Build WebDataset training shards for the text trainer from (query, positive[, negatives]) pairs:
+the judged pairs of a BEIR folder, a pairs jsonl file or the embedded default's training pairs.
+The pairs are shuffled with a seed and written as ``OUT_DIR/shard-*.tar`` with ``sizes.json``;
+train on them with ``data.train=OUT_DIR``.
 
-python scripts/make_text_shards.py OUT_DIR --beir DATA/beir/scifact [--split train]
-python scripts/make_text_shards.py OUT_DIR --jsonl pairs.jsonl
-python scripts/make_text_shards.py OUT_DIR --embedded [--embedded-root runs/embedded-data]
+Examples:
+    clipmag-make-text-shards data/scifact-shards --beir data/beir/scifact --split train
+    clipmag-make-text-shards data/pairs-shards --jsonl pairs.jsonl --samples-per-shard 5000
+    clipmag-make-text-shards runs/data/embedded-shards --embedded
 
 One source: ``beir`` (pairs from the ``split`` of its qrels), ``jsonl`` (``{"query", "positive",
 "negatives"?}`` or ``{"query", "title", "text"}`` per line) or ``embedded`` (the embedded default's
@@ -18,6 +22,7 @@ from dataclasses import dataclass
 
 from clipmag.config.checks import PositiveInt
 from clipmag.config.command_line import field_flags, parse_cli, require_one_of
+from clipmag.config.entry import run_entry_point
 from clipmag.runtime.logs import setup_logging
 from text_retrieval.data.embedded.build import pairs_from_embedded
 from text_retrieval.data.training.pairs import pairs_from_beir, pairs_from_jsonl, shuffled
@@ -76,4 +81,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def entry() -> None:
     """Console-script entry: exits with :func:`main`'s status."""
-    sys.exit(main())
+    run_entry_point(lambda argv: sys.exit(main(argv)))

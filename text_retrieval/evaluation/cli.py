@@ -1,4 +1,6 @@
-"""Evaluate text encoders on BEIR, BRIGHT and STS data with each model's own similarity head.
+"""Evaluate text encoders on BEIR, BRIGHT and STS data with each model's own similarity head (or the
+head ``--norm`` names): every model on every data set, one JSON record per pair under ``--output``
+with nDCG, recall and MRR (Spearman for STS), the head record and the norm statistics.
 
 Examples:
     python scripts/eval_text.py --model sentence-transformers/all-MiniLM-L6-v2 \\
@@ -26,7 +28,7 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from clipmag.config.checks import ConfigError, PositiveInt
 from clipmag.config.command_line import field_flags, parse_cli
@@ -34,7 +36,7 @@ from clipmag.config.entry import run_entry_point
 from clipmag.runtime.distributed import environment_rank
 from clipmag.runtime.logs import setup_logging
 from clipmag.runtime.precision import PRECISIONS
-from clipmag.scoring.heads import HeadName
+from clipmag.scoring.heads import HeadChoice
 from clipmag.storage.folder_lock import FolderLock
 from text_retrieval.config import PoolingName
 from text_retrieval.data.loaders import EvalSettings
@@ -49,29 +51,29 @@ __all__ = ["EvalTextConfig", "FLAGS", "parse_args", "main", "entry"]
 class EvalTextConfig:
     """One evaluation: every model on every data set.
 
-        ``model``: Hugging Face folders or names, or clipmag exports; ``data``: BEIR folders, BRIGHT
-        folders or roots, BRIGHT settings files (``configs/eval/*.yaml``) or STS files. ``norm`` and
-        ``pooling`` default to each model's own (its head record, else what its sentence-transformers
+    ``model``: Hugging Face folders or names, or clipmag exports; ``data``: BEIR folders, BRIGHT
+    folders or roots, BRIGHT settings files (``configs/eval/*.yaml``) or STS files. ``head.name``
+    (``--norm``) and ``pooling`` default to each model's own (its head record, else what its sentence-transformers
     config computes: ``text_retrieval/model/st_config.py``), else cosine and mean for a plain HF model.
-        ``encoding`` (:class:`text_retrieval.data.loaders.eval_settings.EvalSettings`): BRIGHT's
-        ``long_documents`` scores whole pages against ``gold_ids_long`` (adds Recall@1), ``reasoning``
-        picks reasoning-augmented queries, ``strict`` makes gold ids missing from the corpus an error
-        (default: kept and counted); max lengths (``max_length`` sets both sides) and prefixes, templates
-        where ``{task}`` is the BRIGHT task or dataset name. ``retrieval``
-        (:class:`text_retrieval.retrieval.index.RetrievalSettings`), at corpus scale
-        (``torchrun --nproc_per_node=N`` shares the corpus encoding, which sets ``distributed``):
-        ``method`` exact or approximate (recall@10 against exact is reported), ``ann_transform`` how an
-        approximate index holds the documents (``mips``: brought to one norm first,
-        text_retrieval/retrieval/mips.py says what each measured), ``backend`` for exact search (auto:
-        timed), ``memory_gb`` bounds what is held at once, ``chunk_size`` corpus rows per encoding chunk
-        (the resume unit); ``cache_dir`` keeps raw corpus embeddings. ``precision``: what encoding
-        computes in (``clipmag.runtime.precision``: ``auto`` is bf16 autocast where native, else fp32);
-        every record's ``numerics`` says what it resolved to.
+    ``encoding`` (:class:`text_retrieval.data.loaders.eval_settings.EvalSettings`): BRIGHT's
+    ``long_documents`` scores whole pages against ``gold_ids_long`` (adds Recall@1), ``reasoning``
+    picks reasoning-augmented queries, ``strict`` makes gold ids missing from the corpus an error
+    (default: kept and counted); max lengths (``max_length`` sets both sides) and prefixes, templates
+    where ``{task}`` is the BRIGHT task or dataset name. ``retrieval``
+    (:class:`text_retrieval.retrieval.index.RetrievalSettings`), at corpus scale
+    (``torchrun --nproc_per_node=N`` shares the corpus encoding, which sets ``distributed``):
+    ``method`` exact or approximate (recall@10 against exact is reported), ``ann_transform`` how an
+    approximate index holds the documents (``mips``: brought to one norm first,
+    text_retrieval/retrieval/mips.py says what each measured), ``backend`` for exact search (auto:
+    timed), ``memory_gb`` bounds what is held at once, ``chunk_size`` corpus rows per encoding chunk
+    (the resume unit); ``cache_dir`` keeps raw corpus embeddings. ``precision``: what encoding
+    computes in (``clipmag.runtime.precision``: ``auto`` is bf16 autocast where native, else fp32);
+    every record's ``numerics`` says what it resolved to.
     """
 
     model: list[str] = field(default_factory=list)
     data: list[str] = field(default_factory=list)
-    norm: HeadName | None = None
+    head: HeadChoice = field(default_factory=HeadChoice)
     pooling: PoolingName | None = None
     split: str = "test"
     output: str = "runs/eval_text"
@@ -86,10 +88,13 @@ class EvalTextConfig:
     index: str | None = None  # a served index (scripts/index.py build) searched instead of the encoded corpus
     index_store: Literal["auto", "faiss", "lancedb"] = "auto"
 
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"norm": "head.name"}
+
 
 # Every top-level key is a flag of its own name; the sections' keys have the flags users know.
 FLAGS = {
-    **{name: key for name, key in field_flags(EvalTextConfig).items() if name not in ("encoding", "retrieval")},
+    **{name: key for name, key in field_flags(EvalTextConfig).items() if name not in ("head", "encoding", "retrieval")},
+    "norm": "head.name",
     **{
         name: f"encoding.{name}"
         for name in ("long_documents", "reasoning", "strict", "query_prefix", "document_prefix")
@@ -136,7 +141,7 @@ def _evaluate(cfg: EvalTextConfig) -> list[dict[str, Any]]:
             cfg.model,
             cfg.data,
             cfg.output,
-            norm=cfg.norm,
+            norm=cfg.head.name,
             pooling=cfg.pooling,
             split=cfg.split,
             top_k=cfg.top_k,

@@ -287,10 +287,10 @@ class TextEncoder(nn.Module):
         """HF model + tokenizer + ``clipmag_head.json`` + the head as a sentence-transformers pipeline.
 
         ``record`` is the trainer's fuller record (with the loss direction and scale); by default
-        the encoder's own. The sentence-transformers files and model card come from
-        ``text_retrieval.model.st_export`` (imported here: sentence-transformers is slow to import).
+        the encoder's own. The sentence-transformers files and the model card come from
+        ``text_retrieval.model.st_export`` and ``.card`` (imported here: sentence-transformers is slow).
         """
-        from text_retrieval.model.st_export import save_sentence_transformers
+        from text_retrieval.model import card, st_export
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
@@ -298,4 +298,5 @@ class TextEncoder(nn.Module):
         self.tokenizer.save_pretrained(directory)
         record = record or self.head_record()
         record.write(directory)
-        save_sentence_transformers(directory, record, self.dim)
+        st_export.save_sentence_transformers(directory, record, self.dim)
+        card.write_model_card(directory, record)

@@ -1,5 +1,4 @@
-"""The sentence-transformers side of a text export: the head as an asymmetric pipeline (the model card
-is :mod:`text_retrieval.model.st_card`).
+"""The sentence-transformers side of a text export: the head as an asymmetric pipeline, and a model card.
 
 Every head scores ``s(q, d) = (q / |q|^gq) . (d / |d|^gd)``, so a sentence-transformers model
 reproduces it exactly when ``encode_query`` ends in the query-side transform, ``encode_document``
@@ -15,12 +14,12 @@ sentence-transformers' own module classes and written by its own ``save_pretrain
 
 The fixed heads thus load with sentence-transformers alone; only a learnable head needs clipmag
 (``text_retrieval.st_modules``, loaded with ``trust_remote_code=True``: sentence-transformers 6
-imports no class outside its own package without it; docs/text.md says what else the flag allows).
-Prefixes become the ``query`` / ``document`` prompts and the record's inference lengths (for a
-trained export, the lengths its run's test encoded at) the Transformer's ``query_length`` /
-``document_length``. Plain ``encode()`` takes the document route: the Router's default route, the
-``document`` prompt as the default prompt, and the document length as ``max_seq_length``. The model
-card gives the inference and the training lengths.
+imports no class outside its own package without it; docs/text.md says what else the flag allows). Prefixes become the
+``query`` / ``document`` prompts and the record's inference lengths (for a trained export, the
+lengths its run's test encoded at) the Transformer's ``query_length`` / ``document_length``. Plain
+``encode()`` takes the document route: the Router's default route, the ``document`` prompt as the
+default prompt, and the document length as ``max_seq_length``. The model card
+(:mod:`text_retrieval.model.card`) gives the inference and the training lengths.
 """
 
 from __future__ import annotations
@@ -28,20 +27,18 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.scoring.heads import build_head
-from text_retrieval.model.st_card import SPARSE_POOLINGS, plain_similarity, write_model_card
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["save_sentence_transformers", "describe_run", "ST_POOLING"]
+__all__ = ["save_sentence_transformers", "plain_similarity", "ST_POOLING", "SPARSE_POOLINGS"]
 
 ST_POOLING = {"mean": "mean", "cls": "cls", "last": "lasttoken"}
+SPARSE_POOLINGS = frozenset({"splade"})  # exported as a SparseEncoder
 _ST_CONFIG = "sentence_bert_config.json"
 _STALE = ("1_Pooling", "1_Router", "1_SpladePooling")  # module folders an earlier export of another head may have left
 
@@ -68,6 +65,11 @@ def _side_modules(gamma: float) -> list[Any]:
     if gamma == 0.0:
         return []
     return [Normalize()] if gamma == 1.0 else [NormPower(gamma)]
+
+
+def plain_similarity(gq: float, gd: float) -> bool:
+    """Whether a plain similarity function scores the head exactly: cosine (1, 1) or dot (0, 0)."""
+    return gq == gd and gq in (0.0, 1.0)
 
 
 def _sparse_pipeline(transformer: Any, gq: float, gd: float, directory: Path) -> tuple[list[Any], str]:
@@ -128,8 +130,8 @@ def save_sentence_transformers(directory: str | Path, record: HeadRecord, dim: i
     """Write the sentence-transformers files for the HF model and tokenizer already in ``directory``.
 
     sentence-transformers' Transformer module loads the folder (so its files are the ones its own
-    ``save_pretrained`` writes; the weights are written back unchanged), the head becomes the
-    pipeline in the module docstring, and the model card (``README.md``) describes it.
+    ``save_pretrained`` writes; the weights are written back unchanged) and the head becomes the
+    pipeline in the module docstring; the model card (:mod:`text_retrieval.model.card`) describes it.
     """
     _require_sentence_transformers()
     from sentence_transformers import SentenceTransformer, SparseEncoder
@@ -153,39 +155,3 @@ def save_sentence_transformers(directory: str | Path, record: HeadRecord, dim: i
         config = json.loads(config_path.read_text(encoding="utf-8"))
         config["max_seq_length"] = int(record.document_max_length)
         config_path.write_text(json.dumps(config, indent=4) + "\n", encoding="utf-8")
-    write_model_card(directory, record)
-
-
-def describe_run(run_dir: str | Path) -> Path:
-    """Rewrite a training run's ``export/README.md`` with its training data (``config.yaml``) and test
-    metrics (``results.json``, written after the export was tested, so unknown when it was saved)."""
-    from clipmag.config.build import load_yaml
-    from clipmag.results.record import read_results
-
-    run = Path(run_dir)
-    results = read_results(run / "results.json")
-    train = load_yaml(run / "config.yaml").get("data", {}).get("train", [])
-    data = [str(train)] if isinstance(train, str) else [str(t) for t in train]
-    return write_model_card(run / "export", HeadRecord.read(run / "export"), results, data)
-
-
-@dataclass
-class DescribeCommand:
-    """RUN_DIR: a text training run folder (with results.json, config.yaml, export/)."""
-
-    run_dir: str = ""
-
-
-def main(argv: Sequence[str]) -> None:
-    """``python -m text_retrieval.model.st_export RUN_DIR``: the run's export gets its full model card."""
-    from clipmag.config.command_line import parse_cli, require_words
-
-    cmd = parse_cli(DescribeCommand, argv, {}, description=describe_run.__doc__ or "", positional="run_dir")
-    require_words(cmd, ("run_dir",))
-    print(describe_run(cmd.run_dir))
-
-
-if __name__ == "__main__":
-    from clipmag.config.entry import run_entry_point
-
-    run_entry_point(main)

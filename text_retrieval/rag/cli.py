@@ -1,4 +1,6 @@
-"""RAG evaluation: retrieve with each model's head (and BM25), read the top k with an LM, score.
+"""RAG evaluation: retrieve passages for each question with each model under its own head (or the
+heads ``--norm`` names, and BM25), let a reader LM answer from the top k, and score retrieval
+accuracy@k and the answers per retriever row, with the change against cosine.
 
 Examples:
     python scripts/eval_rag.py --model all-MiniLM-L6-v2 --data embedded
@@ -37,7 +39,7 @@ __all__ = ["RagCommand", "parse_args", "main", "entry", "read_evaluation"]
 # flag -> dotted key of RagCommand
 RAG_SHORTHANDS = {
     "model": "retrieval.models",
-    "norm": "retrieval.norms",
+    "norm": "head.name",
     "pooling": "retrieval.pooling",
     "max_length": "retrieval.max_length",
     "cache_dir": "retrieval.cache_dir",

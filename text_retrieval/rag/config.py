@@ -8,14 +8,14 @@ line's flags; a wrong key or type stops before any work and names the key.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from clipmag.config.checks import NonNegativeInt, PositiveInt
 from clipmag.runtime.precision import PRECISIONS
 from clipmag.scoring.heads import HEAD_NAMES
 from text_retrieval.config import PoolingName
 
-__all__ = ["RagConfig", "RagDataConfig", "RetrievalConfig", "ReaderConfig", "ACCURACY_AT"]
+__all__ = ["RagConfig", "RagDataConfig", "RetrievalConfig", "RagHeads", "ReaderConfig", "ACCURACY_AT"]
 
 ACCURACY_AT = (1, 5, 20, 100)
 # A retriever's head: a registered head, or ``model`` for the model's own.
@@ -47,12 +47,11 @@ class RagDataConfig:
 
 @dataclass
 class RetrievalConfig:
-    """Dense retrievers (each model under each head) and the optional BM25 row.
+    """Dense retrievers (each model under each head of ``head.name``) and the optional BM25 row.
 
-    ``norms``: head names to score each model with (empty: the model's own head, from its
-    ``clipmag_head.json``, else cosine). ``hybrid``: fusions of BM25 with each dense row (``rrf``,
-    ``minmax``, ``zscore``; text_retrieval/retrieval/fusion.py), one more row each. ``depth``:
-    passages retrieved per question (>= the largest
+    ``hybrid``: fusions of BM25 with each dense row (``rrf``, ``minmax``, ``zscore``;
+    text_retrieval/retrieval/fusion.py), one more row each. ``depth``: passages retrieved per
+    question (>= the largest
     accuracy@k that is reported). ``cache_dir``: raw passage embeddings are cached here.
     ``precision``: what encoding computes in (``clipmag.runtime.precision``: ``auto`` is bf16 autocast where
     native, else fp32; the reader has its own ``reader.dtype``). Max lengths are the model's own
@@ -60,7 +59,6 @@ class RetrievalConfig:
     """
 
     models: list[str] = field(default_factory=lambda: ["all-MiniLM-L6-v2"])
-    norms: list[NormChoice] = field(default_factory=list)
     pooling: PoolingName | None = None
     max_length: PositiveInt | None = None
     bm25: bool = False
@@ -69,6 +67,14 @@ class RetrievalConfig:
     batch_size: PositiveInt = 64
     cache_dir: str | None = "runs/cache/rag"
     precision: Literal[PRECISIONS] = "auto"  # type: ignore[valid-type]
+
+
+@dataclass
+class RagHeads:
+    """``name`` (``--norm``): the heads each model retrieves with, one retriever row per head;
+    ``model`` or an empty list: the model's own head (its ``clipmag_head.json``, else cosine)."""
+
+    name: list[NormChoice] = field(default_factory=list)
 
 
 @dataclass
@@ -99,5 +105,8 @@ class RagConfig:
 
     data: RagDataConfig = field(default_factory=RagDataConfig)
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    head: RagHeads = field(default_factory=RagHeads)
     reader: ReaderConfig = field(default_factory=ReaderConfig)
     output: str = "runs/rag"
+
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"retrieval.norms": "head.name"}

@@ -151,7 +151,8 @@ def _retriever_runs(
     r = cfg.retrieval
     lexical = bm25_run(corpus, questions, r.depth) if r.bm25 or r.hybrid else None
     labels = distinct_labels([model_label(m) for m in r.models], r.models)
-    norm = None if not r.norms or "model" in r.norms else r.norms[0]  # the model's own head only where asked for
+    heads = cfg.head.name
+    norm = None if not heads or "model" in heads else heads[0]  # the model's own head only where asked for
     for model, label in zip(r.models, labels):
         encoder = TextEncoder.from_pretrained(
             model, norm=norm, pooling=r.pooling, max_length=r.max_length, precision=r.precision
@@ -160,7 +161,7 @@ def _retriever_runs(
             encoder.to("cuda")
         prefix = f"{label}/" if len(r.models) > 1 else ""
         for dense in dense_runs(
-            encoder, corpus, questions, r.norms, r.depth, r.cache_dir, r.batch_size, prefix, show_progress
+            encoder, corpus, questions, cfg.head.name, r.depth, r.cache_dir, r.batch_size, prefix, show_progress
         ):
             yield dense
             yield from (hybrid_run(dense, lexical, method, r.depth) for method in r.hybrid if lexical)
@@ -175,9 +176,9 @@ def run_rag(cfg: RagConfig, reader: Reader | None = None, show_progress: bool = 
     ``reader`` replaces the configured one (tests pass an oracle); otherwise it is loaded from
     ``cfg.reader.name_or_path`` unless that is ``none``.
     """
-    norms = cfg.retrieval.norms
+    norms = cfg.head.name
     if len(set(norms)) != len(norms):
-        raise ValueError(f"retrieval rows must be distinct: norms {norms} name a head twice")
+        raise ValueError(f"retrieval rows must be distinct: head.name {norms} names a head twice")
     corpus, qa_sets = load_rag_data(cfg)
     rc = cfg.reader
     if reader is None and rc.name_or_path.lower() != "none":

@@ -1,4 +1,6 @@
-"""Mine hard negatives under a model's own similarity head and write them as training shards.
+"""Mine hard negatives under a model's own similarity head (or the head ``--norm`` names) and write
+them as training shards: every query of the data is searched against its corpus, and the
+negatives are picked from the ranking by the selection rules below.
 
 Examples:
     python scripts/mine_negatives.py --model all-MiniLM-L6-v2 --norm qnorm \\
@@ -32,12 +34,11 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal
 
 import torch
 
@@ -50,35 +51,29 @@ from clipmag.results.record import encoding_numerics
 from clipmag.runtime.distributed import environment_rank
 from clipmag.runtime.logs import setup_logging
 from clipmag.runtime.precision import PRECISIONS
-from clipmag.scoring.heads import HeadName
-from clipmag.storage.folder_lock import LOCK_FILE, FolderLock
+from clipmag.scoring.heads import HeadChoice
+from clipmag.storage.folder_lock import FolderLock
 from clipmag.storage.naming import slug
-from clipmag.storage.shards import SIZES_FILE, declared_sizes
 from text_retrieval.config import EmbeddedDataConfig, PoolingName
-from text_retrieval.data.embedded.build import build_embedded
-from text_retrieval.data.loaders.beir import is_beir_folder, read_corpus
-from text_retrieval.data.loaders.reading import find_file
-from text_retrieval.data.training.pairs import pairs_from_beir, pairs_from_jsonl, shuffled
-from text_retrieval.data.training.shards import load_shard, resolve_shards, write_text_shards
+from text_retrieval.data.training.pairs import shuffled
+from text_retrieval.data.training.shards import write_text_shards
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.retrieval.corpus_cache import shared_encoding
 from text_retrieval.retrieval.index import CACHE_DTYPES, RetrievalSettings
 from text_retrieval.retrieval.mining import mine_negatives
+from text_retrieval.retrieval.mining_output import MANIFEST, check_output, empty_but_lock, publish, writable
+from text_retrieval.retrieval.mining_sources import load_corpus, load_samples
 from text_retrieval.retrieval.negatives import MiningRules
 
-__all__ = ["MineConfig", "parse_args", "load_samples", "main", "entry"]
+__all__ = ["MineConfig", "parse_args", "main", "entry"]
 
 logger = logging.getLogger("clipmag")
-
-T = TypeVar("T")
-MANIFEST = "manifest.json"
-EMBEDDED = "embedded"
 
 
 @dataclass
 class MineConfig:
-    """One mining run. ``model``: a Hugging Face folder or name, or a clipmag export; ``norm`` and
-    ``pooling`` default to its own. ``rules``: the selection rules (``MiningRules`` of
+    """One mining run. ``model``: a Hugging Face folder or name, or a clipmag export; ``head.name``
+    (``--norm``) and ``pooling`` default to its own. ``rules``: the selection rules (``MiningRules`` of
     ``text_retrieval/retrieval/negatives.py``: ``num_negatives`` k, the rank window ``rank_min`` /
     ``rank_max`` counted from 0 among the non-positive candidates, ``rank_max`` excluded, the margins,
     ``max_score``, ``sampling``, ``seed`` and ``semantics``), each also a flag of its own name.
@@ -90,7 +85,7 @@ class MineConfig:
     model: str = ""
     data: str = ""
     output: str = ""
-    norm: HeadName | None = None
+    head: HeadChoice = field(default_factory=HeadChoice)
     pooling: PoolingName | None = None
     split: str = "train"
     corpus: str | None = None
@@ -110,6 +105,8 @@ class MineConfig:
     search_memory_gb: PositiveFloat = 4.0
     quiet: bool = False
 
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"norm": "head.name"}
+
     @property
     def pool(self) -> str:
         """Where negatives come from: ``corpus`` or ``training-judged``."""
@@ -118,7 +115,8 @@ class MineConfig:
 
 # Every key is a flag of its own name, the selection rules' too (``--rank-min`` sets ``rules.rank_min``).
 FLAGS = {
-    **{name: key for name, key in field_flags(MineConfig).items() if name != "rules"},
+    **{name: key for name, key in field_flags(MineConfig).items() if name not in ("head", "rules")},
+    "norm": "head.name",
     **{rule.name: f"rules.{rule.name}" for rule in fields(MiningRules)},
 }
 
@@ -139,96 +137,10 @@ def parse_args(argv: Sequence[str]) -> MineConfig:
     return cfg
 
 
-def _embedded_pairs(root: str | Path) -> list[dict[str, Any]]:
-    """The training pairs ``data.train=embedded`` reads: built (or reused) with the trainer's sizes,
-    which decide the held-out test modules, so no mined pair comes from a module the trainer tests on."""
-    e = EmbeddedDataConfig(root=str(root))
-    paths = build_embedded(e.root, n_train=e.n_train, n_test=e.n_test, n_dev=e.n_dev, corpus_size=e.corpus_size, seed=0)
-    return pairs_from_jsonl(paths["train_pairs"])
-
-
-def _shard_samples(folder: Path) -> list[dict[str, Any]]:
-    paths = resolve_shards(folder)
-    declared = declared_sizes(paths)
-    return [sample for path in paths for sample in load_shard(path, declared.get(path))]
-
-
-def load_samples(
-    data: str, split: str = "train", embedded_root: str | Path = EmbeddedDataConfig.root
-) -> list[dict[str, Any]]:
-    """The (query, positive) samples of ``data``: a pairs jsonl, a shard folder, a BEIR folder
-    (the judged pairs of ``split``) or ``embedded``."""
-    if data == EMBEDDED:
-        return _embedded_pairs(embedded_root)
-    path = Path(data)
-    if path.is_file():
-        return pairs_from_jsonl(path)
-    if is_beir_folder(path):
-        return pairs_from_beir(path, split)
-    if path.is_dir() and any(path.glob("*.tar")):
-        return _shard_samples(path)
-    raise FileNotFoundError(
-        f"--data {data}: expected a pairs .jsonl file, a folder of text shards, a BEIR folder or {EMBEDDED!r}"
-    )
-
-
-def load_corpus(spec: str) -> list[str]:
-    """The document texts of a BEIR ``corpus.jsonl[.gz]`` (or of the folder holding one)."""
-    path = Path(spec)
-    if path.is_dir():
-        found = find_file(path, "corpus.jsonl", "corpus.jsonl.gz")
-        if found is None:
-            raise FileNotFoundError(f"--corpus {spec}: the folder holds no corpus.jsonl[.gz]")
-        path = found
-    if not path.is_file():
-        raise FileNotFoundError(f"--corpus {spec}: no such BEIR corpus.jsonl")
-    return read_corpus(path)[1]
-
-
-_OUTPUT_NAMES = (SIZES_FILE, MANIFEST, LOCK_FILE)
-
-
-def check_output(output: Path, overwrite: bool) -> None:
-    """Refuse an output that exists (unless ``overwrite``) and one that holds anything but mined shards."""
-    if output.exists() and not output.is_dir():
-        raise ConfigError(f"--output {output} is a file; expected a folder for the shards")
-    present = sorted(p.name for p in output.iterdir()) if output.is_dir() else []
-    if not present:
-        return
-    if not overwrite:
-        raise ConfigError(f"--output {output} already exists; pass --overwrite to replace it, or choose another folder")
-    foreign = [n for n in present if n not in _OUTPUT_NAMES and not (n.startswith("shard-") and n.endswith(".tar"))]
-    if foreign:
-        raise ConfigError(
-            f"--output {output} holds files that mining did not write ({', '.join(foreign[:5])}); "
-            "--overwrite replaces mined shards only: choose another folder"
-        )
-
-
-def _writable(write: Callable[..., T], where: Path, *args: Any, **kwargs: Any) -> T:
-    """``write(*args, **kwargs)``, an ``OSError`` (no space, no permission) told as one line naming ``where``."""
-    try:
-        return write(*args, **kwargs)
-    except OSError as err:
-        raise ConfigError(f"--output: cannot write {where} ({type(err).__name__}: {err})") from None
-
-
-def _publish(staging: Path, output: Path) -> None:
-    """Move the complete ``staging`` folder to ``output``, the old output (if any) aside first."""
-    if output.exists():
-        old = output.with_name(f".{output.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(output, old)
-        os.replace(staging, output)
-        shutil.rmtree(old)
-    else:
-        os.replace(staging, output)
-
-
 def _encoder(cfg: MineConfig) -> TextEncoder:
     encoder = TextEncoder.from_pretrained(
         cfg.model,
-        norm=cfg.norm,
+        norm=cfg.head.name,
         pooling=cfg.pooling,
         precision=cfg.precision,
         query_max_length=cfg.query_max_length,
@@ -260,7 +172,7 @@ def _write(
     output = Path(cfg.output)
     if not cfg.no_shuffle:
         samples = shuffled(samples, cfg.rules.seed)
-    paths = _writable(write_text_shards, staging, samples, staging, cfg.samples_per_shard)
+    paths = writable(write_text_shards, staging, samples, staging, cfg.samples_per_shard)
     manifest = {
         "model": cfg.model,
         "encoder": encoder.head_record().to_dict(),
@@ -273,8 +185,8 @@ def _write(
         "provenance": provenance(to_dict(cfg)),
     }
     text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
-    _writable((staging / MANIFEST).write_text, staging, text, encoding="utf-8")
-    _writable(_publish, output, staging, output)
+    writable((staging / MANIFEST).write_text, staging, text, encoding="utf-8")
+    writable(publish, output, staging, output)
     short, k = summary["queries_fewer_than_k"], cfg.rules.num_negatives
     if short:
         logger.warning(
@@ -310,21 +222,13 @@ def main(argv: Sequence[str]) -> dict[str, Any] | None:
     try:
         check_output(output, cfg.overwrite)
         if rank == 0:  # a killed run's partial files go; the other ranks write nowhere before a barrier
-            _empty_but_lock(staging)
+            empty_but_lock(staging)
         mined = _mine(cfg, staging)
         return None if mined is None else _write(cfg, *mined, staging)
     finally:
         if lock is not None:  # staging was moved into place on success, so this removes a failed run's
             shutil.rmtree(staging, ignore_errors=True)
             lock.release()
-
-
-def _empty_but_lock(folder: Path) -> None:
-    for entry in folder.iterdir():
-        if entry.is_dir():
-            shutil.rmtree(entry)
-        elif entry.name != LOCK_FILE:
-            entry.unlink()
 
 
 def entry() -> None:

@@ -35,13 +35,13 @@ from typing import Any
 
 from text_retrieval.data.loaders.reading import DataFormatError
 from text_retrieval.data.training.write import (
+    DEFAULT_BUILD,
+    BuildOptions,
     keep_first_pairs,
     passage_id,
     sample_ids,
     sha256_of,
-    write_beir_dev,
-    write_training_manifest,
-    write_training_set,
+    write_built_set,
 )
 
 logger = logging.getLogger("clipmag")
@@ -186,14 +186,7 @@ def dev_subset(
 
 
 def build_msmarco80k(
-    source: str | Path,
-    out: str | Path,
-    seed: int = 0,
-    dev_queries: int = 500,
-    dev_corpus: int = 50_000,
-    samples_per_shard: int = 1000,
-    overwrite: bool = False,
-    revision: str = MSMARCO_REVISION,
+    source: str | Path, out: str | Path, options: BuildOptions = DEFAULT_BUILD, revision: str = MSMARCO_REVISION
 ) -> dict[str, Any]:
     """Build ``out/pairs.jsonl``, ``out/shards/``, ``out/dev/`` and ``out/manifest.json`` from a local
     copy of MS MARCO v1.1 (``source``, see :func:`find_split_files`); returns the manifest."""
@@ -203,16 +196,15 @@ def build_msmarco80k(
     if not pairs:
         raise ValueError(f"{source}: no MS MARCO train row has a selected passage")
     dev_rows = [row for f in dev_files for row in read_qa_rows(f)]
-    queries, corpus, qrels, drawn = dev_subset(dev_rows, dev_queries, dev_corpus, seed)
-    written = write_training_set(out, pairs, seed, samples_per_shard, overwrite)  # nothing is written before
+    queries, corpus, qrels, drawn = dev_subset(dev_rows, options.dev_queries, options.dev_corpus, options.seed)
     origin = {"repo": MSMARCO_REPO, "config": "v1.1", "revision": revision, "source": str(source)}
-    dev = write_beir_dev(out / "dev", queries, corpus, qrels, {**origin, "split": "validation", **drawn})
     described = {
         "dataset": "MS MARCO 80K (MS MARCO v1.1 QA train)",
         **origin,
         "files": {f.name: sha256_of(f) for f in [*train_files, *dev_files]},
         "rule": RULE,
     }
-    manifest = write_training_manifest(out, described, counts, written, dev)
+    dev = (queries, corpus, qrels, {**origin, "split": "validation", **drawn})
+    manifest = write_built_set(out, pairs, counts, dev, described, options)  # nothing is written before
     logger.info("MS MARCO 80K: %d pairs from %d train rows -> %s", len(pairs), counts["rows"], out)
     return manifest

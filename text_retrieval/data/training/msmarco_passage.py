@@ -27,12 +27,12 @@ from typing import Any
 from text_retrieval.data.loaders.beir import read_qrels
 from text_retrieval.data.loaders.reading import find_file, iter_jsonl, open_text, require_str
 from text_retrieval.data.training.write import (
+    DEFAULT_BUILD,
+    BuildOptions,
     keep_first_pairs,
     sample_ids,
     sha256_of,
-    write_beir_dev,
-    write_training_manifest,
-    write_training_set,
+    write_built_set,
 )
 
 logger = logging.getLogger("clipmag")
@@ -114,15 +114,7 @@ def _sample_dev(path: Path, n_queries: int, seed: int) -> dict[str, dict[str, in
     return {q: dev[q] for q in chosen}
 
 
-def build_msmarco500k(
-    source: str | Path,
-    out: str | Path,
-    seed: int = 0,
-    dev_queries: int = 500,
-    dev_corpus: int = 50_000,
-    samples_per_shard: int = 1000,
-    overwrite: bool = False,
-) -> dict[str, Any]:
+def build_msmarco500k(source: str | Path, out: str | Path, options: BuildOptions = DEFAULT_BUILD) -> dict[str, Any]:
     """Build ``out/pairs.jsonl``, ``out/shards/``, ``out/dev/`` and ``out/manifest.json`` from BEIR's
     ``msmarco`` folder ``source``; returns the manifest.
 
@@ -132,11 +124,11 @@ def build_msmarco500k(
     source, out = Path(source), Path(out)
     files = _files(source)
     positives = _first_positives(files["train"])
-    dev_qrels = _sample_dev(files["dev"], dev_queries, seed)
+    dev_qrels = _sample_dev(files["dev"], options.dev_queries, options.seed)
     judged = {d for docs in dev_qrels.values() for d in docs}
-    wanted = max(0, dev_corpus - len(judged))
+    wanted = max(0, options.dev_corpus - len(judged))
     n_lines = _line_count(files["corpus"])
-    candidates = random.Random(seed).sample(range(1, n_lines + 1), min(n_lines, wanted + len(judged)))
+    candidates = random.Random(options.seed).sample(range(1, n_lines + 1), min(n_lines, wanted + len(judged)))
     passages, at_lines = _read_texts(files["corpus"], set(positives.values()) | judged, set(candidates))
     queries, _ = _read_texts(files["queries"], set(positives) | set(dev_qrels), set())
     missing = sorted(judged - set(passages)) + sorted(set(dev_qrels) - set(queries))
@@ -145,18 +137,17 @@ def build_msmarco500k(
     pairs, counts = _train_pairs(positives, queries, passages)
     if not pairs:
         raise ValueError(f"{source}: no judged train query with both texts present")
-    written = write_training_set(out, pairs, seed, samples_per_shard, overwrite)
     drawn = dict.fromkeys(at_lines[n] for n in candidates if n in at_lines and at_lines[n][0] not in judged)
     distractors = dict(list(drawn)[:wanted])
     corpus = {**{d: passages[d] for d in judged}, **distractors}
-    info = {"source": "BEIR msmarco", "split": "dev", "seed": seed, "distractors": len(distractors)}
-    dev = write_beir_dev(out / "dev", {q: queries[q] for q in dev_qrels}, corpus, dev_qrels, info)
+    info = {"source": "BEIR msmarco", "split": "dev", "seed": options.seed, "distractors": len(distractors)}
     described = {
         "dataset": "MS MARCO 500K (MS MARCO passage ranking, judged train queries, BEIR layout)",
         "source": str(source.resolve()),
         "files": {str(p.relative_to(source)): sha256_of(p) for p in files.values()},
         "rule": RULE,
     }
-    manifest = write_training_manifest(out, described, counts, written, dev)
+    dev = ({q: queries[q] for q in dev_qrels}, corpus, dev_qrels, info)
+    manifest = write_built_set(out, pairs, counts, dev, described, options)
     logger.info("MS MARCO 500K: %d pairs from %d judged train queries -> %s", len(pairs), counts["queries"], out)
     return manifest

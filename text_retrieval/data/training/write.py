@@ -23,6 +23,7 @@ import logging
 import random
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,9 @@ __all__ = [
     "write_training_set",
     "write_beir_dev",
     "write_training_manifest",
+    "BuildOptions",
+    "DEFAULT_BUILD",
+    "write_built_set",
 ]
 
 MANIFEST = "manifest.json"
@@ -168,3 +172,34 @@ def write_training_manifest(
     }
     write_manifest(out / MANIFEST, manifest)
     return manifest
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """How an MS MARCO builder writes its set: the seed (shard order and dev sample), the dev
+    subset's queries and corpus size, the samples per shard, and whether to replace existing shards."""
+
+    seed: int = 0
+    dev_queries: int = 500
+    dev_corpus: int = 50_000
+    samples_per_shard: int = 1000
+    overwrite: bool = False
+
+
+DEFAULT_BUILD = BuildOptions()
+
+
+def write_built_set(
+    out: Path,
+    pairs: Sequence[Mapping[str, Any]],
+    counts: Counter,
+    dev: tuple[Mapping[str, str], Mapping[str, str], Mapping[str, Mapping[str, int]], Mapping[str, Any]],
+    described: Mapping[str, Any],
+    options: BuildOptions,
+) -> dict[str, Any]:
+    """Everything a builder leaves in ``out``, in order: ``pairs.jsonl`` and ``shards/`` (existing
+    shards refused before anything is written, unless ``options.overwrite``), ``dev/`` from ``dev``
+    (queries, corpus, qrels, what was drawn) and ``manifest.json``; returns the manifest."""
+    written = write_training_set(out, pairs, options.seed, options.samples_per_shard, options.overwrite)
+    dev_manifest = write_beir_dev(out / "dev", *dev)
+    return write_training_manifest(out, described, counts, written, dev_manifest)

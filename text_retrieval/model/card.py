@@ -1,29 +1,22 @@
-"""The model card (``README.md``) of a text export: the head, how sentence-transformers scores with
-it, the lengths, and (once the run has tested the export) its training data and test metrics.
+"""The text export's model card (``README.md``): the head, how to score with it in
+sentence-transformers, and, once the run has tested the export, its training data and test metrics.
 
-It also says what loading needs: sentence-transformers alone for the fixed heads; for a learnable
-head clipmag installed and ``trust_remote_code=True``, with what that flag lets a model folder do.
+``python -m text_retrieval.model.card RUN_DIR`` rewrites a training run's card from its folder.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from clipmag.scoring.head_record import CARD_FILE, HEAD_FILE, HeadRecord
 from clipmag.scoring.heads import build_head
 from text_retrieval.model.serving_card import serving_section
+from text_retrieval.model.st_export import SPARSE_POOLINGS, plain_similarity
 
-__all__ = ["SPARSE_POOLINGS", "plain_similarity", "model_card", "write_model_card"]
-
-SPARSE_POOLINGS = frozenset({"splade"})  # exported as a SparseEncoder
-
-
-def plain_similarity(gq: float, gd: float) -> bool:
-    """Whether a plain similarity function scores the head exactly: cosine (1, 1) or dot (0, 0)."""
-    return gq == gd and gq in (0.0, 1.0)
-
+__all__ = ["model_card", "write_model_card", "describe_run"]
 
 _CARD = """---
 library_name: sentence-transformers
@@ -146,3 +139,38 @@ def write_model_card(
     path = Path(directory) / CARD_FILE
     path.write_text(model_card(record, results, data) + serving_section(record), encoding="utf-8")
     return path
+
+
+def describe_run(run_dir: str | Path) -> Path:
+    """Rewrite a training run's ``export/README.md`` with its training data (``config.yaml``) and test
+    metrics (``results.json``, written after the export was tested, so unknown when it was saved)."""
+    from clipmag.config.build import load_yaml
+    from clipmag.results.record import read_results
+
+    run = Path(run_dir)
+    results = read_results(run / "results.json")
+    train = load_yaml(run / "config.yaml").get("data", {}).get("train", [])
+    data = [str(train)] if isinstance(train, str) else [str(t) for t in train]
+    return write_model_card(run / "export", HeadRecord.read(run / "export"), results, data)
+
+
+@dataclass
+class DescribeCommand:
+    """RUN_DIR: a text training run folder (with results.json, config.yaml, export/)."""
+
+    run_dir: str = ""
+
+
+def main(argv: Sequence[str]) -> None:
+    """``python -m text_retrieval.model.card RUN_DIR``: the run's export gets its full model card."""
+    from clipmag.config.command_line import parse_cli, require_words
+
+    cmd = parse_cli(DescribeCommand, argv, {}, description=describe_run.__doc__ or "", positional="run_dir")
+    require_words(cmd, ("run_dir",))
+    print(describe_run(cmd.run_dir))
+
+
+if __name__ == "__main__":
+    from clipmag.config.entry import run_entry_point
+
+    run_entry_point(main)

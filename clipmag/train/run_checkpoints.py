@@ -1,0 +1,162 @@
+"""What a training run saves and restores: the trainer state, whole or sharded checkpoints, the
+claim on the run folder, resume, the best checkpoint and the choice of the weights that are tested.
+
+Mixed into :class:`clipmag.train.engine.Trainer`, whose ``__init__`` sets the attributes annotated
+below; kept apart from the loop because this is where a run meets its folder: nothing is written
+there before it is known to be this run's (``clipmag.train.run_folder``) and a checkpoint to resume
+must match this run (``clipmag.train.resume_check``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from clipmag.config.build import config_yaml, to_dict
+from clipmag.runtime import distributed as dist_utils
+from clipmag.runtime.distributed import DistributedContext
+from clipmag.runtime.logs import MetricsWriter, logger
+from clipmag.storage.files import write_text_atomic
+from clipmag.train import checkpoint as ckpt_io
+from clipmag.train import dropout, sharding
+from clipmag.train.contract import Task
+from clipmag.train.loop_config import TrainLoopConfig
+from clipmag.train.resume_check import ResumeMismatch, check_resumable
+from clipmag.train.run_folder import plan_run_folder
+from clipmag.train.train_step import TrainStep
+
+__all__ = ["RunCheckpoints"]
+
+
+class RunCheckpoints:
+    """Checkpoints, resume and the tested weights of one run (the ``Trainer``'s attributes below)."""
+
+    task: Task
+    loop: TrainLoopConfig
+    full_config: Any
+    ctx: DistributedContext
+    output_dir: Path
+    ckpt_dir: Path
+    model: nn.Module
+    whole: nn.Module | None
+    sharded: bool
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    train_step: TrainStep
+    identity: dict[str, Any]
+    step: int
+    samples_seen: int
+    best: float | None
+    writer: MetricsWriter | None
+    prepared: bool
+
+    @property
+    def tested_model(self) -> nn.Module:
+        """The model that is validated, tested and exported (rank 0)."""
+        return self.whole if self.whole is not None else self.model
+
+    def trainer_state(self, rng: list[dict[str, Any]]) -> dict[str, Any]:
+        """Everything a resumed run needs but the weights and the optimizer's moments (which a
+        sharded checkpoint stores in shards beside it); ``rng``: every rank's RNG state, in rank order."""
+        return {
+            "epoch": self.step,  # open_clip's key; we count optimizer steps
+            "step": self.step,
+            "samples_seen": self.samples_seen,
+            "name": self.output_dir.name,
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.train_step.scaler.state_dict(),
+            "head": self.model.head_record().to_dict(),
+            "config": to_dict(self.full_config),
+            "identity": self.identity,
+            "rng": rng,
+            "best": self.best,
+        }
+
+    def state(self, rng: list[dict[str, Any]]) -> dict[str, Any]:
+        """A whole checkpoint (one file): the trainer state, the weights and the optimizer."""
+        return {
+            **self.trainer_state(rng),
+            "state_dict": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+        }
+
+    def save(self) -> None:
+        rng = dist_utils.all_gather_objects(ckpt_io.rng_state())
+        if self.sharded:
+            sharding.save_sharded(self.ckpt_dir, self.step, self.model, self.optimizer, self.trainer_state(rng))
+            return
+        if self.ctx.is_main:
+            ckpt_io.atomic_save(self.state(rng), self.ckpt_dir / ckpt_io.LATEST)
+        dist_utils.barrier()
+
+    def prepare(self) -> None:
+        """Claim the run folder: check it and the checkpoint to resume (every rank, before anything
+        is written), clear what the plan says (rank 0), write ``config.yaml``, open the metrics and
+        restore the checkpoint. ``fit()`` calls it; a caller may call it first to know that the
+        folder was accepted."""
+        if self.prepared:
+            return
+        resume_path = ckpt_io.resolve_resume(self.loop.resume, self.output_dir)
+        plan = plan_run_folder(self.loop, resume_path)
+        ckpt = ckpt_io.load_checkpoint(resume_path, self.loop.trust_checkpoint) if resume_path is not None else None
+        if ckpt is not None:
+            check_resumable(ckpt, resume_path, self.identity, self.model.state_dict())
+            if self.sharded and not ckpt.get("sharded"):
+                raise ResumeMismatch(
+                    f"cannot resume from {resume_path} with train.strategy=fsdp: it is a whole checkpoint of a "
+                    "train.strategy=ddp run; resume it with ddp, or start an fsdp run from its export "
+                    "(--model <run>/export)"
+                )
+        dist_utils.barrier()  # every rank has read the folder before rank 0 changes it
+        if self.ctx.is_main:
+            plan.apply()
+            write_text_atomic(self.output_dir / "config.yaml", config_yaml(self.full_config))
+            self.writer = MetricsWriter(self.output_dir, self.loop.tensorboard)
+        if ckpt is not None:
+            self.restore(ckpt, resume_path)
+        self.prepared = True
+
+    def restore(self, ckpt: dict[str, Any], path: Path) -> None:
+        if ckpt.get("sharded"):  # resharded to this run's ranks (or made whole under ddp)
+            sharding.load_sharded(path, self.model, self.optimizer, self.loop.trust_checkpoint)
+        else:
+            self.model.load_state_dict(ckpt["state_dict"])
+            self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.scheduler.load_state_dict(ckpt["scheduler"])
+        self.train_step.scaler.load_state_dict(ckpt["scaler"])
+        ckpt_io.restore_rng_state(dropout.resumed_rng_state(ckpt["rng"], self.ctx, self.model))
+        self.step, self.samples_seen, self.best = ckpt["step"], ckpt["samples_seen"], ckpt.get("best")
+        if self.writer is not None:
+            self.writer.truncate_after(self.step)
+        logger.info("resumed from %s at step %d (%d samples seen)", path, self.step, self.samples_seen)
+
+    def _best_state(self) -> dict[str, Any]:
+        """The best checkpoint: whole, for testing; under FSDP without the optimizer (a run resumes
+        from its latest sharded checkpoint, never from the best)."""
+        rng = [ckpt_io.rng_state()]
+        if not self.sharded:
+            return self.state(rng)
+        return {**self.trainer_state(rng), "state_dict": self.tested_model.state_dict()}
+
+    def _latest_path(self) -> Path | None:
+        if self.sharded:
+            return sharding.latest_sharded(self.ckpt_dir)
+        return self.ckpt_dir / ckpt_io.LATEST
+
+    def _select_tested(self) -> dict[str, Any]:
+        """The best checkpoint by the primary metric when validation ran, else the final model.
+
+        The chosen weights are loaded into the tested model, so the export is the model that is tested.
+        """
+        best = self.ckpt_dir / ckpt_io.BEST
+        if self.best is None or not best.is_file():
+            reason = "no validation metric was recorded"
+            return {"selection": "final", "path": str(self._latest_path()), "step": self.step, "reason": reason}
+        ckpt = ckpt_io.load_checkpoint(best)
+        self.tested_model.load_state_dict(ckpt["state_dict"])
+        logger.info("testing the best checkpoint: step %d, %s %.4f", ckpt["step"], self.task.primary_metric, self.best)
+        metric = self.task.primary_metric
+        return {"selection": "best", "path": str(best), "step": ckpt["step"], "metric": metric, "value": self.best}

@@ -1,0 +1,98 @@
+"""One name for the head in every tool (``--norm``, ``head.name``; old keys work with a one-line
+warning) and both trainers alike: the flags they share set keys of the same type and range."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import pytest
+
+from clipmag.clip import cli as clip_cli
+from clipmag.clip.config import SHORTHANDS as CLIP_FLAGS
+from clipmag.clip.config import ClipConfig
+from clipmag.config.build import key_type
+from clipmag.config.checks import ConfigError
+from clipmag.results.record import read_results
+from clipmag.train.trainer_flags import SHARED_TRAINER_FLAGS
+from text_retrieval import cli as text_cli
+from text_retrieval.config import TEXT_SHORTHANDS as TEXT_FLAGS
+from text_retrieval.config import TextConfig
+from text_retrieval.evaluation.cli import parse_args as parse_eval
+from text_retrieval.rag.cli import parse_args as parse_rag
+from text_retrieval.retrieval.mine_cli import parse_args as parse_mine
+
+EVAL = ["--model", "m", "--data", "d"]
+MINE = ["--model", "m", "--data", "d", "--output", "out"]
+
+
+def _deprecations(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
+
+
+def test_norm_sets_head_name_in_every_tool():
+    assert text_cli.parse_args(["--norm", "qnorm"]).head.name == "qnorm"
+    assert clip_cli.parse_args(["--norm", "qnorm"]).head.name == "qnorm"
+    assert parse_eval([*EVAL, "--norm", "dnorm"]).head.name == "dnorm"
+    assert parse_eval(EVAL).head.name is None  # the model's own
+    assert parse_mine([*MINE, "--norm", "dot"]).head.name == "dot"
+    assert parse_rag(["--norm", "cosine", "dot"]).head.name == ["cosine", "dot"]
+    assert parse_rag(["head.name=[qnorm, model]"]).head.name == ["qnorm", "model"]
+
+
+@pytest.mark.parametrize(
+    ("parse", "argv", "old", "expected"),
+    [
+        (parse_eval, [*EVAL, "norm=dot"], "norm", "dot"),
+        (parse_mine, [*MINE, "norm=qnorm"], "norm", "qnorm"),
+        (parse_rag, ["retrieval.norms=[cosine, dot]"], "retrieval.norms", ["cosine", "dot"]),
+    ],
+)
+def test_an_old_head_key_still_works_with_one_warning_line(parse, argv, old, expected, caplog):
+    with caplog.at_level(logging.WARNING, logger="clipmag"):
+        assert parse(argv).head.name == expected
+    (line,) = _deprecations(caplog)
+    assert f"key '{old}' is deprecated, it is now 'head.name'" in line and "\n" not in line
+
+
+def test_an_old_rag_yaml_key_still_works_naming_the_file(tmp_path, caplog):
+    path = tmp_path / "old.yaml"
+    path.write_text("retrieval:\n  models: [m]\n  norms: [qnorm, dnorm]\n")
+    with caplog.at_level(logging.WARNING, logger="clipmag"):
+        cmd = parse_rag(["--config", str(path)])
+    assert cmd.head.name == ["qnorm", "dnorm"] and cmd.retrieval.models == ["m"]
+    (line,) = _deprecations(caplog)
+    assert line.startswith(f"{path}: key 'retrieval.norms'")
+    path.write_text("retrieval:\n  norms: [qnorm]\nhead:\n  name: [dot]\n")
+    with pytest.raises(ConfigError, match=r"keys 'retrieval.norms' and 'head.name' both given .*; keep 'head.name'"):
+        parse_rag(["--config", str(path)])
+
+
+def test_both_trainers_take_the_shared_flags_for_keys_of_one_type():
+    for flag in ("model", "objective", "batch_size", "steps", "lr", "norm", "direction", "output", "resume"):
+        assert flag in TEXT_FLAGS and flag in CLIP_FLAGS, flag
+    assert {"seed", "precision"} <= set(SHARED_TRAINER_FLAGS)
+    for flag, key in SHARED_TRAINER_FLAGS.items():
+        assert TEXT_FLAGS[flag] == CLIP_FLAGS[flag] == key
+        assert key_type(TextConfig, key) == key_type(ClipConfig, key), key
+
+
+@pytest.mark.parametrize("parse", [text_cli.parse_args, clip_cli.parse_args])
+def test_the_shared_flags_mean_the_same_in_both_trainers(parse, tmp_path):
+    argv = ["--batch-size", "8", "--steps", "0", "--lr", "1e-4", "--seed", "3", "--precision", "fp32"]
+    cfg = parse([*argv, "--output", str(tmp_path), "--resume", "latest", "--direction", "auto"])
+    assert (cfg.data.batch_size, cfg.train.steps, cfg.optim.lr, cfg.train.seed) == (8, 0, 1e-4, 3)
+    assert (cfg.train.precision, cfg.train.output_dir, cfg.train.resume) == ("fp32", str(tmp_path), "latest")
+    with pytest.raises(ConfigError, match=re.escape("key 'train.steps' expects int >= 0, got -1")):
+        parse(["--steps", "-1"])
+    with pytest.raises(ConfigError, match="data.batch_size must be >= 2 for in-batch negatives"):
+        parse(["--batch-size", "1"])
+
+
+def test_a_clip_run_of_zero_steps_tests_the_start_itself(tmp_path):
+    """``--steps 0`` (an untuned cell in a sweep) trains nothing and tests the starting model."""
+    micro = ["model.name=clipmag-micro", "data.embedded.train=64", "data.embedded.val=16", "data.embedded.test=32"]
+    micro += ["data.embedded.per_class=2", "train.tensorboard=false", "train.progress=false", "train.device=cpu"]
+    clip_cli.main([*micro, "--steps", "0", "--batch-size", "8", "--output", str(tmp_path / "run")])
+    results = read_results(tmp_path / "run" / "results.json")
+    assert results["run"]["steps"] == 0 and results["checkpoint"]["step"] == 0
