@@ -22,12 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 from tqdm.auto import tqdm
-from transformers import (
-    AutoTokenizer,
-    BatchEncoding,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-)
+from transformers import AutoTokenizer, BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
 
 from clipmag.runtime.precision import autocast, autocast_dtype, check_precision
 from clipmag.scoring.head_record import HEAD_FILE, HeadRecord
