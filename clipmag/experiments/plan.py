@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from clipmag.config.checks import ConfigError
@@ -87,11 +87,13 @@ def _size(n_bytes: float) -> str:
     return f"{n_bytes / 2**30:.1f} GiB"
 
 
-def _added_steps(cell: Cell, cost: CellCost, cells: Sequence[Cell], costs: dict[str, CellCost | None]) -> CellCost:
+def _added_steps(
+    cell: Cell, cost: CellCost, cells: Sequence[Cell], count: Callable[[Cell], CellCost | None]
+) -> CellCost:
     """The cost of the steps ``cell`` adds to the cell it continues (all of them when it continues none)."""
     if cell.continue_from is None:
         return cost
-    earlier = costs.get(continued_cell(cell, cells).label)
+    earlier = count(continued_cell(cell, cells))
     return dataclasses.replace(cost, steps=cost.steps - (earlier.steps if earlier else 0))
 
 
@@ -117,20 +119,23 @@ def plan_sweep(cfg: SweepConfig, device: Device, utilisation: float, only: Seque
         "|".join("---" for _ in header.split("|")),
     ]
     cache: dict[tuple, CellCost | None] = {}
-    costs: dict[str, CellCost | None] = {}
     pairs: dict[str, int] = defaultdict(int)
     cpu_hours: dict[str, float] = defaultdict(float)
     total = 0.0
     cells = expand(cfg)
+
+    def count(cell: Cell) -> CellCost | None:
+        return _cost(cell, cell_world_size(cell, cfg), cache, cfg.plan.stand_ins)
+
     for cell in cells:
-        world = cell_world_size(cell, cfg)
-        cost = costs[cell.label] = _cost(cell, world, cache, cfg.plan.stand_ins)
         if only and cell.group not in only:
             continue
+        world = cell_world_size(cell, cfg)
+        cost = count(cell)
         if cost is None:
             lines.append(f"{cell.label} | {world} | no cost model for front end {cell.kind!r} |")
             continue
-        cost = _added_steps(cell, cost, cells, costs)
+        cost = _added_steps(cell, cost, cells, count)
         rates = cfg.plan.cpu_pairs_per_second
         if cell.model in rates:
             pairs[cell.group] += cost.steps * cost.global_batch

@@ -7,6 +7,7 @@ SciFact in group ``scifact``). :mod:`clipmag.experiments.report.docs_sync` rende
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import numpy as np
@@ -221,6 +222,27 @@ def document_cv_others(stored: StoredResults, argument: str) -> str:
     return _document_cv(stored, argument, "pr-cv-others", inside=False)
 
 
+def cells(stored: StoredResults, argument: str) -> str:
+    """``GROUP/GROUP/...``: how many cells those groups hold and how many took an identical finished
+    cell's results (``same_run_as``)."""
+    groups = argument.split("/")
+    own = [c for group in groups for c in stored.sweep(SWEEP).group(group)]
+    shared = sum(1 for c in own if c.cell.get("same_run_as"))
+    return f"{len(own)} cells, {shared} taken"
+
+
+def package_pairs(stored: StoredResults, argument: str) -> str:
+    """``pairs``, ``held_out_copies`` or ``ambiguous``: stage 1's training pairs, or the pairs its
+    builder dropped as copies of held-out code or as summaries shared by two functions (manifest)."""
+    path = stored.sweep(SWEEP).folder / "stage1" / "package-pairs-manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    if argument == "pairs":
+        return f"{manifest['pairs']:,}"
+    if argument not in ("held_out_copies", "ambiguous"):
+        raise ValueError(f"value pr-package: {argument!r} is none of pairs, held_out_copies, ambiguous")
+    return f"{sum(int(p[argument]) for p in manifest['per_package'].values()):,}"
+
+
 def runs(stored: StoredResults, argument: str = "") -> str:
     """How many runs the stored sweep holds, and the code that made them."""
     sweep = stored.sweep(SWEEP)
@@ -229,6 +251,8 @@ def runs(stored: StoredResults, argument: str = "") -> str:
 
 VALUES: dict[str, Callable[[StoredResults, str], str]] = {
     "pr-runs": runs,
+    "pr-cells": cells,
+    "pr-package": package_pairs,
     "pr-mean": mean,
     "pr-untuned": untuned,
     "pr-setting-gap": setting_gap,
