@@ -105,15 +105,12 @@ class Compression:
         if self.kind == "int8" and self.ranges is None:
             raise ValueError("int8 compression: call fit() on calibration documents before encode()")
         parts, norms = [], []
-        for start in range(0, len(documents), _CHUNK_ROWS):
+        for start in range(0, max(1, len(documents)), _CHUNK_ROWS):  # one (empty) chunk for an empty set
             rows = np.asarray(documents[start : start + _CHUNK_ROWS], dtype=np.float32)
             if self.keep_norm:
                 norms.append(np.linalg.norm(rows.astype(np.float64), axis=1).astype(np.float32))
             parts.append(self._code(self._side(rows)))
-        dim = self._width(documents.shape[1])
-        empty = np.zeros((0, dim if self.kind != "binary" else -(-dim // 8)), self._code_dtype)
-        codes = np.concatenate(parts) if parts else empty
-        return Codes(codes, np.concatenate(norms) if self.keep_norm and norms else None)
+        return Codes(np.concatenate(parts), np.concatenate(norms) if self.keep_norm else None)
 
     def decode(self, codes: Codes, dim: int) -> np.ndarray:
         """The float32 reconstruction of ``codes`` (of ``dim``-wide raw vectors, truncated to K for truncation)."""
@@ -146,10 +143,6 @@ class Compression:
         return {"compression": self.spec, "bytes_per_vector": float(size)}
 
     # ------------------------------------------------------------------ internals
-    @property
-    def _code_dtype(self) -> type:
-        return np.float32 if self.kind == "truncate" else np.uint8
-
     def _width(self, dim: int) -> int:
         return min(self.dims, dim) if self.kind == "truncate" and self.dims else dim
 

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from clipmag.config.checks import UserError
+
 __all__ = ["LANCE_FOLDER", "LANCE_TABLE", "build_lance", "LanceStore"]
 
 LANCE_FOLDER, LANCE_TABLE = "lancedb", "documents"
@@ -27,7 +29,7 @@ def _lancedb() -> Any:
     try:
         import lancedb
     except ImportError:
-        raise ImportError(
+        raise UserError(
             "the LanceDB store needs lancedb: pip install 'clipmag[serve]' (or pip install lancedb)"
         ) from None
     return lancedb

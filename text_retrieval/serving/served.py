@@ -90,7 +90,7 @@ def build_served_index(
     if not stores or unknown:
         raise ValueError(f"stores {list(stores)}: give one or more of {', '.join(STORES)}")
     if output.exists() and not overwrite:
-        raise FileExistsError(f"{output} exists; pass --overwrite to replace it")
+        raise ValueError(f"{output} exists; pass --overwrite to replace it")
     settings = with_export_lengths(settings or EvalSettings(), encoder)
     with evaluation_encoding(encoder, settings, corpus.name):
         identity, record = encoder_identity(encoder), encoder.head_record()
