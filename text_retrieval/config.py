@@ -10,7 +10,7 @@ from clipmag.config.checks import ConfigError, NonNegativeInt, PositiveFloat, Po
 from clipmag.scoring.heads import HeadConfig
 
 # The poolings (text_retrieval/model/pooling.py), named here so every config checks against one list.
-from clipmag.scoring.losses import LossConfig
+from clipmag.scoring.losses import LossConfig, resolve_loss
 
 # The poolings (text_retrieval/model/pooling.py), named here so every config checks against one list.
 from clipmag.train.loop_config import TrainLoopConfig
@@ -21,6 +21,7 @@ from clipmag.train.optimizer import OptimConfig
 # The poolings (text_retrieval/model/pooling.py), named here so every config checks against one list.
 POOLINGS = ("mean", "cls", "last", "splade")
 PoolingName = Literal[POOLINGS]  # type: ignore[valid-type]
+TEXT_INFONCE_SCALE = 20.0  # the paper's InfoNCE scale for every head (tau 0.05)
 
 # Command-line shorthands of scripts/train_text.py.
 TEXT_SHORTHANDS = {
@@ -116,7 +117,8 @@ class TextConfig:
 
 
 def resolve_text_config(cfg: TextConfig) -> TextConfig:
-    """Derive what ``auto`` leaves open: the loss direction is the paper's ``q2d``."""
+    """Derive what ``auto`` leaves open: the loss direction is the paper's ``q2d``, InfoNCE's starting
+    scale the paper's 20."""
     if cfg.loss.direction == "auto":
         cfg = dataclasses.replace(cfg, loss=dataclasses.replace(cfg.loss, direction="q2d"))
-    return cfg
+    return dataclasses.replace(cfg, loss=resolve_loss(cfg.loss, infonce_scale=TEXT_INFONCE_SCALE))

@@ -23,14 +23,15 @@ from clipmag.config.checks import ConfigError
 from clipmag.runtime.distributed import DistributedContext
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.scoring.heads import build_head
-from clipmag.scoring.losses import infonce_from_config
+from clipmag.scoring.losses import loss_from_config
 from clipmag.train.batching import SeededBatches
 
 from . import embedded as embedded_set
+from .architecture import build_open_clip, resolve_model_name
 from .config import ClipConfig
 from .data import EvalSet, flatten_captions, read_eval_set, shard_paths, split_overlap, validate_shards
 from .evaluate import encode, format_results, retrieval_metrics, zero_shot_metrics, zero_shot_prompts
-from .model import ClipMagModel, build_open_clip, export_open_clip, load_clipmag, resolve_model_name
+from .model import ClipMagModel, export_open_clip, load_clipmag
 from .stream import ClipShardStream
 
 logger = logging.getLogger("clipmag")
@@ -171,7 +172,7 @@ class ClipTask:
 
     # ---- model -------------------------------------------------------------------------------
     def build_model(self) -> ClipMagModel:
-        loss = infonce_from_config(self.cfg.loss)
+        loss = loss_from_config(self.cfg.loss)
         return ClipMagModel(self.clip, build_head(self.cfg.head), loss, self.cfg.model.query_side, self.model_name)
 
     def _encode(self, fn: Callable[[torch.Tensor], torch.Tensor], inputs: torch.Tensor) -> torch.Tensor:
@@ -213,11 +214,10 @@ class ClipTask:
         return {data.name: metrics}
 
     def run_identity(self) -> dict[str, Any]:
-        identity = {
-            "objective": self.cfg.objective,
-            "model": self.cfg.model.name,
-            "query_side": self.cfg.model.query_side,
-        }
+        m = self.cfg.model
+        identity = {"objective": self.cfg.objective, "model": m.name, "query_side": m.query_side}
+        locks = ("lock_image", "lock_image_unlocked_groups", "lock_text", "lock_text_unlocked_layers")
+        identity.update({f"model.{key}": getattr(m, key) for key in (*locks, "lock_text_freeze_layer_norm")})
         stream = getattr(self, "stream", None)
         if stream is not None and stream.skip_broken:
             identity["skipped_broken_images"] = stream.skipped
