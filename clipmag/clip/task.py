@@ -30,7 +30,16 @@ from . import embedded as embedded_set
 from .architecture import build_open_clip, resolve_model_name
 from .config import ClipConfig
 from .data import EvalSet, flatten_captions, read_eval_set, shard_paths, split_overlap, validate_shards
-from .evaluate import encode, format_results, retrieval_metrics, zero_shot_metrics, zero_shot_prompts
+from .evaluate import (
+    encode,
+    format_results,
+    retrieval_metrics,
+    retrieval_outcomes,
+    zero_shot_metrics,
+    zero_shot_outcomes,
+    zero_shot_predictions,
+    zero_shot_prompts,
+)
 from .model import ClipMagModel, export_open_clip, load_clipmag
 from .stream import ClipShardStream
 
@@ -179,15 +188,15 @@ class ClipTask:
         """Raw features in the run's precision (``train.precision``)."""
         return encode(fn, inputs, self.cfg.data.eval_batch_size, self.ctx.device, self.cfg.train.precision)
 
-    def _retrieval(self, model: ClipMagModel, data: EvalSet) -> dict[str, float]:
+    def _features(self, model: ClipMagModel, data: EvalSet) -> tuple[torch.Tensor, torch.Tensor]:
+        """Raw image and text features of an evaluation set."""
         image_features = self._encode(lambda x: model.encode_image(x.float()), data.images)
-        text_features = self._encode(model.encode_text, data.tokens)
-        return retrieval_metrics(model, image_features, text_features, data.image_of_text)
+        return image_features, self._encode(model.encode_text, data.tokens)
 
     def evaluate(self, model: ClipMagModel) -> dict[str, float]:
         """Validation: retrieval on the validation split (empty without one)."""
         data = self._eval_set("val")
-        return self._retrieval(model, data) if data is not None else {}
+        return retrieval_metrics(model, *self._features(model, data), data.image_of_text) if data is not None else {}
 
     def export(self, model: ClipMagModel, directory: Path) -> None:
         export_open_clip(model, directory)
@@ -198,20 +207,24 @@ class ClipTask:
         return load_clipmag(directory, self.ctx.device)[0]
 
     def test(self, model: ClipMagModel) -> dict[str, dict[str, Any]]:
-        """Retrieval (and zero-shot, where classes are known) on the test split, under its name."""
+        """Retrieval (and zero-shot, where classes are known) on the test split, under its name, with
+        every query's outcome (``per_query``: the report's query-level tests)."""
         data = self._eval_set("test")
         if data is None:
             logger.warning("no test split (data.test_shards): results.json gets no test numbers")
             return {}
-        metrics: dict[str, Any] = self._retrieval(model, data)
+        features = self._features(model, data)
+        metrics: dict[str, Any] = retrieval_metrics(model, *features, data.image_of_text)
+        per_query = retrieval_outcomes(model, *features, data.image_of_text)
         zero_shot = self._zero_shot(data)
         if zero_shot is not None:
             prompts = zero_shot_prompts(zero_shot.classnames, zero_shot.templates)
             prompt_features = self._encode(model.encode_text, self.tokenizer(prompts))
             images = self._encode(lambda x: model.encode_image(x.float()), zero_shot.images)
-            n_classes = len(zero_shot.classnames)
-            metrics.update(zero_shot_metrics(model, images, zero_shot.labels, prompt_features, n_classes))
-        return {data.name: metrics}
+            predictions = zero_shot_predictions(model, images, prompt_features, len(zero_shot.classnames))
+            metrics.update(zero_shot_metrics(predictions, zero_shot.labels))
+            per_query.update(zero_shot_outcomes(predictions, zero_shot.labels))
+        return {data.name: {**metrics, "per_query": per_query}}
 
     def run_identity(self) -> dict[str, Any]:
         m = self.cfg.model
