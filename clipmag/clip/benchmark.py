@@ -78,7 +78,10 @@ def run_cli(argv: Sequence[str]) -> None:
     register()
     from clip_benchmark import cli
 
-    print(HEAD_USAGE if {"-h", "--help"} & set(rest) else f"clipmag: zero-shot tasks scored with --head {head}")
+    asks_help = bool({"-h", "--help"} & set(rest))
+    print(HEAD_USAGE if asks_help else f"clipmag: zero-shot tasks scored with --head {head}")
+    if rest in (["-h"], ["--help"]):  # its eval command's options, where --head applies ("build --help": the other)
+        rest = ["eval", "--help"]
     saved = sys.argv
     sys.argv = ["clip_benchmark", *rest]
     try:
