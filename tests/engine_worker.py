@@ -55,10 +55,10 @@ def run(output_dir: str, local_batch: int, overrides: list[str]) -> ToyConfig:
     ctx = dist_utils.init_distributed(cfg.train.device)
     head = build_head(cfg.head)
     loss_cfg = dataclasses.replace(cfg.loss, direction="q2d" if cfg.loss.direction == "auto" else cfg.loss.direction)
-    loss_cfg = resolve_loss(loss_cfg, infonce_scale=20.0)
+    cfg = dataclasses.replace(cfg, loss=resolve_loss(loss_cfg, infonce_scale=20.0))  # as a front end resolves it
     task = ToyTask(
         head,
-        loss_from_config(loss_cfg),
+        loss_from_config(cfg.loss),
         local_batch,
         cfg.train.seed,
         cfg.negatives,

@@ -22,6 +22,7 @@ from clipmag.results.record import read_results
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.scoring.heads import HEAD_NAMES, build_head
 from clipmag.scoring.losses import InfoNCE, SigLIP
+from clipmag.train.resume_check import ResumeMismatch
 
 pytestmark = pytest.mark.slow
 COMMON = [
@@ -81,10 +82,11 @@ def test_a_lit_runs_export_scores_under_clip_benchmark_as_its_run_reported(tmp_p
     digits = write_digit_shards(tmp_path / "digits", 32, 8, 20, per_class=2, shard_size=50)
     run = tmp_path / "lit"
     shards = [f"data.{split}_shards={digits / split}" for split in ("train", "val", "test")]
-    main(
-        [*COMMON, *shards, "--lock-image", f"model.image_init={source}", "--objective", "i2t", "--norm", "qnorm"]
-        + ["train.steps=3", "train.precision=fp32", "--output", str(run)]
-    )
+    args = [*COMMON, *shards, f"model.image_init={source}", "--objective", "i2t", "--norm", "qnorm"]
+    args += ["train.steps=3", "train.precision=fp32", "--output", str(run)]
+    main([*args, "--lock-image"])
+    with pytest.raises(ResumeMismatch, match="lock_image is True there and False here"):
+        main([*args, "--resume", "latest"])  # a resume cannot unlock the tower
     reported = read_results(run / "results.json")["metrics"][digits.name]
     out = tmp_path / "cb.json"
     args = ["eval", "--model_type", "clipmag", "--model", "lit", "--pretrained", str(run / "export")]

@@ -230,7 +230,7 @@ class ClipTask:
         m = self.cfg.model
         identity = {"objective": self.cfg.objective, "model": m.name, "query_side": m.query_side}
         locks = ("lock_image", "lock_image_unlocked_groups", "lock_text", "lock_text_unlocked_layers")
-        identity.update({f"model.{key}": getattr(m, key) for key in (*locks, "lock_text_freeze_layer_norm")})
+        identity.update({key: getattr(m, key) for key in (*locks, "lock_text_freeze_layer_norm")})  # what trains
         stream = getattr(self, "stream", None)
         if stream is not None and stream.skip_broken:
             identity["skipped_broken_images"] = stream.skipped
