@@ -1,7 +1,7 @@
-"""Run under torchrun: InfoNCE on each rank's slice vs one process on the whole batch.
+"""Run under torchrun: InfoNCE and SigLIP on each rank's slice vs one process on the whole batch.
 
 Writes, from rank 0, the largest absolute difference of the loss and of every gradient for each
-(head, direction, hard negatives) case to the JSON path given as the first argument.
+(loss, head, direction, hard negatives) case to the JSON path given as the first argument.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from torch import nn
 
 from clipmag.runtime import distributed as dist_utils
 from clipmag.scoring.heads import build_head
-from clipmag.scoring.losses import InfoNCE
+from clipmag.scoring.losses import InfoNCE, SigLIP
 
 BATCH, DIM = 4, 5
 
 
-def run_case(head_name: str, direction: str, negatives: int, rank: int, world: int) -> dict[str, float]:
+def run_case(head_name: str, direction: str | None, negatives: int, rank: int, world: int) -> dict[str, float]:
+    """``direction`` None: SigLIP (no direction); else InfoNCE in that direction."""
     g = torch.Generator().manual_seed(7)
     q_all = torch.randn(BATCH * world, DIM, generator=g, dtype=torch.float64) * torch.rand(
         BATCH * world, 1, generator=g, dtype=torch.float64
@@ -28,7 +29,10 @@ def run_case(head_name: str, direction: str, negatives: int, rank: int, world: i
 
     def make_loss(gather: bool) -> nn.ModuleDict:
         head = build_head(head_name, gq=0.3, gd=0.7) if head_name == "learnable" else build_head(head_name)
-        loss = InfoNCE(scale=10.0, direction=direction, learnable_scale=True, gather=gather)
+        if direction is None:
+            loss = SigLIP(scale=10.0, bias=-3.0, learnable=True, gather=gather)
+        else:
+            loss = InfoNCE(scale=10.0, direction=direction, learnable_scale=True, gather=gather)
         return nn.ModuleDict({"head": head, "loss": loss}).double()
 
     ref_loss_fn = make_loss(gather=False)
@@ -60,9 +64,9 @@ def main() -> None:
     ctx = dist_utils.init_distributed("cpu")
     results = {}
     for head in ("learnable", "qnorm"):
-        for direction in ("q2d", "d2q", "both"):
+        for direction in ("q2d", "d2q", "both", None):
             for negatives in (0, 2):
-                results[f"{head}-{direction}-neg{negatives}"] = run_case(
+                results[f"{head}-{direction or 'siglip'}-neg{negatives}"] = run_case(
                     head, direction, negatives, ctx.rank, ctx.world_size
                 )
     if ctx.is_main:

@@ -17,7 +17,7 @@ from toy_task import ToyTask  # noqa: E402
 from clipmag.config.build import build_config  # noqa: E402
 from clipmag.runtime import distributed as dist_utils  # noqa: E402
 from clipmag.scoring.heads import HeadConfig, build_head  # noqa: E402
-from clipmag.scoring.losses import LossConfig, infonce_from_config  # noqa: E402
+from clipmag.scoring.losses import LossConfig, loss_from_config, resolve_loss  # noqa: E402
 from clipmag.train.engine import train  # noqa: E402
 from clipmag.train.loop_config import TrainLoopConfig  # noqa: E402
 from clipmag.train.optimizer import OptimConfig  # noqa: E402
@@ -55,9 +55,10 @@ def run(output_dir: str, local_batch: int, overrides: list[str]) -> ToyConfig:
     ctx = dist_utils.init_distributed(cfg.train.device, cfg.train.collective_timeout_s / 60)
     head = build_head(cfg.head)
     loss_cfg = dataclasses.replace(cfg.loss, direction="q2d" if cfg.loss.direction == "auto" else cfg.loss.direction)
+    cfg = dataclasses.replace(cfg, loss=resolve_loss(loss_cfg, infonce_scale=20.0))  # as a front end resolves it
     task = ToyTask(
         head,
-        infonce_from_config(loss_cfg),
+        loss_from_config(cfg.loss),
         local_batch,
         cfg.train.seed,
         cfg.negatives,

@@ -3,11 +3,13 @@
 Covers: two gloo processes equal one process with the doubled batch; a two-process run on shards
 with augmentation, killed with SIGKILL, resumes by counts to the same weights as an uninterrupted
 one; validation and test on their own multi-caption splits; the real CLIP-benchmark CLI on the
-export agreeing with our cosine columns; bad shards and configs failing with a clear message.
+export agreeing with our cosine columns (--head cosine) and with our head columns (--head model);
+bad shards and configs failing with a clear message.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -130,22 +132,27 @@ def test_results_and_clip_benchmark_cli_agree_on_the_multi_caption_test_split(tm
     assert from_checkpoint.head_record() == from_export.head_record() == HeadRecord.from_dict(results["head"])
     from_run, _, _ = load_clipmag(straight_run)  # the run folder gives the model its results tested: the export
     assert_same_weights(from_run.state_dict(), from_export.state_dict(), atol=0.0)
-    benchmark = {}
-    for task, name, extra in (
-        ("zeroshot_retrieval", "digits_retrieval", ["--recall_k", "1", "5", "10"]),
-        ("zeroshot_classification", "digits_classification", []),
+    benchmark: dict[str, dict] = {"cosine": {}, "model": {}}
+    for (task, name, extra), head in itertools.product(
+        (
+            ("zeroshot_retrieval", "digits_retrieval", ["--recall_k", "1", "5", "10"]),
+            ("zeroshot_classification", "digits_classification", []),
+        ),
+        benchmark,
     ):
-        out = tmp_path / f"cb_{name}.json"
+        out = tmp_path / f"cb_{name}_{head}.json"
         args = ["eval", "--model_type", "clipmag", "--model", "micro", "--pretrained", str(straight_run / "export")]
         args += ["--dataset", f"wds/{name}", "--dataset_root", f"{digit_shards}/wds/{{dataset}}", "--task", task]
-        args += ["--output", str(out), "--num_workers", "0", "--no_amp", "--batch_size", "64", *extra]
+        args += ["--output", str(out), "--num_workers", "0", "--no_amp", "--batch_size", "64", "--head", head, *extra]
         bench = run_python(REPO / "scripts" / "eval_clip_benchmark.py", args, timeout=180)
-        assert "cosine" in bench.stdout
-        benchmark.update(json.loads(out.read_text())["metrics"])
-    for k in (1, 5, 10):  # CLIP-benchmark's text retrieval is our I->T, its image retrieval our T->I
-        assert abs(benchmark[f"text_retrieval_recall@{k}"] - ours[f"i2t_r{k}_cosine"]) <= 1e-6
-        assert abs(benchmark[f"image_retrieval_recall@{k}"] - ours[f"t2i_r{k}_cosine"]) <= 1e-6
-    assert 0.0 <= benchmark["acc1"] <= 1.0
+        assert f"scored with --head {head}" in bench.stdout
+        benchmark[head].update(json.loads(out.read_text())["metrics"])
+    for head, scoring in (("cosine", "cosine"), ("model", "head")):
+        for k in (1, 5, 10):  # CLIP-benchmark's text retrieval is our I->T, its image retrieval our T->I
+            assert abs(benchmark[head][f"text_retrieval_recall@{k}"] - ours[f"i2t_r{k}_{scoring}"]) <= 1e-6
+            assert abs(benchmark[head][f"image_retrieval_recall@{k}"] - ours[f"t2i_r{k}_{scoring}"]) <= 1e-6
+        assert 0.0 <= benchmark[head]["acc1"] <= 1.0
+    assert benchmark["model"]["head"] == "qnorm (query side image)"
 
 
 def test_cli_reports_bad_shards_and_configs(tmp_path):

@@ -1,5 +1,5 @@
 """InfoNCE: equals the written-out cross-entropy; layout of hard negatives; scale; equivalence
-of two gloo processes with one process on the concatenated batch."""
+of two gloo processes with one process on the concatenated batch (InfoNCE and SigLIP)."""
 
 from __future__ import annotations
 
@@ -77,10 +77,11 @@ def test_two_gloo_processes_equal_one_process(tmp_path):
     out = tmp_path / "diffs.json"
     run_python(REPO / "tests" / "dist_loss_worker.py", [str(out)], nproc=2)
     results = json.loads(out.read_text())
-    assert len(results) == 12
+    assert len(results) == 16  # InfoNCE in three directions and SigLIP, two heads, with and without negatives
     for case, diffs in results.items():
         assert any(k.endswith("raw_q_grad") for k in diffs) == case.startswith("learnable")
         assert any(k.endswith("log_scale_grad") for k in diffs)
+        assert any(k.endswith("loss.bias_grad") for k in diffs) == ("-siglip-" in case)
         for name, diff in diffs.items():
             assert diff < 1e-5, f"{case}: {name} differs by {diff}"
 

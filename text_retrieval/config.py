@@ -8,7 +8,7 @@ from typing import ClassVar, Literal
 
 from clipmag.config.checks import ConfigError, Fraction, NonNegativeInt, PositiveFloat, PositiveInt
 from clipmag.scoring.heads import HeadConfig
-from clipmag.scoring.losses import LossConfig
+from clipmag.scoring.losses import LossConfig, resolve_loss
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optimizer import OptimConfig
 from clipmag.train.trainer_flags import in_batch_problem, trainer_flags
@@ -16,6 +16,7 @@ from clipmag.train.trainer_flags import in_batch_problem, trainer_flags
 # The poolings (text_retrieval/model/pooling.py), named here so every config checks against one list.
 POOLINGS = ("mean", "cls", "last", "splade")
 PoolingName = Literal[POOLINGS]  # type: ignore[valid-type]
+TEXT_INFONCE_SCALE = 20.0  # the paper's InfoNCE scale for every head (tau 0.05)
 
 # The trainers' shared flags (clipmag.train.trainer_flags) and this trainer's own.
 TEXT_SHORTHANDS = trainer_flags(model="model.name_or_path", objective="data.objective")
@@ -109,10 +110,10 @@ class TextConfig:
 
 
 def resolve_text_config(cfg: TextConfig) -> TextConfig:
-    """Derive what ``auto`` leaves open (the loss direction is the paper's ``q2d``); refuse an InfoNCE
-    batch without a second candidate per query."""
+    """Derive what ``auto`` leaves open (the loss direction is the paper's ``q2d``, InfoNCE's starting
+    scale the paper's 20); refuse an InfoNCE batch without a second candidate per query."""
     if cfg.data.objective == "infonce" and (problem := in_batch_problem(cfg.data.batch_size, cfg.data.hard_negatives)):
         raise ConfigError(problem)
     if cfg.loss.direction == "auto":
         cfg = dataclasses.replace(cfg, loss=dataclasses.replace(cfg.loss, direction="q2d"))
-    return cfg
+    return dataclasses.replace(cfg, loss=resolve_loss(cfg.loss, infonce_scale=TEXT_INFONCE_SCALE))

@@ -18,7 +18,7 @@ from clipmag.config.checks import ConfigError
 from clipmag.runtime import distributed as dist_utils
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.scoring.heads import build_head
-from clipmag.scoring.losses import infonce_from_config
+from clipmag.scoring.losses import loss_from_config
 from clipmag.train.batching import SeededBatches
 from clipmag.train.dropout import check_dropout_off
 from text_retrieval.config import TextConfig
@@ -175,7 +175,7 @@ class TextRetrievalTask:
     def build_model(self) -> BiEncoder:
         encoder = self.build_encoder()
         sts_scale = self.cfg.data.sts_scale or default_sts_scale(encoder.head)
-        loss = infonce_from_config(self.cfg.loss)
+        loss = loss_from_config(self.cfg.loss)
         return BiEncoder(encoder, loss, self.cfg.data.objective, self.cfg.data.hard_negatives, sts_scale)
 
     # ---- evaluation and export ---------------------------------------------------------------

@@ -1,16 +1,19 @@
 r"""CLIP-benchmark on clipmag checkpoints: runs CLIP-benchmark's own command line (its datasets,
-tasks and metrics, unchanged) on an exported clipmag image-text model: ``--model_type clipmag``
-with ``--pretrained`` naming one of our export folders or checkpoints (``--model`` is only a label
-in the output file name). Its numbers are cosine by construction: CLIP-benchmark L2-normalises
-both towers' features before scoring, whatever head the model was trained with; head-aware
-numbers come from ``clipmag.clip.evaluate``. Its ``acc5`` is NaN for datasets with fewer than five
-classes.
+tasks, templates and metrics, and its JSON output) on an exported clipmag image-text model:
+``--model_type clipmag`` with ``--pretrained`` naming one of our export folders, run folders or
+checkpoints (``--model`` is only a label in the output file name). CLIP-benchmark itself
+L2-normalises both towers' features, so its own numbers are cosine whatever head the model was
+trained with; ``--head model`` (the default) scores zero-shot classification and retrieval with
+the model's head record instead, ``--head cosine`` with cosine, both through
+:mod:`clipmag.clip.benchmark_scoring`. Its other tasks (linear probe, captioning, ...) do not score
+pairs and run unchanged. Its ``acc5`` is NaN for datasets with fewer than five classes.
 
 Examples:
     clipmag-eval-clip-benchmark eval --model_type clipmag --model tiny --pretrained runs/clip/export \
         --dataset wds/digits_retrieval --dataset_root runs/shards/wds/{dataset} --task zeroshot_retrieval
     clipmag-eval-clip-benchmark eval --model_type clipmag --model tiny --pretrained runs/clip/export \
-        --dataset wds/digits_classification --dataset_root runs/shards/wds/{dataset} --num_workers 0 --no_amp
+        --dataset wds/digits_classification --dataset_root runs/shards/wds/{dataset} --num_workers 0 --no_amp \
+        --head cosine
 
 CLIP-benchmark picks a loader from ``clip_benchmark.models.TYPE2FUNC`` by ``--model_type`` (the
 argparse choices come from ``MODEL_TYPES``); ``register()`` adds ours to both.
@@ -39,21 +42,25 @@ from clipmag.config.checks import ConfigError
 from clipmag.config.entry import run_entry_point
 from clipmag.storage.naming import distinct_labels, model_label, slug
 
+from .benchmark_scoring import HEAD_CHOICES, head_aware
+
 MODEL_TYPE = "clipmag"
-COSINE_NOTE = (
-    "note: CLIP-benchmark L2-normalises image and text features, so these numbers are cosine scores "
-    "whatever head the model was trained with; its acc5 is NaN below 5 classes."
+HEAD_USAGE = (
+    "clipmag: --head model|cosine (default model) scores CLIP-benchmark's zero-shot classification and "
+    "retrieval with the model's head record (in its trained roles; a class embedding is its prompts' mean "
+    "direction times their mean norm) or with cosine; every other option is CLIP-benchmark's."
 )
 
 
 def load_for_benchmark(
     model_name: str, pretrained: str, cache_dir: str | None = None, device: Any = "cpu"
 ) -> tuple[Any, Any, Any]:
-    """CLIP-benchmark's loader contract: (model with encode_image/encode_text, transform, tokenizer)."""
+    """CLIP-benchmark's loader contract: (model with encode_image/encode_text, transform, tokenizer).
+    The model is ours, head included: its raw features are what open_clip's towers give."""
     from .model import load_clipmag
 
     model, transform, tokenizer = load_clipmag(pretrained, device=device)
-    return model.clip.to(device).eval(), transform, tokenizer
+    return model.to(device).eval(), transform, tokenizer
 
 
 def register() -> None:
@@ -63,6 +70,22 @@ def register() -> None:
     cb_models.TYPE2FUNC[MODEL_TYPE] = load_for_benchmark
     if MODEL_TYPE not in cb_models.MODEL_TYPES:
         cb_models.MODEL_TYPES.append(MODEL_TYPE)
+
+
+def split_head_flag(argv: Sequence[str]) -> tuple[str, list[str]]:
+    """Our ``--head VALUE`` (or ``--head=VALUE``) out of ``argv``: (head, CLIP-benchmark's arguments)."""
+    head, rest, words = "model", [], iter(argv)
+    for word in words:
+        if word == "--head":
+            head = next(words, "")
+        elif word.startswith("--head="):
+            head = word.partition("=")[2]
+        else:
+            rest.append(word)
+            continue
+        if head not in HEAD_CHOICES:
+            raise ConfigError(f"command line: --head takes {' or '.join(HEAD_CHOICES)}, got {head!r}")
+    return head, rest
 
 
 def output_templates(pretrained: Sequence[str], template: str) -> list[str]:
@@ -84,13 +107,15 @@ def output_templates(pretrained: Sequence[str], template: str) -> list[str]:
 
 
 def run_cli(argv: Sequence[str]) -> None:
-    """Run ``clip_benchmark`` with ``argv`` (as after the program name), ``clipmag`` models allowed;
-    an evaluation of several ``--pretrained`` runs one of them at a time, each to its own files."""
+    """Run ``clip_benchmark`` with ``argv`` (as after the program name), ``clipmag`` models allowed and
+    zero-shot tasks scored with ``--head``; an evaluation of several ``--pretrained`` runs one of them
+    at a time, each to its own files."""
+    head, rest = split_head_flag(argv)
     register()
     from clip_benchmark import cli
 
     saved = sys.argv
-    sys.argv = ["clip_benchmark", *argv]
+    sys.argv = ["clip_benchmark", *rest]
     try:
         parser, base = cli.get_parser_args()
     finally:
@@ -107,32 +132,32 @@ def run_cli(argv: Sequence[str]) -> None:
         runs = [copy.copy(base) for _ in base.pretrained]
         for run, pretrained, output in zip(runs, base.pretrained, outputs):
             run.pretrained, run.output = [pretrained], output
-    print(COSINE_NOTE, flush=True)
-    with torch.no_grad():
+    print(f"clipmag: zero-shot tasks scored with --head {head}", flush=True)
+    with torch.no_grad(), head_aware(cli, head):
         for run in runs:
             cli.main_eval(run)
-    print(COSINE_NOTE, flush=True)
 
 
 def benchmark_values(argv: Sequence[str]) -> dict[str, Any]:
     """The values CLIP-benchmark would run ``argv`` with (its sub-command ``eval`` when none is given)."""
+    head, rest = split_head_flag(argv)
     register()
     from clip_benchmark import cli
 
     saved = sys.argv
-    sys.argv = ["clip_benchmark", *(argv if argv and argv[0] in ("eval", "build") else ["eval", *argv])]
+    sys.argv = ["clip_benchmark", *(rest if rest and rest[0] in ("eval", "build") else ["eval", *rest])]
     try:
-        return vars(cli.get_parser_args()[1])
+        return {"head": head, **vars(cli.get_parser_args()[1])}
     finally:
         sys.argv = saved
 
 
 def main(argv: Sequence[str]) -> None:
-    """CLIP-benchmark's CLI with our model type. ``--help`` first prints what the command does and
-    the values the other arguments resolve to, then CLIP-benchmark's own help (its sub-commands, or
-    with ``eval`` every flag)."""
+    """CLIP-benchmark's CLI with our model type. ``--help`` first prints what the command does, our
+    ``--head`` and the values the other arguments resolve to, then CLIP-benchmark's own help (its
+    sub-commands, or with ``eval`` every flag)."""
     if "-h" in argv or "--help" in argv:
-        print(inspect.cleandoc(__doc__ or ""), "", "values (this command runs with):", sep="\n")
+        print(inspect.cleandoc(__doc__ or ""), "", HEAD_USAGE, "", "values (this command runs with):", sep="\n")
         words = [word for word in argv if word not in ("-h", "--help")]
         values = benchmark_values(words)
         print(*(f"  {key} = {value!r}" for key, value in values.items()), "", sep="\n", flush=True)
@@ -140,6 +165,7 @@ def main(argv: Sequence[str]) -> None:
 
 
 def entry() -> None:
-    """Console script ``clipmag-eval-clip-benchmark``: CLIP-benchmark's CLI with our model type; a
-    model it cannot load (a missing file, one refused as unsafe) ends in one line naming it."""
+    """Console script ``clipmag-eval-clip-benchmark``: CLIP-benchmark's CLI with our model type and
+    head-aware zero-shot scoring; a model it cannot load (a missing file, one refused as unsafe)
+    ends in one line naming it."""
     run_entry_point(main)

@@ -1,5 +1,5 @@
-"""The model card of a CLIP export (its ``README.md``): the head, which tower is the query, how
-open_clip loads the towers and how the head scores their features."""
+"""The model card of a CLIP export (its ``README.md``): the head, which tower is the query, the loss,
+how open_clip loads the towers and how the head scores their features."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ tags:
 
 Trained with clipmag's similarity head s(q, d) = (q / |q|^gq) . (d / |d|^gd), **gq = {gq:.6g},
 gd = {gd:.6g}**, where q is the **{query_side}** tower's (unnormalised) features and d the other
-tower's. Loss direction {loss_direction}, scale {scale}; architecture `{model_name}`.
+tower's. Loss: {loss}; architecture `{model_name}`.
 
 ```python
 import json
@@ -39,8 +39,15 @@ the dot product; `clipmag.clip.model.load_clipmag(path)` does this for you.
 """
 
 
+def _loss_line(record: HeadRecord) -> str:
+    """The loss the model was trained with, as the card says it."""
+    if record.loss_kind == "siglip":
+        return f"SigLIP's sigmoid loss (loss kind siglip), scale {record.scale}, bias {record.bias}"
+    return f"InfoNCE, direction {record.loss_direction}, scale {record.scale}"
+
+
 def clip_model_card(record: HeadRecord) -> str:
-    """The model card of a CLIP export: the head, which tower is the query, how to load and score."""
+    """The model card of a CLIP export: the head, which tower is the query, the loss, how to load and score."""
     gq, gd = build_head(record).gammas()
     values = {**record.to_dict(), "head": record.head_name, "head_dict": record.head, "head_file": HEAD_FILE}
-    return _CLIP_CARD.format(**values, gq=gq, gd=gd)
+    return _CLIP_CARD.format(**values, gq=gq, gd=gd, loss=_loss_line(record))

@@ -9,7 +9,9 @@ Objective -> roles (docs/method.md section 5): ``i2t`` makes the image the query
 (InfoNCE ``q2d``); ``t2i`` makes the text the query; ``sym`` averages both softmax axes
 (``both``) with ``model.query_side`` as the query (image unless set). ``loss.direction`` and
 ``model.query_side`` default to ``auto`` and are derived from the objective by ``resolve``; a
-value that contradicts the objective is an error. The resolved values are what is saved.
+value that contradicts the objective is an error. The resolved values are what is saved. Under
+``loss.kind=siglip`` (``--siglip``) the objective only fixes the query side: the sigmoid loss has no
+softmax axis.
 """
 
 from __future__ import annotations
@@ -20,17 +22,17 @@ from typing import Literal
 
 from clipmag.config.checks import ConfigError
 from clipmag.scoring.heads import HeadConfig
-from clipmag.scoring.losses import LossConfig
+from clipmag.scoring.losses import LossConfig, resolve_loss
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optimizer import OptimConfig
 from clipmag.train.trainer_flags import in_batch_problem, trainer_flags
 
+from .architecture import ClipModelConfig, lock_problems, resolve_model_name
 from .data import ClipDataConfig, split_overlap
-from .model import resolve_model_name
-from .model_config import ClipModelConfig
 
 Objective = Literal["sym", "i2t", "t2i"]
-# The trainers' shared flags (clipmag.train.trainer_flags) and this trainer's own.
+# The trainers' shared flags (clipmag.train.trainer_flags) and this trainer's own; ``--siglip`` and
+# the locks are open_clip's switches (the sigmoid loss, locked towers as in LiT).
 SHORTHANDS = trainer_flags(
     model="model.name",
     objective="objective",
@@ -39,8 +41,12 @@ SHORTHANDS = trainer_flags(
     train_shards="data.train_shards",
     val_shards="data.val_shards",
     test_shards="data.test_shards",
+    siglip="loss.kind=siglip",
+    lock_image="model.lock_image",
+    lock_text="model.lock_text",
 )
 DIRECTION = {"sym": "both", "i2t": "q2d", "t2i": "q2d"}
+CLIP_INFONCE_SCALE = 1 / 0.07  # open_clip's start
 QUERY_SIDE = {"i2t": "image", "t2i": "text"}
 
 
@@ -52,8 +58,8 @@ class ClipConfig:
     model: ClipModelConfig = field(default_factory=ClipModelConfig)
     data: ClipDataConfig = field(default_factory=ClipDataConfig)
     head: HeadConfig = field(default_factory=HeadConfig)
-    # open_clip's logit scale: learnable, initialised at 1/0.07, clamped at 100.
-    loss: LossConfig = field(default_factory=lambda: LossConfig(scale=1 / 0.07, learnable_scale=True, max_scale=100.0))
+    # open_clip's logit scale: learnable, clamped at 100, initialised at 1/0.07 (SigLIP: 10, bias -10).
+    loss: LossConfig = field(default_factory=lambda: LossConfig(learnable_scale=True, max_scale=100.0))
     optim: OptimConfig = field(
         default_factory=lambda: OptimConfig(lr=2e-3, weight_decay=0.1, eps=1e-6, warmup_steps=30, gamma_lr=1e-2)
     )
@@ -96,14 +102,19 @@ def resolve(cfg: ClipConfig) -> ClipConfig:
     elif side == "auto":
         side = "image"
     source = cfg.data.source if cfg.data.source != "auto" else ("shards" if cfg.data.train_shards else "embedded")
+    try:
+        loss = resolve_loss(dataclasses.replace(cfg.loss, direction=direction), infonce_scale=CLIP_INFONCE_SCALE)
+    except ConfigError as err:
+        problems.append(str(err))
+        loss = cfg.loss
     cfg = dataclasses.replace(
         cfg,
-        loss=dataclasses.replace(cfg.loss, direction=direction),
+        loss=loss,
         model=dataclasses.replace(cfg.model, query_side=side),
         data=dataclasses.replace(cfg.data, source=source),
     )
     problems += [p for p in [in_batch_problem(cfg.data.batch_size)] if p]
-    problems += _data_problems(cfg.data)
+    problems += _data_problems(cfg.data) + lock_problems(cfg.model)
     try:
         resolve_model_name(cfg.model.name)
     except ValueError as err:

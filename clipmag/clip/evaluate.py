@@ -12,6 +12,11 @@ T->I R@k the fraction of captions whose image is among their top k images. ``ima
 the one scorer every CLIP evaluation here goes through; which caption belongs to which image comes
 from the data (``image_of_text``), never from comparing caption strings.
 
+Zero-shot classification ranks class embeddings for each image, in the model's trained roles (the
+classes are texts); a class embedding is its prompts' mean direction times their mean norm
+(``class_embeddings``). Every query's outcome is kept too (``retrieval_outcomes``,
+``zero_shot_outcomes``), for the sweep report's query-level tests.
+
 Cohen's d of norms (docs/method.md section 3 asks us to define the unmatched set). For every query we
 compare the raw norm of its highest-cosine matched candidate with that of its *hardest unmatched*
 candidate (the highest-cosine non-match): one value per query in each group. d > 0 means matched
@@ -26,6 +31,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from clipmag.runtime.precision import autocast, autocast_dtype
 from clipmag.scoring.diagnostics import cohens_d
@@ -34,6 +40,7 @@ from clipmag.scoring.heads import build_head
 from .model import ClipMagModel
 
 RECALL_KS: tuple[int, ...] = (1, 5, 10)
+OUTCOME_KS: tuple[int, ...] = (1, 5)  # the per-query outcomes a results file keeps (it stays small on COCO)
 DIRECTIONS = {"I->T": "i2t", "T->I": "t2i"}
 COHENS_D_DEFINITION = "highest-cosine matched candidate vs the highest-cosine unmatched candidate, one pair per query"
 
@@ -83,6 +90,26 @@ def _check_recall_inputs(scores: torch.Tensor, image_of_text: torch.Tensor, ks: 
         raise ValueError("scores hold NaN: the ranking, and so the recall, would be arbitrary")
 
 
+def recall_hits(
+    scores: torch.Tensor, image_of_text: torch.Tensor, ks: Sequence[int] = RECALL_KS
+) -> dict[str, torch.Tensor]:
+    """Per query, whether it is a hit at each k: ``{"I->T R@k": [N_images] bool, "T->I R@k": [N_texts]
+    bool}`` (the COCO/Flickr protocol; arguments as :func:`image_text_recall`)."""
+    _check_recall_inputs(scores, image_of_text, ks)
+    scores = scores.float()
+    owner = image_of_text.to(scores.device).long()
+    n_images, n_texts = scores.shape
+    top_texts = scores.topk(min(max(ks), n_texts), dim=1).indices
+    i2t = owner[top_texts] == torch.arange(n_images, device=scores.device)[:, None]
+    top_images = scores.t().topk(min(max(ks), n_images), dim=1).indices
+    t2i = top_images == owner[:, None]
+    out: dict[str, torch.Tensor] = {}
+    for k in ks:
+        out[f"I->T R@{k}"] = i2t[:, :k].any(dim=1)
+        out[f"T->I R@{k}"] = t2i[:, :k].any(dim=1)
+    return out
+
+
 def image_text_recall(
     scores: torch.Tensor, image_of_text: torch.Tensor, ks: Sequence[int] = RECALL_KS
 ) -> dict[str, float]:
@@ -93,19 +120,7 @@ def image_text_recall(
     ``{"I->T R@k": ..., "T->I R@k": ...}`` for each k: an image is a hit when any of its texts is in
     its top k, a text when its image is in its top k.
     """
-    _check_recall_inputs(scores, image_of_text, ks)
-    scores = scores.float()
-    owner = image_of_text.to(scores.device).long()
-    n_images, n_texts = scores.shape
-    top_texts = scores.topk(min(max(ks), n_texts), dim=1).indices
-    i2t = owner[top_texts] == torch.arange(n_images, device=scores.device)[:, None]
-    top_images = scores.t().topk(min(max(ks), n_images), dim=1).indices
-    t2i = top_images == owner[:, None]
-    out: dict[str, float] = {}
-    for k in ks:
-        out[f"I->T R@{k}"] = float(i2t[:, :k].any(dim=1).float().mean())
-        out[f"T->I R@{k}"] = float(t2i[:, :k].any(dim=1).float().mean())
-    return out
+    return {name: float(hit.float().mean()) for name, hit in recall_hits(scores, image_of_text, ks).items()}
 
 
 def hardest_negative_norm_d(cos: torch.Tensor, relevant: torch.Tensor, candidate_norms: torch.Tensor) -> float:
@@ -117,16 +132,36 @@ def hardest_negative_norm_d(cos: torch.Tensor, relevant: torch.Tensor, candidate
     return cohens_d(candidate_norms[matched], candidate_norms[hardest])
 
 
+def _scored(model: ClipMagModel, image_features: torch.Tensor, text_features: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The [images x texts] scores with cosine and with the model's head (its trained query side)."""
+    return {
+        "cosine": model.similarity(image_features, text_features, build_head("cosine")),
+        "head": model.similarity(image_features, text_features),
+    }
+
+
+def retrieval_outcomes(
+    model: ClipMagModel, image_features: torch.Tensor, text_features: torch.Tensor, image_of_text: torch.Tensor
+) -> dict[str, dict[str, float]]:
+    """Each query's hits (1.0 / 0.0) at ``OUTCOME_KS``, for query-level tests: ``image-<row>`` holds
+    ``i2t_r<k>_<scoring>``, ``text-<row>`` holds ``t2i_r<k>_<scoring>``, with cosine and with the head."""
+    out: dict[str, dict[str, float]] = {}
+    for scoring, sim in _scored(model, image_features, text_features).items():
+        for name, hits in recall_hits(sim, image_of_text, OUTCOME_KS).items():
+            direction, k = name.split(" R@")
+            side = "image" if direction == "I->T" else "text"
+            for row, hit in enumerate(hits.tolist()):
+                out.setdefault(f"{side}-{row}", {})[f"{DIRECTIONS[direction]}_r{k}_{scoring}"] = float(hit)
+    return out
+
+
 def retrieval_metrics(
     model: ClipMagModel, image_features: torch.Tensor, text_features: torch.Tensor, image_of_text: torch.Tensor
 ) -> dict[str, float]:
     """R@k both directions with cosine and the head (``i2t_r1_cosine``, ``t2i_r5_head``, ...),
     the mean R@1, and Cohen's d of both towers' norms."""
     out: dict[str, float] = {}
-    scored = {
-        "cosine": model.similarity(image_features, text_features, build_head("cosine")),
-        "head": model.similarity(image_features, text_features),
-    }
+    scored = _scored(model, image_features, text_features)
     for scoring, sim in scored.items():
         for name, value in image_text_recall(sim, image_of_text).items():
             direction, k = name.split(" R@")
@@ -148,27 +183,47 @@ def zero_shot_prompts(classnames: Sequence[str], templates: Sequence[str]) -> li
     return [t.replace("{c}", name).replace("{}", name) for name in classnames for t in templates]
 
 
-@torch.no_grad()
-def zero_shot_metrics(
-    model: ClipMagModel,
-    image_features: torch.Tensor,
-    labels: torch.Tensor,
-    prompt_features: torch.Tensor,
-    n_classes: int,
-) -> dict[str, float]:
-    """Zero-shot top-1 accuracy and mean per-class recall with cosine and with the head.
+def class_embeddings(prompt_features: torch.Tensor) -> torch.Tensor:
+    """Class embeddings [..., D] from the raw features of each class's prompts [..., T, D]: the mean
+    direction of the prompts (CLIP-benchmark's and open_clip's classifier, exactly) times their
+    mean norm (the magnitude the model gives the class's prompts, whatever their spread in
+    direction). docs/clip.md says why."""
+    features = prompt_features.float()
+    direction = F.normalize(F.normalize(features, dim=-1).mean(dim=-2), dim=-1)
+    return direction * features.norm(dim=-1).mean(dim=-1, keepdim=True)
 
-    ``prompt_features``: raw text features of ``zero_shot_prompts``. A class embedding is the mean
-    of its prompts' *raw* features (open_clip averages unit vectors instead; averaging raw features
-    keeps the magnitude the head is meant to read).
-    """
-    class_features = prompt_features.view(n_classes, -1, prompt_features.shape[1]).mean(dim=1)
+
+@torch.no_grad()
+def zero_shot_predictions(
+    model: ClipMagModel, image_features: torch.Tensor, prompt_features: torch.Tensor, n_classes: int
+) -> dict[str, torch.Tensor]:
+    """Each image's class with cosine and with the head (``{"cosine": ..., "head": ...}``): the class
+    whose embedding scores highest against the image, in the model's trained roles (the classes are
+    the texts, ranked for the image as in I->T retrieval). ``prompt_features``: raw features of
+    ``zero_shot_prompts``."""
+    classes = class_embeddings(prompt_features.view(n_classes, -1, prompt_features.shape[1]))
+    return {
+        scoring: model.similarity(image_features, classes, head).argmax(dim=1)
+        for scoring, head in (("cosine", build_head("cosine")), ("head", None))
+    }
+
+
+def zero_shot_metrics(predictions: dict[str, torch.Tensor], labels: torch.Tensor) -> dict[str, float]:
+    """Zero-shot top-1 accuracy and mean per-class recall of each scoring's predictions."""
     out: dict[str, float] = {}
-    for scoring, head in (("cosine", build_head("cosine")), ("head", None)):
-        pred = model.similarity(image_features, class_features, head).argmax(dim=1)
+    for scoring, pred in predictions.items():
         out[f"zeroshot_acc1_{scoring}"] = float((pred == labels).float().mean())
         recalls = [float((pred[labels == c] == c).float().mean()) for c in labels.unique().tolist()]
         out[f"zeroshot_mean_per_class_recall_{scoring}"] = float(np.mean(recalls))
+    return out
+
+
+def zero_shot_outcomes(predictions: dict[str, torch.Tensor], labels: torch.Tensor) -> dict[str, dict[str, float]]:
+    """Each image's zero-shot hit (``zeroshot-<row>``: ``zeroshot_acc1_<scoring>``), for query-level tests."""
+    out: dict[str, dict[str, float]] = {}
+    for scoring, pred in predictions.items():
+        for row, hit in enumerate((pred == labels).tolist()):
+            out.setdefault(f"zeroshot-{row}", {})[f"zeroshot_acc1_{scoring}"] = float(hit)
     return out
 
 

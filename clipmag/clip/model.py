@@ -1,15 +1,18 @@
 """An open_clip model with a similarity head: raw tower features, the head decides each side.
 
 Stock open_clip L2-normalises both towers inside ``forward`` and so can only train cosine. Here the
-towers are called with ``normalize=False`` and the raw features go to ``InfoNCE`` with the model's
-head, which decides how much of each side's magnitude survives (docs/method.md section 1). Which tower is the
-*query* follows the objective: the image for ``i2t``, the text for ``t2i``; ``sym`` trains both
-softmax axes and takes the query side from the config.
+towers are called with ``normalize=False`` and the raw features go to the loss (InfoNCE or SigLIP's
+sigmoid loss, :mod:`clipmag.scoring.losses`) with the model's head, which decides how much of each
+side's magnitude survives (docs/method.md section 1). Which tower is the *query* follows the
+objective: the image for ``i2t``, the text for ``t2i``; ``sym`` trains both softmax axes and takes
+the query side from the config.
 
 Checkpoint compatibility. ``ClipMagModel.state_dict()`` uses open_clip's own key names (no wrapper
 prefix), so a checkpoint's ``state_dict`` loads into the bare open_clip model. The learnable logit
 scale *is* open_clip's ``logit_scale`` parameter (shared with the loss); a fixed scale is written
-into it too, so open_clip consumers see the temperature the model was trained with. Only a
+into it too, so open_clip consumers see the temperature the model was trained with. SigLIP's bias
+is open_clip's ``logit_bias`` in the same way (added to an architecture that has none, and written
+into the export's ``open_clip_config.json`` as ``init_logit_bias`` so open_clip builds it). Only a
 learnable head adds keys (``clipmag_head.raw_q`` / ``raw_d``); ``export_open_clip`` leaves them out
 and writes the head to ``clipmag_head.json`` beside the weights (safetensors: :mod:`clipmag.clip.weights`).
 """
@@ -18,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
@@ -30,15 +32,12 @@ import torch
 from torch import nn
 
 from clipmag.clip.card import CARD_FILE, clip_model_card
-from clipmag.clip.model_config import ClipModelConfig
-from clipmag.config.checks import ConfigError
-from clipmag.registry.config_packages import packaged_configs
 from clipmag.scoring.diagnostics import magnitude_summary
 from clipmag.scoring.head_record import HEAD_FILE, HeadRecord
 from clipmag.scoring.heads import SimilarityHead, build_head
-from clipmag.scoring.losses import InfoNCE
-from clipmag.train.dropout import set_layer_dropout
+from clipmag.scoring.losses import SIGLIP_BIAS, ContrastiveLoss, InfoNCE, SigLIP
 
+from .architecture import ClipModelConfig, build_open_clip, resolve_model_name
 from .weights import (
     HEAD_PREFIX,
     WEIGHTS_FILE,
@@ -49,78 +48,44 @@ from .weights import (
     write_weights,
 )
 
-logger = logging.getLogger("clipmag")
-
-MODEL_CONFIG_DIR = packaged_configs() / "clip" / "models"
 OPEN_CLIP_CONFIG_FILE = "open_clip_config.json"
 Side = Literal["image", "text"]
 
 
-def register_model_configs(directory: str | Path = MODEL_CONFIG_DIR) -> None:
-    """Make our JSON architectures known to open_clip (idempotent)."""
-    directory = Path(directory)
-    if directory.is_dir() and directory not in open_clip.factory._MODEL_CONFIG_PATHS:
-        open_clip.add_model_config(directory)
+# (the loss's name, open_clip's name) of the values both hold: the scale, and SigLIP's bias
+SHARED = (("log_scale", "logit_scale"), ("bias", "logit_bias"))
 
 
-def resolve_model_name(name: str) -> str:
-    """An open_clip architecture name for ``name`` (a JSON file path gets registered first)."""
-    register_model_configs()
-    path = Path(name)
-    if name.endswith(".json"):
-        if not path.is_file():
-            raise ValueError(f"model.name: JSON model config not found: {name}")
-        open_clip.add_model_config(path)
-        return path.stem
-    if name not in open_clip.list_models():
-        ours = sorted(p.stem for p in MODEL_CONFIG_DIR.glob("*.json"))
-        raise ValueError(
-            f"model.name: unknown open_clip architecture {name!r}; ours: {', '.join(ours)}; "
-            f"or any of open_clip.list_models(), or a path to a JSON model config"
-        )
-    return name
-
-
-def build_open_clip(cfg: ClipModelConfig, trust: bool = False) -> tuple[nn.Module, Callable, Callable, Callable]:
-    """(open_clip model, train transform, eval transform, tokenizer) for ``cfg``; a local checkpoint is
-    read as tensors only unless ``trust`` (``train.trust_checkpoint``)."""
-    name = resolve_model_name(cfg.name)
-    local = cfg.pretrained is not None and (Path(cfg.pretrained).is_file() or Path(cfg.pretrained).is_dir())
-    tag = None if local else cfg.pretrained
-    try:
-        model, preprocess_train, preprocess_val = open_clip.create_model_and_transforms(name, pretrained=tag)
-    except RuntimeError as err:
-        raise ConfigError(
-            f"model.pretrained={tag!r} for {name}: {err} (no downloads: give a local checkpoint)"
-        ) from None
-    if local:
-        path = Path(cfg.pretrained)
-        path = export_weights_file(path) if path.is_dir() else path
-        if path is None:
-            raise ConfigError(f"model.pretrained: no {WEIGHTS_FILE} in the folder {cfg.pretrained}")
-        model.load_state_dict(open_clip_state_dict(path, trust), strict=True)
-        logger.info("loaded tower weights from %s", cfg.pretrained)
-    set_layer_dropout(model, cfg.dropout, name)
-    return model, preprocess_train, preprocess_val, open_clip.get_tokenizer(name)
+def _share(clip: nn.Module, loss: ContrastiveLoss, loss_name: str, clip_name: str) -> None:
+    """Write the loss's value into open_clip's parameter; a learnable one becomes that one parameter
+    (open_clip's name, open_clip's clamp), a fixed one leaves it frozen."""
+    mine, theirs = getattr(loss, loss_name), getattr(clip, clip_name)
+    with torch.no_grad():
+        theirs.copy_(mine.detach().reshape(theirs.shape))
+    if isinstance(mine, nn.Parameter):
+        setattr(loss, loss_name, theirs)
+    else:
+        theirs.requires_grad_(False)
 
 
 class ClipMagModel(nn.Module):
-    """open_clip towers, their similarity head and InfoNCE; ``model((images, texts))`` returns loss and
+    """open_clip towers, their similarity head and the loss; ``model((images, texts))`` returns loss and
     stats. The model owns the head (exported with it, scoring with it) and hands it to the loss."""
 
-    def __init__(self, clip: nn.Module, head: SimilarityHead, loss: InfoNCE, query_side: Side, model_name: str) -> None:
+    def __init__(
+        self, clip: nn.Module, head: SimilarityHead, loss: ContrastiveLoss, query_side: Side, model_name: str
+    ) -> None:
         super().__init__()
         if query_side not in ("image", "text"):
             raise ValueError(f"query_side must be 'image' or 'text', got {query_side!r}")
         self.clip, self.head, self.loss = clip, head, loss
         self.query_side, self.model_name = query_side, model_name
-        with torch.no_grad():
-            clip.logit_scale.copy_(loss.log_scale.detach().reshape(clip.logit_scale.shape))
-        if isinstance(loss.log_scale, nn.Parameter):
-            loss.log_scale = clip.logit_scale  # one parameter, open_clip's name, open_clip's clamp
-        else:
-            clip.logit_scale.requires_grad_(False)
-        if getattr(clip, "logit_bias", None) is not None:
+        if isinstance(loss, SigLIP) and getattr(clip, "logit_bias", None) is None:
+            clip.logit_bias = nn.Parameter(torch.zeros_like(clip.logit_scale))  # open_clip's SigLIP parameter
+        for loss_name, clip_name in SHARED:
+            if hasattr(loss, loss_name):
+                _share(clip, loss, loss_name, clip_name)
+        if not isinstance(loss, SigLIP) and getattr(clip, "logit_bias", None) is not None:
             clip.logit_bias.requires_grad_(False)  # a SigLIP bias has no role in InfoNCE
 
     def encode_image(self, images: torch.Tensor) -> torch.Tensor:
@@ -184,20 +149,27 @@ class ClipMagModel(nn.Module):
             if key.startswith(("clip.", "head.", "loss.")):
                 return super().load_state_dict(state_dict, strict=strict, assign=assign)
             mapped[("head." + key[len(HEAD_PREFIX) :]) if key.startswith(HEAD_PREFIX) else "clip." + key] = value
-        if isinstance(self.loss.log_scale, nn.Parameter):
-            mapped["loss.log_scale"] = mapped.get("clip.logit_scale", self.loss.log_scale.detach())
-        else:
-            mapped["loss.log_scale"] = self.loss.log_scale.detach().clone()
-            mapped["clip.logit_scale"] = self.loss.log_scale.detach().clone().reshape(self.clip.logit_scale.shape)
+        for loss_name, clip_name in SHARED:
+            if not hasattr(self.loss, loss_name):
+                continue
+            mine = getattr(self.loss, loss_name)
+            if isinstance(mine, nn.Parameter):
+                mapped[f"loss.{loss_name}"] = mapped.get(f"clip.{clip_name}", mine.detach())
+            else:  # a fixed value is the loss's, whatever the file holds
+                mapped[f"loss.{loss_name}"] = mine.detach().clone()
+                mapped[f"clip.{clip_name}"] = mine.detach().clone().reshape(getattr(self.clip, clip_name).shape)
         return super().load_state_dict(mapped, strict=strict, assign=assign)
 
     def head_record(self) -> HeadRecord:
-        """Everything a scorer needs besides the weights: head settings, query side, scale."""
+        """Everything a scorer needs besides the weights: head settings, query side, the loss (kind,
+        direction, scale, SigLIP's bias)."""
         return HeadRecord(
             head=self.head.to_dict(),
             query_side=self.query_side,
+            loss_kind=self.loss.kind,
             loss_direction=self.loss.direction,
             scale=float(self.loss.current_scale().detach()),
+            bias=float(self.loss.bias.detach()) if isinstance(self.loss, SigLIP) else None,
             model_name=self.model_name,
         )
 
@@ -213,7 +185,10 @@ def export_open_clip(model: ClipMagModel, directory: str | Path) -> Path:
     write_weights({k: v for k, v in model.state_dict().items() if not k.startswith(HEAD_PREFIX)}, directory)
     name = model.model_name
     preprocess = dict(getattr(model.clip.visual, "preprocess_cfg", {}) or {})
-    cfg = {"model_cfg": open_clip.get_model_config(name), "preprocess_cfg": preprocess}
+    model_cfg = dict(open_clip.get_model_config(name))
+    if getattr(model.clip, "logit_bias", None) is not None:  # so that open_clip builds the parameter
+        model_cfg["init_logit_bias"] = float(model.clip.logit_bias.detach().reshape(()))
+    cfg = {"model_cfg": model_cfg, "preprocess_cfg": preprocess}
     (directory / OPEN_CLIP_CONFIG_FILE).write_text(json.dumps(cfg, indent=2))
     model.head_record().write(directory)
     (directory / CARD_FILE).write_text(clip_model_card(model.head_record()), encoding="utf-8")
@@ -222,7 +197,11 @@ def export_open_clip(model: ClipMagModel, directory: str | Path) -> Path:
 
 def _model_from_record(clip: nn.Module, record: HeadRecord, name: str) -> ClipMagModel:
     scale = record.scale if record.scale is not None and math.isfinite(record.scale) and record.scale > 0 else 1.0
-    loss = InfoNCE(scale=scale, direction=record.loss_direction or "both", gather=False)
+    loss: ContrastiveLoss
+    if record.loss_kind == "siglip":
+        loss = SigLIP(scale, SIGLIP_BIAS if record.bias is None else record.bias, learnable=False, gather=False)
+    else:
+        loss = InfoNCE(scale=scale, direction=record.loss_direction or "both", gather=False)
     return ClipMagModel(clip, build_head(record), loss, record.query_side or "image", name)
 
 
@@ -268,6 +247,7 @@ def load_clipmag(
         record = dataclasses.replace(
             record,
             query_side={"i2t": "image", "t2i": "text"}.get(objective, model_cfg.get("query_side", "image")),
+            loss_kind="infonce",
             loss_direction=ckpt["config"].get("loss", {}).get("direction", "both"),
             scale=math.exp(float(ckpt["state_dict"]["logit_scale"])),
         )

@@ -23,15 +23,25 @@ from clipmag.config.checks import ConfigError
 from clipmag.runtime.distributed import DistributedContext
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.scoring.heads import build_head
-from clipmag.scoring.losses import infonce_from_config
+from clipmag.scoring.losses import loss_from_config
 from clipmag.storage.user_files import non_blank_lines
 from clipmag.train.batching import SeededBatches
 
 from . import embedded as embedded_set
+from .architecture import build_open_clip, resolve_model_name
 from .config import ClipConfig
 from .data import EvalSet, check_eval_set, flatten_captions, read_eval_set, shard_paths, split_overlap
-from .evaluate import encode, format_results, retrieval_metrics, zero_shot_metrics, zero_shot_prompts
-from .model import ClipMagModel, build_open_clip, export_open_clip, load_clipmag, resolve_model_name
+from .evaluate import (
+    encode,
+    format_results,
+    retrieval_metrics,
+    retrieval_outcomes,
+    zero_shot_metrics,
+    zero_shot_outcomes,
+    zero_shot_predictions,
+    zero_shot_prompts,
+)
+from .model import ClipMagModel, export_open_clip, load_clipmag
 from .stream import ClipShardStream
 
 logger = logging.getLogger("clipmag")
@@ -175,22 +185,22 @@ class ClipTask:
 
     # ---- model -------------------------------------------------------------------------------
     def build_model(self) -> ClipMagModel:
-        loss = infonce_from_config(self.cfg.loss)
+        loss = loss_from_config(self.cfg.loss)
         return ClipMagModel(self.clip, build_head(self.cfg.head), loss, self.cfg.model.query_side, self.model_name)
 
     def _encode(self, fn: Callable[[torch.Tensor], torch.Tensor], inputs: torch.Tensor) -> torch.Tensor:
         """Raw features in the run's precision (``train.precision``)."""
         return encode(fn, inputs, self.cfg.data.eval_batch_size, self.ctx.device, self.cfg.train.precision)
 
-    def _retrieval(self, model: ClipMagModel, data: EvalSet) -> dict[str, float]:
+    def _features(self, model: ClipMagModel, data: EvalSet) -> tuple[torch.Tensor, torch.Tensor]:
+        """Raw image and text features of an evaluation set."""
         image_features = self._encode(lambda x: model.encode_image(x.float()), data.images)
-        text_features = self._encode(model.encode_text, data.tokens)
-        return retrieval_metrics(model, image_features, text_features, data.image_of_text)
+        return image_features, self._encode(model.encode_text, data.tokens)
 
     def evaluate(self, model: ClipMagModel) -> dict[str, float]:
         """Validation: retrieval on the validation split (empty without one)."""
         data = self.eval_sets.get("val")
-        return self._retrieval(model, data) if data is not None else {}
+        return retrieval_metrics(model, *self._features(model, data), data.image_of_text) if data is not None else {}
 
     def export(self, model: ClipMagModel, directory: Path) -> None:
         export_open_clip(model, directory)
@@ -201,27 +211,30 @@ class ClipTask:
         return load_clipmag(directory, self.ctx.device)[0]
 
     def test(self, model: ClipMagModel) -> dict[str, dict[str, Any]]:
-        """Retrieval (and zero-shot, where classes are known) on the test split, under its name."""
+        """Retrieval (and zero-shot, where classes are known) on the test split, under its name, with
+        every query's outcome (``per_query``: the report's query-level tests)."""
         data = self.eval_sets.get("test")
         if data is None:
             logger.warning("no test split (data.test_shards): results.json gets no test numbers")
             return {}
-        metrics: dict[str, Any] = self._retrieval(model, data)
+        features = self._features(model, data)
+        metrics: dict[str, Any] = retrieval_metrics(model, *features, data.image_of_text)
+        per_query = retrieval_outcomes(model, *features, data.image_of_text)
         zero_shot = self._zero_shot(data)
         if zero_shot is not None:
             prompts = zero_shot_prompts(zero_shot.classnames, zero_shot.templates)
             prompt_features = self._encode(model.encode_text, self.tokenizer(prompts))
             images = self._encode(lambda x: model.encode_image(x.float()), zero_shot.images)
-            n_classes = len(zero_shot.classnames)
-            metrics.update(zero_shot_metrics(model, images, zero_shot.labels, prompt_features, n_classes))
-        return {data.name: metrics}
+            predictions = zero_shot_predictions(model, images, prompt_features, len(zero_shot.classnames))
+            metrics.update(zero_shot_metrics(predictions, zero_shot.labels))
+            per_query.update(zero_shot_outcomes(predictions, zero_shot.labels))
+        return {data.name: {**metrics, "per_query": per_query}}
 
     def run_identity(self) -> dict[str, Any]:
-        identity = {
-            "objective": self.cfg.objective,
-            "model": self.cfg.model.name,
-            "query_side": self.cfg.model.query_side,
-        }
+        m = self.cfg.model
+        identity = {"objective": self.cfg.objective, "model": m.name, "query_side": m.query_side}
+        locks = ("lock_image", "lock_image_unlocked_groups", "lock_text", "lock_text_unlocked_layers")
+        identity.update({key: getattr(m, key) for key in (*locks, "lock_text_freeze_layer_norm")})  # what trains
         stream = getattr(self, "stream", None)
         if stream is not None and stream.skip_broken:
             identity["skipped_broken_images"] = stream.skipped

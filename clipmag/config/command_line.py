@@ -68,7 +68,8 @@ def parse_cli_and_file(
     the flags and ``key=value`` tokens in order; so a YAML file holding one key changes one key.
     ``resolve`` (the tool's own derivation of ``auto`` values and cross-key checks) finishes the config.
 
-    ``shorthands`` maps flag names to dotted keys, e.g. ``{"norm": "head.name"}``. A flag takes the
+    ``shorthands`` maps flag names to dotted keys, e.g. ``{"norm": "head.name"}``, or to one
+    ``key=value`` the flag stands for (``{"siglip": "loss.kind=siglip"}``). A flag takes the
     value its key's type calls for: none for a boolean (``--quiet``), one or more words for a list
     (``--norm cosine dot``), else one; ``--flag=value`` always works. ``--help`` prints
     ``description``, the flags and every key with the value a run of the same arguments would use.
@@ -106,6 +107,11 @@ def parse_cli_and_file(
         if name != "config" and name not in shorthands:
             valid = ", ".join(f"--{k.replace('_', '-')}" for k in ("config", *shorthands))
             raise ConfigError(f"command line: unknown flag --{flag}; valid flags: {valid}, or dotted key=value")
+        if name != "config" and "=" in shorthands[name]:  # a switch that stands for key=value
+            if has_inline:
+                raise ConfigError(f"command line: flag --{flag} takes no value (it sets {shorthands[name]})")
+            overrides.append(parse_override(cls, shorthands[name]))
+            continue
         tp = str if name == "config" else key_type(cls, shorthands[name])
         words, i = ([inline], i) if has_inline else _flag_words(args, i, flag, tp)
         if name == "config":
@@ -160,6 +166,8 @@ def help_text(
     cls = type(cfg)
 
     def takes(key: str) -> str:
+        if "=" in key:
+            return "  (no value)"
         tp = key_type(cls, key)
         return "  (no value)" if _is_switch(tp) else "  (one or more values)" if list_types(tp) else ""
 

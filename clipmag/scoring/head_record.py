@@ -8,7 +8,9 @@ CLIP), the ``head`` entry of every checkpoint, and the ``head`` entry of every `
 
 Format 2 is this dataclass as a dict. Format 1 files still load: the text export's
 ``{"format_version": 1, "head": ..., "pooling": ...}``, the CLIP export's record without a
-version, and bare head dicts (``{"name": "qnorm"}``) from older checkpoints.
+version, and bare head dicts (``{"name": "qnorm"}``) from older checkpoints. Records written before
+the loss kind was kept were trained with InfoNCE when they name a loss direction (``loss_kind``
+``infonce``); any other leaves it None.
 
 Max lengths: ``query_max_length`` / ``document_max_length`` are the lengths the model is *used*
 at - for a trained export, the lengths its run's final test encoded at, which sentence-transformers,
@@ -44,8 +46,10 @@ class HeadRecord:
 
     ``head``: ``SimilarityHead.to_dict()`` (name, and the learned gammas of ``learnable``).
     ``query_side``: the tower whose embeddings are the query (``image`` / ``text`` for CLIP;
-    ``None`` for a text encoder, whose one tower serves both sides). ``loss_direction`` and
-    ``scale``: the InfoNCE the model was trained with (``None`` when not trained by clipmag).
+    ``None`` for a text encoder, whose one tower serves both sides). ``loss_kind`` (``infonce``,
+    ``siglip``, or ``mse`` for the STS objective), ``loss_direction`` (InfoNCE's softmax axis),
+    ``scale`` and ``bias`` (SigLIP's logit bias): the loss the model was trained with (``None`` when
+    not trained by clipmag).
     Pooling, prefixes and max lengths apply to text encoders only. ``query_max_length`` /
     ``document_max_length`` are the lengths to encode with - what the run's own test used, so
     every loader scores what the run reported - and ``training_*_max_length`` what it trained at
@@ -56,6 +60,8 @@ class HeadRecord:
     query_side: str | None = None
     loss_direction: str | None = None
     scale: float | None = None
+    loss_kind: str | None = None
+    bias: float | None = None
     pooling: str | None = None
     query_prefix: str | None = None
     document_prefix: str | None = None
@@ -93,6 +99,8 @@ class HeadRecord:
         head = values.get("head")
         if not isinstance(head, Mapping) or "name" not in head:
             raise HeadRecordError(f"{source}: key 'head' must be an object with a 'name', got {head!r}")
+        if values.get("loss_direction") is not None:  # an InfoNCE run, before the loss kind was kept
+            values.setdefault("loss_kind", "infonce")
         if values.get("scale") is not None:  # trained by clipmag, before the training lengths had fields
             for side in ("query", "document"):
                 values.setdefault(f"training_{side}_max_length", values.get(f"{side}_max_length"))

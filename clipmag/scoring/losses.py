@@ -1,4 +1,5 @@
-"""InfoNCE over any similarity head: one implementation for the text and the image-text trainers.
+"""The contrastive losses over any similarity head, one implementation each for the text and the
+image-text trainers: InfoNCE (a softmax over candidates) and SigLIP's pairwise sigmoid loss.
 
 Layout. ``query`` is [N, D]. ``documents`` is [N, D] (one positive per query) or [N, 1 + k, D]:
 k hard negatives per query with the positive first in each group. Under torch.distributed the
@@ -11,10 +12,18 @@ and every gradient equal one process on the concatenated batch.
 Directions. The head always scores ``s(query, document)``; the direction only chooses the softmax
 axis: ``q2d`` ranks documents for each query, ``d2q`` ranks queries for each positive document,
 ``both`` averages the two (the symmetric CLIP loss). Hard negatives only enter ``q2d``.
+
+SigLIP (Zhai et al. 2023) has no softmax and so no direction: every (query, candidate) pair is a
+binary decision, ``-log sigmoid(+-(scale * s(q, d) + bias))``, summed over the candidates of each
+local row and divided by the local rows, as open_clip's ``SigLipLoss``. Distributed, it takes the
+same gathered candidates (open_clip's all-gather variant of its neighbour exchange: each rank's
+rows meet every rank's candidates once), so the mean over ranks equals one process on the global
+batch. The head still decides the roles: which side is the query matters for qnorm / dnorm.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -23,67 +32,65 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from clipmag.config.checks import Fraction, PositiveFloat
+from clipmag.config.checks import ConfigError, Fraction, PositiveFloat
 from clipmag.runtime import distributed as dist_utils
 from clipmag.scoring.heads import SimilarityHead
 
 Direction = Literal["q2d", "d2q", "both"]
 DIRECTIONS: tuple[str, ...] = ("q2d", "d2q", "both")
+LossKind = Literal["infonce", "siglip"]
+SIGLIP_SCALE, SIGLIP_BIAS = 10.0, -10.0  # open_clip's SigLIP start: logit_scale log(10), logit_bias -10
 
 
 @dataclass
 class LossConfig:
-    """The ``loss`` section of every trainer's config: InfoNCE settings (paper defaults: one
-    direction, scale 20 for every head).
+    """The ``loss`` section of every trainer's config (paper defaults: InfoNCE, one direction, scale
+    20 for every head).
 
-    ``direction=auto`` lets the front end derive it from its objective (text: ``q2d``; CLIP:
-    ``both`` for ``sym``, ``q2d`` for ``i2t`` / ``t2i``).
+    ``kind``: ``infonce`` or ``siglip``. ``direction=auto`` lets the front end derive InfoNCE's
+    softmax axis from its objective (text: ``q2d``; CLIP: ``both`` for ``sym``, ``q2d`` for ``i2t`` /
+    ``t2i``); SigLIP has none. ``scale``: the starting scale; unset, the kind's own (InfoNCE: the
+    front end's, 20 for text and 1/0.07 for CLIP; SigLIP: 10). ``learnable_scale`` trains the scale
+    and SigLIP's bias. ``bias``: SigLIP's starting logit bias (unset: -10, as open_clip).
     """
 
     direction: Literal["auto", "q2d", "d2q", "both"] = "auto"
-    scale: PositiveFloat = 20.0
+    scale: PositiveFloat | None = None
     learnable_scale: bool = False
     max_scale: PositiveFloat = 100.0
     label_smoothing: Fraction = 0.0
+    kind: LossKind = "infonce"
+    bias: float | None = None
 
 
-class InfoNCE(nn.Module):
-    """Contrastive cross-entropy with logits ``scale * head.score(q, d)``.
+def resolve_loss(cfg: LossConfig, infonce_scale: float) -> LossConfig:
+    """Fill what the kind decides - the starting scale (``infonce_scale`` for InfoNCE, 10 for SigLIP)
+    and SigLIP's starting bias (-10) - and refuse a setting the kind has no use for."""
+    if cfg.kind == "infonce":
+        if cfg.bias is not None:
+            raise ConfigError(
+                "loss.bias is SigLIP's starting logit bias and InfoNCE has none: drop it or set loss.kind=siglip"
+            )
+        return dataclasses.replace(cfg, scale=infonce_scale if cfg.scale is None else cfg.scale)
+    if cfg.label_smoothing:
+        raise ConfigError("loss.label_smoothing smooths InfoNCE's softmax targets and SigLIP has none: drop it")
+    return dataclasses.replace(
+        cfg,
+        scale=SIGLIP_SCALE if cfg.scale is None else cfg.scale,
+        bias=SIGLIP_BIAS if cfg.bias is None else cfg.bias,
+    )
 
-    The head is not the loss's: the model owns it (it is part of what is exported and scored) and
-    passes it to every call, so one head object has one owner and the loss cannot score with another.
 
-    Args:
-        scale: inverse temperature alpha (20 = tau 0.05, the paper's setting for every head).
-        direction: ``q2d``, ``d2q`` or ``both``.
-        learnable_scale: train ``log(scale)`` as open_clip does with ``logit_scale``.
-        max_scale: clamp of the learnable scale (open_clip: 100).
-        label_smoothing: passed to cross-entropy.
-        gather: gather candidates across ranks when torch.distributed is initialised and the
-            module is in training mode (``.eval()`` scores local rows only).
+class _ScaledContrastiveLoss(nn.Module):
+    """What both losses share: the (learnable, clamped) scale and the gathering of candidates."""
 
-    ``forward(query, documents, head)``: ``head`` is the model's similarity head (its gammas, if
-    any, train through this loss). Returns a dict: ``loss`` (to backpropagate), ``loss_q2d`` / ``loss_d2q``
-    (the terms used), ``scale``, ``accuracy`` (top-1 of the first direction used),
-    ``logits_pos_mean``, ``logits_neg_mean``, ``logits_std`` (all statistics detached).
-    """
+    kind: str = ""
+    direction: str | None = None
 
-    def __init__(
-        self,
-        scale: float = 20.0,
-        direction: Direction = "q2d",
-        learnable_scale: bool = False,
-        max_scale: float = 100.0,
-        label_smoothing: float = 0.0,
-        gather: bool = True,
-    ) -> None:
+    def __init__(self, scale: float, learnable_scale: bool, max_scale: float, gather: bool) -> None:
         super().__init__()
-        if direction not in DIRECTIONS:
-            raise ValueError(f"unknown loss direction {direction!r}; valid: {', '.join(DIRECTIONS)}")
         if scale <= 0 or max_scale <= 0:
             raise ValueError(f"scale and max_scale must be positive, got {scale}, {max_scale}")
-        self.direction = direction
-        self.label_smoothing = label_smoothing
         self.gather = gather
         self.max_log_scale = math.log(max_scale)
         if learnable_scale:
@@ -110,39 +117,130 @@ class InfoNCE(nn.Module):
     def _gather(self, x: torch.Tensor) -> torch.Tensor:
         return dist_utils.all_gather_with_grad(x) if self._gathering() else x
 
-    def _offset(self) -> int:
-        return dist_utils.get_rank() if self._gathering() else 0
+    def _targets(self, query: torch.Tensor) -> torch.Tensor:
+        """The global column of each local row's positive."""
+        offset = dist_utils.get_rank() if self._gathering() else 0
+        return torch.arange(query.shape[0], device=query.device) + offset * query.shape[0]
+
+    def _candidates(self, documents: torch.Tensor) -> torch.Tensor:
+        """Every rank's positives, then every rank's hard negatives (the q2d columns)."""
+        candidates = [self._gather(documents[:, 0])]
+        if documents.shape[1] > 1:
+            candidates.append(self._gather(documents[:, 1:].reshape(-1, documents.shape[-1])))
+        return torch.cat(candidates)
+
+
+def _checked_layout(query: torch.Tensor, documents: torch.Tensor, name: str) -> torch.Tensor:
+    """``documents`` as [N, 1 + k, D], or a ValueError naming the shapes."""
+    if documents.dim() == 2:
+        documents = documents.unsqueeze(1)
+    if query.dim() != 2 or documents.dim() != 3 or documents.shape[0] != query.shape[0]:
+        raise ValueError(
+            f"{name} expects query [N, D] and documents [N, D] or [N, 1 + k, D]; "
+            f"got {tuple(query.shape)} and {tuple(documents.shape)}"
+        )
+    return documents
+
+
+class InfoNCE(_ScaledContrastiveLoss):
+    """Contrastive cross-entropy with logits ``scale * head.score(q, d)``.
+
+    The head is not the loss's: the model owns it (it is part of what is exported and scored) and
+    passes it to every call, so one head object has one owner and the loss cannot score with another.
+
+    Args:
+        scale: inverse temperature alpha (20 = tau 0.05, the paper's setting for every head).
+        direction: ``q2d``, ``d2q`` or ``both``.
+        learnable_scale: train ``log(scale)`` as open_clip does with ``logit_scale``.
+        max_scale: clamp of the learnable scale (open_clip: 100).
+        label_smoothing: passed to cross-entropy.
+        gather: gather candidates across ranks when torch.distributed is initialised and the
+            module is in training mode (``.eval()`` scores local rows only).
+
+    ``forward(query, documents, head)``: ``head`` is the model's similarity head (its gammas, if
+    any, train through this loss). Returns a dict: ``loss`` (to backpropagate), ``loss_q2d`` / ``loss_d2q``
+    (the terms used), ``scale``, ``accuracy`` (top-1 of the first direction used),
+    ``logits_pos_mean``, ``logits_neg_mean``, ``logits_std`` (all statistics detached).
+    """
+
+    kind = "infonce"
+
+    def __init__(
+        self,
+        scale: float = 20.0,
+        direction: Direction = "q2d",
+        learnable_scale: bool = False,
+        max_scale: float = 100.0,
+        label_smoothing: float = 0.0,
+        gather: bool = True,
+    ) -> None:
+        if direction not in DIRECTIONS:
+            raise ValueError(f"unknown loss direction {direction!r}; valid: {', '.join(DIRECTIONS)}")
+        super().__init__(scale, learnable_scale, max_scale, gather)
+        self.direction = direction
+        self.label_smoothing = label_smoothing
 
     def forward(self, query: torch.Tensor, documents: torch.Tensor, head: SimilarityHead) -> dict[str, torch.Tensor]:
-        if documents.dim() == 2:
-            documents = documents.unsqueeze(1)
-        if query.dim() != 2 or documents.dim() != 3 or documents.shape[0] != query.shape[0]:
-            raise ValueError(
-                f"InfoNCE expects query [N, D] and documents [N, D] or [N, 1 + k, D]; "
-                f"got {tuple(query.shape)} and {tuple(documents.shape)}"
-            )
-        n = query.shape[0]
-        targets = torch.arange(n, device=query.device) + self._offset() * n
+        documents = _checked_layout(query, documents, "InfoNCE")
+        targets = self._targets(query)
         scale = self.current_scale()
-        positives = documents[:, 0]
         out: dict[str, torch.Tensor] = {}
         first_logits: torch.Tensor | None = None
         if self.direction in ("q2d", "both"):
-            candidates = [self._gather(positives)]
-            if documents.shape[1] > 1:
-                negatives = documents[:, 1:].reshape(-1, documents.shape[-1])
-                candidates.append(self._gather(negatives))
-            logits = scale * head.score(query, torch.cat(candidates))
+            logits = scale * head.score(query, self._candidates(documents))
             out["loss_q2d"] = F.cross_entropy(logits, targets, label_smoothing=self.label_smoothing)
             first_logits = logits
         if self.direction in ("d2q", "both"):
-            logits = scale * head.score(self._gather(query), positives).t()
+            logits = scale * head.score(self._gather(query), documents[:, 0]).t()
             out["loss_d2q"] = F.cross_entropy(logits, targets, label_smoothing=self.label_smoothing)
             first_logits = logits if first_logits is None else first_logits
         terms = [v for k, v in out.items() if k.startswith("loss_")]
         out["loss"] = torch.stack(terms).mean()
         out.update(_logit_statistics(first_logits.detach(), targets, scale.detach()))
         return out
+
+
+class SigLIP(_ScaledContrastiveLoss):
+    """SigLIP's pairwise sigmoid loss with logits ``scale * head.score(q, d) + bias``.
+
+    Each local row is scored against every candidate (the positive labelled +1, the rest -1,
+    hard negatives included) and the loss is the sum of ``-log sigmoid(label * logit)`` divided by
+    the local rows: open_clip's ``SigLipLoss`` when the head is cosine. ``scale`` and ``bias`` start
+    where open_clip starts them (10 and -10) and train when ``learnable`` (the scale clamped to
+    ``max_scale`` after each step). Returns ``loss``, ``scale``, ``bias``, ``accuracy`` (top-1 over
+    each row's candidates) and the logit statistics, as ``InfoNCE``.
+    """
+
+    kind = "siglip"
+
+    def __init__(
+        self,
+        scale: float = SIGLIP_SCALE,
+        bias: float = SIGLIP_BIAS,
+        learnable: bool = True,
+        max_scale: float = 100.0,
+        gather: bool = True,
+    ) -> None:
+        super().__init__(scale, learnable, max_scale, gather)
+        if learnable:
+            self.bias = nn.Parameter(torch.tensor(float(bias)))
+        else:
+            self.register_buffer("bias", torch.tensor(float(bias)))
+
+    def forward(self, query: torch.Tensor, documents: torch.Tensor, head: SimilarityHead) -> dict[str, torch.Tensor]:
+        documents = _checked_layout(query, documents, "SigLIP")
+        targets = self._targets(query)
+        scale = self.current_scale()
+        logits = scale * head.score(query, self._candidates(documents)) + self.bias.reshape(())
+        labels = torch.full_like(logits, -1.0)
+        labels[torch.arange(len(targets), device=logits.device), targets] = 1.0
+        out = {"loss": -F.logsigmoid(labels * logits).sum() / query.shape[0]}
+        out.update(_logit_statistics(logits.detach(), targets, scale.detach()))
+        out["bias"] = self.bias.detach().reshape(())
+        return out
+
+
+ContrastiveLoss = InfoNCE | SigLIP
 
 
 def _logit_statistics(logits: torch.Tensor, targets: torch.Tensor, scale: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -160,8 +258,13 @@ def _logit_statistics(logits: torch.Tensor, targets: torch.Tensor, scale: torch.
     }
 
 
-def infonce_from_config(cfg: LossConfig) -> InfoNCE:
-    """The configured loss; the front end has resolved ``direction=auto`` first."""
+def loss_from_config(cfg: LossConfig) -> ContrastiveLoss:
+    """The configured loss; the front end has resolved the section first (:func:`resolve_loss`, and
+    ``direction=auto`` for InfoNCE)."""
+    if cfg.scale is None or (cfg.kind == "siglip" and cfg.bias is None):
+        raise ValueError("the loss section must be resolved (resolve_loss) by the front end before the loss is built")
+    if cfg.kind == "siglip":
+        return SigLIP(cfg.scale, cfg.bias, cfg.learnable_scale, cfg.max_scale)
     if cfg.direction == "auto":
         raise ValueError("loss.direction=auto must be resolved by the front end before the loss is built")
     return InfoNCE(

@@ -79,6 +79,7 @@ def cached_backward(
             for grad in grads:  # one part's graph at a time
                 with autocast():
                     embedding = next(replay)
-                (embedding.float() * grad[start : start + rows].float()).sum().backward()
+                if embedding.requires_grad:  # a locked tower's features have nothing to train
+                    (embedding.float() * grad[start : start + rows].float()).sum().backward()
         start += rows
     return out

@@ -20,7 +20,7 @@ from torch import nn
 from clipmag.scoring.diagnostics import magnitude_summary
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.scoring.heads import SimilarityHead
-from clipmag.scoring.losses import InfoNCE
+from clipmag.scoring.losses import ContrastiveLoss
 from text_retrieval.model.encoder import TextEncoder
 
 __all__ = ["BiEncoder", "default_sts_scale"]
@@ -33,7 +33,7 @@ class BiEncoder(nn.Module):
     every call, so training and every later use score with one object."""
 
     def __init__(
-        self, encoder: TextEncoder, loss: InfoNCE, objective: str, hard_negatives: int, sts_scale: float
+        self, encoder: TextEncoder, loss: ContrastiveLoss, objective: str, hard_negatives: int, sts_scale: float
     ) -> None:
         super().__init__()
         self.encoder, self.loss = encoder, loss
@@ -46,11 +46,13 @@ class BiEncoder(nn.Module):
     def head_record(self) -> HeadRecord:
         """The encoder's record plus the loss it trains with and the max lengths it trains at."""
         scale = self.sts_scale if self.objective == "sts" else float(self.loss.current_scale().detach())
-        direction = None if self.objective == "sts" else self.loss.direction
+        contrastive = self.objective != "sts"
         return dataclasses.replace(
             self.encoder.head_record(),
-            loss_direction=direction,
+            loss_kind=self.loss.kind if contrastive else "mse",
+            loss_direction=self.loss.direction if contrastive else None,
             scale=scale,
+            bias=float(self.loss.bias.detach()) if contrastive and self.loss.kind == "siglip" else None,
             training_query_max_length=self.encoder.query_max_length,
             training_document_max_length=self.encoder.document_max_length,
         )

@@ -214,7 +214,7 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report", allo
         "bright": aggregate(bright_means(tasks, suites), BRIGHT),
         "bright_tasks": aggregate(tasks, BRIGHT),
         "sts": aggregate(rows, STS),
-        "clip": aggregate(rows, CLIP_METRICS),
+        "clip": with_query_tests(aggregate(rows, CLIP_METRICS), per_query),
         "diagnostics": aggregate(rows, DIAGNOSTICS),
         "evaluations": with_query_tests(aggregate(attached, attached_metrics), outcomes),
     }

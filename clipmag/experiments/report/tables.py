@@ -1,6 +1,6 @@
 """Aggregate tidy rows into a paper-style table: mean +- std over seeds, change vs cosine, the paper's
 paired t-test over seed means vs cosine, best per row in bold. Where the runs kept per-query scores
-(retrieval, RAG) each row also gets the query-level test with Holm's correction over its heads
+(retrieval, CLIP, RAG) each row also gets the query-level test with Holm's correction over its heads
 and the mark it earns (:func:`with_query_tests`, :mod:`clipmag.results.significance`)."""
 
 from __future__ import annotations
@@ -86,7 +86,8 @@ def with_query_tests(table: list[TableRow], outcomes: QuestionOutcomes) -> list[
     """Give each cell with per-query scores its query-level comparison against cosine.
 
     The family Holm corrects is the row: every head compared with cosine on that test set and
-    metric. Rows without per-query outcomes (STS, CLIP) keep only the seed-level t-test."""
+    metric. Rows without per-query outcomes (STS; CLIP metrics a run keeps no outcome of, e.g. R@10)
+    keep only the seed-level t-test."""
     for row in table:
         systems = {
             name: {

@@ -1,0 +1,142 @@
+"""Which open_clip model a run trains and where its weights come from: the ``model`` section.
+
+``build_open_clip`` makes the towers: the architecture (open_clip's, one of ours in
+``configs/clip/models``, or a JSON file), the weights of ``model.pretrained``, then one tower's
+weights from another model (``model.image_init`` / ``model.text_init``) and the locks
+(``model.lock_image`` / ``model.lock_text``) of :mod:`clipmag.clip.towers`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import open_clip
+from torch import nn
+
+from clipmag.config.checks import ConfigError, Fraction, NonNegativeInt
+from clipmag.registry.config_packages import packaged_configs
+from clipmag.train.dropout import set_layer_dropout
+
+from .towers import init_tower, lock_towers
+from .weights import WEIGHTS_FILE, export_weights_file, open_clip_state_dict
+
+logger = logging.getLogger("clipmag")
+
+MODEL_CONFIG_DIR = packaged_configs() / "clip" / "models"
+
+
+@dataclass
+class ClipModelConfig:
+    """The open_clip architecture and where its weights come from.
+
+    ``name``: an open_clip architecture (``ViT-B-32``), one of ours in ``configs/clip/models``
+    (``clipmag-tiny``) or a path to an open_clip JSON model config. ``pretrained``: an open_clip
+    tag (needs its weights in the local cache: nothing is downloaded) or a local checkpoint
+    (ours or open_clip's); ``None`` is random init. ``query_side`` is the query tower of the
+    ``sym`` objective (``auto``: image); ``i2t`` / ``t2i`` fix it.
+
+    ``image_init`` / ``text_init``: take that tower's weights from a clipmag CLIP export, a run
+    folder, a checkpoint or an open_clip tag of this architecture (after ``pretrained``).
+    ``lock_image`` / ``lock_text``: freeze that tower as open_clip's ``--lock-image`` /
+    ``--lock-text`` do, with their options: the last ``lock_image_unlocked_groups`` groups or
+    ``lock_text_unlocked_layers`` layers stay trainable, ``lock_image_freeze_bn_stats`` freezes
+    batch-norm statistics, and ``lock_text_freeze_layer_norm=false`` keeps the text tower's
+    LayerNorms trainable (open_clip only freezes them).
+
+    ``dropout``: the probability of every dropout layer of both towers (``clipmag.train.dropout``).
+    open_clip builds its own towers with attention dropout (``nn.MultiheadAttention``) as their only
+    dropout, at 0, so ``null`` (the default: the architecture's own) trains without dropout; a timm or
+    Hugging Face tower brings its own. Patch dropout and stochastic depth stay the architecture
+    JSON's (``patch_dropout``, ``timm_drop_path``). ``0`` turns dropout off, which makes a run the same
+    on any number of ranks (docs/cluster.md).
+    """
+
+    name: str = "clipmag-tiny"
+    pretrained: str | None = None
+    query_side: Literal["auto", "image", "text"] = "auto"
+    image_init: str | None = None
+    text_init: str | None = None
+    lock_image: bool = False
+    lock_image_unlocked_groups: NonNegativeInt = 0
+    lock_image_freeze_bn_stats: bool = False
+    lock_text: bool = False
+    lock_text_unlocked_layers: NonNegativeInt = 0
+    lock_text_freeze_layer_norm: bool = True
+    dropout: Fraction | None = None
+
+
+def lock_problems(cfg: ClipModelConfig) -> list[str]:
+    """Lock options given without their lock (they would do nothing)."""
+    options = {
+        "lock_image": ("lock_image_unlocked_groups", "lock_image_freeze_bn_stats"),
+        "lock_text": ("lock_text_unlocked_layers",),
+    }
+    problems = [
+        f"model.{option} is set but model.{lock} is not: set model.{lock}=true or drop it"
+        for lock, names in options.items()
+        for option in names
+        if getattr(cfg, option) and not getattr(cfg, lock)
+    ]
+    if not cfg.lock_text_freeze_layer_norm and not cfg.lock_text:
+        problems.append("model.lock_text_freeze_layer_norm=false is set but model.lock_text is not: drop it")
+    return problems
+
+
+def register_model_configs(directory: str | Path = MODEL_CONFIG_DIR) -> None:
+    """Make our JSON architectures known to open_clip (idempotent)."""
+    directory = Path(directory)
+    if directory.is_dir() and directory not in open_clip.factory._MODEL_CONFIG_PATHS:
+        open_clip.add_model_config(directory)
+
+
+def resolve_model_name(name: str) -> str:
+    """An open_clip architecture name for ``name`` (a JSON file path gets registered first)."""
+    register_model_configs()
+    path = Path(name)
+    if name.endswith(".json"):
+        if not path.is_file():
+            raise ValueError(f"model.name: JSON model config not found: {name}")
+        open_clip.add_model_config(path)
+        return path.stem
+    if name not in open_clip.list_models():
+        ours = sorted(p.stem for p in MODEL_CONFIG_DIR.glob("*.json"))
+        raise ValueError(
+            f"model.name: unknown open_clip architecture {name!r}; ours: {', '.join(ours)}; "
+            f"or any of open_clip.list_models(), or a path to a JSON model config"
+        )
+    return name
+
+
+def build_open_clip(cfg: ClipModelConfig, trust: bool = False) -> tuple[nn.Module, Callable, Callable, Callable]:
+    """(open_clip model, train transform, eval transform, tokenizer) for ``cfg``, its towers initialised
+    and locked as it says; a local checkpoint is read as tensors only unless ``trust``
+    (``train.trust_checkpoint``)."""
+    name = resolve_model_name(cfg.name)
+    local = cfg.pretrained is not None and (Path(cfg.pretrained).is_file() or Path(cfg.pretrained).is_dir())
+    tag = None if local else cfg.pretrained
+    try:
+        model, preprocess_train, preprocess_val = open_clip.create_model_and_transforms(name, pretrained=tag)
+    except RuntimeError as err:
+        raise ConfigError(
+            f"model.pretrained={tag!r} for {name}: {err} (no downloads: give a local checkpoint)"
+        ) from None
+    if local:
+        path = Path(cfg.pretrained)
+        path = export_weights_file(path) if path.is_dir() else path
+        if path is None:
+            raise ConfigError(f"model.pretrained: no {WEIGHTS_FILE} in the folder {cfg.pretrained}")
+        state = open_clip_state_dict(path, trust)
+        if getattr(model, "logit_bias", None) is None:
+            state.pop("logit_bias", None)  # a SigLIP run's bias: the loss of this run decides its own
+        model.load_state_dict(state, strict=True)
+        logger.info("loaded tower weights from %s", cfg.pretrained)
+    for side, source in (("image", cfg.image_init), ("text", cfg.text_init)):
+        if source:
+            init_tower(model, side, source, name, trust)
+    set_layer_dropout(model, cfg.dropout, name)
+    lock_towers(model, cfg)
+    return model, preprocess_train, preprocess_val, open_clip.get_tokenizer(name)
