@@ -62,6 +62,8 @@ def test_console_scripts_run_from_outside_the_repository(installed, tmp_path):
     for script in ("clipmag-train-text", "clipmag-train-clip"):
         out = _run([str(installed / "bin" / script), "--help"], cwd=tmp_path, env=_clean_env()).stdout
         assert "head.name" in out and "train.steps" in out
+    out = _run([str(installed / "bin" / "clipmag-index"), "--help"], cwd=tmp_path, env=_clean_env()).stdout
+    assert "build:" in out and "--metric" in out and "query:" in out and "--index" in out
     for script in (
         "clipmag-eval-text",
         "clipmag-sweep",
