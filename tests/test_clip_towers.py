@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from clipmag.clip.architecture import MODEL_CONFIG_DIR, ClipModelConfig, build_open_clip
-from clipmag.clip.config import parse_args
+from clipmag.clip.cli import parse_args
 from clipmag.clip.model import ClipMagModel, export_open_clip
 from clipmag.clip.towers import tower_keys
 from clipmag.config.checks import ConfigError

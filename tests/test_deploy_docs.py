@@ -11,8 +11,8 @@ import pytest
 from text_fixtures import REPO
 
 from clipmag.scoring.head_record import HeadRecord
+from text_retrieval.model.card import write_model_card
 from text_retrieval.model.serving_card import ENGINE_SETTINGS
-from text_retrieval.model.st_export import write_model_card
 
 DEPLOY = REPO / "docs" / "deploy.md"
 # each engine's inner-product setting, the one every head can be served with

@@ -28,7 +28,7 @@ from text_fixtures import tiny_train_args
 
 from clipmag.clip import benchmark
 from clipmag.clip import cli as clip_cli
-from clipmag.clip.config import parse_args as parse_clip_args
+from clipmag.clip.cli import parse_args as parse_clip_args
 from clipmag.clip.model import ClipMagModel, ClipModelConfig, build_open_clip, export_open_clip, load_clipmag
 from clipmag.clip.weights import LEGACY_WEIGHTS_FILE, WEIGHTS_FILE
 from clipmag.config.entry import run_entry_point

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from open_clip.loss import SigLipLoss
 from toy_task import TwoTower, global_batch
 
-from clipmag.clip.config import parse_args
+from clipmag.clip.cli import parse_args
 from clipmag.clip.model import ClipMagModel, ClipModelConfig, build_open_clip, export_open_clip, load_clipmag
 from clipmag.config.checks import ConfigError
 from clipmag.runtime import precision
