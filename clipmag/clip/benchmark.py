@@ -114,6 +114,8 @@ def run_cli(argv: Sequence[str]) -> None:
     register()
     from clip_benchmark import cli
 
+    if rest in (["-h"], ["--help"]):  # its eval command's options, where --head applies
+        rest = ["eval", "--help"]
     saved = sys.argv
     sys.argv = ["clip_benchmark", *rest]
     try:

@@ -1,4 +1,5 @@
-"""Serve a text export: build an index of a corpus in faiss and LanceDB, and query it.
+"""Serve a text export: build an index of a corpus in faiss and LanceDB under the head the model
+was trained with, query it, and check that the served ranking is the one the evaluation measured.
 
 Examples:
     python scripts/index.py build --model runs/text/qnorm/export --corpus data/beir/scifact --output runs/index/scifact
@@ -177,7 +178,7 @@ def main(argv: Sequence[str]) -> Any:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         for name, command in COMMANDS.items():
-            print(f"\n{name}:\n" + help_text(command, field_flags(command)))
+            print(f"\n{name}:\n" + help_text(command(), field_flags(command)))
         raise SystemExit(0)
     if argv[0] not in COMMANDS:
         raise ConfigError(f"command line: {argv[0]!r} is not a command; valid: {', '.join(COMMANDS)}")
