@@ -125,13 +125,14 @@ def test_eval_text_flags_set_hybrid_and_compression_and_retrieve_fuses_the_dense
 def test_rag_evaluation_adds_each_dense_rows_fusions_after_it(tiny_rag_files, tmp_path):
     from text_fixtures import minilm_path
 
-    from text_retrieval.rag.config import RagConfig, RagDataConfig, ReaderConfig, RetrievalConfig
+    from text_retrieval.rag.config import RagConfig, RagDataConfig, RagHeads, ReaderConfig, RetrievalConfig
     from text_retrieval.rag.pipeline import run_rag
 
     data = RagDataConfig(corpus=str(tiny_rag_files[0]), qa=[str(tiny_rag_files[1])])
-    retrieval = RetrievalConfig(models=[minilm_path()], norms=["qnorm"], max_length=64, cache_dir=None, depth=8)
+    retrieval = RetrievalConfig(models=[minilm_path()], max_length=64, cache_dir=None, depth=8)
     retrieval.hybrid = ["rrf", "zscore"]
-    cfg = RagConfig(data, retrieval, ReaderConfig(name_or_path="none", cache=""), str(tmp_path / "out"))
+    reader = ReaderConfig(name_or_path="none", cache="")
+    cfg = RagConfig(data, retrieval, RagHeads(name=["qnorm"]), reader, str(tmp_path / "out"))
     rows = run_rag(cfg, show_progress=False)
     assert [row.label for row in rows] == ["qnorm", "qnorm+bm25-rrf", "qnorm+bm25-zscore"]  # no BM25 row unasked
     fused = json.loads((tmp_path / "out" / "qnorm_bm25-rrf" / "results.json").read_text(encoding="utf-8"))
