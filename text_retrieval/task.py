@@ -55,11 +55,11 @@ class TextRetrievalTask:
         self.primary_metric = "spearman" if cfg.data.objective == "sts" else "NDCG@10"
         self._embedded: dict[str, Path] | None = None
         self._refuse_validation_on_test_data()
+        self.test_sets = self._load_test_sets()  # first: a missing or broken test set is named at once
         self._refuse_test_content_as_validation()
         self.validation_sets = [
             ds for spec in cfg.data.validation for ds in self._load(spec, cfg.data.validation_split)
         ]
-        self.test_sets = self._load_test_sets()
 
     # ---- data --------------------------------------------------------------------------------
     def _refuse_validation_on_test_data(self) -> None:
