@@ -82,7 +82,7 @@ def test_text_run_stopped_on_two_ranks_resumes_on_one_to_the_uninterrupted_losse
     assert len(uninterrupted) == 30
     stopped = tmp_path / "stopped"
     err = _stopped_after_first_checkpoint(_text_args(text_setup, stopped, 8), stopped)
-    assert "checkpoint saved; train.resume=latest continues" in err, err[-3000:]
+    assert "checkpoint saved; rerun with train.resume=latest" in err, err[-3000:]
     on_two_ranks = _losses(stopped)
     assert 2 <= len(on_two_ranks) < 30
     assert on_two_ranks == pytest.approx(uninterrupted[: len(on_two_ranks)], abs=1e-6)  # two ranks of 8 = one of 16
