@@ -136,7 +136,7 @@ def test_clip_benchmark_writes_one_file_per_same_named_checkpoint(tmp_path):
     shards = write_digit_shards(tmp_path / "digits", 20, 10, 20, per_class=2, shard_size=20)
     args = ["eval", "--model_type", "clipmag", "--model", "micro", "--pretrained", *map(str, exports)]
     args += ["--dataset", "wds/digits_retrieval", "--dataset_root", f"{shards}/wds/{{dataset}}"]
-    args += ["--task", "zeroshot_retrieval", "--num_workers", "0", "--no_amp", "--batch_size", "32"]
+    args += ["--task", "zeroshot_retrieval", "--num_workers", "0", "--no_amp", "--batch_size", "32", "--head", "cosine"]
     one_file = _clip_benchmark(*args, "--output", str(tmp_path / "result.json"))
     assert one_file.returncode == 2 and "Traceback" not in one_file.stderr
     assert f"--pretrained {exports[0]} and {exports[1]} would overwrite each other" in one_file.stderr
