@@ -18,7 +18,6 @@ are compared in the exact case only. Durations are never compared.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import tempfile
@@ -35,6 +34,7 @@ from clipmag.experiments.sweep import run_cell
 from clipmag.results.provenance import code_state, describe_code, same_code
 from clipmag.results.record import RESULTS_FILE, read_results
 from clipmag.runtime.logs import logger, setup_logging
+from clipmag.storage.user_files import read_json
 
 __all__ = [
     "DEFAULT_TOLERANCE",
@@ -164,10 +164,7 @@ def _read_cell(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     path = folder / CELL_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{folder}: no {CELL_FILE}; give a sweep cell folder (RUN_DIR/GROUP/MODEL/HEAD/seedN)")
-    try:
-        cell = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not valid JSON: {err}") from None
+    cell = read_json(path)
     argv = cell.get("argv") if isinstance(cell, dict) else None
     if not isinstance(argv, list) or "--output" not in argv[:-1] or "kind" not in cell:
         raise ValueError(f"{path}: expected a sweep cell record with 'kind' and an 'argv' holding --output")

@@ -39,6 +39,7 @@ from clipmag.results.provenance import provenance
 from clipmag.runtime.precision import autocast_dtype
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.storage.files import write_text_atomic
+from clipmag.storage.user_files import read_json
 
 RESULTS_FILE = "results.json"
 RESULTS_VERSION = 1
@@ -125,10 +126,7 @@ def write_results(record: Mapping[str, Any], directory: str | Path) -> Path:
 def read_results(path: str | Path) -> dict[str, Any]:
     """Read and check a ``results.json``; the error names the file and the missing key."""
     path = Path(path)
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not valid JSON: {err}") from None
+    record = read_json(path)
     if not isinstance(record, dict) or record.get("format_version") != RESULTS_VERSION:
         raise ValueError(f"{path}: expected a clipmag results file with format_version {RESULTS_VERSION}")
     for key in ("run", "head", "metrics"):

@@ -17,12 +17,14 @@ and nothing read or removed outside the folder they were named by.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import IO, Any
 
 __all__ = [
+    "read_json",
     "LinkOutError",
     "NotUtf8Error",
     "check_inside",
@@ -79,6 +81,15 @@ def read_utf8(path: str | Path) -> str:
     path = Path(path)
     with named_decode_errors(path, lambda: open(path, "rb")):
         return path.read_text(encoding="utf-8")
+
+
+def read_json(path: str | Path) -> Any:
+    """The value a UTF-8 JSON file holds; bad JSON raises ``ValueError`` naming the file, a byte that
+    is not UTF-8 :class:`NotUtf8Error` naming the line."""
+    try:
+        return json.loads(read_utf8(path))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON: {err}") from None
 
 
 def non_blank_lines(path: str | Path, what: str) -> list[str]:

@@ -17,6 +17,7 @@ from typing import Any
 
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.storage.files import write_text_atomic
+from clipmag.storage.user_files import read_json
 
 __all__ = ["MANIFEST_FILE", "IDS_FILE", "NORMS_FILE", "IndexManifest", "encoder_identity"]
 
@@ -80,10 +81,7 @@ class IndexManifest:
         path = folder / MANIFEST_FILE
         if not path.is_file():
             raise FileNotFoundError(f"{path}: not a served index (no {MANIFEST_FILE}; build one with scripts/index.py)")
-        try:
-            values = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}: not valid JSON: {err}") from None
+        values = read_json(path)
         if not isinstance(values, dict) or values.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"{path}: expected a served-index manifest with format_version {FORMAT_VERSION}")
         known = set(cls.__dataclass_fields__)
