@@ -25,7 +25,13 @@ of our timed steps are counted once (forward + backward, FlopCounterMode, at the
 precision: the count does not depend on it) to give the achieved rate against the CPU's peak.
 Needs ``datasets`` and ``accelerate``.
 
+``--before KEY=VALUE`` (repeatable) adds our sides once more with those ``train`` settings (the
+code as it was before a speed-up that a setting switches off), so a change is measured before and
+after in the same run beside the peer. ``--output`` writes every side's rates, the ratios, the CPU
+and the code state as JSON.
+
     python benchmarks/bench_train_text.py [--steps 15] [--warmup 2] [--rounds 4] [--batch-size 16] [--max-length 64]
+    python benchmarks/bench_train_text.py --before fast_dropout=false --output results/speed/train_text.json
 """
 
 from __future__ import annotations
@@ -46,13 +52,16 @@ from harness import (
     OUR_DTYPES,
     ROOT,
     count_flops,
+    cpu_name,
     default_model,
     default_precision,
     print_comparison,
     print_flop_rate,
     print_header,
+    ratio,
     rounds,
     select_sides,
+    spread,
 )
 
 from clipmag.config.build import build_config
@@ -94,8 +103,11 @@ class MarkedTextTask(TextRetrievalTask):
             yield batch
 
 
-def our_config(args: argparse.Namespace, shards: Path, steps: int, output_dir: Path, precision: str) -> TextConfig:
-    """Our run: cosine head, InfoNCE q2d scale 20, AdamW, clip 1.0; nothing but training."""
+def our_config(
+    args: argparse.Namespace, shards: Path, steps: int, output_dir: Path, precision: str, before: bool = False
+) -> TextConfig:
+    """Our run: cosine head, InfoNCE q2d scale 20, AdamW, clip 1.0; nothing but training (``before``:
+    with the ``--before`` train settings)."""
     length = args.max_length
     model = {"name_or_path": args.model, "query_max_length": length, "document_max_length": length}
     data = {"train": str(shards), "batch_size": args.batch_size, "num_workers": 0, "validation": [], "test": []}
@@ -109,14 +121,14 @@ def our_config(args: argparse.Namespace, shards: Path, steps: int, output_dir: P
             "head": {"name": "cosine"},
             "loss": {"direction": "q2d", "scale": 20.0, "learnable_scale": False},
             "optim": {"lr": args.lr, "weight_decay": 0.01, "schedule": "cosine", "warmup_steps": 0},
-            "train": {**train, **quiet, "log_every": 10, "export_final": False},
+            "train": {**train, **quiet, "log_every": 10, "export_final": False, **(args.before if before else {})},
         },
     )
 
 
-def run_ours(args: argparse.Namespace, shards: Path, work: Path, precision: str) -> RoundResult:
+def run_ours(args: argparse.Namespace, shards: Path, work: Path, precision: str, before: bool = False) -> RoundResult:
     with tempfile.TemporaryDirectory(dir=work, prefix="ours_") as out:
-        cfg = our_config(args, shards, args.warmup + args.steps + 1, Path(out), precision)
+        cfg = our_config(args, shards, args.warmup + args.steps + 1, Path(out), precision, before)
         task = MarkedTextTask(cfg, init_distributed("cpu"))
         Trainer(task, cfg.train, cfg.optim, cfg, init_distributed("cpu")).fit()
     return window(task.marks, args.warmup, args.steps, args.batch_size)
@@ -231,17 +243,61 @@ def timed_flops(args: argparse.Namespace, shards: Path, batches: list[dict[str, 
 
 
 def sides(args: argparse.Namespace, shards: Path, dataset: Any, work: Path) -> dict[str, Callable[[], RoundResult]]:
-    """Both trainers at fp32, and at bf16 where this CPU computes bf16 natively."""
-    return select_sides(
-        {
-            "clipmag fp32": lambda: run_ours(args, shards, work, "fp32"),
-            "ST fp32 (its default)": lambda: run_theirs(args, dataset, work, bf16=False),
-        },
-        {
-            "clipmag bf16": lambda: run_ours(args, shards, work, "bf16"),
-            "ST bf16=True": lambda: run_theirs(args, dataset, work, bf16=True),
-        },
-    )
+    """Both trainers at fp32, and at bf16 where this CPU computes bf16 natively; ours also with the
+    ``--before`` settings when given."""
+    always = {
+        "clipmag fp32": lambda: run_ours(args, shards, work, "fp32"),
+        "ST fp32 (its default)": lambda: run_theirs(args, dataset, work, bf16=False),
+    }
+    bf16 = {
+        "clipmag bf16": lambda: run_ours(args, shards, work, "bf16"),
+        "ST bf16=True": lambda: run_theirs(args, dataset, work, bf16=True),
+    }
+    if args.before:
+        always["clipmag fp32 before"] = lambda: run_ours(args, shards, work, "fp32", before=True)
+        bf16["clipmag bf16 before"] = lambda: run_ours(args, shards, work, "bf16", before=True)
+    return select_sides(always, bf16)
+
+
+def before_setting(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` of ``--before`` as a train setting (the value read as YAML: ``false``, ``2``)."""
+    import yaml
+
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"--before {text!r}: expected KEY=VALUE, e.g. fast_dropout=false")
+    return key.removeprefix("train."), yaml.safe_load(value)
+
+
+def write_json(
+    path: Path, args: argparse.Namespace, sps: dict[str, list[float]], flop_rates: dict[str, dict[str, float]]
+) -> None:
+    """Every side's per-round rates and the ratios of interest, with the CPU and the code state."""
+    import json
+
+    from clipmag.results.provenance import code_state
+
+    pairs = {
+        "fp32 clipmag/ST": ("clipmag fp32", "ST fp32 (its default)"),
+        "bf16 clipmag/ST": ("clipmag bf16", "ST bf16=True"),
+        "fp32 after/before": ("clipmag fp32", "clipmag fp32 before"),
+        "bf16 after/before": ("clipmag bf16", "clipmag bf16 before"),
+        "bf16 before/ST": ("clipmag bf16 before", "ST bf16=True"),
+        "fp32 before/ST": ("clipmag fp32 before", "ST fp32 (its default)"),
+    }
+    record = {
+        "benchmark": "bench_train_text",
+        "cpu": cpu_name(),
+        "threads": args.threads,
+        "settings": {k: v for k, v in vars(args).items() if k not in ("model", "data_root", "output")},
+        "code": code_state(),
+        "samples_per_s": sps,
+        "flop_rates": flop_rates,
+        "ratios": {k: ratio(sps[a], sps[b]) for k, (a, b) in pairs.items() if a in sps and b in sps},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"  written to {path}")
 
 
 def main() -> None:
@@ -255,7 +311,10 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--model", default=None, help="model folder (default: the packaged all-MiniLM-L6-v2)")
     p.add_argument("--data-root", default=str(ROOT / "runs" / "data" / "text-embedded"))
+    p.add_argument("--before", type=before_setting, action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--output", type=Path, default=None, help="JSON file for the figures")
     args = p.parse_args()
+    args.before = dict(args.before)
     args.model = args.model or default_model()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("clipmag").setLevel(logging.WARNING)
@@ -290,9 +349,20 @@ def main() -> None:
         flops = timed_flops(args, shards, batches, work)
     sps = {name: [r.samples_per_s for r in rs] for name, rs in results.items()}
     print_comparison(sps, "samples/s", "ST fp32 (its default)", "ST bf16=True")
-    for name in [n for n in OUR_DTYPES if n in results]:
+    flop_rates = {}
+    for name in [n for n in results if n.removesuffix(" before") in OUR_DTYPES]:
         seconds = [r.seconds / args.steps for r in results[name]]
-        print_flop_rate(f"{name} step", flops / args.steps, seconds, OUR_DTYPES[name])
+        flop_rates[name] = print_flop_rate(
+            f"{name} step", flops / args.steps, seconds, OUR_DTYPES[name.split(" before")[0]]
+        )
+    if args.before:
+        print("\n  after / before (" + ", ".join(f"{k}={v}" for k, v in args.before.items()) + ")")
+        for p32 in ("fp32", "bf16"):
+            a, b = f"clipmag {p32}", f"clipmag {p32} before"
+            if a in sps and b in sps:
+                print(f"    {a} / {b:<36}{spread(ratio(sps[a], sps[b]))}")
+    if args.output:
+        write_json(args.output, args, sps, flop_rates)
 
 
 if __name__ == "__main__":

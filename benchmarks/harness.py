@@ -212,8 +212,9 @@ def gemm_gflops(dtype: torch.dtype, size: int = 2048, repeats: int = 3) -> float
     return 2 * size**3 / best / 1e9
 
 
-def print_flop_rate(label: str, flops: float, seconds: Sequence[float], dtype: torch.dtype) -> None:
-    """Achieved GFLOP/s (median over rounds) against the theoretical peak and a GEMM measured now."""
+def print_flop_rate(label: str, flops: float, seconds: Sequence[float], dtype: torch.dtype) -> dict[str, float]:
+    """Achieved GFLOP/s (median over rounds) against the theoretical peak and a GEMM measured now;
+    returns the three rates."""
     achieved = [flops / s / 1e9 for s in seconds]
     peak, how = peak_gflops(dtype)
     gemm = gemm_gflops(dtype)
@@ -224,3 +225,4 @@ def print_flop_rate(label: str, flops: float, seconds: Sequence[float], dtype: t
         f"{name} peak {peak:.0f} GFLOP/s ({how}); a {name} 2048^2 GEMM reaches {gemm:.0f} GFLOP/s now "
         f"({median / gemm:.0%})"
     )
+    return {"achieved_gflops": median, "peak_gflops": peak, "gemm_gflops": gemm, "of_gemm": median / gemm}

@@ -41,6 +41,7 @@ from harness import ROOT, cpu_name, default_model
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from clipmag.config.build import build_config
+from clipmag.results.provenance import code_state
 from clipmag.runtime.distributed import init_distributed
 from clipmag.train.engine import Trainer
 
@@ -249,7 +250,7 @@ def main() -> None:
     p.add_argument("--clip-model", default="clipmag-tiny")
     p.add_argument("--clip-batch", type=int, default=128)
     p.add_argument("--quick", action="store_true", help="one small text configuration only")
-    p.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "profile_step.json"))
+    p.add_argument("--output", default=str(ROOT / "results" / "speed" / "profile_step.json"))
     args = p.parse_args()
     import transformers
 
@@ -263,7 +264,8 @@ def main() -> None:
             rows.append({"config": label, **timed, **profiled})
             print_row(rows[-1])
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps({"cpu": cpu_name(), "torch": torch.__version__, "rows": rows}, indent=1))
+    record = {"cpu": cpu_name(), "threads": torch.get_num_threads(), "torch": torch.__version__, "code": code_state()}
+    Path(args.output).write_text(json.dumps({**record, "rows": rows}, indent=1) + "\n")
     print(f"# written to {args.output}")
 
 
