@@ -5,7 +5,8 @@ Under ``--head cosine`` the numbers are plain CLIP-benchmark's (its command line
 its own scoring, on the same export); under ``--head model`` retrieval is ``clipmag.clip.evaluate``'s
 on the same split, and classification is the argmax of the head over class embeddings (mean prompt
 direction times mean prompt norm) in the model's trained roles, where qnorm with the image as the
-query re-weights classes by their text norms and dnorm does not.
+query re-weights classes by their text norms and dnorm does not. A one-side head ranks the side it
+normalises as cosine does, so one retrieval direction is cosine's under ``--head model`` too.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from conftest import REPO, run_python
 
 from clipmag.clip import benchmark
 from clipmag.clip.data import read_eval_set
-from clipmag.clip.evaluate import retrieval_metrics
-from clipmag.clip.model import load_clipmag
+from clipmag.clip.evaluate import recall_hits, retrieval_metrics
+from clipmag.clip.model import ClipMagModel, ClipModelConfig, build_open_clip, load_clipmag
 from clipmag.config.checks import ConfigError
 from clipmag.scoring.head_record import HeadRecord
+from clipmag.scoring.heads import build_head
+from clipmag.scoring.losses import InfoNCE
 
 TRAIN = [
     "model.name=clipmag-micro",
@@ -127,6 +130,50 @@ def test_head_model_retrieval_is_clipmag_evaluate_on_the_same_split(digits, expo
     for k in (1, 5, 10):
         assert abs(scored[f"text_retrieval_recall@{k}"] - expected[f"i2t_r{k}_head"]) <= 1e-6
         assert abs(scored[f"image_retrieval_recall@{k}"] - expected[f"t2i_r{k}_head"]) <= 1e-6
+    # the equality tells the head from cosine only where their numbers differ: in the direction that reads
+    # norms (I->T with the image as the query); the other ranks as cosine does, for any weights (below)
+    reads_norms, as_cosine = ("i2t", "t2i") if export_name == "qnorm-image" else ("t2i", "i2t")
+    assert any(expected[f"{reads_norms}_r{k}_head"] != expected[f"{reads_norms}_r{k}_cosine"] for k in (1, 5, 10))
+    assert all(expected[f"{as_cosine}_r{k}_head"] == expected[f"{as_cosine}_r{k}_cosine"] for k in (1, 5, 10))
+
+
+def random_features(
+    seed: int, split: Path, head: str, query_side: str
+) -> tuple[ClipMagModel, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """An untrained ``clipmag-micro`` under ``head`` in ``query_side``, its raw image and text features of
+    ``split`` and the image of each text."""
+    torch.manual_seed(seed)
+    clip, _, preprocess, tokenizer = build_open_clip(ClipModelConfig(name="clipmag-micro"))
+    model = ClipMagModel(clip, build_head(head), InfoNCE(scale=20.0), query_side, "clipmag-micro").eval()
+    data = read_eval_set(str(split), preprocess, tokenizer, "test split")
+    with torch.no_grad():
+        return model, model.encode_image(data.images), model.encode_text(data.tokens), data.image_of_text
+
+
+@pytest.mark.parametrize(
+    ("head", "query_side"), [("qnorm", "image"), ("qnorm", "text"), ("dnorm", "image"), ("dnorm", "text")]
+)
+def test_a_one_side_head_ranks_the_side_it_normalises_as_cosine_does(digits, head, query_side):
+    """A one-side head scores cos(i, t) times the norm of one side only (qnorm: the document's, dnorm:
+    the query's). Ranking the side it normalises for one item of the other multiplies every candidate by
+    that item's norm, so that direction's ranking is cosine's for any weights: with qnorm and the image
+    as the query, CLIP-benchmark's image retrieval (T->I) is the same under --head model and cosine.
+    The other direction reads norms, but an untrained model's images point almost one way, so there
+    every image ranks the same long texts first, and two random models can print the same R@5 on a
+    small split while hitting different queries: a tie of aggregates, not one model scored twice."""
+    normalised_dim = 0 if (head == "qnorm") == (query_side == "image") else 1  # 0 ranks images, 1 texts
+    hits, orders = [], []
+    for seed in (0, 1):
+        model, images, texts, owner = random_features(seed, digits / "test", head, query_side)
+        own, cosine = model.similarity(images, texts), model.similarity(images, texts, build_head("cosine"))
+        ranked = {dim: (own.argsort(dim, descending=True), cosine.argsort(dim, descending=True)) for dim in (0, 1)}
+        assert torch.equal(*ranked[normalised_dim])
+        assert not torch.equal(*ranked[1 - normalised_dim])
+        assert F.cosine_similarity(images[:, None], images[None], dim=-1).mean() > 0.9  # images point one way
+        hits.append(recall_hits(own, owner, (1, 5, 10)))
+        orders.append(ranked[1 - normalised_dim][0])
+    assert not torch.equal(*orders)
+    assert any(not torch.equal(hits[0][name], hits[1][name]) for name in hits[0])
 
 
 def written_out_predictions(export: Path, digits: Path) -> tuple[dict[str, torch.Tensor], torch.Tensor]:

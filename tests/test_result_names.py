@@ -136,7 +136,10 @@ def test_clip_benchmark_writes_one_file_per_same_named_checkpoint(tmp_path):
     shards = write_digit_shards(tmp_path / "digits", 20, 10, 20, per_class=2, shard_size=20)
     args = ["eval", "--model_type", "clipmag", "--model", "micro", "--pretrained", *map(str, exports)]
     args += ["--dataset", "wds/digits_retrieval", "--dataset_root", f"{shards}/wds/{{dataset}}"]
-    args += ["--task", "zeroshot_retrieval", "--num_workers", "0", "--no_amp", "--batch_size", "32", "--head", "cosine"]
+    args += ["--task", "zeroshot_retrieval", "--num_workers", "0", "--no_amp", "--batch_size", "32"]
+    # scored with the model's head (the default); several k, since two untrained models can tie at one
+    # (tests/test_clip_benchmark_heads.py: test_a_one_side_head_ranks_the_side_it_normalises_as_cosine_does)
+    args += ["--recall_k", "1", "5", "10"]
     one_file = _clip_benchmark(*args, "--output", str(tmp_path / "result.json"))
     assert one_file.returncode == 2 and "Traceback" not in one_file.stderr
     assert f"--pretrained {exports[0]} and {exports[1]} would overwrite each other" in one_file.stderr
@@ -146,6 +149,7 @@ def test_clip_benchmark_writes_one_file_per_same_named_checkpoint(tmp_path):
     results = {p.name: json.loads(p.read_text()) for p in tmp_path.glob("*.json")}
     assert set(results) == {f"digits_retrieval_{s}_qnorm-seed0_zeroshot_retrieval.json" for s in "xy"}
     assert {r["pretrained"] for r in results.values()} == {str(e) for e in exports}
+    assert {r["metrics"]["head"] for r in results.values()} == {"qnorm (query side image)"}
     assert len({json.dumps(r["metrics"], sort_keys=True) for r in results.values()}) == 2
 
 
