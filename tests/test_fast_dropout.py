@@ -144,8 +144,11 @@ def _step(model: nn.Module, seed: int = 0) -> tuple[float, dict[str, torch.Tenso
     return loss.item(), {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
 
 
-def test_without_dropout_the_fast_path_is_exact_on_minilm():
-    fast, plain = _minilm_model("model.dropout=0"), _minilm_model("model.dropout=0", "train.fast_dropout=false")
+@pytest.mark.parametrize("p", ["0", "1e-9"])
+def test_without_dropout_the_fast_path_is_exact_on_minilm(p):
+    """At p=0 the attention function calls transformers' sdpa; at p=1e-9 it computes attention
+    itself (p > 0) but keeps every element (one in 10^9 drops): both give torch's no-dropout step."""
+    fast, plain = _minilm_model(f"model.dropout={p}"), _minilm_model("model.dropout=0", "train.fast_dropout=false")
     assert fast.encoder.model.config._attn_implementation == ATTENTION_NAME
     assert plain.encoder.model.config._attn_implementation == "sdpa"
     (loss, grads), (plain_loss, plain_grads) = _step(fast), _step(plain)
