@@ -19,7 +19,9 @@ PoolingName = Literal[POOLINGS]  # type: ignore[valid-type]
 TEXT_INFONCE_SCALE = 20.0  # the paper's InfoNCE scale for every head (tau 0.05)
 
 # The trainers' shared flags (clipmag.train.trainer_flags) and this trainer's own.
-TEXT_SHORTHANDS = trainer_flags(model="model.name_or_path", objective="data.objective")
+TEXT_SHORTHANDS = trainer_flags(
+    model="model.name_or_path", objective="data.objective", no_fast_dropout="train.fast_dropout=false"
+)
 
 
 @dataclass

@@ -58,6 +58,9 @@ class TrainLoopConfig:
     max_loss: PositiveFloat = 1e4
     max_norm: PositiveFloat = 1e4
     gradient_checkpointing: bool = False
+    # Dropout on the CPU from raw random bits (clipmag/train/fast_dropout.py): torch's semantics,
+    # other masks than torch's; false keeps torch's dropout. The text trainer uses it.
+    fast_dropout: bool = True
     # Write <output_dir>/export: the final model with its head, in the front end's format.
     export_final: bool = True
 

@@ -19,7 +19,7 @@ import torch
 from clipmag.scoring.heads import build_head
 
 STEP_SECTIONS = ("loss", "optim")  # every key of these changes what a step computes
-STEP_LOOP_KEYS = ("seed", "grad_accum", "steps")
+STEP_LOOP_KEYS = ("seed", "grad_accum", "steps", "fast_dropout")  # fast_dropout: which masks dropout draws
 STEP_MODEL_KEYS = ("dropout",)  # both front ends' model.dropout: whether a step draws dropout masks
 ROWS_KEY = "data.batch_size x ranks"  # the rows (and in-batch negatives) of one micro-batch
 
