@@ -94,8 +94,8 @@ def test_evaluation_mining_and_rag_refuse_a_folder_in_use_before_touching_it(tmp
     (staging / "shard-000000.tar").write_bytes(b"the other miner's partial shard")
     commands = {
         tmp_path / "eval": lambda out: eval_main(["--model", "m", "--data", str(tmp_path / "data"), "--output", out]),
-        tmp_path / "rag": lambda out: rag_main(["--data", "embedded", "--reader", "none", "--output", out]),
-        staging: lambda _: mine_main(["--model", "m", "--data", "embedded", "--output", str(tmp_path / "mined")]),
+        tmp_path / "rag": lambda out: rag_main(["--data", "bundled", "--reader", "none", "--output", out]),
+        staging: lambda _: mine_main(["--model", "m", "--data", "bundled", "--output", str(tmp_path / "mined")]),
     }
     for folder, command in commands.items():
         proc = _holder(folder)
