@@ -11,10 +11,10 @@ import pytest
 
 from clipmag.clip.config import ClipConfig
 from clipmag.config.build import build_config, to_dict
-from clipmag.experiments import sweep
-from clipmag.experiments.grid import Cell
-from clipmag.experiments.protocol import read_protocol, record_start
-from clipmag.experiments.same_run import run_identity
+from clipmag.experiments.cells.same_run import run_identity
+from clipmag.experiments.design.grid import Cell
+from clipmag.experiments.design.protocol import read_protocol, record_start
+from clipmag.experiments.sweep import run as sweep
 from text_retrieval.config import TextConfig
 from text_retrieval.predict.cli import PredictConfig
 from text_retrieval.rag.config import RagConfig

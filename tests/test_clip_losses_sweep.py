@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from clipmag.clip.cli import parse_args
-from clipmag.experiments import sweep
+from clipmag.experiments.sweep import run as sweep
 from clipmag.registry.config_packages import config_path
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from clipmag.config.checks import ConfigError
-from clipmag.experiments import sweep
 from clipmag.experiments.cli import sweep_main
+from clipmag.experiments.sweep import run as sweep
 
 
 def _sweep_file(tmp_path, heads: str, evaluations: str = "") -> str:

@@ -17,12 +17,12 @@ from pathlib import Path
 from clipmag.config.checks import ConfigError, Fraction
 from clipmag.config.command_line import field_flags, parse_cli, parse_cli_and_file
 from clipmag.config.entry import run_entry_point
-from clipmag.experiments.plan import plan_sweep
 from clipmag.experiments.report import build_report
 from clipmag.experiments.report.build import PREDICTIONS_FILE
 from clipmag.experiments.report.docs_sync import docs_main
-from clipmag.experiments.status import sweep_status
-from clipmag.experiments.sweep import SweepConfig, run_sweep
+from clipmag.experiments.sweep.plan import plan_sweep
+from clipmag.experiments.sweep.run import SweepConfig, run_sweep
+from clipmag.experiments.sweep.status import sweep_status
 from clipmag.registry.config_packages import config_path
 from clipmag.registry.evaluations import get_evaluation
 from clipmag.results.record import RESULTS_FILE

@@ -4,7 +4,7 @@ Before a sweep prepares or runs anything it appends an entry: the resolved sweep
 sha256, the code state (commit, dirty, diff hash), the command line, the time, and how its systems
 will be compared on test (``comparison``: each head at its one setting, fixed or chosen on dev, the
 chosen systems compared with cosine by the query-level randomisation test, Holm over the heads;
-:mod:`clipmag.experiments.comparison`). A resumed sweep appends another entry and never rewrites
+:mod:`clipmag.experiments.design.comparison`). A resumed sweep appends another entry and never rewrites
 the earlier ones, so the file shows that the protocol came before the results and whether code or
 protocol changed between starts - which the log says in one line each time they differ from the
 first entry.
@@ -19,8 +19,8 @@ from typing import Any
 
 from clipmag.config.build import to_dict
 from clipmag.config.spellings import current_spelling
-from clipmag.experiments.comparison import comparison_statement
-from clipmag.experiments.grid import SweepConfig
+from clipmag.experiments.design.comparison import comparison_statement
+from clipmag.experiments.design.grid import SweepConfig
 from clipmag.results.provenance import config_sha256, provenance
 from clipmag.runtime.logs import logger
 from clipmag.storage.files import write_text_atomic
