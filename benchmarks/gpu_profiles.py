@@ -14,7 +14,7 @@ SCRIPTS = {"text": "scripts/train_text.py", "clip": "scripts/train_clip.py"}
 @dataclass(frozen=True)
 class Size:
     """One kind of run: steps, the logging window, the batches per rank of both trainers, and how
-    many embedded digits the CLIP trainer draws them from."""
+    many bundled digits the CLIP trainer draws them from."""
 
     steps: int
     log_every: int

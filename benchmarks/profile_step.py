@@ -159,12 +159,12 @@ def run_steps(make_task: Callable[[], tuple[Any, Any]], warmup: int, active: int
 
 
 def text_task(model: str, batch: int, lengths: tuple[int, int], precision: str, out: Path, steps: int) -> Callable:
-    """A factory of the text trainer's task on the embedded training shards (cosine head, q2d InfoNCE)."""
+    """A factory of the text trainer's task on the bundled training shards (cosine head, q2d InfoNCE)."""
     from text_retrieval.config import TextConfig, resolve_text_config
-    from text_retrieval.data.embedded.build import build_embedded
+    from text_retrieval.data.bundled.build import build_bundled
     from text_retrieval.task import TextRetrievalTask
 
-    shards = build_embedded(ROOT / "runs" / "data" / "text-embedded", n_test=150, corpus_size=400)["train_shards"]
+    shards = build_bundled(ROOT / "runs" / "data" / "text-bundled", n_test=150, corpus_size=400)["train_shards"]
 
     def make() -> tuple[Any, Any]:
         cfg = resolve_text_config(
@@ -184,7 +184,7 @@ def text_task(model: str, batch: int, lengths: tuple[int, int], precision: str, 
 
 
 def clip_task(model: str, batch: int, precision: str, out: Path, steps: int) -> Callable:
-    """A factory of the CLIP trainer's task on the embedded digits set."""
+    """A factory of the CLIP trainer's task on the bundled digits set."""
     from clipmag.clip.config import ClipConfig, resolve
     from clipmag.clip.task import ClipTask
 

@@ -1,4 +1,4 @@
-"""The main job on the embedded defaults (``make demo``; also ``clipmag-demo``): head sweeps, the
+"""The main job on the bundled defaults (``make demo``; also ``clipmag-demo``): head sweeps, the
 qnorm/dnorm predictor, then report.md. Rerunning resumes.
 
     python scripts/demo.py

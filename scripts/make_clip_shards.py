@@ -1,4 +1,4 @@
-"""Images with their captions (a captions file, a COCO / Flickr30k Karpathy split, or the embedded
+"""Images with their captions (a captions file, a COCO / Flickr30k Karpathy split, or the bundled
 digits set) -> train / val / test shards split by image + CLIP-benchmark sets (also
 ``clipmag-make-clip-shards``; ``--help`` for the options).
 

@@ -1,6 +1,6 @@
 """Predict whether qnorm or dnorm suits a pretrained encoder, before fine-tuning.
 
-    python scripts/predict_norm.py --model all-MiniLM-L6-v2 --data embedded --output runs/predict.json
+    python scripts/predict_norm.py --model all-MiniLM-L6-v2 --data bundled --output runs/predict.json
 
 Two predictors: the paper's query-norm CV ratio (measured after a short probe) and our
 log-magnitude Fisher condition number; ``text_retrieval/predict/predictors.py`` defines both and

@@ -1,7 +1,7 @@
 """Train a dense retriever with a similarity head (also ``clipmag-train-text``); ``--help`` lists every key.
 
 torchrun --nproc_per_node=N scripts/train_text.py --config configs/text/default.yaml --norm qnorm
-python scripts/train_text.py            # the embedded default: MiniLM on stdlib code search
+python scripts/train_text.py            # the bundled default: MiniLM on stdlib code search
 """
 
 from text_retrieval.cli import entry

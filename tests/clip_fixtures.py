@@ -1,4 +1,4 @@
-"""Helpers shared by the image-text tests: small embedded-digits shard sets."""
+"""Helpers shared by the image-text tests: small bundled-digits shard sets."""
 
 from __future__ import annotations
 

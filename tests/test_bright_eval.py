@@ -13,7 +13,7 @@ from text_fixtures import minilm_encoder, minilm_path
 
 import text_retrieval.evaluation.cli as eval_cli
 from clipmag.experiments.report import build_report
-from clipmag.experiments.sweep import CELL_FILE
+from clipmag.experiments.sweep.run import CELL_FILE
 from clipmag.results.record import build_results, write_results
 from clipmag.scoring.head_record import HeadRecord
 from text_retrieval.data.loaders import BrightDataset, load_bright, load_eval_datasets

@@ -36,7 +36,7 @@ COMMON = [
     "train.progress=false",
     "train.device=cpu",
 ]
-EMBEDDED = ["data.embedded.train=64", "data.embedded.val=8", "data.embedded.test=8", "data.embedded.per_class=1"]
+BUNDLED = ["data.embedded.train=64", "data.embedded.val=8", "data.embedded.test=8", "data.embedded.per_class=1"]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def checkpoint(run: Path) -> dict:
 @pytest.mark.parametrize("head", HEAD_NAMES)
 def test_a_siglip_lit_run_trains_resumes_and_exports_under_every_head(tmp_path, source, head):
     run = tmp_path / "run"
-    args = [*COMMON, *EMBEDDED, "--siglip", "--lock-image", f"model.image_init={source}", "--norm", head]
+    args = [*COMMON, *BUNDLED, "--siglip", "--lock-image", f"model.image_init={source}", "--norm", head]
     args += ["train.chunk_size=4", "train.precision=bf16", "--output", str(run)]
     main([*args, "train.steps=2"])
     main([*args, "train.steps=4", "--resume", "latest"])

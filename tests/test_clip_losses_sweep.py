@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from clipmag.clip.cli import parse_args
-from clipmag.experiments import sweep
+from clipmag.experiments.sweep import run as sweep
 from clipmag.registry.config_packages import config_path
 
 
@@ -28,7 +28,7 @@ def test_the_clip_losses_sweep_expands_as_documented():
         run = parse_args(cell.argv)
         groups.setdefault(cell.group, set()).add(run.head.name)
         assert run.model.query_side == "image" and run.train.precision == "fp32" and run.train.threads == 2
-        assert (run.model.name, run.train.steps, run.data.source) == ("clipmag-tiny", 400, "embedded")
+        assert (run.model.name, run.train.steps, run.data.source) == ("clipmag-tiny", 400, "bundled")
         expected = {
             "infonce-sym": ("sym", "infonce", False),
             "infonce-i2t": ("i2t", "infonce", False),

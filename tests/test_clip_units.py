@@ -1,4 +1,4 @@
-"""Unit tests of the image-text front end: embedded set, batching, model state, metrics, config."""
+"""Unit tests of the image-text front end: bundled set, batching, model state, metrics, config."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import open_clip
 import pytest
 import torch
 
-from clipmag.clip import embedded
+from clipmag.clip import bundled
 from clipmag.clip.architecture import ClipModelConfig
 from clipmag.clip.cli import parse_args
 from clipmag.clip.data import ShardError, validate_shards
@@ -28,12 +28,12 @@ def micro():
     return clip, preprocess, tokenizer
 
 
-def test_embedded_has_several_captions_per_image_and_disjoint_splits(micro):
-    a = embedded.build_embedded(n_train=200, n_val=30, n_test=50, n_per_class=3, seed=1)
-    b = embedded.build_embedded(n_train=200, n_val=30, n_test=50, n_per_class=3, seed=1)
+def test_bundled_has_several_captions_per_image_and_disjoint_splits(micro):
+    a = bundled.build_bundled(n_train=200, n_val=30, n_test=50, n_per_class=3, seed=1)
+    b = bundled.build_bundled(n_train=200, n_val=30, n_test=50, n_per_class=3, seed=1)
     assert np.array_equal(a.train.images, b.train.images) and a.test.captions == b.test.captions
     assert a.train.images.shape == (200, 16, 16) and a.train.images.dtype == np.uint8
-    n_templates = len(embedded.CAPTION_TEMPLATES)
+    n_templates = len(bundled.CAPTION_TEMPLATES)
     assert n_templates >= 5 and all(len(c) == n_templates for c in a.test.captions)
     d = a.test.digits[0].tolist()
     assert a.test.captions[0][0] == f"top left {d[0]}, top right {d[1]}, bottom left {d[2]}, bottom right {d[3]}"
@@ -43,7 +43,7 @@ def test_embedded_has_several_captions_per_image_and_disjoint_splits(micro):
     tuples = {tuple(r) for r in a.val.digits.tolist()}
     assert not tuples & {tuple(r) for r in a.test.digits.tolist()} and len(tuples) == 30
     assert (a.classification.labels[:, None] == a.classification.digits).all()
-    c = embedded.build_embedded(n_train=500, n_val=80, n_test=50, n_per_class=3, seed=1)
+    c = bundled.build_bundled(n_train=500, n_val=80, n_test=50, n_per_class=3, seed=1)
     assert c.test.captions == a.test.captions and np.array_equal(c.test.images, a.test.images)
     assert a.test.pil(0).mode == "RGB"
     tokenizer = micro[2]
@@ -174,7 +174,7 @@ def test_objective_sets_direction_and_query_side():
     cfg = parse_args(["--objective", "sym", "--query-side", "text"])
     assert (cfg.loss.direction, cfg.model.query_side) == ("both", "text")
     cfg = parse_args(["--objective", "i2t"])
-    assert cfg.model.query_side == "image" and cfg.data.source == "embedded"
+    assert cfg.model.query_side == "image" and cfg.data.source == "bundled"
     assert parse_args(["--objective", "sym"]).model.query_side == "image"
     cfg = parse_args(["--train-shards", "x/{0..1}.tar", "--val-shards", "x/val", "--test-shards", "x/test"])
     assert cfg.data.source == "shards" and (cfg.data.val_shards, cfg.data.test_shards) == ("x/val", "x/test")
@@ -190,7 +190,7 @@ def test_objective_sets_direction_and_query_side():
         (["--model", "missing/model.json"], "JSON model config not found"),
         (["data.source=shards"], "needs data.train_shards"),
         (["--train-shards", "t", "--val-shards", "v", "--test-shards", "v"], "validation would pick the checkpoint"),
-        (["--test-shards", "data/test"], "data.test_shards is set but data.source=embedded"),
+        (["--test-shards", "data/test"], "data.test_shards is set but data.source=bundled"),
         (["data.embedded.val=5000", "data.embedded.test=5001"], "at most 10000 distinct"),
         (["--batch-size", "1"], "batch_size must be >= 2"),
         (["--bogus", "1"], "unknown flag --bogus"),

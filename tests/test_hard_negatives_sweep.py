@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 
-from clipmag.experiments import sweep
+from clipmag.experiments.sweep import run as sweep
 from clipmag.registry.config_packages import config_path
 from text_retrieval.cli import parse_args as parse_train_args
 from text_retrieval.retrieval.mine_cli import parse_args

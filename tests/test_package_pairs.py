@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from text_retrieval.data.embedded.package_pairs import build_package_pairs
+from text_retrieval.data.bundled.package_pairs import build_package_pairs
 from text_retrieval.data.training.shards import TextShardStream
 
 HELD_OUT = '''

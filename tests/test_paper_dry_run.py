@@ -14,13 +14,13 @@ from conftest import REPO, script_env
 
 from clipmag.clip import shards_cli
 from clipmag.config.build import load_yaml
+from clipmag.experiments.design.grid import expand
+from clipmag.experiments.design.prepare import SweepStep, run_prepare
 from clipmag.experiments.dry_run.plan import PARTS, RAG_CONFIGS, SHORT_ARGS, coverage, coverage_table, plan
 from clipmag.experiments.dry_run.standin_coco import KARPATHY_COUNTS, write_karpathy_coco
 from clipmag.experiments.dry_run.standin_test_sets import write_beir, write_bright_hub, write_dpr
 from clipmag.experiments.dry_run.standin_training_sets import write_msmarco_v11, write_nli_archives
-from clipmag.experiments.grid import expand
-from clipmag.experiments.prepare import SweepStep, run_prepare
-from clipmag.experiments.sweep import check_cells
+from clipmag.experiments.sweep.run import check_cells
 from clipmag.runtime.logs import caller_logging_kept, logger, setup_logging
 from text_retrieval.data import download
 from text_retrieval.data.loaders import detect_kind, load_beir, load_eval_datasets, load_sts

@@ -13,8 +13,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from clipmag.experiments.cli import sweep_main
 from clipmag.experiments.dry_run.standin_models import write_tiny_encoder
-from clipmag.experiments.plan import plan_sweep
-from clipmag.experiments.sweep import load_sweep_config
+from clipmag.experiments.sweep.plan import plan_sweep
+from clipmag.experiments.sweep.run import load_sweep_config
 from clipmag.runtime.devices import device_named
 from clipmag.train.cost import BYTES_PER_PARAMETER
 from text_retrieval.cli import cell_cost, parse_args

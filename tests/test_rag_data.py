@@ -1,4 +1,4 @@
-"""Reading RAG corpora and QA files, bad input, and the embedded set's cleaning and selection rules."""
+"""Reading RAG corpora and QA files, bad input, and the bundled set's cleaning and selection rules."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from text_retrieval.data.loaders.reading import DataFormatError
+from text_retrieval.rag.bundled import build_rag_bundled, eligible_title, select_questions
 from text_retrieval.rag.data import Passage, Question, read_corpus, read_qa
-from text_retrieval.rag.embedded import build_rag_embedded, eligible_title, select_questions
 from text_retrieval.rag.wiki import Article, clean_wikitext, split_passages
 
 # A real TriviaQA line (doubled quotes inside quoted fields): plain tab splitting mangles it.
@@ -138,9 +138,9 @@ def _small_dpr_dir(shared_data: Path, folder: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_build_embedded_from_dpr_files_is_deterministic(tmp_path, shared_data):
+def test_build_bundled_from_dpr_files_is_deterministic(tmp_path, shared_data):
     dpr = _small_dpr_dir(shared_data, tmp_path / "dpr")
-    root = build_rag_embedded(tmp_path / "emb", dpr, max_questions=5, max_articles=5)
+    root = build_rag_bundled(tmp_path / "emb", dpr, max_questions=5, max_articles=5)
     manifest = json.loads((root / "manifest.json").read_text())
     assert manifest["num_articles"] == 5 and manifest["counts"]["nq"]["questions"] == 201
     qa = read_qa(root / "answerable.jsonl")
@@ -149,5 +149,5 @@ def test_build_embedded_from_dpr_files_is_deterministic(tmp_path, shared_data):
     titles = {p.title for p in read_corpus(root).passages}
     assert {json.loads(line)["article"] for line in (root / "answerable.jsonl").read_text().splitlines()} <= titles
     before = (root / "passages.tsv").read_bytes(), (root / "answerable.jsonl").read_bytes()
-    assert build_rag_embedded(root, dpr, max_questions=5, max_articles=5) == root  # reused, not rebuilt
+    assert build_rag_bundled(root, dpr, max_questions=5, max_articles=5) == root  # reused, not rebuilt
     assert ((root / "passages.tsv").read_bytes(), (root / "answerable.jsonl").read_bytes()) == before

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from clipmag.experiments.comparison import ComparisonProtocol
-from clipmag.experiments.grid import SweepConfig, SweepGroup
-from clipmag.experiments.protocol import record_start
+from clipmag.experiments.design.comparison import ComparisonProtocol
+from clipmag.experiments.design.grid import SweepConfig, SweepGroup
+from clipmag.experiments.design.protocol import record_start
 from clipmag.experiments.report import build_report
 from clipmag.experiments.report.collect import find_cells
 from clipmag.experiments.report.curves import curve_points, pairs_seen

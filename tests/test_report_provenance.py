@@ -75,7 +75,7 @@ def test_one_dirty_tree_is_refused_too(tmp_path):
 
 
 def _toy_sweep(tmp_path, monkeypatch) -> str:
-    from clipmag.experiments import sweep
+    from clipmag.experiments.sweep import run as sweep
     from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 
     monkeypatch.setitem(FRONT_ENDS, "toy", FrontEnd("toy", "toy_frontend"))

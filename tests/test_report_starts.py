@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from clipmag.experiments.comparison import ComparisonProtocol
-from clipmag.experiments.grid import SweepConfig, SweepGroup
-from clipmag.experiments.protocol import record_start
+from clipmag.experiments.design.comparison import ComparisonProtocol
+from clipmag.experiments.design.grid import SweepConfig, SweepGroup
+from clipmag.experiments.design.protocol import record_start
 from clipmag.experiments.report import build_report
 from clipmag.experiments.report.collect import find_cells
 from clipmag.experiments.report.starts import start_rows

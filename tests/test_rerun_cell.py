@@ -9,8 +9,8 @@ import pytest
 import torch
 from text_fixtures import TINY_SIZES, minilm_path, tiny_train_args, write_code_search_set
 
-from clipmag.experiments import sweep
-from clipmag.experiments.rerun import compare_results, rerun_cell, rerun_main
+from clipmag.experiments.sweep import run as sweep
+from clipmag.experiments.sweep.rerun import compare_results, rerun_cell, rerun_main
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 
 

@@ -25,9 +25,9 @@ from conftest import REPO
 
 from clipmag.config.entry import run_entry_point
 from clipmag.experiments.cli import sweep_main
-from clipmag.experiments.grid import SweepConfig
-from clipmag.experiments.status import sweep_status
-from clipmag.experiments.sweep import load_sweep_config, run_sweep
+from clipmag.experiments.design.grid import SweepConfig
+from clipmag.experiments.sweep.run import load_sweep_config, run_sweep
+from clipmag.experiments.sweep.status import sweep_status
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 from clipmag.runtime.logs import LOGGER_NAME, read_metrics
 

@@ -8,8 +8,8 @@ import json
 import pytest
 import toy_frontend
 
-from clipmag.experiments import sweep
-from clipmag.experiments.grid import VariantChoice
+from clipmag.experiments.design.grid import VariantChoice
+from clipmag.experiments.sweep import run as sweep
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 
 SCALES = [sweep.SweepVariant(name=f"scale{s}", args=[f"loss.scale={s}"]) for s in (1, 5, 20)]

@@ -10,8 +10,8 @@ import pytest
 import torch
 from text_fixtures import TINY_SIZES, minilm_path, tiny_train_args, write_code_search_set
 
-from clipmag.experiments import sweep
-from clipmag.experiments.rerun import numbers
+from clipmag.experiments.sweep import run as sweep
+from clipmag.experiments.sweep.rerun import numbers
 from clipmag.train.resume_check import ResumeMismatch
 
 

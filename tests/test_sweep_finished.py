@@ -8,7 +8,7 @@ import logging
 import pytest
 import toy_frontend
 
-from clipmag.experiments import sweep
+from clipmag.experiments.sweep import run as sweep
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 
 

@@ -10,7 +10,7 @@ import pytest
 import toy_frontend
 import toy_prepare
 
-from clipmag.experiments import sweep
+from clipmag.experiments.sweep import run as sweep
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 
 
@@ -86,8 +86,8 @@ def test_the_positive_regime_sweep_expands_as_documented():
 
 
 def test_archive_copies_the_small_files_of_finished_cells_and_the_report_reads_them(tmp_path, toy_kind):
-    from clipmag.experiments.archive import archive_results
     from clipmag.experiments.report import build_report
+    from clipmag.experiments.sweep.archive import archive_results
 
     cfg = sweep.SweepConfig(
         output_dir=str(tmp_path / "runs"), groups=[sweep.SweepGroup(name="g", kind="toy", heads=["cosine", "dot"])]

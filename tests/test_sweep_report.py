@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import toy_frontend
 
-from clipmag.experiments import sweep
 from clipmag.experiments.report import build_report
 from clipmag.experiments.report.collect import find_cells, tidy_rows
 from clipmag.experiments.report.tables import aggregate
+from clipmag.experiments.sweep import run as sweep
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 
 

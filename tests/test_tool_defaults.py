@@ -69,7 +69,7 @@ def test_a_one_key_yaml_changes_that_key_only(tmp_path, parse, yaml_text, flag):
 
 
 def test_the_text_trainers_packaged_defaults_are_its_defaults(tmp_path):
-    """A file layers over ``configs/text/default.yaml`` (the embedded run), not over the dataclasses."""
+    """A file layers over ``configs/text/default.yaml`` (the bundled run), not over the dataclasses."""
     (tmp_path / "lr.yaml").write_text("optim:\n  lr: 1.0e-4\n")
     cfg = parse_text(["--config", str(tmp_path / "lr.yaml")])
     assert cfg.optim.lr == 1e-4

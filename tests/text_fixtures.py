@@ -103,7 +103,7 @@ def write_code_search_set(root: Path) -> list[dict[str, str]]:
     summaries, since validation on test queries is refused). Returns the pairs."""
     import logging
 
-    from text_retrieval.data.embedded.extract import extract_functions
+    from text_retrieval.data.bundled.extract import extract_functions
     from text_retrieval.data.training.shards import write_text_shards
 
     functions = [f for f in extract_functions(Path(logging.__file__).parent) if f.summary][:48]

@@ -1,7 +1,7 @@
 """Fine-tune a text encoder for dense retrieval (or STS) under a similarity head: cosine, dot, qnorm,
 dnorm or learnable. The run trains with InfoNCE on in-batch (and hard) negatives, validates and
 checkpoints as it goes, exports the model with its head, tests the export and writes
-``results.json`` into the output folder. Without arguments it is the embedded default
+``results.json`` into the output folder. Without arguments it is the bundled default
 (``configs/text/default.yaml``: MiniLM on Python stdlib code search, about a minute on two CPU
 cores); ``--config FILE`` changes the keys the file holds and flags or ``key=value`` the keys they
 name, so a file or flag that sets the head changes the head and nothing else.

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from clipmag.config.checks import ConfigError, Fraction, NonNegativeInt, PositiveFloat, PositiveInt
+from clipmag.config.spellings import BUNDLED_RENAME
 from clipmag.scoring.heads import HeadConfig
 from clipmag.scoring.losses import LossConfig, resolve_loss
 from clipmag.train.loop_config import TrainLoopConfig
@@ -51,11 +52,11 @@ class TextModelConfig:
 
 
 @dataclass
-class EmbeddedDataConfig:
-    """Size of the embedded default set (see text_retrieval/data/embedded/build.py). Every config that
+class BundledDataConfig:
+    """Size of the bundled default set (see text_retrieval/data/bundled/build.py). Every config that
     shares ``root`` must use the same sizes, or the set is rebuilt; evaluation is sized for CPUs."""
 
-    root: str = "runs/data/text-embedded"
+    root: str = "runs/data/text-bundled"
     n_train: PositiveInt = 2500
     n_test: PositiveInt = 150
     n_dev: PositiveInt = 100
@@ -67,9 +68,9 @@ class TextDataConfig:
     """Training data and evaluation sets.
 
     ``train``: a shard folder/pattern (``scripts/make_text_shards.py``) for ``infonce``, an STS file
-    (text_a, text_b, score) for ``sts``; ``embedded`` uses the embedded default. Evaluation
-    entries are dataset paths (BEIR, BRIGHT, STS) or ``embedded:indomain``, ``embedded:outdomain``,
-    ``embedded:sts``. ``validation`` runs during training (best checkpoint), ``test`` after it.
+    (text_a, text_b, score) for ``sts``; ``bundled`` uses the bundled default. Evaluation
+    entries are dataset paths (BEIR, BRIGHT, STS) or ``bundled:indomain``, ``bundled:outdomain``,
+    ``bundled:sts``. ``validation`` runs during training (best checkpoint), ``test`` after it.
     Every rank reads its slice of the same global batch (``batch_size`` x ranks), so the order is
     the seed's and the global batch's whatever the number of processes (docs/cluster.md).
     ``sts_range=[lo, hi]`` declares the gold scale of an STS training file whose format fixes none
@@ -78,19 +79,19 @@ class TextDataConfig:
     """
 
     objective: Literal["infonce", "sts"] = "infonce"
-    train: str = "embedded"
+    train: str = "bundled"
     batch_size: PositiveInt = 32
     hard_negatives: NonNegativeInt = 0
     num_workers: NonNegativeInt = 0
     allow_corrupt_shards: bool = False
     sts_scale: PositiveFloat | None = None
     sts_range: tuple[float, float] | None = None
-    validation: list[str] = field(default_factory=lambda: ["embedded:indomain"])
+    validation: list[str] = field(default_factory=lambda: ["bundled:indomain"])
     validation_split: str = "dev"
-    test: list[str] = field(default_factory=lambda: ["embedded:indomain", "embedded:outdomain"])
+    test: list[str] = field(default_factory=lambda: ["bundled:indomain", "bundled:outdomain"])
     test_split: str = "test"
     eval_batch_size: PositiveInt = 64
-    embedded: EmbeddedDataConfig = field(default_factory=EmbeddedDataConfig)
+    embedded: BundledDataConfig = field(default_factory=BundledDataConfig)
 
     retired_keys: ClassVar[dict[str, str]] = {
         "split_by_rank": "every rank reads its slice of the same global batch, whatever the number of ranks"
@@ -109,6 +110,10 @@ class TextConfig:
     loss: LossConfig = field(default_factory=LossConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainLoopConfig = field(default_factory=lambda: TrainLoopConfig(output_dir="runs/text/default"))
+
+    RENAMED_VALUES: ClassVar[dict[str, dict[str, str]]] = {
+        f"data.{key}": BUNDLED_RENAME for key in ("train", "validation", "test")
+    }
 
 
 def resolve_text_config(cfg: TextConfig) -> TextConfig:

@@ -23,7 +23,7 @@ from clipmag.train.batching import SeededBatches
 from clipmag.train.dropout import check_dropout_off
 from clipmag.train.hf_fast_dropout import use_fast_dropout
 from text_retrieval.config import TextConfig
-from text_retrieval.data.embedded.build import build_embedded
+from text_retrieval.data.bundled.build import build_bundled
 from text_retrieval.data.loaders import STSPairs, load_eval_datasets, load_sts_file
 from text_retrieval.data.loaders.beir import is_beir_folder
 from text_retrieval.data.loaders.overlap import validation_test_overlap
@@ -34,10 +34,10 @@ from text_retrieval.model.biencoder import BiEncoder, default_sts_scale
 from text_retrieval.model.encoder import TextEncoder
 
 TABLE_KEYS = ("NDCG@10", "MRR@10", "Recall@100", "spearman", "spearman_reversed", "asymmetry_gap")
-EMBEDDED_PREFIX = "embedded:"
+BUNDLED_PREFIX = "bundled:"
 PER_QUERY_METRIC = "NDCG@10"
 ASSUMED_STS_SCALE = GoldScale(0.0, 1.0, "assumed for a file of no known scale; set data.sts_range=[lo,hi]")
-EMBEDDED_KEYS = {
+BUNDLED_KEYS = {
     "train": "train_shards",
     "indomain": "indomain",
     "outdomain": "outdomain",
@@ -54,7 +54,7 @@ class TextRetrievalTask:
     def __init__(self, cfg: TextConfig, ctx: dist_utils.DistributedContext) -> None:
         self.cfg, self.ctx = cfg, ctx
         self.primary_metric = "spearman" if cfg.data.objective == "sts" else "NDCG@10"
-        self._embedded: dict[str, Path] | None = None
+        self._bundled: dict[str, Path] | None = None
         self._refuse_validation_on_test_data()
         self.test_sets = self._load_test_sets()  # first: a missing or broken test set is named at once
         self._refuse_test_content_as_validation()
@@ -97,35 +97,35 @@ class TextRetrievalTask:
                 raise FileNotFoundError(f"data.test {spec!r}: {err} (relative to {Path.cwd()})") from None
         return sets if self.ctx.is_main else []
 
-    def embedded_paths(self) -> dict[str, Path]:
-        """Build the embedded default once (rank 0 first, the others wait and reuse it)."""
-        if self._embedded is None:
+    def bundled_paths(self) -> dict[str, Path]:
+        """Build the bundled default once (rank 0 first, the others wait and reuse it)."""
+        if self._bundled is None:
             e = self.cfg.data.embedded
             kwargs = dict(n_train=e.n_train, n_test=e.n_test, n_dev=e.n_dev, corpus_size=e.corpus_size, seed=0)
             if self.ctx.is_main:
-                self._embedded = build_embedded(e.root, **kwargs)
+                self._bundled = build_bundled(e.root, **kwargs)
             dist_utils.barrier()
             if not self.ctx.is_main:
-                self._embedded = build_embedded(e.root, **kwargs)
-        return self._embedded
+                self._bundled = build_bundled(e.root, **kwargs)
+        return self._bundled
 
     def resolve(self, spec: str) -> Path:
-        """A dataset path, or ``embedded:<name>`` for a part of the embedded default."""
-        if spec == "embedded":
-            spec = EMBEDDED_PREFIX + ("sts_train" if self.cfg.data.objective == "sts" else "train")
-        if not spec.startswith(EMBEDDED_PREFIX):
+        """A dataset path, or ``bundled:<name>`` for a part of the bundled default."""
+        if spec == "bundled":
+            spec = BUNDLED_PREFIX + ("sts_train" if self.cfg.data.objective == "sts" else "train")
+        if not spec.startswith(BUNDLED_PREFIX):
             return Path(spec)
-        name = spec[len(EMBEDDED_PREFIX) :]
-        if name not in EMBEDDED_KEYS:
+        name = spec[len(BUNDLED_PREFIX) :]
+        if name not in BUNDLED_KEYS:
             raise ValueError(
-                f"unknown embedded dataset {spec!r}; valid: {', '.join(EMBEDDED_PREFIX + k for k in EMBEDDED_KEYS)}"
+                f"unknown bundled dataset {spec!r}; valid: {', '.join(BUNDLED_PREFIX + k for k in BUNDLED_KEYS)}"
             )
-        return self.embedded_paths()[EMBEDDED_KEYS[name]]
+        return self.bundled_paths()[BUNDLED_KEYS[name]]
 
     def _load(self, spec: str, split: str) -> list[Any]:
         path = self.resolve(spec)
-        if spec.startswith(EMBEDDED_PREFIX) and path.is_file():
-            return [load_sts_file(path, name=spec[len(EMBEDDED_PREFIX) :])]
+        if spec.startswith(BUNDLED_PREFIX) and path.is_file():
+            return [load_sts_file(path, name=spec[len(BUNDLED_PREFIX) :])]
         return load_eval_datasets(path, split=split)
 
     def sts_train_pairs(self, path: Path) -> STSPairs:

@@ -4,7 +4,7 @@ A sample is an image with all of its captions (COCO has five). Modules: ``archit
 model section: which open_clip towers, from which weights), ``towers`` (a tower from another
 model, locked towers), ``model`` (open_clip + head + loss, open_clip-compatible checkpoints and
 export), ``data`` (data settings, shard checks, sample decoding, evaluation sets), ``stream``
-(training batches of shards, resumable by counts), ``embedded`` (the offline composite-digits
+(training batches of shards, resumable by counts), ``bundled`` (the offline composite-digits
 set), ``config`` (the run's settings and their resolution), ``task`` (the engine task), ``cli``
 (the command line), ``evaluate`` (head-aware retrieval in the COCO protocol, and zero-shot),
 ``benchmark`` / ``benchmark_scoring`` (CLIP-benchmark on our checkpoints, scored with the model's

@@ -2,7 +2,7 @@
 learnable) with the objective ``sym`` (both softmax axes), ``i2t`` (the image is the query) or
 ``t2i`` (the text is). The run validates and checkpoints as it goes, exports the model with its
 head, tests the export on retrieval in both directions and writes ``results.json`` into the output
-folder. Without arguments it is the embedded default (composite digits with ``clipmag-tiny``, a
+folder. Without arguments it is the bundled default (composite digits with ``clipmag-tiny``, a
 few minutes on two CPU cores); ``--config FILE`` changes the keys the file holds and flags or
 ``key=value`` the keys they name. Under torchrun every rank runs the same command.
 

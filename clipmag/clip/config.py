@@ -2,7 +2,7 @@
 
 ``ClipConfig`` is the whole run: the objective (``i2t``, ``t2i`` or ``sym``), the open_clip
 architecture, the data, and the shared head / loss / optimizer / loop sections. Its defaults are
-the embedded run (composite digits, ``clipmag-tiny``), sized to train in a few minutes on two CPU
+the bundled run (composite digits, ``clipmag-tiny``), sized to train in a few minutes on two CPU
 cores, so ``python scripts/train_clip.py`` with no arguments is a complete experiment.
 
 Objective -> roles (docs/method.md section 5): ``i2t`` makes the image the query and ranks texts
@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from clipmag.config.checks import ConfigError
+from clipmag.config.spellings import BUNDLED_RENAME
 from clipmag.scoring.heads import HeadConfig
 from clipmag.scoring.losses import LossConfig, resolve_loss
 from clipmag.train.loop_config import TrainLoopConfig
@@ -52,7 +53,7 @@ QUERY_SIDE = {"i2t": "image", "t2i": "text"}
 
 @dataclass
 class ClipConfig:
-    """One image-text run. Defaults: the embedded digits set, symmetric loss, cosine head."""
+    """One image-text run. Defaults: the bundled digits set, symmetric loss, cosine head."""
 
     objective: Objective = "sym"
     model: ClipModelConfig = field(default_factory=ClipModelConfig)
@@ -66,6 +67,8 @@ class ClipConfig:
     train: TrainLoopConfig = field(
         default_factory=lambda: TrainLoopConfig(output_dir="runs/clip", steps=400, log_every=50, save_every=200)
     )
+
+    RENAMED_VALUES: ClassVar[dict[str, dict[str, str]]] = {"data.source": BUNDLED_RENAME}
 
 
 def _derived(key: str, given: str, derived: str, objective: str, problems: list[str]) -> str:
@@ -87,8 +90,8 @@ def _data_problems(d: ClipDataConfig) -> list[str]:
     overlap = split_overlap({k.removesuffix("_shards"): [getattr(d, k)] for k in given})
     if d.source == "shards" and overlap:
         problems.append(overlap)
-    if d.source == "embedded" and given:
-        problems.append(f"data.{given[0]} is set but data.source=embedded: drop one of them")
+    if d.source == "bundled" and given:
+        problems.append(f"data.{given[0]} is set but data.source=bundled: drop one of them")
     return problems
 
 
@@ -101,7 +104,7 @@ def resolve(cfg: ClipConfig) -> ClipConfig:
         side = _derived("model.query_side", side, QUERY_SIDE[cfg.objective], cfg.objective, problems)
     elif side == "auto":
         side = "image"
-    source = cfg.data.source if cfg.data.source != "auto" else ("shards" if cfg.data.train_shards else "embedded")
+    source = cfg.data.source if cfg.data.source != "auto" else ("shards" if cfg.data.train_shards else "bundled")
     try:
         loss = resolve_loss(dataclasses.replace(cfg.loss, direction=direction), infonce_scale=CLIP_INFONCE_SCALE)
     except ConfigError as err:

@@ -38,7 +38,7 @@ from clipmag.storage.shards import (
     shard_fingerprint,
 )
 
-from .embedded import DigitsSizes
+from .bundled import DigitsSizes
 
 IMAGE_EXTENSIONS = ("jpg", "png", "jpeg", "webp")
 CHECKED_SAMPLES = 256  # how far into a shard validate_shards looks for an image-caption sample
@@ -48,23 +48,23 @@ SPLIT_FOLDERS = ("train", "val", "validation", "test")
 @dataclass
 class ClipDataConfig:
     """Where batches come from. ``source=auto``: shards when ``train_shards`` is set, else the
-    embedded set (``embedded.py``), which needs nothing else.
+    bundled set (``bundled.py``), which needs nothing else.
 
     ``train_shards`` / ``val_shards`` / ``test_shards``: a folder of ``*.tar`` or brace patterns
     (``data/train-{000..009}.tar``, ``::`` joins several). Validation picks the best checkpoint;
     the final numbers are on test, so the two must not share a shard. ``batch_size`` is per rank
     and micro-batch. ``augment`` uses open_clip's training transform (random resized crop) for
-    shards, seeded per sample; the embedded set is always read un-augmented. ``workers``:
+    shards, seeded per sample; the bundled set is always read un-augmented. ``workers``:
     DataLoader processes per rank (resume with the value the run started with). ``classnames`` /
     ``templates``: text files (one per line, templates with ``{c}``) that turn the ``cls`` field of
-    the test shards into a zero-shot classification task. ``embedded``: sizes of the embedded
-    splits (:class:`clipmag.clip.embedded.DigitsSizes`), built with ``embedded_seed``.
+    the test shards into a zero-shot classification task. ``embedded``: sizes of the bundled
+    splits (:class:`clipmag.clip.bundled.DigitsSizes`), built with ``embedded_seed``.
     ``skip_broken_images``: a training image that does not decode is replaced by the next of its
     shard that does (counted in results) instead of stopping the run; evaluation images are never
     skipped (a test set must stay the same).
     """
 
-    source: Literal["auto", "embedded", "shards"] = "auto"
+    source: Literal["auto", "bundled", "shards"] = "auto"
     batch_size: PositiveInt = 128
     eval_batch_size: PositiveInt = 256
     train_shards: str | None = None

@@ -1,6 +1,6 @@
 r"""Build the image-text trainer's data: images with their captions -> train / val / test WebDataset
 shards and CLIP-benchmark sets, split by image, from a captions file, a Karpathy split file (COCO,
-Flickr30k; ``--download`` fetches them first) or the embedded composite digits.
+Flickr30k; ``--download`` fetches them first) or the bundled composite digits.
 
 Examples:
     python scripts/make_clip_shards.py --output data/mine --images photos/ --captions captions.tsv \
@@ -33,9 +33,9 @@ from clipmag.config.command_line import field_flags, parse_cli, require_one_of
 from clipmag.config.entry import run_entry_point
 from clipmag.storage.user_files import non_blank_lines
 
-from . import embedded, sources
+from . import bundled, sources
+from .bundled import DigitsSizes
 from .download import download
-from .embedded import DigitsSizes
 from .shards import Sample, caption_text, write_benchmark_classification, write_benchmark_retrieval, write_shards
 
 Splits = dict[str, list[Sample]]
@@ -67,7 +67,7 @@ class ClipShardsCommand:
     embedded_sizes: DigitsSizes = field(default_factory=DigitsSizes)
 
 
-# Every key is a flag of its own name; the embedded sizes are --embedded-train, --embedded-val, ...
+# Every key is a flag of its own name; the bundled set's sizes are --embedded-train, --embedded-val, ...
 FLAGS = {
     **{name: key for name, key in field_flags(ClipShardsCommand).items() if name != "embedded_sizes"},
     **{f"embedded_{size.name}": f"embedded_sizes.{size.name}" for size in fields(DigitsSizes)},
@@ -81,10 +81,10 @@ def parse_args(argv: Sequence[str]) -> ClipShardsCommand:
     return args
 
 
-def _embedded_splits(args: ClipShardsCommand) -> tuple[Splits, list[Sample], dict[str, Any]]:
+def _bundled_splits(args: ClipShardsCommand) -> tuple[Splits, list[Sample], dict[str, Any]]:
     sets = args.embedded_sizes.build(args.seed)
 
-    def as_samples(split: embedded.CompositeSplit, tag: str) -> list[Sample]:
+    def as_samples(split: bundled.CompositeSplit, tag: str) -> list[Sample]:
         labels = [None if label < 0 else int(label) for label in split.labels.tolist()]
         return [Sample(f"{tag}{i:07d}", split.pil(i), split.captions[i], labels[i]) for i in range(len(split))]
 
@@ -93,8 +93,8 @@ def _embedded_splits(args: ClipShardsCommand) -> tuple[Splits, list[Sample], dic
         "val": as_samples(sets.val, "va"),
         "test": as_samples(sets.test, "te"),
     }
-    rule = f"embedded digits, seed {args.seed}: composites of disjoint scan pools per split (embedded.py)"
-    return splits, as_samples(sets.classification, "cl"), {"source": "embedded", "rule": rule}
+    rule = f"bundled digits, seed {args.seed}: composites of disjoint scan pools per split (bundled.py)"
+    return splits, as_samples(sets.classification, "cl"), {"source": "bundled", "rule": rule}
 
 
 def _folder_splits(args: ClipShardsCommand) -> tuple[Splits, dict[str, Any]]:
@@ -161,9 +161,9 @@ def main(argv: Sequence[str]) -> Path:
     classified: list[Sample] = []
     classnames = templates = None
     if args.embedded:
-        splits, classified, how = _embedded_splits(args)
+        splits, classified, how = _bundled_splits(args)
         name = args.name or "digits"
-        classnames, templates = list(embedded.CLASSNAMES), list(embedded.TEMPLATES)
+        classnames, templates = list(bundled.CLASSNAMES), list(bundled.TEMPLATES)
     else:
         splits, how = _folder_splits(args)
         name = args.name or out.name

@@ -1,11 +1,11 @@
 """The image-text training task for the generic engine: the open_clip model with its head, the
-batches (embedded digits or WebDataset shards), head-aware evaluation, export and test.
+batches (bundled digits or WebDataset shards), head-aware evaluation, export and test.
 
 Validation (``evaluate``, which picks the best checkpoint) runs on the validation split and the final
-numbers (``test``) on the test split: the embedded set has both, shards name them
+numbers (``test``) on the test split: the bundled set has both, shards name them
 ``data.val_shards`` and ``data.test_shards``. Both score every caption of every image
 (``clipmag.clip.evaluate``). The test numbers are filed under the data's name: ``digits`` for the
-embedded set, the shard folder's otherwise (``data/coco/test`` -> ``coco``).
+bundled set, the shard folder's otherwise (``data/coco/test`` -> ``coco``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from clipmag.scoring.losses import loss_from_config
 from clipmag.storage.user_files import non_blank_lines
 from clipmag.train.batching import SeededBatches
 
-from . import embedded as embedded_set
+from . import bundled as bundled_set
 from .architecture import build_open_clip, resolve_model_name
 from .config import ClipConfig
 from .data import EvalSet, check_eval_set, flatten_captions, read_eval_set, shard_paths, split_overlap
@@ -45,8 +45,8 @@ from .model import ClipMagModel, export_open_clip, load_clipmag
 from .stream import ClipShardStream
 
 logger = logging.getLogger("clipmag")
-EMBEDDED_NAME = "digits"
-CAPTION_SALT = 104_729  # separates the embedded caption draw from the batch order's seed
+BUNDLED_NAME = "digits"
+CAPTION_SALT = 104_729  # separates the bundled caption draw from the batch order's seed
 
 
 @dataclass
@@ -78,40 +78,40 @@ class ClipTask:
         self.eval_specs: dict[str, str | None] = {}
         self.classes: tuple[list[str], list[str]] | None = None
         self.zero_shot: ZeroShot | None = None
-        if cfg.data.source == "embedded":
-            self._load_embedded()
+        if cfg.data.source == "bundled":
+            self._load_bundled()
         else:
             self._load_shards()
 
     # ---- data --------------------------------------------------------------------------------
-    def _images(self, split: embedded_set.CompositeSplit) -> torch.Tensor:
+    def _images(self, split: bundled_set.CompositeSplit) -> torch.Tensor:
         return torch.stack([self.preprocess_val(split.pil(i)) for i in range(len(split))])
 
-    def _embedded_eval(self, split: embedded_set.CompositeSplit) -> EvalSet:
+    def _bundled_eval(self, split: bundled_set.CompositeSplit) -> EvalSet:
         texts, owner = flatten_captions(split.captions)
         tokens = split.caption_tokens(self.tokenizer).flatten(0, 1)
-        return EvalSet(EMBEDDED_NAME, self._images(split), texts, tokens, owner, torch.as_tensor(split.labels))
+        return EvalSet(BUNDLED_NAME, self._images(split), texts, tokens, owner, torch.as_tensor(split.labels))
 
-    def _load_embedded(self) -> None:
+    def _load_bundled(self) -> None:
         d = self.cfg.data
         sets = d.embedded.build(d.embedded_seed)
         # training images in half precision: half the memory; the model reads them in float32
         self.train_images = self._images(sets.train).half()
         self.train_tokens = sets.train.caption_tokens(self.tokenizer)
-        self.eval_sets = {"val": self._embedded_eval(sets.val), "test": self._embedded_eval(sets.test)}
+        self.eval_sets = {"val": self._bundled_eval(sets.val), "test": self._bundled_eval(sets.test)}
         cls_split = sets.classification
         self.zero_shot = ZeroShot(
             self._images(cls_split),
             torch.as_tensor(cls_split.labels),
-            embedded_set.CLASSNAMES,
-            embedded_set.TEMPLATES,
+            bundled_set.CLASSNAMES,
+            bundled_set.TEMPLATES,
         )
         logger.info(
-            "embedded digits: %d train, %d validation, %d test images (%d captions each), %d zero-shot images",
+            "bundled digits: %d train, %d validation, %d test images (%d captions each), %d zero-shot images",
             len(sets.train),
             len(sets.val),
             len(sets.test),
-            len(embedded_set.CAPTION_TEMPLATES),
+            len(bundled_set.CAPTION_TEMPLATES),
             len(cls_split),
         )
 
@@ -156,11 +156,11 @@ class ClipTask:
         return self.zero_shot
 
     def train_batches(self, start_step: int) -> Iterator[Any]:
-        if self.cfg.data.source != "embedded":
+        if self.cfg.data.source != "bundled":
             return self.stream.batches(start_step)
-        return self._embedded_batches(start_step)
+        return self._bundled_batches(start_step)
 
-    def _embedded_batches(self, start_step: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def _bundled_batches(self, start_step: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """Seeded batches of images, each with one of its captions, drawn anew every epoch."""
         order = SeededBatches(
             len(self.train_images),
@@ -168,7 +168,7 @@ class ClipTask:
             self.cfg.train.seed,
             self.ctx.rank,
             self.ctx.world_size,
-            what="embedded training set (data.embedded.train)",
+            what="bundled training set (data.embedded.train)",
         )
         n_images, n_captions = self.train_tokens.shape[:2]
         epoch, picks = -1, torch.empty(0, dtype=torch.long)

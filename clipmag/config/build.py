@@ -11,7 +11,8 @@ came from, and the valid choices. The resolved tree is written next to every run
 
 A config class that renamed a key lists it in ``RENAMED_KEYS`` (a class attribute, old dotted key ->
 new one, e.g. ``{"norm": "head.name"}``): the old name still works, in a YAML file or as
-``key=value``, with one warning line naming the new one.
+``key=value``, with one warning line naming the new one. A renamed value (``RENAMED_VALUES``) works
+alike (:mod:`clipmag.config.spellings`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from clipmag.config.checks import (
     list_types,
     type_name,
 )
+from clipmag.config.spellings import renamed_value, respelled_tree
 from clipmag.registry.config_packages import config_path
 from clipmag.runtime.logs import logger
 from clipmag.storage.user_files import read_utf8
@@ -233,11 +235,12 @@ def build_config(
         build(cls, base, "", "defaults", construct=False)
         cfg = _merge(cfg, base)
     for path in _yaml_paths(yaml_path):
-        data = _renamed(cls, load_yaml(path), str(path))
+        data = respelled_tree(cls, _renamed(cls, load_yaml(path), str(path)), str(path))
         build(cls, _merge(cfg, data), "", str(path), construct=False)
         cfg = _merge(cfg, data)
     for item in overrides:
         key, value = parse_override(cls, item) if isinstance(item, str) else item
+        value = renamed_value(cls, key, value, "command line")
         update: dict[str, Any] = {}
         _set_dotted(update, key, value)
         build(cls, _merge(cfg, update), "", "command line", construct=False)

@@ -17,12 +17,12 @@ from pathlib import Path
 from clipmag.config.checks import ConfigError, Fraction
 from clipmag.config.command_line import field_flags, parse_cli, parse_cli_and_file
 from clipmag.config.entry import run_entry_point
-from clipmag.experiments.plan import plan_sweep
 from clipmag.experiments.report import build_report
 from clipmag.experiments.report.build import PREDICTIONS_FILE
 from clipmag.experiments.report.docs_sync import docs_main
-from clipmag.experiments.status import sweep_status
-from clipmag.experiments.sweep import SweepConfig, run_sweep
+from clipmag.experiments.sweep.plan import plan_sweep
+from clipmag.experiments.sweep.run import SweepConfig, run_sweep
+from clipmag.experiments.sweep.status import sweep_status
 from clipmag.registry.config_packages import config_path
 from clipmag.registry.evaluations import get_evaluation
 from clipmag.results.record import RESULTS_FILE
@@ -118,7 +118,7 @@ def report_main(argv: Sequence[str]) -> Path | None:
 
 
 def demo_main(argv: Sequence[str]) -> Path:
-    """The main job on the embedded defaults: head sweeps (text retrieval in and out of domain, the
+    """The main job on the bundled defaults: head sweeps (text retrieval in and out of domain, the
     symmetric STS-style task, CLIP in both directions), the qnorm/dnorm predictor, then report.md,
     all offline on a CPU. The packaged demo sweep (``configs/sweeps/demo.yaml``) is the default;
     ``--config FILE`` and ``key=value`` change the keys they hold. Rerunning resumes.
@@ -135,10 +135,10 @@ def demo_main(argv: Sequence[str]) -> Path:
     predictions = Path(cfg.output_dir) / PREDICTIONS_FILE
     if not predictions.is_file():  # the text front end's predictors, by their registered name
         folder = Path(cfg.output_dir) / "predictor"
-        get_evaluation("predict").run(Path(DEMO_PREDICTOR_MODEL), folder, ["--data", "embedded", "--n-pairs", "128"])
+        get_evaluation("predict").run(Path(DEMO_PREDICTOR_MODEL), folder, ["--data", "bundled", "--n-pairs", "128"])
         shutil.copyfile(folder / RESULTS_FILE, predictions)
     # a user who edited the code still gets the demo's report; its Code lines say the tree was dirty
-    report = build_report(cfg.output_dir, "clipmag demo: the five heads on the embedded defaults", allow_mixed=True)
+    report = build_report(cfg.output_dir, "clipmag demo: the five heads on the bundled defaults", allow_mixed=True)
     print(report.read_text().split("## Figures")[0])
     print(f"demo finished in {(time.perf_counter() - start) / 60:.1f} min; report: {report.resolve()}")
     return report

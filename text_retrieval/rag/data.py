@@ -5,7 +5,7 @@ Corpora (``read_corpus``):
 * DPR's ``psgs_w100.tsv`` layout, ``id<TAB>text<TAB>title`` with an optional ``id text title``
   header, read with ``csv`` and a tab delimiter as DPR does (quoted fields may hold tabs);
 * BEIR's ``corpus.jsonl[.gz]`` (``{"_id", "title", "text"}``);
-* a folder holding one of those (``passages.tsv`` written by the embedded builder, ``psgs_w100.tsv``,
+* a folder holding one of those (``passages.tsv`` written by the bundled builder, ``psgs_w100.tsv``,
   ``corpus.jsonl``).
 
 QA sets (``read_qa``):

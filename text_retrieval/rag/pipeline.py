@@ -35,9 +35,9 @@ from clipmag.storage.files import write_text_atomic
 from clipmag.storage.naming import distinct_labels, model_label, slug
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.rag.answers import has_answer, score_prediction, tokens
+from text_retrieval.rag.bundled import build_rag_bundled
 from text_retrieval.rag.config import ACCURACY_AT, RagConfig
 from text_retrieval.rag.data import Corpus, QASet, Question, read_corpus, read_qa
-from text_retrieval.rag.embedded import build_rag_embedded
 from text_retrieval.rag.prompts import DEFAULT_INSTRUCTION, PromptBuilder, pick_examples
 from text_retrieval.rag.reader import GenerationCache, Reader, first_line, load_reader
 from text_retrieval.rag.report import QUESTIONS_SUFFIX, Row, comparison_table, question_outcomes
@@ -49,16 +49,16 @@ __all__ = ["load_rag_data", "run_rag", "score_run"]
 
 
 def load_rag_data(cfg: RagConfig) -> tuple[Corpus, list[QASet]]:
-    """The corpus and QA sets the config names (building the embedded set when asked)."""
+    """The corpus and QA sets the config names (building the bundled set when asked)."""
     data = cfg.data
-    if data.source == "embedded":
+    if data.source == "bundled":
         dpr_dir = data.dpr_qa_dir or None
-        root = build_rag_embedded(data.embedded_root, dpr_dir, data.embedded_questions, data.seed)
+        root = build_rag_bundled(data.embedded_root, dpr_dir, data.embedded_questions, data.seed)
         corpus, qa_paths = read_corpus(root), [str(root / "answerable.jsonl")]
     else:
         if not data.corpus or not data.qa:
             raise ValueError(
-                "RAG data: give a passage corpus and at least one QA file (--corpus, --qa) or --data embedded"
+                "RAG data: give a passage corpus and at least one QA file (--corpus, --qa) or --data bundled"
             )
         corpus, qa_paths = read_corpus(data.corpus), list(data.qa)
     qa_sets = [read_qa(path, data.answer_match) for path in qa_paths]

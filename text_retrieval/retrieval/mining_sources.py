@@ -7,23 +7,23 @@ from pathlib import Path
 from typing import Any
 
 from clipmag.storage.shards import declared_sizes
-from text_retrieval.config import EmbeddedDataConfig
-from text_retrieval.data.embedded.build import build_embedded
+from text_retrieval.config import BundledDataConfig
+from text_retrieval.data.bundled.build import build_bundled
 from text_retrieval.data.loaders.beir import is_beir_folder, read_corpus
 from text_retrieval.data.loaders.reading import find_file
 from text_retrieval.data.training.pairs import pairs_from_beir, pairs_from_jsonl
 from text_retrieval.data.training.shards import load_shard, resolve_shards
 
-__all__ = ["EMBEDDED", "load_samples", "load_corpus"]
+__all__ = ["BUNDLED", "load_samples", "load_corpus"]
 
-EMBEDDED = "embedded"
+BUNDLED = "bundled"
 
 
-def _embedded_pairs(root: str | Path) -> list[dict[str, Any]]:
-    """The training pairs ``data.train=embedded`` reads: built (or reused) with the trainer's sizes,
+def _bundled_pairs(root: str | Path) -> list[dict[str, Any]]:
+    """The training pairs ``data.train=bundled`` reads: built (or reused) with the trainer's sizes,
     which decide the held-out test modules, so no mined pair comes from a module the trainer tests on."""
-    e = EmbeddedDataConfig(root=str(root))
-    paths = build_embedded(e.root, n_train=e.n_train, n_test=e.n_test, n_dev=e.n_dev, corpus_size=e.corpus_size, seed=0)
+    e = BundledDataConfig(root=str(root))
+    paths = build_bundled(e.root, n_train=e.n_train, n_test=e.n_test, n_dev=e.n_dev, corpus_size=e.corpus_size, seed=0)
     return pairs_from_jsonl(paths["train_pairs"])
 
 
@@ -34,12 +34,12 @@ def _shard_samples(folder: Path) -> list[dict[str, Any]]:
 
 
 def load_samples(
-    data: str, split: str = "train", embedded_root: str | Path = EmbeddedDataConfig.root
+    data: str, split: str = "train", embedded_root: str | Path = BundledDataConfig.root
 ) -> list[dict[str, Any]]:
     """The (query, positive) samples of ``data``: a pairs jsonl, a shard folder, a BEIR folder
-    (the judged pairs of ``split``) or ``embedded``."""
-    if data == EMBEDDED:
-        return _embedded_pairs(embedded_root)
+    (the judged pairs of ``split``) or ``bundled``."""
+    if data == BUNDLED:
+        return _bundled_pairs(embedded_root)
     path = Path(data)
     if path.is_file():
         return pairs_from_jsonl(path)
@@ -48,7 +48,7 @@ def load_samples(
     if path.is_dir() and any(path.glob("*.tar")):
         return _shard_samples(path)
     raise FileNotFoundError(
-        f"--data {data}: expected a pairs .jsonl file, a folder of text shards, a BEIR folder or {EMBEDDED!r}"
+        f"--data {data}: expected a pairs .jsonl file, a folder of text shards, a BEIR folder or {BUNDLED!r}"
     )
 
 

@@ -11,7 +11,7 @@ The index keeps the inner-product metric, which orders the augmented vectors as 
 distance does (the cosine too: their norms are equal) and keeps the scores exact inner products.
 
 ``none`` stays the default because it measured better wherever real embeddings were tried:
-all-MiniLM-L6-v2 on the first 1,000 documents of SciFact, Cranfield and the embedded RAG passages
+all-MiniLM-L6-v2 on the first 1,000 documents of SciFact, Cranfield and the bundled RAG passages
 (max length 64, 92-100 queries), under dot, qnorm and learnable, recall@10 against exact went from
 0.78-0.85 to 0.74-0.84 for IVF and from 0.997-1.0 to 0.990-1.0 for HNSW with the reduction (cosine
 and dnorm documents have unit norm, and it changes nothing). On synthetic clustered sets (5k-10k x

@@ -23,11 +23,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from clipmag.config.checks import ConfigError
+from clipmag.experiments.design.prepare import SweepStep, run_prepare
 from clipmag.experiments.dry_run.standin_coco import write_karpathy_coco
 from clipmag.experiments.dry_run.standin_models import write_tiny_decoder, write_tiny_encoder, write_tiny_reader
 from clipmag.experiments.dry_run.standin_test_sets import write_beir, write_bright_hub, write_dpr
 from clipmag.experiments.dry_run.standin_training_sets import write_msmarco_v11, write_nli_archives
-from clipmag.experiments.prepare import SweepStep, run_prepare
 from clipmag.runtime.logs import logger
 
 __all__ = ["STANDIN_MODELS", "BEIR_SETS", "standin_model", "prepare"]

@@ -33,6 +33,7 @@ from clipmag.config.build import load_yaml
 from clipmag.config.command_line import parse_cli
 from clipmag.config.entry import run_entry_point
 from clipmag.experiments.cli import report_main
+from clipmag.experiments.design.grid import expand
 from clipmag.experiments.dry_run.data import prepare, standin_model
 from clipmag.experiments.dry_run.plan import (
     EVAL_RUNS,
@@ -44,8 +45,7 @@ from clipmag.experiments.dry_run.plan import (
     eval_output,
     plan,
 )
-from clipmag.experiments.grid import expand
-from clipmag.experiments.sweep import check_cells, run_sweep
+from clipmag.experiments.sweep.run import check_cells, run_sweep
 from clipmag.runtime.logs import caller_logging_kept, setup_logging
 
 __all__ = ["DryRunCommand", "REPORT_TABLES", "dry_run", "main", "entry"]

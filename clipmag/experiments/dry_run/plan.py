@@ -19,7 +19,7 @@ from pathlib import Path
 from clipmag.config.build import load_yaml
 from clipmag.config.checks import ConfigError
 from clipmag.experiments.dry_run.data import standin_model
-from clipmag.experiments.sweep import (
+from clipmag.experiments.sweep.run import (
     SweepConfig,
     SweepEvaluation,
     SweepGroup,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clipmag.experiments.grid import CELL_FILE, EVALUATIONS_DIR
+from clipmag.experiments.design.grid import CELL_FILE, EVALUATIONS_DIR
 from clipmag.registry.evaluations import get_evaluation
 from clipmag.results.record import RESULTS_FILE, read_results
 from clipmag.scoring.head_record import HeadRecord

@@ -1,7 +1,7 @@
 """The report's section for the comparison the sweep's protocol fixed before any result.
 
 ``sweep.json`` records which groups hold the compared systems (each head at its one setting, fixed
-or chosen on dev) and how they are compared (:mod:`clipmag.experiments.comparison`); this section
+or chosen on dev) and how they are compared (:mod:`clipmag.experiments.design.comparison`); this section
 lists, for exactly those groups, each head against cosine of the same group, start and test set:
 the mark of the query-level test (Holm over the row's heads), the difference with its 95% interval
 and the MDE. Nothing here compares across groups, so no setting is picked on test scores.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from clipmag.experiments.protocol import read_protocol
+from clipmag.experiments.design.protocol import read_protocol
 from clipmag.experiments.report.starts import StartRow
 from clipmag.results.significance import difference_text, mark
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from clipmag.experiments.grid import EVALUATIONS_DIR
+from clipmag.experiments.design.grid import EVALUATIONS_DIR
 from clipmag.experiments.report.collect import CellResult
 from clipmag.results.record import RESULTS_FILE
 

@@ -1,7 +1,7 @@
 """Training samples ``{"query", "positive", "negatives"}`` from the sources the shard builder accepts.
 
-Two sources, one function each, both returning a list in a deterministic order (the embedded
-default's pairs come from :func:`text_retrieval.data.embedded.build.pairs_from_embedded`):
+Two sources, one function each, both returning a list in a deterministic order (the bundled
+default's pairs come from :func:`text_retrieval.data.bundled.build.pairs_from_bundled`):
 
 * a BEIR folder: every judged-relevant (query, document) pair of a qrels split (``train``);
 * a jsonl file of pairs or triples ``{"query", "positive", "negatives"?}``, or of

@@ -1,4 +1,4 @@
-"""The embedded image-text set: composites of real handwritten digits with several captions each.
+"""The bundled image-text set: composites of real handwritten digits with several captions each.
 
 Why this set. The default run must train offline on a fresh machine in minutes, yet retrieval has to
 mean something in *both* directions and follow the COCO protocol (several captions per image): a
@@ -117,7 +117,7 @@ def _slots_hold(extra: np.ndarray, tokenizer: Callable) -> bool:
 
 
 @dataclass
-class EmbeddedDigits:
+class BundledDigits:
     train: CompositeSplit
     val: CompositeSplit
     test: CompositeSplit
@@ -126,7 +126,7 @@ class EmbeddedDigits:
 
 @dataclass
 class DigitsSizes:
-    """The embedded set's sizes, one config section for the trainer (``data.embedded``) and the shard
+    """The bundled set's sizes, one config section for the trainer (``data.embedded``) and the shard
     builder (``--embedded-train`` ...): composites per split (each with several captions) and the
     classification images per class."""
 
@@ -139,8 +139,8 @@ class DigitsSizes:
         if self.val + self.test > 10**4:
             raise ValueError(f"val + test = {self.val + self.test}: at most 10000 distinct four-digit composites exist")
 
-    def build(self, seed: int) -> EmbeddedDigits:
-        return build_embedded(self.train, self.val, self.test, self.per_class, seed=seed)
+    def build(self, seed: int) -> BundledDigits:
+        return build_bundled(self.train, self.val, self.test, self.per_class, seed=seed)
 
 
 def _load_scans() -> tuple[np.ndarray, np.ndarray]:
@@ -191,9 +191,9 @@ def _as_digits(codes: np.ndarray) -> np.ndarray:
     return np.stack([(codes // 10 ** (3 - k)) % 10 for k in range(4)], axis=1)
 
 
-def build_embedded(
+def build_bundled(
     n_train: int = 20000, n_val: int = 500, n_test: int = 1000, n_per_class: int = 50, seed: int = 0
-) -> EmbeddedDigits:
+) -> BundledDigits:
     """Build the four splits; the same arguments always give the same arrays."""
     if n_val + n_test > 10**4:
         raise ValueError(f"n_val + n_test = {n_val + n_test}: at most 10000 distinct four-digit tuples exist")
@@ -206,7 +206,7 @@ def build_embedded(
     codes = rng_codes.permutation(10**4)  # test tuples first: the test set does not change with n_val
     cls_labels = np.repeat(np.arange(10), n_per_class)
     cls_classes = np.repeat(cls_labels[:, None], 4, axis=1)
-    return EmbeddedDigits(
+    return BundledDigits(
         train=_make_split(scans, labels, train_pool, train_classes, rng_train),
         val=_make_split(scans, labels, val_pool, _as_digits(codes[n_test : n_test + n_val]), rng_val),
         test=_make_split(scans, labels, test_pool, _as_digits(codes[:n_test]), rng_test),

@@ -21,8 +21,8 @@ import dataclasses
 import shutil
 from collections.abc import Sequence
 
-from clipmag.experiments.finished import unfinished_reason
-from clipmag.experiments.grid import Cell
+from clipmag.experiments.cells.finished import unfinished_reason
+from clipmag.experiments.design.grid import Cell
 from clipmag.train.checkpoint import CHECKPOINT_DIR, resolve_resume
 
 __all__ = ["continue_cell", "continued_cell"]

@@ -29,8 +29,8 @@ from typing import Any
 from clipmag.config.checks import ConfigError, NonNegativeFloat
 from clipmag.config.command_line import field_flags, parse_cli
 from clipmag.config.entry import run_entry_point
-from clipmag.experiments.grid import CELL_FILE, Cell
-from clipmag.experiments.sweep import run_cell
+from clipmag.experiments.design.grid import CELL_FILE, Cell
+from clipmag.experiments.sweep.run import run_cell
 from clipmag.results.provenance import code_state, describe_code, same_code
 from clipmag.results.record import RESULTS_FILE, read_results
 from clipmag.runtime.logs import logger, setup_logging

@@ -1,7 +1,7 @@
-"""The embedded default data set: real text that installs offline with the project's dependencies.
+"""The bundled default data set: real text that installs offline with the project's dependencies.
 
 A fresh machine has no data folder, so the default experiment builds its data from source text that
-``pip install`` already put on disk. ``build_embedded(root)`` writes, under ``root``:
+``pip install`` already put on disk. ``build_bundled(root)`` writes, under ``root``:
 
 ``train/pairs.jsonl`` (and ``train/shards/``)
     Code-search training pairs ``{"query", "positive", "doc_id"}`` from the Python standard library
@@ -53,13 +53,13 @@ from typing import Any
 
 from clipmag.results.record import installed_versions
 from clipmag.storage.files import write_text_atomic
-from text_retrieval.data.embedded.extract import CodeFunction, extract_functions, installed_package_dir
+from text_retrieval.data.bundled.extract import CodeFunction, extract_functions, installed_package_dir
 from text_retrieval.data.training.pairs import pairs_from_jsonl
 from text_retrieval.data.training.shards import write_text_shards
 
 logger = logging.getLogger("clipmag")
 
-EMBEDDED_VERSION = 1  # bump whenever a change alters the files written
+BUNDLED_VERSION = 1  # bump whenever a change alters the files written
 STDLIB_EXCLUDED = frozenset({"idlelib", "lib2to3", "ensurepip", "pydoc_data", "encodings", "__phello__"})
 LEE_TEST_DOCS = 15
 WORD_TEST_FRACTION = 0.25
@@ -138,7 +138,7 @@ def _read_word_pairs(path: Path) -> list[tuple[str, str, float]]:
 
 def build_sts(folder: Path, seed: int, data_dir: Path | None = None) -> dict[str, int]:
     """``train.tsv``/``test.tsv`` from gensim's SimLex-999, WordSim-353 and Lee similarity data."""
-    data_dir = data_dir or installed_package_dir("gensim", "the embedded data set") / "test" / "test_data"
+    data_dir = data_dir or installed_package_dir("gensim", "the bundled data set") / "test" / "test_data"
     train: list[tuple[str, str, float]] = []
     test: list[tuple[str, str, float]] = []
     for name in ("simlex999.txt", "wordsim353.tsv"):
@@ -184,7 +184,7 @@ def _paths(root: Path, with_shards: bool) -> dict[str, Path]:
     return paths
 
 
-def build_embedded(
+def build_bundled(
     root: str | Path,
     *,
     seed: int = 0,
@@ -198,7 +198,7 @@ def build_embedded(
     ood_dir: str | Path | None = None,
     force: bool = False,
 ) -> dict[str, Path]:
-    """Build (or reuse) the embedded default data set under ``root``; see the module docstring.
+    """Build (or reuse) the bundled default data set under ``root``; see the module docstring.
 
     Returns the paths: ``train_pairs``, ``train_shards`` (unless ``samples_per_shard`` is None),
     ``indomain`` and ``outdomain`` (BEIR folders), ``sts`` (folder), ``sts_train``, ``sts_test``,
@@ -206,9 +206,9 @@ def build_embedded(
     """
     root = Path(root)
     stdlib_root = Path(stdlib_dir) if stdlib_dir else Path(sysconfig.get_paths()["stdlib"])
-    ood_root = Path(ood_dir) if ood_dir else installed_package_dir("sklearn", "the embedded data set")
+    ood_root = Path(ood_dir) if ood_dir else installed_package_dir("sklearn", "the bundled data set")
     key = {
-        "version": EMBEDDED_VERSION,
+        "version": BUNDLED_VERSION,
         "python": sys.version.split()[0],
         "sources": {"stdlib": str(stdlib_root), "outdomain": str(ood_root)},
         "packages": installed_versions(("scikit-learn", "gensim")),
@@ -227,11 +227,11 @@ def build_embedded(
     if not force and manifest_path.is_file():
         try:
             if json.loads(manifest_path.read_text(encoding="utf-8")).get("key") == key:
-                logger.info("embedded data set up to date in %s", root)
+                logger.info("bundled data set up to date in %s", root)
                 return paths
         except json.JSONDecodeError:
             pass
-    logger.info("building the embedded data set in %s (stdlib %s, out of domain %s)", root, stdlib_root, ood_root)
+    logger.info("building the bundled data set in %s (stdlib %s, out of domain %s)", root, stdlib_root, ood_root)
     manifest_path.unlink(missing_ok=True)  # absent until the build completes
 
     functions = extract_functions(stdlib_root, STDLIB_EXCLUDED)
@@ -265,15 +265,15 @@ def build_embedded(
         "key": key,
         "counts": counts,
         "heldout_modules": {"test": sorted(test_mods), "dev": sorted(dev_mods)},
-        "description": "see text_retrieval/data/embedded/build.py",
+        "description": "see text_retrieval/data/bundled/build.py",
     }
     write_text_atomic(manifest_path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    logger.info("embedded data set: %s", ", ".join(f"{k} {v}" for k, v in counts.items()))
+    logger.info("bundled data set: %s", ", ".join(f"{k} {v}" for k, v in counts.items()))
     return paths
 
 
-def pairs_from_embedded(root: str | Path) -> list[dict[str, Any]]:
-    """The embedded default's training pairs, building the set under ``root`` only if absent
+def pairs_from_bundled(root: str | Path) -> list[dict[str, Any]]:
+    """The bundled default's training pairs, building the set under ``root`` only if absent
     (any existing build's pairs are used, whatever evaluation sizes it was built with)."""
     existing = Path(root) / "train" / "pairs.jsonl"
-    return pairs_from_jsonl(existing if existing.is_file() else build_embedded(root)["train_pairs"])
+    return pairs_from_jsonl(existing if existing.is_file() else build_bundled(root)["train_pairs"])

@@ -1,4 +1,4 @@
-"""The embedded default data set: deterministic, split by module without leakage, loadable.
+"""The bundled default data set: deterministic, split by module without leakage, loadable.
 
 Built from a small real slice of the standard library (symlinked into a temporary tree) and one
 scikit-learn subpackage, so the whole builder runs in about a second.
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from text_retrieval.data.embedded.build import build_embedded
-from text_retrieval.data.embedded.extract import extract_file, summarize_docstring
+from text_retrieval.data.bundled.build import build_bundled
+from text_retrieval.data.bundled.extract import extract_file, summarize_docstring
 from text_retrieval.data.loaders.beir import load_beir
 from text_retrieval.data.loaders.sts import load_sts
 from text_retrieval.data.training.shards import TextShardStream
@@ -62,7 +62,7 @@ def sources(tmp_path_factory) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def built(sources, tmp_path_factory) -> dict[str, Path]:
     stdlib, ood = sources
-    return build_embedded(tmp_path_factory.mktemp("embedded"), stdlib_dir=stdlib, ood_dir=ood, **SMALL)
+    return build_bundled(tmp_path_factory.mktemp("bundled"), stdlib_dir=stdlib, ood_dir=ood, **SMALL)
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -72,13 +72,13 @@ def _files(root: Path) -> dict[str, bytes]:
 def test_build_is_deterministic_and_cached(built, sources, tmp_path):
     stdlib, ood = sources
     root = built["manifest"].parent
-    again = build_embedded(tmp_path / "again", stdlib_dir=stdlib, ood_dir=ood, **SMALL)
+    again = build_bundled(tmp_path / "again", stdlib_dir=stdlib, ood_dir=ood, **SMALL)
     assert _files(again["manifest"].parent) == _files(root)
     corpus = again["indomain"] / "corpus.jsonl"
     stamp = corpus.stat().st_mtime_ns
-    assert build_embedded(tmp_path / "again", stdlib_dir=stdlib, ood_dir=ood, **SMALL) == again
+    assert build_bundled(tmp_path / "again", stdlib_dir=stdlib, ood_dir=ood, **SMALL) == again
     assert corpus.stat().st_mtime_ns == stamp  # reused, not rebuilt
-    changed = build_embedded(tmp_path / "again", stdlib_dir=stdlib, ood_dir=ood, **{**SMALL, "seed": 1})
+    changed = build_bundled(tmp_path / "again", stdlib_dir=stdlib, ood_dir=ood, **{**SMALL, "seed": 1})
     assert json.loads(changed["manifest"].read_text())["key"]["params"]["seed"] == 1
 
 

@@ -4,7 +4,7 @@ Before a sweep prepares or runs anything it appends an entry: the resolved sweep
 sha256, the code state (commit, dirty, diff hash), the command line, the time, and how its systems
 will be compared on test (``comparison``: each head at its one setting, fixed or chosen on dev, the
 chosen systems compared with cosine by the query-level randomisation test, Holm over the heads;
-:mod:`clipmag.experiments.comparison`). A resumed sweep appends another entry and never rewrites
+:mod:`clipmag.experiments.design.comparison`). A resumed sweep appends another entry and never rewrites
 the earlier ones, so the file shows that the protocol came before the results and whether code or
 protocol changed between starts - which the log says in one line each time they differ from the
 first entry.
@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from clipmag.config.build import to_dict
-from clipmag.experiments.comparison import comparison_statement
-from clipmag.experiments.grid import SweepConfig
-from clipmag.results.provenance import provenance
+from clipmag.config.spellings import current_spelling
+from clipmag.experiments.design.comparison import comparison_statement
+from clipmag.experiments.design.grid import SweepConfig
+from clipmag.results.provenance import config_sha256, provenance
 from clipmag.runtime.logs import logger
 from clipmag.storage.files import write_text_atomic
 
@@ -41,8 +42,10 @@ def read_protocol(folder: str | Path) -> list[dict[str, Any]]:
 
 
 def _differences(first: dict[str, Any], entry: dict[str, Any]) -> list[str]:
+    """What changed since the first start. The configs are compared in today's spelling (a protocol
+    stored as ``embedded:indomain`` and a start given ``bundled:indomain`` are one protocol)."""
     out = []
-    if first["config_sha256"] != entry["config_sha256"]:
+    if config_sha256(current_spelling(first["config"])) != config_sha256(current_spelling(entry["config"])):
         out.append(f"the sweep config changed (sha256 {first['config_sha256'][:12]} -> {entry['config_sha256'][:12]})")
     before, now = first["code"], entry["code"]
     if before.get("commit") != now.get("commit"):

@@ -1,5 +1,5 @@
 """Resolve a sweep cell whose variant is chosen from an earlier group's results
-(:class:`~clipmag.experiments.grid.VariantChoice`), e.g. each head's loss scale picked on a dev split.
+(:class:`~clipmag.experiments.design.grid.VariantChoice`), e.g. each head's loss scale picked on a dev split.
 
 The choice is made when the cell is about to run, from the finished cells of the selection group
 with the same model and head, and written into the cell's ``cell.json`` (variant, metric, dataset
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from clipmag.experiments.grid import Cell
+from clipmag.experiments.design.grid import Cell
 from clipmag.results.record import RESULTS_FILE, read_results
 
 __all__ = ["choose_variant"]

@@ -1,6 +1,6 @@
 """A sweep's grid: its YAML schema (groups of heads x variants x models x seeds, evaluations,
 prepare steps) and the cells it expands to, each with its run folder and argument list.
-:mod:`clipmag.experiments.sweep` runs them."""
+:mod:`clipmag.experiments.sweep.run` runs them."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from clipmag.config.checks import PositiveInt
-from clipmag.experiments.comparison import ComparisonProtocol, check_comparison
-from clipmag.experiments.plan_settings import PlanSettings
-from clipmag.experiments.prepare import SweepStep
-from clipmag.experiments.slurm_settings import SlurmSettings
+from clipmag.experiments.design.comparison import ComparisonProtocol, check_comparison
+from clipmag.experiments.design.plan_settings import PlanSettings
+from clipmag.experiments.design.prepare import SweepStep
+from clipmag.experiments.design.slurm_settings import SlurmSettings
 from clipmag.registry.evaluations import EVALUATIONS, get_evaluation
 from clipmag.registry.front_ends import FRONT_ENDS
 from clipmag.storage.naming import slug
@@ -73,7 +73,7 @@ class SweepGroup:
     cells (same model, head, variant and seed) this group's cells continue from their final
     checkpoint to more steps - one long run observed at several budgets; only fair under a schedule
     that does not depend on the run's length (``optim.schedule=constant``, which the trainer's resume
-    check enforces; :mod:`clipmag.experiments.continuation`)."""
+    check enforces; :mod:`clipmag.experiments.cells.continuation`)."""
 
     name: str
     kind: str = "text"  # a registered front end (clipmag.registry.front_ends)
@@ -100,7 +100,7 @@ class SweepConfig:
     name: str = "sweep"
     output_dir: str = "runs/sweep"
     # inprocess: cells one after another in this process; torchrun: each under torchrun with
-    # nproc_per_node; slurm: each a job of the cluster (clipmag/experiments/slurm.py)
+    # nproc_per_node; slurm: each a job of the cluster (clipmag/experiments/slurm/launcher.py)
     launcher: Literal["inprocess", "torchrun", "slurm"] = "inprocess"
     nproc_per_node: PositiveInt = 1
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
@@ -111,7 +111,7 @@ class SweepConfig:
     args: list[str] = field(default_factory=list)
     # a cell that resolves to the config of a finished cell takes its results (same_run.py)
     reuse_same_runs: bool = True
-    # the groups whose systems are compared on test, and how (clipmag/experiments/comparison.py)
+    # the groups whose systems are compared on test, and how (clipmag/experiments/design/comparison.py)
     comparison: ComparisonProtocol = field(default_factory=ComparisonProtocol)
     # what ``clipmag-sweep plan`` needs beyond the cells: CPU throughputs, stand-in models
     plan: PlanSettings = field(default_factory=PlanSettings)
@@ -130,7 +130,7 @@ class Cell:
     evaluations: list[SweepEvaluation] = field(default_factory=list)
     variant_args: list[str] = field(default_factory=list)  # the variant's part of ``argv``, at ``variant_at``
     variant_at: int = 0
-    choice: VariantChoice | None = None  # resolved into ``argv`` by clipmag.experiments.choice
+    choice: VariantChoice | None = None  # resolved into ``argv`` by clipmag.experiments.cells.choice
     chosen: dict | None = None  # what the choice picked, and from which scores
     sweep_sha256: str | None = None  # the whole sweep config's hash, set by the sweep that runs the cell
     same_run_as: str | None = None  # the folder of the finished cell whose run this one is (same_run.py)

@@ -1,6 +1,6 @@
 """Docstring-summary -> code pairs extracted from an installed Python source tree.
 
-Code search is the embedded default's retrieval task because its text installs with Python itself
+Code search is the bundled default's retrieval task because its text installs with Python itself
 (the standard library) and with our dependencies (scikit-learn), so a fresh machine can build it
 offline, and because code documents vary in length and content much more than their one-line
 queries - a setting where document magnitude can carry signal.

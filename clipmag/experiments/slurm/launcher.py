@@ -16,7 +16,7 @@ submitit requeues it (:class:`CellJob`, at most ``max_requeues`` times). Either 
 
 The sweep logs every submission, requeue and job end (with its state) and, at its end, the counts.
 A job that ended without its cell's results is one line; the sweep goes on with the other cells and
-ends with :class:`~clipmag.experiments.slurm_jobs.SweepUnfinished` naming every such job. The sweep
+ends with :class:`~clipmag.experiments.slurm.jobs.SweepUnfinished` naming every such job. The sweep
 folder keeps ``jobs.json`` (cell -> job ids) and submitit's ``slurm/`` folder (each job's script,
 stdout and stderr); ``clipmag-sweep status`` reads both. A resubmitted sweep lists the cells it
 skips as finished, as a local one does, and never submits a cell whose job is still queued or running.
@@ -32,12 +32,12 @@ from typing import Any
 
 import submitit
 
-from clipmag.experiments.choice import choose_variant
-from clipmag.experiments.finished import unfinished_reason
-from clipmag.experiments.grid import Cell, SweepConfig, SweepEvaluation
-from clipmag.experiments.same_run import finished_twin, share_results
-from clipmag.experiments.slurm_jobs import ACTIVE_STATES, LOG_DIR, JobsRecord, SweepUnfinished, poll_jobs
-from clipmag.experiments.slurm_settings import SlurmResources, resources_for
+from clipmag.experiments.cells.choice import choose_variant
+from clipmag.experiments.cells.finished import unfinished_reason
+from clipmag.experiments.cells.same_run import finished_twin, share_results
+from clipmag.experiments.design.grid import Cell, SweepConfig, SweepEvaluation
+from clipmag.experiments.design.slurm_settings import SlurmResources, resources_for
+from clipmag.experiments.slurm.jobs import ACTIVE_STATES, LOG_DIR, JobsRecord, SweepUnfinished, poll_jobs
 from clipmag.registry.evaluations import get_evaluation
 from clipmag.registry.front_ends import FrontEnd, get_front_end
 from clipmag.results.record import RESULTS_FILE

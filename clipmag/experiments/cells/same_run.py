@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from clipmag.config.build import to_dict
-from clipmag.experiments.finished import unfinished_reason
-from clipmag.experiments.grid import Cell
+from clipmag.experiments.cells.finished import unfinished_reason
+from clipmag.experiments.design.grid import Cell
 from clipmag.registry.front_ends import get_front_end
 from clipmag.results.provenance import config_sha256
 from clipmag.results.record import RESULTS_FILE

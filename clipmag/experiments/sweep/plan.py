@@ -30,9 +30,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from clipmag.config.checks import ConfigError
-from clipmag.experiments.continuation import continued_cell
-from clipmag.experiments.grid import Cell, SweepConfig, expand
-from clipmag.experiments.slurm_settings import resources_for
+from clipmag.experiments.cells.continuation import continued_cell
+from clipmag.experiments.design.grid import Cell, SweepConfig, expand
+from clipmag.experiments.design.slurm_settings import resources_for
 from clipmag.registry.front_ends import get_front_end
 from clipmag.runtime.devices import Device
 from clipmag.train.cost import BYTES_PER_PARAMETER, CellCost

@@ -1,6 +1,6 @@
-"""The embedded RAG set: real Wikipedia passages and real open-domain questions, built offline.
+"""The bundled RAG set: real Wikipedia passages and real open-domain questions, built offline.
 
-``build_rag_embedded(root)`` writes, under ``root``:
+``build_rag_bundled(root)`` writes, under ``root``:
 
 ``passages.tsv``
     DPR layout (``id  text  title`` header) of gensim's shortened English Wikipedia dump (106
@@ -53,9 +53,9 @@ from text_retrieval.rag.wiki import read_articles, split_passages
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["build_rag_embedded", "select_questions", "fetch_dpr_qa", "eligible_title", "DPR_SOURCES"]
+__all__ = ["build_rag_bundled", "select_questions", "fetch_dpr_qa", "eligible_title", "DPR_SOURCES"]
 
-EMBEDDED_RAG_VERSION = 1  # bump whenever a change alters the files written
+BUNDLED_RAG_VERSION = 1  # bump whenever a change alters the files written
 DPR_SOURCES = ("nq", "trivia", "squad", "wq", "curated")
 PYSERINI = "pyserini==0.17.0"
 PYSERINI_JAR = "pyserini/resources/jars/anserini-0.14.3-fatjar.jar"
@@ -139,7 +139,7 @@ def _versions() -> dict[str, str]:
     return {"python": sys.version.split()[0], **installed_versions(("gensim", "mwparserfromhell", "regex"))}
 
 
-def build_rag_embedded(
+def build_rag_bundled(
     root: str | Path,
     dpr_qa_dir: str | Path | None = None,
     max_questions: int = 200,
@@ -147,12 +147,12 @@ def build_rag_embedded(
     passage_words: int = 100,
     max_articles: int | None = None,
 ) -> Path:
-    """Build (or reuse) the embedded RAG set under ``root``; returns ``root``."""
+    """Build (or reuse) the bundled RAG set under ``root``; returns ``root``."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     qa_files = fetch_dpr_qa(root / "dpr", dpr_qa_dir)
     key: dict[str, Any] = {
-        "version": EMBEDDED_RAG_VERSION,
+        "version": BUNDLED_RAG_VERSION,
         "max_questions": max_questions,
         "seed": seed,
         "passage_words": passage_words,
@@ -164,7 +164,7 @@ def build_rag_embedded(
     if manifest_path.is_file() and (root / "answerable.jsonl").is_file() and (root / "passages.tsv").is_file():
         if json.loads(manifest_path.read_text(encoding="utf-8")).get("key") == key:
             return root
-    logger.info("building the embedded RAG set in %s", root)
+    logger.info("building the bundled RAG set in %s", root)
     passages = split_passages(read_articles(max_articles=max_articles), words=passage_words)
     questions = []
     for name, path in qa_files.items():
@@ -189,5 +189,5 @@ def build_rag_embedded(
         "qa_files": {name: str(path) for name, path in qa_files.items()},
     }
     write_text_atomic(manifest_path, json.dumps(manifest, indent=1) + "\n")
-    logger.info("embedded RAG set: %d passages, %d questions %s", len(passages), len(qa_rows), counts)
+    logger.info("bundled RAG set: %d passages, %d questions %s", len(passages), len(qa_rows), counts)
     return root

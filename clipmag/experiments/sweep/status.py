@@ -1,6 +1,6 @@
 """``clipmag-sweep status``: where every cell of a sweep stands, and why a failed one failed.
 
-A cell is ``done`` when its results are finished on disk (:mod:`clipmag.experiments.finished`, the
+A cell is ``done`` when its results are finished on disk (:mod:`clipmag.experiments.cells.finished`, the
 sweep's own test); otherwise it shows its latest job's SLURM state (``pending``, ``running``,
 ``failed``, ``timeout``, ``cancelled``, ...; ``jobs.json`` and ``sacct``), ``not submitted``, or
 for a local sweep ``not run``. A cell whose job ended without finishing the cell shows the last
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from clipmag.experiments.finished import unfinished_reason
-from clipmag.experiments.grid import Cell, SweepConfig, expand
-from clipmag.experiments.slurm_jobs import LOG_DIR, JobsRecord, job_states
+from clipmag.experiments.cells.finished import unfinished_reason
+from clipmag.experiments.design.grid import Cell, SweepConfig, expand
+from clipmag.experiments.slurm.jobs import LOG_DIR, JobsRecord, job_states
 from clipmag.results.record import RESULTS_FILE
 
 __all__ = ["sweep_status"]

@@ -5,7 +5,7 @@ not the fine-tuning data, for continued pretraining (e.g. making a cosine encode
 
 ``pairs.jsonl`` and ``shards/``
     One ``{"query", "positive", "doc_id"}`` per function of the named packages with a usable
-    docstring summary (the extraction rules of :mod:`text_retrieval.data.embedded.extract`), read in the
+    docstring summary (the extraction rules of :mod:`text_retrieval.data.bundled.extract`), read in the
     given package order, shuffled with ``seed`` and cut to ``max_pairs``.
 ``manifest.json``
     Python version, each package's distribution and version, pairs per package, what was dropped
@@ -13,13 +13,13 @@ not the fine-tuning data, for continued pretraining (e.g. making a cosine encode
     returns at once; anything else rebuilds.
 
 The evaluation and fine-tuning trees are held out: by default the standard library and
-scikit-learn, whose functions make the embedded code-search train and test sets and the tests'
+scikit-learn, whose functions make the bundled code-search train and test sets and the tests'
 data. A held-out tree named as a package is an error, and a pair is dropped when its code
 (whitespace-normalised) or its summary (case-folded) occurs anywhere in a held-out tree, so a copy
 vendored into another package cannot leak a test document into pretraining. Summaries shared by
 two functions are ambiguous as queries and dropped, as are exact copies of earlier code.
 
-    python -m text_retrieval.data.embedded.package_pairs runs/data/package-pairs --packages numpy scipy sympy
+    python -m text_retrieval.data.bundled.package_pairs runs/data/package-pairs --packages numpy scipy sympy
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ from clipmag.results.provenance import provenance
 from clipmag.results.record import installed_versions
 from clipmag.runtime.logs import setup_logging
 from clipmag.storage.files import write_text_atomic
-from text_retrieval.data.embedded.build import STDLIB_EXCLUDED
-from text_retrieval.data.embedded.extract import CodeFunction, extract_functions, installed_package_dir
+from text_retrieval.data.bundled.build import STDLIB_EXCLUDED
+from text_retrieval.data.bundled.extract import CodeFunction, extract_functions, installed_package_dir
 from text_retrieval.data.training.shards import write_text_shards
 
 logger = logging.getLogger("clipmag")
@@ -62,7 +62,7 @@ def distribution_version(name: str) -> str:
 
 
 def default_held_out() -> dict[str, Path]:
-    """The trees the embedded code-search sets come from: the standard library and scikit-learn."""
+    """The trees the bundled code-search sets come from: the standard library and scikit-learn."""
     return {
         "stdlib": Path(sysconfig.get_paths()["stdlib"]),
         "sklearn": installed_package_dir("sklearn", "package pairs"),
@@ -175,7 +175,7 @@ def build_package_pairs(
         "shards": len(shards),
         "per_package": counts,
         "sha256_pairs": hashlib.sha256(text.encode("utf-8")).hexdigest(),
-        "description": "see text_retrieval/data/embedded/package_pairs.py",
+        "description": "see text_retrieval/data/bundled/package_pairs.py",
         "provenance": provenance(),
     }
     write_text_atomic(paths["manifest"], json.dumps(manifest, indent=2, sort_keys=True) + "\n")
@@ -195,7 +195,7 @@ class PackagePairsCommand:
 
 
 def main(argv: Sequence[str]) -> None:
-    """Build the pair set: ``python -m text_retrieval.data.embedded.package_pairs ROOT --packages NAME ...``."""
+    """Build the pair set: ``python -m text_retrieval.data.bundled.package_pairs ROOT --packages NAME ...``."""
     cmd = parse_cli(PackagePairsCommand, argv, field_flags(PackagePairsCommand), description=__doc__, positional="root")
     require_words(cmd, ("root", "packages"))
     setup_logging()

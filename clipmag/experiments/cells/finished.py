@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clipmag.experiments.grid import Cell
+from clipmag.experiments.design.grid import Cell
 from clipmag.results.record import RESULTS_FILE, read_results
 
 __all__ = ["unfinished_reason"]

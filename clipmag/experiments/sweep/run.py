@@ -2,12 +2,12 @@
 
 Each cell trains in its own run folder, ``<output_dir>/<group>/<model>/<head or variant>/seed<N>``,
 with its resolved config. A cell is finished when its ``results.json`` parses, belongs to the cell
-(head, seed) and names a tested model that exists (:mod:`clipmag.experiments.finished`); a rerun of
+(head, seed) and names a tested model that exists (:mod:`clipmag.experiments.cells.finished`); a rerun of
 the same sweep skips finished cells, runs the others again (saying why) and continues an
 interrupted cell from its latest checkpoint, so a killed sweep resumes where it stopped. Cells run
 one after another in this process (cheap on a laptop: the libraries are imported once), each
 under ``torchrun`` with ``nproc_per_node``, or each as a job of a SLURM cluster
-(:mod:`clipmag.experiments.slurm`).
+(:mod:`clipmag.experiments.slurm.launcher`).
 
 A sweep may first prepare what its groups read (``prepare``: data builders, a model folder): each
 step runs a module's ``main(argv)`` unless the file it ``creates`` exists. A group (or step) that
@@ -16,7 +16,7 @@ step runs a module's ``main(argv)`` unless the file it ``creates`` exists. A gro
 the model ``label`` in run folders and reports (e.g. another group's export).
 
 A group may continue an earlier group's cells (``continue_from``: each cell trains on from the final
-checkpoint of the cell at the same place, :mod:`clipmag.experiments.continuation`), so budgets
+checkpoint of the cell at the same place, :mod:`clipmag.experiments.cells.continuation`), so budgets
 observed along one long run cost the longest alone.
 
 A group may attach evaluations (:mod:`clipmag.registry.evaluations`, e.g. ``rag``) to its cells: each runs
@@ -35,10 +35,11 @@ from pathlib import Path
 
 from clipmag.config.build import build_config
 from clipmag.config.checks import ConfigError
-from clipmag.experiments.choice import choose_variant
-from clipmag.experiments.continuation import continue_cell
-from clipmag.experiments.finished import unfinished_reason
-from clipmag.experiments.grid import (
+from clipmag.experiments.cells.choice import choose_variant
+from clipmag.experiments.cells.continuation import continue_cell
+from clipmag.experiments.cells.finished import unfinished_reason
+from clipmag.experiments.cells.same_run import finished_twin, share_results
+from clipmag.experiments.design.grid import (
     CELL_FILE,
     EVALUATIONS_DIR,
     Cell,
@@ -49,11 +50,10 @@ from clipmag.experiments.grid import (
     expand,
     split_model_entry,
 )
-from clipmag.experiments.prepare import SweepStep, missing_paths, run_prepare
-from clipmag.experiments.protocol import record_start
-from clipmag.experiments.same_run import finished_twin, share_results
-from clipmag.experiments.slurm import run_on_slurm
-from clipmag.experiments.slurm_jobs import check_cluster
+from clipmag.experiments.design.prepare import SweepStep, missing_paths, run_prepare
+from clipmag.experiments.design.protocol import record_start
+from clipmag.experiments.slurm.jobs import check_cluster
+from clipmag.experiments.slurm.launcher import run_on_slurm
 from clipmag.registry.evaluations import get_evaluation
 from clipmag.registry.front_ends import get_front_end
 from clipmag.results.record import RESULTS_FILE

@@ -8,7 +8,7 @@ that the report reads. ``archive_results(runs, dest)`` copies only those - every
 files let a ``choose_variant`` group read its selection group's scores; the cells themselves run
 again there, as a finished cell must have the export its results name.
 
-    python -m clipmag.experiments.archive runs/positive_regime results/positive_regime
+    python -m clipmag.experiments.sweep.archive runs/positive_regime results/positive_regime
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 
 from clipmag.config.command_line import parse_cli, require_words
 from clipmag.config.entry import run_entry_point
-from clipmag.experiments.grid import CELL_FILE, EVALUATIONS_DIR
-from clipmag.experiments.protocol import PROTOCOL_FILE
+from clipmag.experiments.design.grid import CELL_FILE, EVALUATIONS_DIR
+from clipmag.experiments.design.protocol import PROTOCOL_FILE
 from clipmag.results.record import RESULTS_FILE
 
 __all__ = ["ArchiveCommand", "archive_results", "main"]
@@ -59,7 +59,7 @@ class ArchiveCommand:
 
 
 def main(argv: Sequence[str]) -> None:
-    """``python -m clipmag.experiments.archive RUNS_DIR DEST``."""
+    """``python -m clipmag.experiments.sweep.archive RUNS_DIR DEST``."""
     cmd = parse_cli(ArchiveCommand, argv, {}, description=__doc__, positional=("runs_dir", "dest"))
     require_words(cmd, ("runs_dir", "dest"))
     copied = archive_results(cmd.runs_dir, cmd.dest)
