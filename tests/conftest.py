@@ -43,21 +43,43 @@ def script_env() -> dict[str, str]:
     }
 
 
+def _launcher(nproc: int) -> list[str]:
+    """The interpreter, or torchrun with ``nproc`` processes (gloo on CPU) when ``nproc`` > 1."""
+    if nproc > 1:
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
+    return [sys.executable]
+
+
 def run_python(
     script: str | Path, args: list[str], nproc: int = 1, check: bool = True, timeout: int = 400
 ) -> subprocess.CompletedProcess:
     """Run a script as one process, or under torchrun with ``nproc`` gloo processes, offline."""
-    launcher = (
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
-        if nproc > 1
-        else [sys.executable]
-    )
     proc = subprocess.run(
-        [*launcher, str(script), *args], cwd=REPO, env=script_env(), capture_output=True, text=True, timeout=timeout
+        [*_launcher(nproc), str(script), *args],
+        cwd=REPO,
+        env=script_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"{script} exited with {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
     return proc
+
+
+def start_script(script: str | Path, args: list[str], nproc: int = 1) -> subprocess.Popen:
+    """Start a script as :func:`run_python` runs it, without waiting, in a process group of its own
+    (as a shell starts a foreground job), so a test can signal every process of it at once
+    (``os.killpg``) while it trains; stdout and stderr are piped."""
+    return subprocess.Popen(
+        [*_launcher(nproc), str(script), *args],
+        cwd=REPO,
+        env=script_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 @pytest.fixture()

@@ -110,3 +110,19 @@ def test_every_manual_is_linked_from_the_readme():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     for page in (REPO / "docs").glob("*.md"):
         assert f"docs/{page.name}" in readme, f"README.md does not link docs/{page.name}"
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors of a manual's headings, as GitHub makes them (lower case, punctuation dropped,
+    spaces as hyphens); headings inside fenced blocks are not headings."""
+    text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.M | re.S)
+    headings = re.findall(r"^#{1,6} (.+)$", text, re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+
+
+def test_every_link_to_a_section_of_a_manual_finds_its_heading():
+    for page in DOCS:
+        for target, anchor in re.findall(r"\]\(([\w./-]*\.md)#([\w-]+)\)", page.read_text(encoding="utf-8")):
+            linked = (page.parent / target).resolve()
+            assert linked.is_file(), f"{page.name} links {target}, which does not exist"
+            assert anchor in _anchors(linked), f"{page.name} links {target}#{anchor}, a section {target} lacks"

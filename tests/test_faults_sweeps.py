@@ -1,12 +1,20 @@
-"""A sweep checks every cell with its front end's own config before the first one trains."""
+"""A sweep checks every cell with its front end's own config before the first one trains, and a cell
+that fails while it runs stops none of the others: one line names it and its log."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
+import toy_frontend
+from conftest import TESTS
 
 from clipmag.config.checks import ConfigError
+from clipmag.config.entry import run_entry_point
 from clipmag.experiments.cli import sweep_main
 from clipmag.experiments.sweep import run as sweep
+from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 
 
 def _sweep_file(tmp_path, heads: str, evaluations: str = "") -> str:
@@ -47,3 +55,53 @@ def test_only_must_name_groups_of_the_sweep(tmp_path):
 def test_a_sweep_without_groups_asks_for_its_file():
     with pytest.raises(ConfigError, match="the sweep has no groups; give its YAML with --config"):
         sweep_main([])
+
+
+@pytest.fixture
+def toy_kind(monkeypatch):
+    """The toy trainer as front end ``toy``, importable by torchrun's processes too."""
+    monkeypatch.setitem(FRONT_ENDS, "toy", FrontEnd("toy", "toy_frontend"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(TESTS), str(TESTS.parent)]))
+    toy_frontend.CALLS.clear()
+
+
+def _broken_cell_sweep(tmp_path, launcher: str) -> str:
+    """Three groups of one cell each; the middle one's (``b/qnorm/seed0``) breaks."""
+    path = tmp_path / "broken.yaml"
+    path.write_text(
+        f"output_dir: {tmp_path / 'runs'}\n"
+        f"launcher: {launcher}\n"
+        "groups:\n"
+        "  - {name: a, kind: toy, heads: [cosine]}\n"
+        "  - {name: b, kind: toy, heads: [qnorm], args: [toy.fail=1]}\n"
+        "  - {name: c, kind: toy, heads: [dnorm]}\n"
+    )
+    return str(path)
+
+
+@pytest.mark.parametrize("launcher", ["inprocess", "torchrun"])
+def test_a_failed_cell_is_one_line_the_other_cells_run_and_a_rerun_resumes_it(tmp_path, toy_kind, capsys, launcher):
+    path = _broken_cell_sweep(tmp_path, launcher)
+    with pytest.raises(SystemExit) as stop:
+        run_entry_point(sweep_main, ["--config", path])
+    assert stop.value.code == 2
+    runs = tmp_path / "runs"
+    log = runs / "b" / "default" / "qnorm" / "seed0" / "cell.log"
+    err = capsys.readouterr().err
+    (last,) = [line for line in err.splitlines() if line.startswith("error:")]
+    why = "exit status 1" if launcher == "torchrun" else "RuntimeError: toy trainer broke while running qnorm"
+    assert last == (
+        f"error: sweep cells did not finish: b/qnorm/seed0 ({why}; its log: {log}). "
+        "Fix the cause and run the same command again: finished cells are skipped, the others resume"
+    )
+    assert f"b/qnorm/seed0: failed ({why}; its log: {log}); the sweep goes on without it" in err
+    assert "Traceback" not in err
+    assert "Traceback" in log.read_text() and "toy trainer broke while running qnorm" in log.read_text()
+    done = [p.relative_to(runs).parts[0] for p in sorted(runs.glob("*/default/*/seed0/results.json"))]
+    assert done == ["a", "c"]  # the cells before and after the broken one
+    Path(path).write_text(Path(path).read_text().replace("toy.fail=1", "toy.fixed=1"))
+    toy_frontend.CALLS.clear()
+    run_entry_point(sweep_main, ["--config", path])
+    assert (log.parent / "results.json").is_file()
+    if launcher == "inprocess":
+        assert [call[call.index("--norm") + 1] for call in toy_frontend.CALLS] == ["qnorm"]

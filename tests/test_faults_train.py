@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, run_python, script_env
+from conftest import REPO, run_python, script_env, start_script
 from safetensors.torch import save_file
 from test_faults_runs import CLIP, CLIP_MICRO, TEXT, WORKER, error_line, losses, steps, text_args, toy
 from test_train_text import tiny_setup  # noqa: F401  (the tiny BERT fixture, found by name)
@@ -174,21 +174,6 @@ def test_a_truncated_checkpoint_is_named_by_resume(text_root, text_run, tmp_path
 
 
 # ---- Ctrl-C ------------------------------------------------------------------------------------
-def start(args: list[str], nproc: int = 1) -> subprocess.Popen:
-    """A script in a process group of its own, as a shell starts a foreground job."""
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
-    command = [*(launcher if nproc > 1 else [sys.executable]), *args]
-    return subprocess.Popen(
-        command,
-        cwd=REPO,
-        env=script_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-
-
 def interrupt_after(proc: subprocess.Popen, out: Path, logged_steps: int, times: int = 1) -> tuple[str, float]:
     """Ctrl-C (``times`` times, 0.2 s apart) once ``logged_steps`` steps are in the metrics; the
     stderr and the seconds from the last Ctrl-C to the end."""
@@ -210,7 +195,7 @@ TOY_SLOW = ["step_delay_s=0.3", "train.steps=12", "train.save_every=2", "train.e
 def test_ctrl_c_under_torchrun_stops_every_rank_at_one_step_saves_and_resumes(tmp_path):
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
     run_python(WORKER, [str(straight), "4", *TOY_SLOW[1:]], nproc=2)
-    proc = start([str(WORKER), str(stopped), "4", *TOY_SLOW], nproc=2)
+    proc = start_script(WORKER, [str(stopped), "4", *TOY_SLOW], nproc=2)
     stderr, _ = interrupt_after(proc, stopped, 3)
     assert stderr.count(INTERRUPT_NOTICE) == 1, stderr[-3000:]
     (line,) = [line for line in stderr.splitlines() if "checkpoint saved" in line]
@@ -224,7 +209,7 @@ def test_ctrl_c_under_torchrun_stops_every_rank_at_one_step_saves_and_resumes(tm
 
 def test_a_second_ctrl_c_quits_at_once_in_one_line_and_the_checkpoint_before_stays(tmp_path):
     out = tmp_path / "run"
-    proc = start([str(WORKER), str(out), "4", "step_delay_s=2", "train.steps=12", "train.save_every=2"])
+    proc = start_script(WORKER, [str(out), "4", "step_delay_s=2", "train.steps=12", "train.save_every=2"])
     stderr, seconds = interrupt_after(proc, out, 3, times=2)
     assert proc.returncode == 130 and seconds < 1.5, stderr[-3000:]
     assert stderr.strip().splitlines()[-2:] == [INTERRUPT_NOTICE, QUIT_NOTICE] and "Traceback" not in stderr
@@ -234,7 +219,7 @@ def test_a_second_ctrl_c_quits_at_once_in_one_line_and_the_checkpoint_before_sta
 @pytest.mark.slow
 def test_ctrl_c_stops_the_text_trainer_and_its_data_workers_at_a_step_boundary(text_root, tmp_path):
     out = tmp_path / "run"
-    proc = start([str(TEXT), *text_args(text_root, out, "train.steps=40", "train.eval_every=0", "data.num_workers=1")])
+    proc = start_script(TEXT, text_args(text_root, out, "train.steps=40", "train.eval_every=0", "data.num_workers=1"))
     stderr, _ = interrupt_after(proc, out, 2)
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
     step = latest_step(out)

@@ -5,7 +5,7 @@ two gloo ranks under torchrun in fp32: every logged loss equals DDP's to 1e-5, w
 accumulation, gradient caching, a learnable head trained in both directions, a decoder with a dnorm
 head in the document-to-query direction and activation checkpointing. A sharded checkpoint written
 on two ranks resumes on one and on two to the uninterrupted losses, and the export (written whole)
-scores what the DDP run's does.
+scores what the DDP run's does; without a final export, the whole copy rank 0 tests scores the same.
 """
 
 from __future__ import annotations
@@ -75,6 +75,20 @@ def test_fsdp_decoder_equals_ddp(models, tmp_path):
     ddp = _train(models, "decoder", tmp_path / "ddp", *DECODER_STEP)
     fsdp = _train(models, "decoder", tmp_path / "fsdp", *DECODER_STEP, "train.strategy=fsdp")
     assert fsdp == pytest.approx(ddp, abs=1e-5)
+
+
+@pytest.mark.slow
+def test_fsdp_without_a_final_export_tests_the_encoder_an_export_would_hold(models, tmp_path):
+    """``train.export_final=false``: rank 0 tests its whole copy of the trained model, scored as the
+    export would be, and gets what a run of one process on the same global batch gets from its export."""
+    _train(models, "bert", tmp_path / "fsdp", *BERT_STEP, "train.strategy=fsdp", "train.export_final=false")
+    _train(models, "bert", tmp_path / "one", *BERT_STEP, "data.batch_size=16", nproc=1)
+    fsdp, one = (read_results(tmp_path / run / "results.json") for run in ("fsdp", "one"))
+    assert not (tmp_path / "fsdp" / "export").exists() and (tmp_path / "one" / "export").is_dir()
+    assert fsdp["checkpoint"]["step"] == one["checkpoint"]["step"]
+    assert fsdp["metrics"]["beir"]["NDCG@10"] == pytest.approx(one["metrics"]["beir"]["NDCG@10"], abs=1e-4)
+    gammas = [(run["head"]["head"]["gq"], run["head"]["head"]["gd"]) for run in (fsdp, one)]
+    assert gammas[0] == pytest.approx(gammas[1], abs=1e-5)  # the learnable head's, trained
 
 
 def test_shard_units_are_the_blocks_a_model_names(models):

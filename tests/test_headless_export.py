@@ -11,11 +11,10 @@ import shutil
 
 import pytest
 import torch
-from text_fixtures import TINY_SIZES, minilm_path, write_beir, write_tiny_bert
+from text_fixtures import minilm_path, save_tiny_exports, write_beir, write_tiny_bert
 
 from clipmag.config.entry import run_entry_point
 from clipmag.scoring.head_record import HEAD_FILE
-from clipmag.scoring.heads import build_head
 from text_retrieval.evaluation.cli import main as eval_text
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.model.st_config import HeadUnreadableError
@@ -34,30 +33,11 @@ HEADS = {
 
 @pytest.fixture(scope="module")
 def headless(tmp_path_factory):
-    """Each head's export of one tiny BERT (as tests/test_st_export.py builds them), its record removed:
+    """Each head's export of one tiny BERT (``save_tiny_exports``, as test_st_export.py has them), its record removed:
     key -> (the encoder that wrote it, the folder)."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
-    torch.manual_seed(0)
-    model = BertModel(BertConfig(vocab_size=tokenizer.vocab_size, num_attention_heads=2, **TINY_SIZES))
-    saved = {}
-    for key, (name, settings, pooling) in HEADS.items():
-        encoder = TextEncoder(
-            model,
-            tokenizer,
-            head=build_head(name, **settings),
-            pooling=pooling,
-            query_prefix="query: ",
-            document_prefix="passage: ",
-            query_max_length=12,
-            document_max_length=40,
-            precision="fp32",
-        )
-        folder = tmp_path_factory.mktemp(key) / "export"
-        encoder.save_pretrained(folder)
+    saved = save_tiny_exports(tmp_path_factory, HEADS)
+    for _, folder in saved.values():
         (folder / HEAD_FILE).unlink()
-        saved[key] = encoder, folder
     return saved
 
 

@@ -13,13 +13,11 @@ from unittest.mock import MagicMock
 import numpy as np
 import pytest
 import torch
-from text_fixtures import TINY_SIZES, minilm_path
+from text_fixtures import save_tiny_exports
 
 from clipmag.hub import push_export
 from clipmag.scoring.head_record import HEAD_FILE, HeadRecord
-from clipmag.scoring.heads import build_head
 from text_retrieval.model.card import describe_run
-from text_retrieval.model.encoder import TextEncoder
 
 QUERIES = ["how do I sort a list", "vitamin d and respiratory infections", "x"]
 DOCUMENTS = [
@@ -43,26 +41,9 @@ HEADS = {
 def exports(tmp_path_factory):
     """Each head of ``HEADS`` on one tiny BERT, saved once: key -> (encoder, SentenceTransformer, folder)."""
     from sentence_transformers import SentenceTransformer
-    from transformers import AutoTokenizer, BertConfig, BertModel
 
-    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
-    torch.manual_seed(0)
-    model = BertModel(BertConfig(vocab_size=tokenizer.vocab_size, num_attention_heads=2, **TINY_SIZES))
     saved = {}
-    for key, (name, settings, pooling) in HEADS.items():
-        encoder = TextEncoder(
-            model,
-            tokenizer,
-            head=build_head(name, **settings),
-            pooling=pooling,
-            query_prefix="query: ",
-            document_prefix="passage: ",
-            query_max_length=12,
-            document_max_length=40,
-            precision="fp32",
-        )
-        folder = tmp_path_factory.mktemp(key)
-        encoder.save_pretrained(folder)
+    for key, (encoder, folder) in save_tiny_exports(tmp_path_factory, HEADS).items():
         trust = key.startswith("learnable")  # the learnable head's module is clipmag's
         saved[key] = encoder, SentenceTransformer(str(folder), device="cpu", trust_remote_code=trust), folder
     return saved

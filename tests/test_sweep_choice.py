@@ -9,6 +9,7 @@ import pytest
 import toy_frontend
 
 from clipmag.experiments.design.grid import VariantChoice
+from clipmag.experiments.slurm.jobs import SweepUnfinished
 from clipmag.experiments.sweep import run as sweep
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 
@@ -84,9 +85,9 @@ def test_a_rate_chosen_on_cosine_carries_through_a_scale_grid_to_every_head(tmp_
 
 
 def test_a_choice_without_the_selection_results_is_refused(tmp_path, toy_kind):
-    with pytest.raises(FileNotFoundError, match="choosing a variant needs its group finished first"):
+    with pytest.raises(SweepUnfinished, match="choosing a variant needs its group finished first"):
         sweep.run_sweep(_config(tmp_path, VariantChoice(group="scale-grid")), only=["final"])
-    with pytest.raises(ValueError, match="no 'Recall@5' for test set 'toy'"):
+    with pytest.raises(SweepUnfinished, match="no 'Recall@5' for test set 'toy'"):
         sweep.run_sweep(_config(tmp_path, VariantChoice(group="scale-grid", metric="Recall@5")))
 
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 from text_fixtures import TINY_SIZES, minilm_path, tiny_train_args, write_code_search_set
 
+from clipmag.experiments.slurm.jobs import SweepUnfinished
 from clipmag.experiments.sweep import run as sweep
 from clipmag.experiments.sweep.rerun import numbers
-from clipmag.train.resume_check import ResumeMismatch
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def test_a_continued_cell_gives_what_one_uninterrupted_run_of_its_length_gives(t
 
 def test_a_schedule_planned_for_the_shorter_run_is_not_continued(tiny, tmp_path):
     cfg = sweep.SweepConfig(output_dir=str(tmp_path / "runs"), groups=_groups(tiny, "cosine")[:2])
-    with pytest.raises(ResumeMismatch, match="cosine schedule was planned for 2 steps"):
+    with pytest.raises(SweepUnfinished, match="ResumeMismatch: .*cosine schedule was planned for 2 steps"):
         sweep.run_sweep(cfg)
 
 
@@ -70,5 +70,5 @@ def test_a_continuation_needs_an_earlier_group_and_runs_in_order(tiny, tmp_path)
     groups[1].continue_from = "budget-2"
     with pytest.raises(ValueError, match="continue_from needs each cell to start after the one it continues"):
         sweep.expand(sweep.SweepConfig(groups=groups, launcher="slurm"))
-    with pytest.raises(ValueError, match="budget-2/default/qnorm-seed0|which is not finished"):
+    with pytest.raises(SweepUnfinished, match="continues budget-2/qnorm/seed0, which is not finished"):
         sweep.run_sweep(sweep.SweepConfig(output_dir=str(tmp_path / "runs"), groups=groups), only=["budget-5"])

@@ -9,14 +9,12 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPO, run_python, script_env
+from conftest import REPO, run_python, start_script
 from text_fixtures import tiny_train_args, write_code_search_set, write_tiny_bert
 
 from clipmag.clip.architecture import ClipModelConfig
@@ -56,16 +54,7 @@ def _text_args(root: Path, out: Path, batch: int, *extra: str) -> list[str]:
 def _stopped_after_first_checkpoint(args: list[str], out: Path) -> str:
     """Run on two ranks until its first checkpoint is written, then send it SIGTERM as a scheduler
     would: it saves the step it reaches and stops. Returns its stderr."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    proc = subprocess.Popen(
-        [*command, str(TRAIN_TEXT), *args],
-        cwd=REPO,
-        env=script_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = start_script(TRAIN_TEXT, args, nproc=2)
     latest, deadline = out / "checkpoints" / "latest.pt", time.time() + 300
     while not latest.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)

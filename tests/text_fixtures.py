@@ -145,6 +145,38 @@ def tiny_train_args(model: Path, root: Path, out: Path, *extra: str) -> list[str
 EOS = "<|endoftext|>"
 
 
+def save_tiny_exports(tmp_path_factory: Any, heads: dict[str, tuple[str, dict, str]]) -> dict[str, tuple[Any, Path]]:
+    """One randomly initialised tiny BERT (seed 0) with MiniLM's tokenizer, exported once per entry of
+    ``heads`` (key -> (head name, its settings, pooling)) with the prefixes ``query: `` / ``passage: ``
+    and max lengths 12 / 40 in fp32: key -> (the encoder that wrote it, its export folder)."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from clipmag.scoring.heads import build_head
+    from text_retrieval.model.encoder import TextEncoder
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path())
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(vocab_size=tokenizer.vocab_size, num_attention_heads=2, **TINY_SIZES))
+    saved = {}
+    for key, (name, settings, pooling) in heads.items():
+        encoder = TextEncoder(
+            model,
+            tokenizer,
+            head=build_head(name, **settings),
+            pooling=pooling,
+            query_prefix="query: ",
+            document_prefix="passage: ",
+            query_max_length=12,
+            document_max_length=40,
+            precision="fp32",
+        )
+        folder = tmp_path_factory.mktemp(key) / "export"
+        encoder.save_pretrained(folder)
+        saved[key] = encoder, folder
+    return saved
+
+
 def write_tiny_bert(folder: Path, **config: Any) -> Path:
     """A randomly initialised BERT of ``TINY_SIZES`` (seed 0; ``config`` overrides) with MiniLM's
     tokenizer, saved to ``folder``."""

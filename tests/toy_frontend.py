@@ -1,8 +1,10 @@
-"""A stand-in trainer for sweep tests: records its calls, writes results.json, can be made to fail."""
+"""A stand-in trainer for sweep tests: records its calls, writes results.json, can be made to fail:
+killed (``FAIL_ON``, Ctrl-C) or broken (the argument ``toy.fail=1``, in any process, torchrun's too)."""
 
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -27,6 +29,9 @@ def main(argv: Sequence[str]) -> None:
     if opts.get("norm") in FAIL_ON:
         (out / "checkpoints").mkdir(parents=True, exist_ok=True)
         raise KeyboardInterrupt(f"killed while running {opts['norm']}")
+    if "toy.fail=1" in argv:
+        (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+        raise RuntimeError(f"toy trainer broke while running {opts['norm']}")
     score = {"cosine": 0.5, "dot": 0.4, "qnorm": 0.45, "dnorm": 0.48, "learnable": 0.47}[opts["norm"]] + 0.01 * int(
         opts["seed"]
     )
@@ -47,3 +52,7 @@ def main(argv: Sequence[str]) -> None:
     for export in EXPORT:
         export(out / "export", opts["norm"])
     write_results(record, out)
+
+
+if __name__ == "__main__":  # a cell under torchrun (launcher: torchrun)
+    main(sys.argv[1:])

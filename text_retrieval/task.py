@@ -245,6 +245,10 @@ class TextRetrievalTask:
         """The export as a user loads it: the head and settings come from its ``clipmag_head.json``."""
         return TextEncoder.from_pretrained(directory)
 
+    def exported_part(self, model: BiEncoder) -> TextEncoder:
+        """The encoder (with its head), which the export holds and the test scores."""
+        return model.encoder
+
     def run_identity(self) -> dict[str, Any]:
         return {"objective": self.cfg.data.objective, "model": self.cfg.model.name_or_path}
 

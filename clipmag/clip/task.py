@@ -210,6 +210,10 @@ class ClipTask:
     def load_export(self, directory: Path) -> ClipMagModel:
         return load_clipmag(directory, self.ctx.device)[0]
 
+    def exported_part(self, model: ClipMagModel) -> ClipMagModel:
+        """The whole model: the export holds both towers and the head."""
+        return model
+
     def test(self, model: ClipMagModel) -> dict[str, dict[str, Any]]:
         """Retrieval (and zero-shot, where classes are known) on the test split, under its name, with
         every query's outcome (``per_query``: the report's query-level tests)."""

@@ -48,6 +48,10 @@ class RunTask(Task, Protocol):
     def load_export(self, directory: Path) -> nn.Module:
         """The exported model as a user would load it (tested instead of the in-memory one)."""
 
+    def exported_part(self, model: nn.Module) -> nn.Module:
+        """What an export of the trainer's ``model`` holds (the text trainer's encoder, without the
+        loss around it): the model tested when ``train.export_final`` is off."""
+
     def test(self, model: nn.Module) -> dict[str, dict[str, Any]]:
         """Metrics per test dataset (rank 0, eval mode, no grad)."""
 
@@ -84,10 +88,10 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
         if cfg.train.export_final:  # test what ships, with the record that ships
             tested = output_dir / EXPORT_DIR
             model, record = task.load_export(tested).to(ctx.device), HeadRecord.read(tested)
-        else:  # the trainer's model holds the selected weights
+        else:  # the trainer's model holds the selected weights, tested as its export would be
             tested = Path(trainer.tested["path"])
-            model = trainer.tested_model.to(ctx.device)
-            record = model.head_record()
+            record = trainer.tested_model.head_record()
+            model = task.exported_part(trainer.tested_model).to(ctx.device)
         model.eval()
         start = time.perf_counter()
         with torch.no_grad():

@@ -3,7 +3,8 @@
 Per test set and head, in-batch negatives only against + 3 mined under the cell's own head and
 + 3 drawn at random from the same pool (one Holm family of two), mined against random (the part
 that is "hard" rather than "more"), and qnorm + mined against cosine + mined, each with the
-report's query-level test (:mod:`clipmag.results.significance`).
+report's query-level test (:mod:`clipmag.results.significance`). They stand in
+docs/experiments.md, section "Hard negatives mined under the head", which the README links.
 """
 
 from __future__ import annotations

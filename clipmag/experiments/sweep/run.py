@@ -9,6 +9,11 @@ one after another in this process (cheap on a laptop: the libraries are imported
 under ``torchrun`` with ``nproc_per_node``, or each as a job of a SLURM cluster
 (:mod:`clipmag.experiments.slurm.launcher`).
 
+A cell that fails does not stop the sweep, as one job of a SLURM array stops none of the others:
+one line names the cell and its log (:mod:`clipmag.experiments.sweep.cell_log`), the other cells run,
+and the sweep ends with :class:`~clipmag.experiments.slurm.jobs.SweepUnfinished` naming every
+failed cell. Ctrl-C stops it.
+
 A sweep may first prepare what its groups read (``prepare``: data builders, a model folder): each
 step runs a module's ``main(argv)`` unless the file it ``creates`` exists. A group (or step) that
 ``requires`` paths which are absent is skipped with one line naming them, so an optional data set
@@ -27,7 +32,6 @@ when that folder holds ``results.json`` (a rerun skips it, as it skips finished 
 from __future__ import annotations
 
 import dataclasses
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -52,12 +56,13 @@ from clipmag.experiments.design.grid import (
 )
 from clipmag.experiments.design.prepare import SweepStep, missing_paths, run_prepare
 from clipmag.experiments.design.protocol import record_start
-from clipmag.experiments.slurm.jobs import check_cluster
+from clipmag.experiments.slurm.jobs import SweepUnfinished, check_cluster
 from clipmag.experiments.slurm.launcher import run_on_slurm
+from clipmag.experiments.sweep.cell_log import failure_reason, run_logged
 from clipmag.registry.evaluations import get_evaluation
 from clipmag.registry.front_ends import get_front_end
 from clipmag.results.record import RESULTS_FILE
-from clipmag.runtime.logs import logger, release_held_log
+from clipmag.runtime.logs import caller_logging_kept, logger, release_held_log
 from clipmag.storage.folder_lock import FolderLock
 from clipmag.train.run import EXPORT_DIR
 
@@ -82,10 +87,13 @@ __all__ = [
 
 
 def run_cell(cell: Cell, launcher: str, nproc: int) -> None:
+    """Train ``cell`` in this process or under ``torchrun`` (whose output goes to the cell's log too;
+    a failure raises :class:`~clipmag.experiments.cell_log.CellFailed`)."""
     cell.write_description()
     front_end = get_front_end(cell.kind)
     if launcher == "inprocess":
-        front_end.main(cell.argv)
+        with caller_logging_kept():  # the trainer sets up logging in the cell's folder
+            front_end.main(cell.argv)
         return
     cmd = [
         sys.executable,
@@ -97,9 +105,7 @@ def run_cell(cell: Cell, launcher: str, nproc: int) -> None:
         front_end.module,
         *cell.argv,
     ]
-    proc = subprocess.run(cmd)
-    if proc.returncode != 0:
-        raise RuntimeError(f"sweep cell {cell.label} failed with exit status {proc.returncode}: {' '.join(cmd)}")
+    run_logged(cmd, cell)
 
 
 def run_evaluations(cell: Cell) -> None:
@@ -187,29 +193,53 @@ def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep")
 
 
 def _run_cells(cells: Sequence[Cell], every_cell: Sequence[Cell], cfg: SweepConfig) -> None:
-    """Run the unfinished ``cells`` (and every evaluation) in order; ``every_cell`` feeds variant choices."""
-    total = len(cells)
+    """Run the unfinished ``cells`` (and every evaluation) in order; ``every_cell`` feeds variant
+    choices. A cell that fails is one line and the next cell runs; raises :class:`SweepUnfinished`
+    at the end, naming every failed cell and its log."""
+    total, failed = len(cells), {}
+    earlier = sum(unfinished_reason(cell) is None for cell in cells)
     for i, cell in enumerate(cells, 1):
-        reason = unfinished_reason(cell)
-        if reason is None:
-            logger.info("[%d/%d] %s: finished earlier, skipped", i, total, cell.label)
+        try:
+            _run_one(cell, every_cell, cfg, f"[{i}/{total}]")
+        except Exception as err:  # one cell's fault, as one job of an array: Ctrl-C still stops the sweep
+            failed[cell.label] = failure_reason(cell, err)
+            logger.warning(
+                "[%d/%d] %s: failed (%s); the sweep goes on without it", i, total, cell.label, failed[cell.label]
+            )
+    logger.info(
+        "sweep ended: of %d cells, %d done (%d finished earlier), %d failed",
+        *(total, total - len(failed), earlier, len(failed)),
+    )
+    if failed:
+        raise SweepUnfinished(
+            "sweep cells did not finish: "
+            + "; ".join(f"{label} ({why})" for label, why in failed.items())
+            + ". Fix the cause and run the same command again: finished cells are skipped, the others resume"
+        )
+
+
+def _run_one(cell: Cell, every_cell: Sequence[Cell], cfg: SweepConfig, place: str) -> None:
+    """Run ``cell`` unless it is finished, then its unfinished evaluations."""
+    reason = unfinished_reason(cell)
+    if reason is None:
+        logger.info("%s %s: finished earlier, skipped", place, cell.label)
+    else:
+        if (cell.directory / RESULTS_FILE).exists():
+            logger.warning("%s %s: not finished (%s): running it again", place, cell.label, reason)
+        cell = choose_variant(cell, every_cell)
+        if cell.chosen:
+            logger.info("%s: variant %s chosen by %s on %s", cell.label, cell.chosen["variant"], *_chosen_by(cell))
+        twin = finished_twin(cell, every_cell) if cfg.reuse_same_runs else None
+        if twin is not None:
+            share_results(cell, twin)
+            logger.info("%s %s: the same run as %s: its results taken", place, cell.label, twin.label)
         else:
-            if (cell.directory / RESULTS_FILE).exists():
-                logger.warning("[%d/%d] %s: not finished (%s): running it again", i, total, cell.label, reason)
-            cell = choose_variant(cell, every_cell)
-            if cell.chosen:
-                logger.info("%s: variant %s chosen by %s on %s", cell.label, cell.chosen["variant"], *_chosen_by(cell))
-            twin = finished_twin(cell, every_cell) if cfg.reuse_same_runs else None
-            if twin is not None:
-                share_results(cell, twin)
-                logger.info("[%d/%d] %s: the same run as %s: its results taken", i, total, cell.label, twin.label)
-            else:
-                cell = continue_cell(cell, every_cell)
-                logger.info("[%d/%d] %s: running%s", i, total, cell.label, _from(cell))
-                start = time.perf_counter()
-                run_cell(cell, cfg.launcher, cfg.nproc_per_node)
-                logger.info("[%d/%d] %s: done in %.0f s", i, total, cell.label, time.perf_counter() - start)
-        run_evaluations(cell)
+            cell = continue_cell(cell, every_cell)
+            logger.info("%s %s: running%s", place, cell.label, _from(cell))
+            start = time.perf_counter()
+            run_cell(cell, cfg.launcher, cfg.nproc_per_node)
+            logger.info("%s %s: done in %.0f s", place, cell.label, time.perf_counter() - start)
+    run_evaluations(cell)
 
 
 def _from(cell: Cell) -> str:
