@@ -157,6 +157,26 @@ def test_without_dropout_the_fast_path_is_exact_on_minilm(p):
         torch.testing.assert_close(grad, plain_grads[name], atol=1e-6, rtol=0, msg=name)
 
 
+BF16_LOSS_TOLERANCE = 2e-2  # relative; docs/text.md ("Dropout on the CPU") states it
+
+
+def test_in_bf16_the_fast_attention_is_within_the_stated_tolerance_of_eager_fp32():
+    """Under bf16 autocast the attention's two products run in bf16 (as autocast's matmuls do) with
+    the softmax in fp32, where torch's math SDPA would compute all of it in fp32: the step's loss and
+    its gradient direction stay within bf16's tolerance of the eager fp32 step, and as close as
+    torch's own bf16 path is."""
+    fast, plain = _minilm_model("model.dropout=1e-9"), _minilm_model("model.dropout=0", "train.fast_dropout=false")
+    fp32_loss, fp32_grads = _step(plain)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fast_loss, fast_grads = _step(fast)
+        torch_loss, _ = _step(plain)
+    assert abs(fast_loss - fp32_loss) <= BF16_LOSS_TOLERANCE * fp32_loss
+    assert abs(fast_loss - fp32_loss) <= 2 * abs(torch_loss - fp32_loss) + 1e-3
+    ours = torch.cat([g.flatten() for g in fast_grads.values()])
+    reference = torch.cat([fp32_grads[name].flatten() for name in fast_grads])
+    assert torch.nn.functional.cosine_similarity(ours, reference, dim=0) > 0.99
+
+
 def test_with_dropout_the_fast_path_trains_minilm_reproducibly():
     fast, plain = _minilm_model(), _minilm_model("train.fast_dropout=false")  # MiniLM's own dropout: 0.1
     loss, _ = _step(fast)
