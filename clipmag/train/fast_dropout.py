@@ -40,6 +40,12 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float) -> torch.Tensor:
     return bits.view(torch.int32)[:count].view(shape) >= threshold
 
 
+def _apply(x: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
+    """``x * mask * scale`` in two passes over ``x``: selecting by the bool mask reads it as it is,
+    where multiplying by it would first copy it into a tensor of ``x``'s dtype."""
+    return torch.where(mask, x, 0).mul_(scale)
+
+
 class _MaskedScale(torch.autograd.Function):
     """``x * mask / (1-p)`` with a fresh mask, and the same mask applied to the gradient."""
 
@@ -48,12 +54,12 @@ class _MaskedScale(torch.autograd.Function):
         mask = keep_mask(x.shape, p)
         ctx.save_for_backward(mask)
         ctx.scale = 1.0 / (1.0 - p)
-        return x.mul(mask).mul_(ctx.scale)
+        return _apply(x, mask, ctx.scale)
 
     @staticmethod
     def backward(ctx: torch.autograd.function.FunctionCtx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         (mask,) = ctx.saved_tensors
-        return grad.mul(mask).mul_(ctx.scale), None
+        return _apply(grad, mask, ctx.scale), None
 
 
 def fast_dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:

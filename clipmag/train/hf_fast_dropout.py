@@ -65,10 +65,17 @@ def _dropped_attention(
     if groups > 1:  # grouped-query attention: each key/value head serves that many query heads
         key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
     scale = query.shape[-1] ** -0.5 if scaling is None else scaling
-    scores = torch.matmul(query, key.transpose(-2, -1)) * scale
+    # the scale goes on the queries (length x dim) rather than the scores (length x length), and the
+    # mask is applied in place: the scores are a fresh product that backward does not keep
+    scores = torch.matmul(query * scale, key.transpose(-2, -1))
     if mask is not None:
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min) if mask.dtype == torch.bool else scores + mask
-    probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
+        scores = (
+            scores.masked_fill_(~mask, torch.finfo(scores.dtype).min) if mask.dtype == torch.bool else scores.add_(mask)
+        )
+    # The CPU softmax accumulates bf16 in fp32 and rounds once at the end, which is what an fp32
+    # softmax cast back to bf16 gives, without the two full-size casts autocast would add around it.
+    with torch.autocast(scores.device.type, enabled=False):
+        probs = torch.softmax(scores, dim=-1).to(value.dtype)
     return torch.matmul(fast_dropout(probs, dropout), value).transpose(1, 2).contiguous()
 
 
