@@ -15,9 +15,12 @@ Every (side, chunk size) runs in its own subprocess, so peak memory is that conf
 the resident set's high-water mark during the timed steps minus the resident set before the first
 step (model, tokenizer and data loaded). Samples/s are over ``--steps`` steps after one warm-up
 step. Configurations alternate ours / theirs so drift in background load hits both alike; the
-machine's load average is printed because other work on the CPU slows both sides.
+machine's load average is printed because other work on the CPU slows both sides. ``--output``
+writes each configuration's samples/s, peak memory and step times, the ratios, the CPU and the
+code state as JSON.
 
     python benchmarks/bench_chunked.py [--batch-size 256] [--chunks 256 64 16] [--steps 2] [--max-length 64]
+    python benchmarks/bench_chunked.py --output results/speed/chunked.json
 """
 
 from __future__ import annotations
@@ -164,14 +167,25 @@ def parent(args: argparse.Namespace) -> None:
                 raise SystemExit(f"{side} chunk {chunk} failed:\n{proc.stderr[-3000:]}")
             results[(side, chunk)] = json.loads(proc.stdout.strip().splitlines()[-1])
     print(f"\n{'chunk':>6}{'ours sps':>10}{'ST sps':>9}{'ratio':>7}{'ours MB':>9}{'ST MB':>8}{'MB ratio':>9}")
+    ratios = {}
     for chunk in args.chunks:
         ours, theirs = results[("ours", chunk)], results[("theirs", chunk)]
+        ratios[str(chunk)] = {
+            "samples_per_s ours/ST": ours["samples_per_s"] / theirs["samples_per_s"],
+            "peak_mb ours/ST": ours["peak_mb"] / max(theirs["peak_mb"], 1.0),
+        }
         print(
             f"{chunk:>6}{ours['samples_per_s']:>10.2f}{theirs['samples_per_s']:>9.2f}"
-            f"{ours['samples_per_s'] / theirs['samples_per_s']:>7.2f}{ours['peak_mb']:>9.0f}{theirs['peak_mb']:>8.0f}"
-            f"{ours['peak_mb'] / max(theirs['peak_mb'], 1.0):>9.2f}"
+            f"{ratios[str(chunk)]['samples_per_s ours/ST']:>7.2f}{ours['peak_mb']:>9.0f}{theirs['peak_mb']:>8.0f}"
+            f"{ratios[str(chunk)]['peak_mb ours/ST']:>9.2f}"
         )
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
+    if args.output:
+        from harness import write_record  # here, not at the top: a child's baseline memory stays without it
+
+        measured = {str(c): {side: results[(side, c)] for side in ("ours", "theirs")} for c in args.chunks}
+        figures = {"chunks": measured, "ratios": ratios}
+        write_record(args.output, "bench_chunked", args, figures, leave_out=("child", "chunk"))
 
 
 def main() -> None:
@@ -181,6 +195,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--max-length", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--output", type=Path, default=None, help="JSON file for the figures")
     parser.add_argument("--child", choices=("ours", "theirs"), default=None, help=argparse.SUPPRESS)
     parser.add_argument("--chunk", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()

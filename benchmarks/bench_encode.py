@@ -10,7 +10,11 @@ default (fp32), and each precision with the other at the same precision. Rounds 
 of the sides; the median of the per-round ratios is reported with its range. The FLOPs of one
 encode are counted (FlopCounterMode) to give the achieved rate against the CPU's peak.
 
+``--output`` writes every side's per-round rates, the ratios, the FLOP rates, the CPU and the code
+state as JSON.
+
     python benchmarks/bench_encode.py [--n-docs 512] [--rounds 4] [--batch-size 32] [--max-length 256]
+    python benchmarks/bench_encode.py --output results/speed/encode.json
 
 Search has its own benchmark, ``bench_search.py``.
 """
@@ -21,6 +25,7 @@ import argparse
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -36,6 +41,7 @@ from harness import (
     print_header,
     rounds,
     select_sides,
+    write_record,
 )
 
 from clipmag.runtime.precision import autocast
@@ -87,15 +93,23 @@ def bench_encode(args: argparse.Namespace) -> None:
         side()
     results = rounds(sides, args.rounds, lambda r: f"{len(texts) / r[0]:7.1f} docs/s")
     rate = {name: [len(texts) / seconds for seconds, _ in rs] for name, rs in results.items()}
-    print_comparison(rate, "docs/s", "ST fp32 (its default)", "ST bf16 autocast")
+    ratios = print_comparison(rate, "docs/s", "ST fp32 (its default)", "ST bf16 autocast")
     out = {name: rs[-1][1] for name, rs in results.items()}
-    print(f"  max |ours - theirs| at fp32: {np.abs(out['clipmag fp32'] - out['ST fp32 (its default)']).max():.1e}")
+    agreement = {"max_abs_diff_fp32": float(np.abs(out["clipmag fp32"] - out["ST fp32 (its default)"]).max())}
+    print(f"  max |ours - theirs| at fp32: {agreement['max_abs_diff_fp32']:.1e}")
     if "clipmag bf16" in out:
-        print(f"  min cosine, clipmag bf16 vs fp32: {min_cosine(out['clipmag bf16'], out['clipmag fp32']):.6f}")
+        agreement["min_cosine_bf16_fp32"] = min_cosine(out["clipmag bf16"], out["clipmag fp32"])
+        print(f"  min cosine, clipmag bf16 vs fp32: {agreement['min_cosine_bf16_fp32']:.6f}")
     native = ours[default_precision()]  # the count does not depend on the precision; this one runs fastest here
     flops = count_flops(lambda: native.encode(texts, "document", args.batch_size, show_progress=False))
-    for name in [n for n in OUR_DTYPES if n in results]:
-        print_flop_rate(f"{name} encode", flops, [seconds for seconds, _ in results[name]], OUR_DTYPES[name])
+    flop_rates = {
+        name: print_flop_rate(f"{name} encode", flops, [seconds for seconds, _ in results[name]], OUR_DTYPES[name])
+        for name in OUR_DTYPES
+        if name in results
+    }
+    if args.output:
+        figures = {"docs_per_s": rate, "flop_rates": flop_rates, "ratios": ratios, "agreement": agreement}
+        write_record(args.output, "bench_encode", args, figures, leave_out=("model", "data"))
 
 
 def main() -> None:
@@ -107,6 +121,7 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=4, help="rounds; the order of the sides rotates")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--output", type=Path, default=None, help="JSON file for the figures")
     args = parser.parse_args()
     args.model = args.model or default_model()
     torch.set_num_threads(args.threads)

@@ -19,9 +19,12 @@ computes bf16 natively (``harness.select_sides``; the output says when they were
 peer's default stays, since it is what the defaults comparison is about. Rounds rotate the order
 of the sides; medians of the per-round ratios are reported with their range. The FLOPs of one
 clipmag step (forward + backward, FlopCounterMode) give the achieved rate against the CPU's peak.
+``--output`` writes every side's per-round rates, the ratios, the FLOP rates, the CPU and the code
+state as JSON.
 
     python benchmarks/bench_train_clip.py [--steps 60] [--batch-size 128] [--model clipmag-tiny] \
         [--workers 0] [--rounds 3]
+    python benchmarks/bench_train_clip.py --output results/speed/train_clip.json
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from harness import (
     print_header,
     rounds,
     select_sides,
+    write_record,
 )
 
 from clipmag.clip import bundled, shards
@@ -212,6 +216,7 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=0, help="data-loader worker processes, the same on both sides")
     p.add_argument("--rounds", type=int, default=3, help="rounds; the order of the sides rotates")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads of each trainer")
+    p.add_argument("--output", type=Path, default=None, help="JSON file for the figures")
     args = p.parse_args()
     torch.set_num_threads(args.threads)  # the FLOP count and the GEMM reference on the trainers' threads
     print_header(
@@ -224,9 +229,15 @@ def main() -> None:
         pattern, csv = write_data(work / "data", args.samples)
         sps = rounds(sides(pattern, csv, args, work), args.rounds, lambda r: f"{r:7.1f} samples/s")
         flops = step_flops(pattern, args)
-    print_comparison(sps, "samples/s", "open_clip amp (default)", "open_clip amp_bf16")
-    for name in [n for n in OUR_DTYPES if n in sps]:
-        print_flop_rate(f"{name} step", flops, [args.batch_size / v for v in sps[name]], OUR_DTYPES[name])
+    ratios = print_comparison(sps, "samples/s", "open_clip amp (default)", "open_clip amp_bf16")
+    flop_rates = {
+        name: print_flop_rate(f"{name} step", flops, [args.batch_size / v for v in sps[name]], OUR_DTYPES[name])
+        for name in OUR_DTYPES
+        if name in sps
+    }
+    if args.output:
+        figures = {"samples_per_s": sps, "flop_rates": flop_rates, "ratios": ratios}
+        write_record(args.output, "bench_train_clip", args, figures)
 
 
 if __name__ == "__main__":

@@ -52,7 +52,6 @@ from harness import (
     OUR_DTYPES,
     ROOT,
     count_flops,
-    cpu_name,
     default_model,
     default_precision,
     print_comparison,
@@ -62,6 +61,7 @@ from harness import (
     rounds,
     select_sides,
     spread,
+    write_record,
 )
 
 from clipmag.config.build import build_config
@@ -269,35 +269,15 @@ def before_setting(text: str) -> tuple[str, Any]:
     return key.removeprefix("train."), yaml.safe_load(value)
 
 
-def write_json(
-    path: Path, args: argparse.Namespace, sps: dict[str, list[float]], flop_rates: dict[str, dict[str, float]]
-) -> None:
-    """Every side's per-round rates and the ratios of interest, with the CPU and the code state."""
-    import json
-
-    from clipmag.results.provenance import code_state
-
-    pairs = {
-        "fp32 clipmag/ST": ("clipmag fp32", "ST fp32 (its default)"),
-        "bf16 clipmag/ST": ("clipmag bf16", "ST bf16=True"),
-        "fp32 after/before": ("clipmag fp32", "clipmag fp32 before"),
-        "bf16 after/before": ("clipmag bf16", "clipmag bf16 before"),
-        "bf16 before/ST": ("clipmag bf16 before", "ST bf16=True"),
-        "fp32 before/ST": ("clipmag fp32 before", "ST fp32 (its default)"),
-    }
-    record = {
-        "benchmark": "bench_train_text",
-        "cpu": cpu_name(),
-        "threads": args.threads,
-        "settings": {k: v for k, v in vars(args).items() if k not in ("model", "data_root", "output")},
-        "code": code_state(),
-        "samples_per_s": sps,
-        "flop_rates": flop_rates,
-        "ratios": {k: ratio(sps[a], sps[b]) for k, (a, b) in pairs.items() if a in sps and b in sps},
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"  written to {path}")
+# The ratios stored beside the rates, under the names the stored train_text.json uses.
+STORED_RATIOS = {
+    "fp32 clipmag/ST": ("clipmag fp32", "ST fp32 (its default)"),
+    "bf16 clipmag/ST": ("clipmag bf16", "ST bf16=True"),
+    "fp32 after/before": ("clipmag fp32", "clipmag fp32 before"),
+    "bf16 after/before": ("clipmag bf16", "clipmag bf16 before"),
+    "bf16 before/ST": ("clipmag bf16 before", "ST bf16=True"),
+    "fp32 before/ST": ("clipmag fp32 before", "ST fp32 (its default)"),
+}
 
 
 def main() -> None:
@@ -362,7 +342,9 @@ def main() -> None:
             if a in sps and b in sps:
                 print(f"    {a} / {b:<36}{spread(ratio(sps[a], sps[b]))}")
     if args.output:
-        write_json(args.output, args, sps, flop_rates)
+        ratios = {k: ratio(sps[a], sps[b]) for k, (a, b) in STORED_RATIOS.items() if a in sps and b in sps}
+        figures = {"samples_per_s": sps, "flop_rates": flop_rates, "ratios": ratios}
+        write_record(args.output, "bench_train_text", args, figures, leave_out=("model", "data_root"))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ prints the load average, which says how loaded the machine was while it ran.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -17,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 # Importing the harness first makes a benchmark offline and quiet before any Hugging Face import,
 # and runs the checkout's clipmag even where another copy is installed.
@@ -144,9 +145,12 @@ def select_sides(always: dict[str, T], bf16: dict[str, T], device: torch.device 
     return chosen
 
 
-def print_comparison(rates: dict[str, list[float]], unit: str, peer_default: str, peer_bf16: str) -> None:
+def print_comparison(
+    rates: dict[str, list[float]], unit: str, peer_default: str, peer_bf16: str
+) -> dict[str, list[float]]:
     """Each side's median rate with its range, then the per-round ratios that answer the questions:
     clipmag vs the peer at their defaults, at equal precision (fp32; bf16), and bf16 vs fp32.
+    Returns the measured ratios per round, named as printed, for ``write_record``.
 
     ``rates`` holds ``clipmag fp32``, ``peer_default`` and a peer fp32 side named ``<peer> fp32...``
     (the same as ``peer_default`` where the peer defaults to fp32), and ``clipmag bf16`` and
@@ -160,14 +164,38 @@ def print_comparison(rates: dict[str, list[float]], unit: str, peer_default: str
     peer_fp32 = next(name for name in rates if name.startswith(f"{peer} fp32"))
     ours = f"clipmag {default_precision()}"
     print("\n  ratios, median of the per-round ratios (range); above 1: the first is faster")
+    measured: dict[str, list[float]] = {}
     for label, a, b in (
         (f"defaults: {ours} / {peer_default}", ours, peer_default),
         (f"fp32: clipmag / {peer_fp32}", "clipmag fp32", peer_fp32),
         (f"bf16: clipmag / {peer_bf16}", "clipmag bf16", peer_bf16),
         ("clipmag bf16 / clipmag fp32", "clipmag bf16", "clipmag fp32"),
     ):
-        measured = spread(ratio(rates[a], rates[b])) if a in rates and b in rates else "not measured (side skipped)"
-        print(f"    {label:<56}{measured}")
+        if a in rates and b in rates:
+            measured[label] = ratio(rates[a], rates[b])
+        print(f"    {label:<56}{spread(measured[label]) if label in measured else 'not measured (side skipped)'}")
+    return measured
+
+
+def write_record(
+    path: Path, benchmark: str, args: argparse.Namespace, figures: dict[str, Any], leave_out: Sequence[str] = ()
+) -> None:
+    """A benchmark's figures as JSON, with what they belong to: the CPU, the torch threads, the
+    settings (``args`` less ``--output`` and the ``leave_out`` flags, machine-specific paths) and the
+    code state, so a table rendered from it (``clipmag.experiments.report.docs_speed``) names them."""
+    from clipmag.results.provenance import code_state
+
+    record = {
+        "benchmark": benchmark,
+        "cpu": cpu_name(),
+        "threads": args.threads,
+        "settings": {k: v for k, v in vars(args).items() if k not in ("output", *leave_out)},
+        "code": code_state(),
+        **figures,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(f"  written to {path}")
 
 
 def count_flops(fn: Callable[[], object]) -> int:

@@ -50,7 +50,7 @@ def test_select_sides_keeps_bf16_only_where_native(native, capsys):
 def test_text_training_benchmark_drops_its_bf16_sides(native, capsys):
     import bench_train_text
 
-    chosen = bench_train_text.sides(argparse.Namespace(), Path("unused"), None, Path("unused"))
+    chosen = bench_train_text.sides(argparse.Namespace(before={}), Path("unused"), None, Path("unused"))
     expected = ["clipmag fp32", "ST fp32 (its default)"] + (["clipmag bf16", "ST bf16=True"] if native else [])
     assert list(chosen) == expected
     assert ("skipped" in capsys.readouterr().out) is not native

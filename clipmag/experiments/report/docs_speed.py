@@ -2,8 +2,10 @@
 
 ``benchmarks/profile_step.py`` writes where a training step's time goes, per operator kind;
 ``benchmarks/bench_train_text.py --output`` writes ours against the peer and, with ``--before``,
-ours with a speed-up switched off, in one run. Each record names the CPU and the code state it was
-measured at, and the tables print both, so a figure never loses the machine it belongs to.
+ours with a speed-up switched off, in one run; ``bench_train_clip.py``, ``bench_encode.py`` and
+``bench_chunked.py`` write ours against their peers the same way (``--output``). Each record names
+the CPU and the code state it was measured at, and the tables print both, so a figure never loses
+the machine it belongs to.
 """
 
 from __future__ import annotations
@@ -60,25 +62,91 @@ def _median_range(values: list[float], digits: int) -> str:
     return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
 
-def train_text_table(stored: StoredResults) -> str:
-    """Samples per second of every side, then the ratios (medians of per-round ratios, with range)."""
-    record = _record(stored, "train_text.json")
-    settings = record["settings"]
-    before = ", ".join(f"train.{k}={v}" for k, v in settings.get("before", {}).items()) or "none"
-    lines = ["| side | samples/s, median (range) |", "|---|---:|"]
-    lines += [f"| {side} | {_median_range(rates, 1)} |" for side, rates in record["samples_per_s"].items()]
+def _comparison(record: dict[str, Any], rates: str, unit: str, work: str) -> list[str]:
+    """Every side's rate, the ratios (medians of per-round ratios, with range), then the FLOP rate
+    of our ``work`` (a step, an encode) against a GEMM measured in the same run."""
+    lines = [f"| side | {unit}, median (range) |", "|---|---:|"]
+    lines += [f"| {side} | {_median_range(values, 1)} |" for side, values in record[rates].items()]
     lines += ["", "| ratio | median (range) |", "|---|---:|"]
     lines += [f"| {name} | {_median_range(values, 2)} |" for name, values in record["ratios"].items()]
-    lines += ["", "| our step | GFLOP/s | of a 2048² GEMM now |", "|---|---:|---:|"]
+    lines += ["", f"| our {work} | GFLOP/s | of a 2048² GEMM now |", "|---|---:|---:|"]
     lines += [
         f"| {side} | {rate['achieved_gflops']:.0f} | {rate['of_gemm']:.0%} |"
         for side, rate in record.get("flop_rates", {}).items()
     ]
+    return lines
+
+
+def train_text_table(stored: StoredResults) -> str:
+    """Text training: samples per second of every side (ours, the peer, ours "before"), the ratios."""
+    record = _record(stored, "train_text.json")
+    settings = record["settings"]
+    before = ", ".join(f"train.{k}={v}" for k, v in settings.get("before", {}).items()) or "none"
     shape = (
         f"batch {settings['batch_size']}, max length {settings['max_length']}, {settings['steps']} timed steps after "
         f'{settings["warmup"]} warm-up, {settings["rounds"]} rotating rounds; "before": {before}'
     )
+    return (
+        "\n".join(_comparison(record, "samples_per_s", "samples/s", "step")) + f"\n\n{shape}. " + _measured_on(record)
+    )
+
+
+def train_clip_table(stored: StoredResults) -> str:
+    """CLIP training against open_clip_train: samples per second of every side, the ratios."""
+    record = _record(stored, "train_clip.json")
+    settings = record["settings"]
+    shape = (
+        f"{settings['model']}, batch {settings['batch_size']}, {settings['steps']} steps per run read from each "
+        f"trainer's log every {settings['log_every']} steps (first window dropped), {settings['workers']} loader "
+        f"workers, {settings['rounds']} rotating rounds"
+    )
+    return (
+        "\n".join(_comparison(record, "samples_per_s", "samples/s", "step")) + f"\n\n{shape}. " + _measured_on(record)
+    )
+
+
+def encode_table(stored: StoredResults) -> str:
+    """Corpus encoding against ``SentenceTransformer.encode``: documents per second, the ratios."""
+    record = _record(stored, "encode.json")
+    settings, agreement = record["settings"], record["agreement"]
+    shape = (
+        f"{settings['n_docs']} documents, batch {settings['batch_size']}, max length {settings['max_length']}, "
+        f"{settings['rounds']} rotating rounds after one warm-up; ours and theirs differ by at most "
+        f"{agreement['max_abs_diff_fp32']:.1e} at fp32"
+    )
+    if "min_cosine_bf16_fp32" in agreement:
+        shape += f", ours bf16 vs fp32 cosine >= {agreement['min_cosine_bf16_fp32']:.5f}"
+    return "\n".join(_comparison(record, "docs_per_s", "docs/s", "encode")) + f"\n\n{shape}. " + _measured_on(record)
+
+
+def chunked_table(stored: StoredResults) -> str:
+    """Gradient caching against ``CachedMultipleNegativesRankingLoss``, per chunk size: samples per
+    second and peak memory of each side, and ours / theirs of both."""
+    record = _record(stored, "chunked.json")
+    settings = record["settings"]
+    lines = [
+        "| chunk | ours samples/s | ST samples/s | samples/s ours/ST | ours peak MB | ST peak MB | peak ours/ST |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for chunk, sides in record["chunks"].items():
+        ours, theirs, ratios = sides["ours"], sides["theirs"], record["ratios"][chunk]
+        lines.append(
+            f"| {chunk} | {ours['samples_per_s']:.2f} | {theirs['samples_per_s']:.2f} | "
+            f"{ratios['samples_per_s ours/ST']:.2f} | {ours['peak_mb']:.0f} | {theirs['peak_mb']:.0f} | "
+            f"{ratios['peak_mb ours/ST']:.2f} |"
+        )
+    shape = (
+        f"Global batch {settings['batch_size']}, max length {settings['max_length']}, {settings['steps']} timed steps "
+        "after one warm-up, fp32, one subprocess per configuration; peak memory is the resident set's rise during "
+        "the run"
+    )
     return "\n".join(lines) + f"\n\n{shape}. " + _measured_on(record)
 
 
-BLOCKS = {"speed-profile": profile_table, "speed-train-text": train_text_table}
+BLOCKS = {
+    "speed-profile": profile_table,
+    "speed-train-text": train_text_table,
+    "speed-train-clip": train_clip_table,
+    "speed-encode": encode_table,
+    "speed-chunked": chunked_table,
+}

@@ -1,0 +1,120 @@
+"""The speed tables of CLIP training, corpus encoding and gradient caching are rendered from the JSON
+records their benchmarks write with ``--output``: each benchmark is run here at its smallest sizes,
+and each table must hold the rates it was given and name the CPU, threads and code state."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, run_python
+
+from clipmag.config.checks import ConfigError
+from clipmag.experiments.report.docs_speed import BLOCKS
+from clipmag.experiments.report.docs_sync import render_text
+from clipmag.experiments.report.stored import StoredResults
+from clipmag.results.provenance import describe_code
+
+BENCHMARKS = REPO / "benchmarks"
+if str(BENCHMARKS) not in sys.path:
+    sys.path.insert(0, str(BENCHMARKS))
+
+import harness  # noqa: E402
+
+# block name -> the record it reads under results/speed
+NEW_BLOCKS = {"speed-train-clip": "train_clip.json", "speed-encode": "encode.json", "speed-chunked": "chunked.json"}
+
+
+def _smoke_runs(root: Path, corpus: Path) -> None:
+    """Each benchmark at its smallest sizes, one thread, writing its record into ``root/speed``."""
+    speed = root / "speed"
+    common = ["--threads", "1", "--rounds", "1"]
+    run_python(
+        BENCHMARKS / "bench_train_clip.py",
+        [*common, "--steps", "4", "--batch-size", "8", "--samples", "32", "--log-every", "1"]
+        + ["--output", str(speed / "train_clip.json")],
+    )
+    run_python(
+        BENCHMARKS / "bench_encode.py",
+        [*common, "--data", str(corpus), "--n-docs", "4", "--batch-size", "4", "--max-length", "16"]
+        + ["--output", str(speed / "encode.json")],
+    )
+    run_python(
+        BENCHMARKS / "bench_chunked.py",
+        ["--threads", "1", "--batch-size", "4", "--chunks", "2", "--steps", "1", "--max-length", "16"]
+        + ["--output", str(speed / "chunked.json")],
+    )
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory) -> Path:
+    """A results root holding the three records of real (tiny) benchmark runs."""
+    work = tmp_path_factory.mktemp("speed")
+    corpus = work / "corpus.jsonl"
+    docs = [
+        {"_id": str(i), "title": f"doc {i}", "text": "contrastive learning of embeddings " * (i + 1)} for i in range(4)
+    ]
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    _smoke_runs(work / "results", corpus)
+    return work / "results"
+
+
+def _record(root: Path, block: str) -> dict:
+    return json.loads((root / "speed" / NEW_BLOCKS[block]).read_text(encoding="utf-8"))
+
+
+def _median_range(values: list[float], digits: int) -> str:
+    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", NEW_BLOCKS)
+def test_each_table_holds_its_records_rates_and_where_they_were_measured(measured, block):
+    record = _record(measured, block)
+    table = BLOCKS[block](StoredResults(measured))
+    assert table.endswith(
+        f"Measured on {record['cpu']}, {record['threads']} threads, at {describe_code(record['code'])}."
+    )
+    assert record["threads"] == 1 and "output" not in record["settings"]
+    assert record["code"]["commit"]
+    if block == "speed-chunked":
+        ours, theirs = record["chunks"]["2"]["ours"], record["chunks"]["2"]["theirs"]
+        ratios = record["ratios"]["2"]
+        assert (
+            f"| 2 | {ours['samples_per_s']:.2f} | {theirs['samples_per_s']:.2f} | "
+            f"{ratios['samples_per_s ours/ST']:.2f} | {ours['peak_mb']:.0f} | {theirs['peak_mb']:.0f} | "
+            f"{ratios['peak_mb ours/ST']:.2f} |"
+        ) in table
+        assert ratios["samples_per_s ours/ST"] == ours["samples_per_s"] / theirs["samples_per_s"]
+        return
+    rates = record["docs_per_s" if block == "speed-encode" else "samples_per_s"]
+    assert "clipmag fp32" in rates and len(rates["clipmag fp32"]) == 1  # one round: one figure a side
+    for side, values in rates.items():
+        assert f"| {side} | {_median_range(values, 1)} |" in table
+    assert any(name.startswith("fp32: clipmag / ") for name in record["ratios"])
+    for name, values in record["ratios"].items():
+        assert f"| {name} | {_median_range(values, 2)} |" in table
+    for side, rate in record["flop_rates"].items():
+        assert f"| {side} | {rate['achieved_gflops']:.0f} | {rate['of_gemm']:.0%} |" in table
+
+
+@pytest.mark.parametrize("block", NEW_BLOCKS)
+def test_a_table_without_its_record_is_one_clear_error(tmp_path, block):
+    manual = f"# Speed\n\n<!-- results:{block} -->\n<!-- /results:{block} -->\n"
+    with pytest.raises(ConfigError, match=rf"manual.md:3: results:{block} cannot be rendered from .*FileNotFoundError"):
+        render_text(manual, "manual.md", StoredResults(tmp_path))
+
+
+def test_a_record_names_the_machine_settings_and_code_beside_the_figures(tmp_path):
+    """The one writer every benchmark uses: the keys the stored train_text.json has, the settings
+    without the output file and the machine-specific paths left out."""
+    args = argparse.Namespace(steps=3, threads=2, model="/somewhere/model", output=tmp_path / "x.json")
+    harness.write_record(args.output, "bench_x", args, {"samples_per_s": {"a": [1.0]}}, leave_out=("model",))
+    record = json.loads(args.output.read_text(encoding="utf-8"))
+    assert list(record) == ["benchmark", "cpu", "threads", "settings", "code", "samples_per_s"]
+    assert record["settings"] == {"steps": 3, "threads": 2} and record["threads"] == 2
+    assert record["cpu"] == harness.cpu_name() and record["code"]["commit"]
