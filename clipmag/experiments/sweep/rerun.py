@@ -35,6 +35,7 @@ from clipmag.results.provenance import code_state, describe_code, same_code
 from clipmag.results.record import RESULTS_FILE, read_results
 from clipmag.runtime.logs import logger, setup_logging
 from clipmag.storage.user_files import read_json
+from clipmag.train.predating import recorded_overrides
 
 __all__ = [
     "DEFAULT_TOLERANCE",
@@ -184,8 +185,10 @@ def _fresh_folder(output: Path, cell: Path) -> Path:
 
 
 def _train(record: Mapping[str, Any], stored: Mapping[str, Any], output: Path) -> dict[str, Any]:
-    """Run the recorded argument list with ``--output`` pointing at ``output``; its results record."""
-    argv = list(record["argv"])
+    """Run the recorded argument list with ``--output`` pointing at ``output``, and the settings a
+    stored run took from elsewhere than its arguments as it recorded them (``train.fast_dropout=false``
+    for a run from before the key, or one that continued such a run); its results record."""
+    argv = [*record["argv"], *recorded_overrides((stored.get("provenance") or {}).get("config"))]
     argv[argv.index("--output") + 1] = str(output)
     world_size = int((stored.get("run") or {}).get("world_size") or 1)
     cell = Cell(
