@@ -2,8 +2,9 @@
 
 ``clipmag-rerun-cell CELL_DIR [--output DIR] [--tolerance X]``: a stored result is only evidence if
 running the recorded command again gives it back. The cell's ``cell.json`` holds the exact argument
-list it trained with (a chosen variant included); the re-run trains it into a fresh folder (never
-the stored cell; under torchrun when the cell ran on several processes) and compares every number
+list it trained with (a chosen variant included), and its results the settings it took from
+elsewhere (``train.fast_dropout=false`` for a run from before the key); the re-run trains it into a
+fresh folder (never the stored cell; under torchrun when the cell ran on several processes) and compares every number
 of the two ``results.json``: the test metrics, the last validation and the head record (learned
 gammas). Evaluations attached to the cell are not re-run. Prints the differences; exits 1 on any.
 
