@@ -122,9 +122,11 @@ def check_resumable(
 
     A checkpoint written before the step identity was stored is compared on what its saved
     config holds, one written before a setting existed as it ran (``train.fast_dropout`` false);
-    other keys that only one side knows are not compared.
+    other keys that only one side knows are not compared, and one that records no settings at all
+    is compared on its weights.
     """
-    saved = with_predating_values(_recorded_identity(ckpt))
+    saved = _recorded_identity(ckpt)
+    saved = with_predating_values(saved) if saved else saved
     problems = [
         f"{key} is {saved[key]!r} there and {identity[key]!r} here"
         for key in identity
