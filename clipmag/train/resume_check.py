@@ -5,18 +5,26 @@ a different run either fails deep inside ``load_state_dict`` or, worse, trains o
 cosine checkpoint continued with a dnorm head reports dnorm numbers for a mixed run). Every
 checkpoint stores its run's *step identity* - the settings that decide what one optimizer step
 computes - and a resume compares it, and the shapes of the weights, with the new run before
-anything is written; a difference is one error naming each key with both values.
+anything is written; a difference is one error naming each key with both values. A checkpoint
+written before a setting existed ran with what it now switches off (:mod:`clipmag.train.predating`):
+it is compared as it ran, and a resume of it takes that value (:func:`resumed_loop`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from clipmag.runtime.logs import logger
 from clipmag.scoring.heads import build_head
+from clipmag.train import checkpoint as ckpt_io
+from clipmag.train.loop_config import TrainLoopConfig
+from clipmag.train.predating import PREDATING_VALUES, with_predating_values
 
 STEP_SECTIONS = ("loss", "optim")  # every key of these changes what a step computes
 STEP_LOOP_KEYS = ("seed", "grad_accum", "steps", "fast_dropout")  # fast_dropout: which masks dropout draws
@@ -53,6 +61,33 @@ def config_identity(config: Mapping[str, Any]) -> dict[str, Any]:
     return identity
 
 
+def _recorded_identity(ckpt: Mapping[str, Any]) -> dict[str, Any]:
+    """The step identity checkpoint ``ckpt`` stored, or its saved config's (written before identities)."""
+    return dict(ckpt.get("identity") or config_identity(ckpt.get("config") or {}))
+
+
+def resumed_loop(loop: TrainLoopConfig) -> TrainLoopConfig:
+    """``loop`` as the resume of its checkpoint runs: each ``train`` setting the checkpoint predates
+    (:data:`~clipmag.train.predating.PREDATING_VALUES`) takes the value the run had - torch's dropout
+    for a run from before ``train.fast_dropout`` - so resuming, or continuing in a sweep, an old run
+    trains on as it ran; a new run, or one resumed from a checkpoint that records the key, keeps
+    ``loop``'s (which the resume check then compares). Read before the model is built, which the
+    setting shapes."""
+    path = ckpt_io.resolve_resume(loop.resume, loop.output_dir)
+    if path is None:
+        return loop
+    recorded = _recorded_identity(ckpt_io.load_checkpoint(path, loop.trust_checkpoint))
+    changes = {
+        key.removeprefix("train."): old
+        for key, old in PREDATING_VALUES.items()
+        if key.startswith("train.") and key not in recorded and getattr(loop, key.removeprefix("train.")) != old
+    }
+    for name, old in changes.items():
+        setting = f"train.{name}={json.dumps(old)}"
+        logger.info("%s predates train.%s: the resumed run keeps what it ran with, %s", path, name, setting)
+    return dataclasses.replace(loop, **changes) if changes else loop
+
+
 def step_identity(
     config: Mapping[str, Any], rows: int, amp_dtype: torch.dtype | None, run: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -86,9 +121,12 @@ def check_resumable(
     a run with step identity ``identity`` and model weights ``state``.
 
     A checkpoint written before the step identity was stored is compared on what its saved
-    config holds; keys that only one side knows are not compared.
+    config holds, one written before a setting existed as it ran (``train.fast_dropout`` false);
+    other keys that only one side knows are not compared, and one that records no settings at all
+    is compared on its weights.
     """
-    saved = ckpt.get("identity") or config_identity(ckpt.get("config") or {})
+    saved = _recorded_identity(ckpt)
+    saved = with_predating_values(saved) if saved else saved
     problems = [
         f"{key} is {saved[key]!r} there and {identity[key]!r} here"
         for key in identity

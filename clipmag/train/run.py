@@ -9,6 +9,7 @@ checkpoint remains.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +32,7 @@ from clipmag.train.contract import Task
 from clipmag.train.engine import Trainer
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optimizer import OptimConfig
+from clipmag.train.resume_check import resumed_loop
 
 EXPORT_DIR = "export"
 
@@ -76,6 +78,7 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
         if ctx.is_main:  # before any rank writes: a second run into this folder stops here
             lock.acquire()
         setup_logging(output_dir, ctx.rank, hold=True)  # out.log waits until the folder is this run's
+        cfg = dataclasses.replace(cfg, train=resumed_loop(cfg.train))  # an old run resumes as it ran
         task = make_task(cfg, ctx)
         start = time.perf_counter()
         trainer = Trainer(task, cfg.train, cfg.optim, cfg, ctx)

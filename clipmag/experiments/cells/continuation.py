@@ -12,7 +12,9 @@ A group with ``continue_from: EARLIER`` gives each cell the final checkpoint of 
 the cell's ``--resume latest`` trains on from there to its own ``train.steps``. Its ``cell.json``
 names the cell it continued (``continues``); ``clipmag-rerun-cell`` re-runs it from step 0, which
 under a constant schedule must give the same numbers. A cell interrupted after it started resumes
-from its own checkpoint, never from the earlier cell's again.
+from its own checkpoint, never from the earlier cell's again. It trains with the dropout of the run
+it continues, as every resume does (:func:`clipmag.train.resume_check.resumed_loop`: a stored
+checkpoint from before ``train.fast_dropout`` continues with torch's), so a curve's budgets are alike.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 ``clipmag-rerun-cell CELL_DIR [--output DIR] [--tolerance X]``: a stored result is only evidence if
 running the recorded command again gives it back. The cell's ``cell.json`` holds the exact argument
-list it trained with (a chosen variant included); the re-run trains it into a fresh folder (never
-the stored cell; under torchrun when the cell ran on several processes) and compares every number
+list it trained with (a chosen variant included), and its results the settings it took from
+elsewhere (``train.fast_dropout=false`` for a run from before the key); the re-run trains it into a
+fresh folder (never the stored cell; under torchrun when the cell ran on several processes) and compares every number
 of the two ``results.json``: the test metrics, the last validation and the head record (learned
 gammas). Evaluations attached to the cell are not re-run. Prints the differences; exits 1 on any.
 
@@ -35,6 +36,7 @@ from clipmag.results.provenance import code_state, describe_code, same_code
 from clipmag.results.record import RESULTS_FILE, read_results
 from clipmag.runtime.logs import logger, setup_logging
 from clipmag.storage.user_files import read_json
+from clipmag.train.predating import recorded_overrides
 
 __all__ = [
     "DEFAULT_TOLERANCE",
@@ -184,8 +186,10 @@ def _fresh_folder(output: Path, cell: Path) -> Path:
 
 
 def _train(record: Mapping[str, Any], stored: Mapping[str, Any], output: Path) -> dict[str, Any]:
-    """Run the recorded argument list with ``--output`` pointing at ``output``; its results record."""
-    argv = list(record["argv"])
+    """Run the recorded argument list with ``--output`` pointing at ``output``, and the settings a
+    stored run took from elsewhere than its arguments as it recorded them (``train.fast_dropout=false``
+    for a run from before the key, or one that continued such a run); its results record."""
+    argv = [*record["argv"], *recorded_overrides((stored.get("provenance") or {}).get("config"))]
     argv[argv.index("--output") + 1] = str(output)
     world_size = int((stored.get("run") or {}).get("world_size") or 1)
     cell = Cell(
