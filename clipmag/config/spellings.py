@@ -74,7 +74,7 @@ def _parent(tree: dict[str, Any], dotted: str, create: bool = False) -> tuple[di
     *parents, leaf = dotted.split(".")
     node: Any = tree
     for part in parents:
-        if create and part not in node:
+        if create and isinstance(node, dict) and part not in node:
             node[part] = {}
         node = node.get(part) if isinstance(node, dict) else None
     return (node if isinstance(node, dict) else None), leaf
@@ -95,7 +95,8 @@ def _joined(moved: Any, present: Any, old: str, new: str, source: str) -> dict[s
 
 def renamed_keys_tree(cls: type, data: dict[str, Any], source: str) -> dict[str, Any]:
     """A YAML mapping read from ``source`` with the keys ``cls`` renamed (``RENAMED_KEYS``) moved to their
-    new names, a renamed section with all it holds. Both names of one key are refused, naming the new one."""
+    new names, a renamed section with all it holds (joined with the new section where both are given;
+    one key under both names is refused, naming it)."""
     for old, new in getattr(cls, "RENAMED_KEYS", {}).items():
         parent, leaf = _parent(data, old)
         if parent is None or leaf not in parent:
