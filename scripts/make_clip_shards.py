@@ -4,7 +4,7 @@ digits set) -> train / val / test shards split by image + CLIP-benchmark sets (a
 
     python scripts/make_clip_shards.py --output data/mine --images photos/ --captions captions.tsv
     python scripts/make_clip_shards.py --output data/coco --images data/raw/coco --download coco
-    python scripts/make_clip_shards.py --output data/digits --embedded      # the composite digits
+    python scripts/make_clip_shards.py --output data/digits --bundled       # the composite digits
 """
 
 import os

@@ -2,7 +2,7 @@
 
     python scripts/make_text_shards.py OUT_DIR --beir DATA/beir/scifact [--split train]
     python scripts/make_text_shards.py OUT_DIR --jsonl pairs.jsonl
-    python scripts/make_text_shards.py OUT_DIR --embedded [runs/bundled-data]
+    python scripts/make_text_shards.py OUT_DIR --bundled [runs/bundled-data]
 
 The command line lives in ``text_retrieval/data/shards_cli.py``; ``main`` is importable from here too.
 """

@@ -11,7 +11,7 @@ def write_digit_shards(out: Path, train: int, val: int, test: int, per_class: in
     """The composite digits as train / val / test shards and CLIP-benchmark sets under ``out``."""
     sizes = {"train": train, "val": val, "test": test, "per-class": per_class}
     shards_cli.main(
-        ["--embedded", "--output", str(out), "--shard-size", str(shard_size)]
-        + [arg for name, n in sizes.items() for arg in (f"--embedded-{name}", str(n))]
+        ["--bundled", "--output", str(out), "--shard-size", str(shard_size)]
+        + [arg for name, n in sizes.items() for arg in (f"--bundled-{name}", str(n))]
     )
     return out

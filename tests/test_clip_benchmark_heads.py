@@ -34,10 +34,10 @@ from clipmag.scoring.losses import InfoNCE
 
 TRAIN = [
     "model.name=clipmag-micro",
-    "data.embedded.train=256",
-    "data.embedded.val=16",
-    "data.embedded.test=16",
-    "data.embedded.per_class=1",
+    "data.bundled.train=256",
+    "data.bundled.val=16",
+    "data.bundled.test=16",
+    "data.bundled.per_class=1",
     "train.steps=40",
     "data.batch_size=32",
     "train.save_every=0",

@@ -225,7 +225,7 @@ def test_eval_set_keeps_every_caption_with_its_image(digit_shards, micro):
 
 def test_bundled_batches_draw_captions_per_epoch_resume_and_split_across_ranks():
     def task(batch_size: int, rank: int = 0, world_size: int = 1) -> ClipTask:
-        sizes = ["data.embedded.train=40", "data.embedded.val=4", "data.embedded.test=4", "data.embedded.per_class=1"]
+        sizes = ["data.bundled.train=40", "data.bundled.val=4", "data.bundled.test=4", "data.bundled.per_class=1"]
         cfg = parse_args(["model.name=clipmag-micro", *sizes, f"data.batch_size={batch_size}"])
         return ClipTask(cfg, DistributedContext(rank, world_size, rank, torch.device("cpu"), None))
 

@@ -36,7 +36,7 @@ COMMON = [
     "train.progress=false",
     "train.device=cpu",
 ]
-BUNDLED = ["data.embedded.train=64", "data.embedded.val=8", "data.embedded.test=8", "data.embedded.per_class=1"]
+BUNDLED = ["data.bundled.train=64", "data.bundled.val=8", "data.bundled.test=8", "data.bundled.per_class=1"]
 
 
 @pytest.fixture(scope="module")

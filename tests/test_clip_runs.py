@@ -29,10 +29,10 @@ from clipmag.scoring.head_record import HeadRecord
 
 MICRO = [
     "model.name=clipmag-micro",
-    "data.embedded.train=512",
-    "data.embedded.val=32",
-    "data.embedded.test=64",
-    "data.embedded.per_class=4",
+    "data.bundled.train=512",
+    "data.bundled.val=32",
+    "data.bundled.test=64",
+    "data.bundled.per_class=4",
     "train.log_every=1",
     "train.tensorboard=false",
     "train.progress=false",

@@ -191,7 +191,7 @@ def test_objective_sets_direction_and_query_side():
         (["data.source=shards"], "needs data.train_shards"),
         (["--train-shards", "t", "--val-shards", "v", "--test-shards", "v"], "validation would pick the checkpoint"),
         (["--test-shards", "data/test"], "data.test_shards is set but data.source=bundled"),
-        (["data.embedded.val=5000", "data.embedded.test=5001"], "at most 10000 distinct"),
+        (["data.bundled.val=5000", "data.bundled.test=5001"], "at most 10000 distinct"),
         (["--batch-size", "1"], "batch_size must be >= 2"),
         (["--bogus", "1"], "unknown flag --bogus"),
         (["--objective", "i2t", "--query-side", "text"], "model.query_side=text contradicts objective=i2t"),

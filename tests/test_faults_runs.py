@@ -339,10 +339,10 @@ def test_text_trainer_killed_during_a_checkpoint_write_resumes_exactly(text_root
 
 CLIP_MICRO = [
     "model.name=clipmag-micro",
-    "data.embedded.train=64",
-    "data.embedded.val=16",
-    "data.embedded.test=16",
-    "data.embedded.per_class=2",
+    "data.bundled.train=64",
+    "data.bundled.val=16",
+    "data.bundled.test=16",
+    "data.bundled.per_class=2",
     "data.batch_size=8",
     "train.steps=2",
     "train.log_every=1",

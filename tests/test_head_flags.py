@@ -91,8 +91,8 @@ def test_the_shared_flags_mean_the_same_in_both_trainers(parse, tmp_path):
 
 def test_a_clip_run_of_zero_steps_tests_the_start_itself(tmp_path):
     """``--steps 0`` (an untuned cell in a sweep) trains nothing and tests the starting model."""
-    micro = ["model.name=clipmag-micro", "data.embedded.train=64", "data.embedded.val=16", "data.embedded.test=32"]
-    micro += ["data.embedded.per_class=2", "train.tensorboard=false", "train.progress=false", "train.device=cpu"]
+    micro = ["model.name=clipmag-micro", "data.bundled.train=64", "data.bundled.val=16", "data.bundled.test=32"]
+    micro += ["data.bundled.per_class=2", "train.tensorboard=false", "train.progress=false", "train.device=cpu"]
     clip_cli.main([*micro, "--steps", "0", "--batch-size", "8", "--output", str(tmp_path / "run")])
     results = read_results(tmp_path / "run" / "results.json")
     assert results["run"]["steps"] == 0 and results["checkpoint"]["step"] == 0

@@ -44,8 +44,8 @@ from text_retrieval.cli import parse_args as parse_text_args
 from text_retrieval.model.encoder import TextEncoder
 
 FIXTURE_EXPORT = REPO / "tests" / "fixtures" / "export-23aebd0"  # a learnable-head text export
-CLIP_MICRO = ["--model", "clipmag-micro", "data.embedded.train=16", "data.embedded.val=4", "data.embedded.test=4"]
-CLIP_MICRO += ["data.embedded.per_class=1", "train.device=cpu", "train.progress=false", "train.tensorboard=false"]
+CLIP_MICRO = ["--model", "clipmag-micro", "data.bundled.train=16", "data.bundled.val=4", "data.bundled.test=4"]
+CLIP_MICRO += ["data.bundled.per_class=1", "train.device=cpu", "train.progress=false", "train.tensorboard=false"]
 
 
 class Payload:

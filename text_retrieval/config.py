@@ -91,7 +91,7 @@ class TextDataConfig:
     test: list[str] = field(default_factory=lambda: ["bundled:indomain", "bundled:outdomain"])
     test_split: str = "test"
     eval_batch_size: PositiveInt = 64
-    embedded: BundledDataConfig = field(default_factory=BundledDataConfig)
+    bundled: BundledDataConfig = field(default_factory=BundledDataConfig)
 
     retired_keys: ClassVar[dict[str, str]] = {
         "split_by_rank": "every rank reads its slice of the same global batch, whatever the number of ranks"
@@ -111,6 +111,7 @@ class TextConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
     train: TrainLoopConfig = field(default_factory=lambda: TrainLoopConfig(output_dir="runs/text/default"))
 
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"data.embedded": "data.bundled"}
     RENAMED_VALUES: ClassVar[dict[str, dict[str, str]]] = {
         f"data.{key}": BUNDLED_RENAME for key in ("train", "validation", "test")
     }

@@ -100,7 +100,7 @@ class TextRetrievalTask:
     def bundled_paths(self) -> dict[str, Path]:
         """Build the bundled default once (rank 0 first, the others wait and reuse it)."""
         if self._bundled is None:
-            e = self.cfg.data.embedded
+            e = self.cfg.data.bundled
             kwargs = dict(n_train=e.n_train, n_test=e.n_test, n_dev=e.n_dev, corpus_size=e.corpus_size, seed=0)
             if self.ctx.is_main:
                 self._bundled = build_bundled(e.root, **kwargs)

@@ -126,8 +126,8 @@ class BundledDigits:
 
 @dataclass
 class DigitsSizes:
-    """The bundled set's sizes, one config section for the trainer (``data.embedded``) and the shard
-    builder (``--embedded-train`` ...): composites per split (each with several captions) and the
+    """The bundled set's sizes, one config section for the trainer (``data.bundled``) and the shard
+    builder (``--bundled-train`` ...): composites per split (each with several captions) and the
     classification images per class."""
 
     train: NonNegativeInt = 20000

@@ -68,6 +68,10 @@ class ClipConfig:
         default_factory=lambda: TrainLoopConfig(output_dir="runs/clip", steps=400, log_every=50, save_every=200)
     )
 
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {
+        "data.embedded": "data.bundled",
+        "data.embedded_seed": "data.bundled_seed",
+    }
     RENAMED_VALUES: ClassVar[dict[str, dict[str, str]]] = {"data.source": BUNDLED_RENAME}
 
 

@@ -57,8 +57,8 @@ class ClipDataConfig:
     shards, seeded per sample; the bundled set is always read un-augmented. ``workers``:
     DataLoader processes per rank (resume with the value the run started with). ``classnames`` /
     ``templates``: text files (one per line, templates with ``{c}``) that turn the ``cls`` field of
-    the test shards into a zero-shot classification task. ``embedded``: sizes of the bundled
-    splits (:class:`clipmag.clip.bundled.DigitsSizes`), built with ``embedded_seed``.
+    the test shards into a zero-shot classification task. ``bundled``: sizes of the bundled
+    splits (:class:`clipmag.clip.bundled.DigitsSizes`), built with ``bundled_seed``.
     ``skip_broken_images``: a training image that does not decode is replaced by the next of its
     shard that does (counted in results) instead of stopping the run; evaluation images are never
     skipped (a test set must stay the same).
@@ -75,8 +75,8 @@ class ClipDataConfig:
     workers: NonNegativeInt = 0
     skip_broken_images: bool = False
     augment: bool = True
-    embedded: DigitsSizes = field(default_factory=DigitsSizes)
-    embedded_seed: int = 0
+    bundled: DigitsSizes = field(default_factory=DigitsSizes)
+    bundled_seed: int = 0
 
 
 def shard_paths(spec: str, what: str) -> list[str]:

@@ -9,7 +9,7 @@ Examples:
         --karpathy data/raw/coco/dataset_coco.json
     python scripts/make_clip_shards.py --output data/coco --images data/raw/coco --download coco   # fetch first
     python scripts/make_clip_shards.py --output data/flickr30k --images data/raw/flickr30k --download flickr30k
-    python scripts/make_clip_shards.py --output data/digits --embedded      # the composite digits
+    python scripts/make_clip_shards.py --output data/digits --bundled       # the composite digits
 
 captions.tsv: ``filename<TAB>caption[<TAB>class index]`` per line; an image with several captions
 appears on several lines. A Karpathy split file (COCO, Flickr30k) brings its own train / val / test
@@ -26,7 +26,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from clipmag.config.checks import Fraction, PositiveInt
 from clipmag.config.command_line import field_flags, parse_cli, require_one_of
@@ -39,14 +39,14 @@ from .download import download
 from .shards import Sample, caption_text, write_benchmark_classification, write_benchmark_retrieval, write_shards
 
 Splits = dict[str, list[Sample]]
-SOURCES = ("captions", "karpathy", "download", "embedded")
+SOURCES = ("captions", "karpathy", "download", "bundled")
 
 
 @dataclass
 class ClipShardsCommand:
     """What to write. One source: ``captions`` (``filename<TAB>caption[<TAB>class]`` per line, one
     line per caption), ``karpathy`` (a Karpathy split file), ``download`` (fetch into ``images``, then
-    as ``karpathy``) or ``embedded`` (the composite digits). ``images``: the image folder; ``name``:
+    as ``karpathy``) or ``bundled`` (the composite digits). ``images``: the image folder; ``name``:
     the benchmark set's name (default: digits, or the output folder's name); the fractions split a
     captions file's images; ``overwrite`` replaces shards an earlier run left in ``output``."""
 
@@ -55,7 +55,7 @@ class ClipShardsCommand:
     captions: str | None = None
     karpathy: str | None = None
     download: Literal["coco", "flickr30k"] | None = None
-    embedded: bool = False
+    bundled: bool = False
     name: str | None = None
     val_fraction: Fraction = 0.05
     test_fraction: Fraction = 0.1
@@ -64,13 +64,19 @@ class ClipShardsCommand:
     templates: str | None = None
     seed: int = 0
     overwrite: bool = False
-    embedded_sizes: DigitsSizes = field(default_factory=DigitsSizes)
+    bundled_sizes: DigitsSizes = field(default_factory=DigitsSizes)
+
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"embedded": "bundled", "embedded_sizes": "bundled_sizes"}
+    RENAMED_FLAGS: ClassVar[dict[str, str]] = {
+        "embedded": "bundled",
+        **{f"embedded_{size.name}": f"bundled_{size.name}" for size in fields(DigitsSizes)},
+    }
 
 
-# Every key is a flag of its own name; the bundled set's sizes are --embedded-train, --embedded-val, ...
+# Every key is a flag of its own name; the bundled set's sizes are --bundled-train, --bundled-val, ...
 FLAGS = {
-    **{name: key for name, key in field_flags(ClipShardsCommand).items() if name != "embedded_sizes"},
-    **{f"embedded_{size.name}": f"embedded_sizes.{size.name}" for size in fields(DigitsSizes)},
+    **{name: key for name, key in field_flags(ClipShardsCommand).items() if name != "bundled_sizes"},
+    **{f"bundled_{size.name}": f"bundled_sizes.{size.name}" for size in fields(DigitsSizes)},
 }
 
 
@@ -82,7 +88,7 @@ def parse_args(argv: Sequence[str]) -> ClipShardsCommand:
 
 
 def _bundled_splits(args: ClipShardsCommand) -> tuple[Splits, list[Sample], dict[str, Any]]:
-    sets = args.embedded_sizes.build(args.seed)
+    sets = args.bundled_sizes.build(args.seed)
 
     def as_samples(split: bundled.CompositeSplit, tag: str) -> list[Sample]:
         labels = [None if label < 0 else int(label) for label in split.labels.tolist()]
@@ -160,7 +166,7 @@ def main(argv: Sequence[str]) -> Path:
     out = Path(args.output)
     classified: list[Sample] = []
     classnames = templates = None
-    if args.embedded:
+    if args.bundled:
         splits, classified, how = _bundled_splits(args)
         name = args.name or "digits"
         classnames, templates = list(bundled.CLASSNAMES), list(bundled.TEMPLATES)

@@ -94,7 +94,7 @@ class ClipTask:
 
     def _load_bundled(self) -> None:
         d = self.cfg.data
-        sets = d.embedded.build(d.embedded_seed)
+        sets = d.bundled.build(d.bundled_seed)
         # training images in half precision: half the memory; the model reads them in float32
         self.train_images = self._images(sets.train).half()
         self.train_tokens = sets.train.caption_tokens(self.tokenizer)
@@ -168,7 +168,7 @@ class ClipTask:
             self.cfg.train.seed,
             self.ctx.rank,
             self.ctx.world_size,
-            what="bundled training set (data.embedded.train)",
+            what="bundled training set (data.bundled.train)",
         )
         n_images, n_captions = self.train_tokens.shape[:2]
         epoch, picks = -1, torch.empty(0, dtype=torch.long)

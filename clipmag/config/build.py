@@ -10,9 +10,10 @@ came from, and the valid choices. The resolved tree is written next to every run
 (``config_yaml``). The command line's words are read by :mod:`clipmag.config.command_line`.
 
 A config class that renamed a key lists it in ``RENAMED_KEYS`` (a class attribute, old dotted key ->
-new one, e.g. ``{"norm": "head.name"}``): the old name still works, in a YAML file or as
-``key=value``, with one warning line naming the new one. A renamed value (``RENAMED_VALUES``) works
-alike (:mod:`clipmag.config.spellings`).
+new one, e.g. ``{"norm": "head.name"}``, or a whole section, ``{"data.embedded": "data.bundled"}``):
+the old name still works, in a YAML file or as ``key=value``, with one warning line naming the new
+one. Renamed flags (``RENAMED_FLAGS``) and values (``RENAMED_VALUES``) work alike
+(:mod:`clipmag.config.spellings`).
 """
 
 from __future__ import annotations
@@ -33,9 +34,8 @@ from clipmag.config.checks import (
     list_types,
     type_name,
 )
-from clipmag.config.spellings import renamed_value, respelled_tree
+from clipmag.config.spellings import current_key, renamed_keys_tree, renamed_value, respelled_tree
 from clipmag.registry.config_packages import config_path
-from clipmag.runtime.logs import logger
 from clipmag.storage.user_files import read_utf8
 
 __all__ = [
@@ -49,7 +49,6 @@ __all__ = [
     "config_keys_text",
     "config_yaml",
     "config_from_dict",
-    "current_key",
 ]
 
 T = TypeVar("T")
@@ -176,41 +175,6 @@ def cli_value(values: Sequence[str], tp: Any) -> Any:
     return _text_value(values[0], tp)
 
 
-def current_key(cls: type, key: str, source: str) -> str:
-    """The name ``key`` has now: its new name when the config ``cls`` renamed it (``RENAMED_KEYS``),
-    with one warning line naming ``source`` and the new name; else ``key`` itself."""
-    new = getattr(cls, "RENAMED_KEYS", {}).get(key)
-    if new is None:
-        return key
-    logger.warning("%s: key '%s' is deprecated, it is now '%s' (the old name still works for now)", source, key, new)
-    return new
-
-
-def _holds(tree: Mapping[str, Any], dotted: str) -> bool:
-    node: Any = tree
-    for part in dotted.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return False
-        node = node[part]
-    return True
-
-
-def _renamed(cls: type, data: dict[str, Any], source: str) -> dict[str, Any]:
-    """A YAML mapping with the keys ``cls`` renamed moved to their new names."""
-    for old in getattr(cls, "RENAMED_KEYS", {}):
-        if not _holds(data, old):
-            continue
-        new = current_key(cls, old, source)
-        if _holds(data, new):
-            raise ConfigError(f"{source}: keys '{old}' and '{new}' both given ('{old}' is the old name); keep '{new}'")
-        *parents, leaf = old.split(".")
-        node = data
-        for part in parents:
-            node = node[part]
-        _set_dotted(data, new, node.pop(leaf))
-    return data
-
-
 def parse_override(cls: type, token: str) -> tuple[str, Any]:
     if "=" not in token:
         raise ConfigError(f"command line: expected key=value or --flag, got {token!r}")
@@ -235,7 +199,7 @@ def build_config(
         build(cls, base, "", "defaults", construct=False)
         cfg = _merge(cfg, base)
     for path in _yaml_paths(yaml_path):
-        data = respelled_tree(cls, _renamed(cls, load_yaml(path), str(path)), str(path))
+        data = respelled_tree(cls, renamed_keys_tree(cls, load_yaml(path), str(path)), str(path))
         build(cls, _merge(cfg, data), "", str(path), construct=False)
         cfg = _merge(cfg, data)
     for item in overrides:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from clipmag.config.build import build_config, cli_value, config_keys_text, key_type, parse_override
 from clipmag.config.checks import ConfigError, alternatives, list_types
+from clipmag.config.spellings import current_flag
 
 T = TypeVar("T")
 
@@ -73,6 +74,7 @@ def parse_cli_and_file(
     value its key's type calls for: none for a boolean (``--quiet``), one or more words for a list
     (``--norm cosine dot``), else one; ``--flag=value`` always works. ``--help`` prints
     ``description``, the flags and every key with the value a run of the same arguments would use.
+    An old flag the config class renamed (``RENAMED_FLAGS``) still works, with one warning line.
     ``positional`` names the key a bare word (one that is neither a flag nor ``key=value``) sets,
     e.g. a folder a tool reads, or the keys bare words set in order (``NAME ROOT``). Returns the
     config and the YAML file it was read from (``None``: no file), for errors to name it.
@@ -104,6 +106,8 @@ def parse_cli_and_file(
             continue
         flag, has_inline, inline = token[2:].partition("=")
         name = flag.replace("-", "_")
+        if name != "config" and name not in shorthands:
+            name = current_flag(cls, name) or name
         if name != "config" and name not in shorthands:
             valid = ", ".join(f"--{k.replace('_', '-')}" for k in ("config", *shorthands))
             raise ConfigError(f"command line: unknown flag --{flag}; valid flags: {valid}, or dotted key=value")
@@ -145,7 +149,7 @@ def require_words(cfg: Any, keys: Sequence[str]) -> None:
 
 def require_one_of(cfg: Any, keys: Sequence[str], target: str, target_given: bool) -> None:
     """Refuse a tool's command unless its ``target`` is given and exactly one of the flags ``keys`` is set
-    (a tool with several sources, e.g. a shard builder's ``--beir`` / ``--jsonl`` / ``--embedded``)."""
+    (a tool with several sources, e.g. a shard builder's ``--beir`` / ``--jsonl`` / ``--bundled``)."""
     given = [f"--{key.replace('_', '-')}" for key in keys if getattr(cfg, key)]
     if not target_given or len(given) != 1:
         choices = ", ".join(f"--{key.replace('_', '-')}" for key in keys)

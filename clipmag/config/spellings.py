@@ -1,14 +1,21 @@
-"""Values a config key used to take under another spelling: the old one still works, with one warning.
+"""Keys, flags and values a config used to spell another way: the old spelling still works, with one
+warning line naming the old and the new.
 
 The offline data sets that install with the project were once called ``embedded`` (``--data
-embedded``, ``data.test=[embedded:indomain]``, ``data.source=embedded``); in a library about
-embeddings that word read as "embeddings", so they are ``bundled`` now. A config class lists the keys
-whose values may still carry an old word in ``RENAMED_VALUES`` (a class attribute: dotted key ->
-``{old word: new word}``); a value that is the old word, or starts with ``old:``, is rewritten to
-the new one when the config is built (a list value item by item), with one warning line naming both
-spellings. So a run given either spelling resolves to the same config, and its identity is the same.
+embedded``, ``data.test=[embedded:indomain]``, ``data.embedded.root``, ``--embedded``); in a library
+about embeddings that word read as "embeddings", so they are ``bundled`` now. A config class lists
+what it renamed in class attributes:
 
-Stored records (a sweep's protocol, results written before the rename) keep the old word; code that
+* ``RENAMED_KEYS``: old dotted key -> new one. A key renames everything under it, so a renamed
+  section (``{"data.embedded": "data.bundled"}``) takes ``data.embedded.root=x`` on the command line
+  and ``data: {embedded: {root: x}}`` in a YAML file to ``data.bundled.root``.
+* ``RENAMED_FLAGS``: old flag -> new flag (``--embedded-train`` -> ``--bundled-train``), read by
+  :mod:`clipmag.config.command_line`; the old flags are not listed in ``--help``.
+* ``RENAMED_VALUES``: dotted key -> ``{old word: new word}``; a value that is the old word, or starts
+  with ``old:``, is rewritten to the new one (a list value item by item).
+
+So a run given either spelling resolves to the same config, and its identity is the same. Stored
+records (a sweep's protocol, results written before the rename) keep the old words; code that
 compares a stored config with a new one compares their :func:`current_spelling` instead.
 """
 
@@ -18,12 +25,91 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from clipmag.config.checks import ConfigError
 from clipmag.runtime.logs import logger
 
-__all__ = ["BUNDLED_RENAME", "renamed_value", "respelled_tree", "current_spelling"]
+__all__ = [
+    "BUNDLED_RENAME",
+    "current_key",
+    "current_flag",
+    "renamed_keys_tree",
+    "renamed_value",
+    "respelled_tree",
+    "current_spelling",
+]
 
 BUNDLED_RENAME = {"embedded": "bundled"}
-_OLD_WORD = re.compile(r"\b(" + "|".join(map(re.escape, BUNDLED_RENAME)) + r")\b")
+# The old word as a whole word or a part of a name (``embedded_seed``, ``--embedded-train``).
+_OLD_WORD = re.compile(r"(?<![A-Za-z0-9])(" + "|".join(map(re.escape, BUNDLED_RENAME)) + r")(?![A-Za-z0-9])")
+
+
+def current_key(cls: type, key: str, source: str) -> str:
+    """The name dotted ``key`` has now: with the part ``cls`` renamed (``RENAMED_KEYS``: the key itself
+    or a section above it) in its new name, and one warning line naming ``source`` and both names;
+    else ``key`` itself."""
+    for old, new in getattr(cls, "RENAMED_KEYS", {}).items():
+        if key == old or key.startswith(old + "."):
+            renamed = new + key[len(old) :]
+            logger.warning(
+                "%s: key '%s' is deprecated, it is now '%s' (the old name still works for now)", source, key, renamed
+            )
+            return renamed
+    return key
+
+
+def current_flag(cls: type, flag: str) -> str | None:
+    """The flag (``_`` for ``-``) that ``cls`` renamed ``flag`` to (``RENAMED_FLAGS``), with one warning
+    line naming both; None when ``flag`` is not an old one."""
+    new = getattr(cls, "RENAMED_FLAGS", {}).get(flag)
+    if new is not None:
+        old_flag, new_flag = (f"--{name.replace('_', '-')}" for name in (flag, new))
+        logger.warning(
+            "command line: flag %s is deprecated, it is now %s (the old name still works for now)", old_flag, new_flag
+        )
+    return new
+
+
+def _parent(tree: dict[str, Any], dotted: str, create: bool = False) -> tuple[dict[str, Any] | None, str]:
+    """The mapping of ``tree`` that holds the last part of ``dotted`` (made where ``create``), and that part."""
+    *parents, leaf = dotted.split(".")
+    node: Any = tree
+    for part in parents:
+        if create and isinstance(node, dict) and part not in node:
+            node[part] = {}
+        node = node.get(part) if isinstance(node, dict) else None
+    return (node if isinstance(node, dict) else None), leaf
+
+
+def _joined(moved: Any, present: Any, old: str, new: str, source: str) -> dict[str, Any]:
+    """A renamed section given under both names, joined when the two hold different keys; else an
+    error naming the first key given twice."""
+    both = sorted(set(moved) & set(present)) if isinstance(moved, dict) and isinstance(present, dict) else [""]
+    if both:
+        tail = f".{both[0]}" if both[0] else ""
+        old_key, new_key = old + tail, new + tail
+        raise ConfigError(
+            f"{source}: keys '{old_key}' and '{new_key}' both given ('{old_key}' is the old name); keep '{new_key}'"
+        )
+    return {**present, **moved}
+
+
+def renamed_keys_tree(cls: type, data: dict[str, Any], source: str) -> dict[str, Any]:
+    """A YAML mapping read from ``source`` with the keys ``cls`` renamed (``RENAMED_KEYS``) moved to their
+    new names, a renamed section with all it holds (joined with the new section where both are given;
+    one key under both names is refused, naming it)."""
+    for old, new in getattr(cls, "RENAMED_KEYS", {}).items():
+        parent, leaf = _parent(data, old)
+        if parent is None or leaf not in parent:
+            continue
+        current_key(cls, old, source)
+        moved = parent.pop(leaf)
+        target, new_leaf = _parent(data, new, create=True)
+        if target is None:
+            raise ConfigError(f"{source}: key '{old}' is the old name of '{new}', whose section is not a mapping")
+        if new_leaf in target:
+            moved = _joined(moved, target[new_leaf], old, new, source)
+        target[new_leaf] = moved
+    return data
 
 
 def _respell(word: str, renames: Mapping[str, str]) -> str:
@@ -71,12 +157,13 @@ def respelled_tree(cls: type, data: dict[str, Any], source: str) -> dict[str, An
 
 def current_spelling(tree: Any) -> Any:
     """A copy of a JSON-like ``tree`` (a stored config, a sweep's argument lists) with every renamed
-    word in its new spelling, for comparing a stored record with a new one: the two spellings of
-    one setting compare equal (only the renamed word is rewritten, wherever it stands)."""
+    word in its new spelling, in keys and values, for comparing a stored record with a new one: the
+    two spellings of one setting compare equal (only the renamed word is rewritten, wherever it
+    stands: ``data.embedded_seed=1`` reads ``data.bundled_seed=1``)."""
     if isinstance(tree, str):
         return _OLD_WORD.sub(lambda m: BUNDLED_RENAME[m.group(1)], tree)
     if isinstance(tree, Mapping):
-        return {key: current_spelling(value) for key, value in tree.items()}
+        return {current_spelling(key): current_spelling(value) for key, value in tree.items()}
     if isinstance(tree, (list, tuple)):
         return [current_spelling(value) for value in tree]
     return tree

@@ -55,7 +55,7 @@ def bm25_rows(args: argparse.Namespace) -> list[dict]:
 
 def rag_rows(args: argparse.Namespace, encoder, model: str | None) -> list[dict]:
     """accuracy@k of each head's row and its fusions (``model`` None: the BM25 row alone)."""
-    data = RagDataConfig(source="bundled", embedded_root=args.rag_root, dpr_qa_dir=str(SHARED / "qa" / "dpr"))
+    data = RagDataConfig(source="bundled", bundled_root=args.rag_root, dpr_qa_dir=str(SHARED / "qa" / "dpr"))
     corpus, (qa,) = load_rag_data(RagConfig(data=data))
     if args.docs:  # a check: the first passages only
         corpus = Corpus(corpus.name, corpus.passages[: args.docs], corpus.source)

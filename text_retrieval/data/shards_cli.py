@@ -6,11 +6,11 @@ train on them with ``data.train=OUT_DIR``.
 Examples:
     clipmag-make-text-shards data/scifact-shards --beir data/beir/scifact --split train
     clipmag-make-text-shards data/pairs-shards --jsonl pairs.jsonl --samples-per-shard 5000
-    clipmag-make-text-shards runs/data/bundled-shards --embedded
+    clipmag-make-text-shards runs/data/bundled-shards --bundled
 
 One source: ``beir`` (pairs from the ``split`` of its qrels), ``jsonl`` (``{"query", "positive",
-"negatives"?}`` or ``{"query", "title", "text"}`` per line) or ``--embedded`` (the bundled default's
-training pairs, built under ``embedded_root`` if absent). The pairs are shuffled with ``seed``
+"negatives"?}`` or ``{"query", "title", "text"}`` per line) or ``--bundled`` (the bundled default's
+training pairs, built under ``bundled_root`` if absent). The pairs are shuffled with ``seed``
 unless ``no_shuffle``; ``overwrite`` replaces shards already in OUT_DIR.
 """
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from clipmag.config.checks import PositiveInt
 from clipmag.config.command_line import field_flags, parse_cli, require_one_of
@@ -38,19 +39,22 @@ class TextShardsCommand:
     out_dir: str = ""
     beir: str | None = None
     jsonl: str | None = None
-    embedded: bool = False
-    embedded_root: str = "runs/bundled-data"
+    bundled: bool = False
+    bundled_root: str = "runs/bundled-data"
     split: str = "train"
     samples_per_shard: PositiveInt = 1000
     seed: int = 0
     no_shuffle: bool = False
     overwrite: bool = False
 
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"embedded": "bundled", "embedded_root": "bundled_root"}
+    RENAMED_FLAGS: ClassVar[dict[str, str]] = RENAMED_KEYS  # every key is a flag of its own name
+
 
 def parse_args(argv: Sequence[str]) -> TextShardsCommand:
-    """``OUT_DIR`` and exactly one of ``--beir``, ``--jsonl``, ``--embedded``."""
+    """``OUT_DIR`` and exactly one of ``--beir``, ``--jsonl``, ``--bundled``."""
     args = parse_cli(TextShardsCommand, argv, field_flags(TextShardsCommand), description=__doc__, positional="out_dir")
-    require_one_of(args, ("beir", "jsonl", "embedded"), "OUT_DIR", bool(args.out_dir))
+    require_one_of(args, ("beir", "jsonl", "bundled"), "OUT_DIR", bool(args.out_dir))
     return args
 
 
@@ -68,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.jsonl is not None:
             samples = pairs_from_jsonl(args.jsonl)
         else:
-            samples = pairs_from_bundled(args.embedded_root)
+            samples = pairs_from_bundled(args.bundled_root)
         if not args.no_shuffle:
             samples = shuffled(samples, args.seed)
         paths = write_text_shards(samples, args.out_dir, args.samples_per_shard, overwrite=args.overwrite)

@@ -29,7 +29,7 @@ class RagDataConfig:
     """Passages and questions.
 
     ``source="bundled"`` builds the bundled set (text_retrieval/rag/bundled.py) under
-    ``embedded_root``; ``files`` reads ``corpus`` (DPR tsv, BEIR corpus.jsonl or a folder) and each
+    ``bundled_root``; ``files`` reads ``corpus`` (DPR tsv, BEIR corpus.jsonl or a folder) and each
     file in ``qa``. ``dpr_qa_dir`` is where the bundled builder finds DPR's QA test files (empty:
     from the pyserini wheel on PyPI). ``limit`` keeps the first questions of each QA file (few-shot
     examples are still drawn from the whole file, so a limited run's prompts equal the full run's).
@@ -40,8 +40,8 @@ class RagDataConfig:
     qa: list[str] = field(default_factory=list)
     answer_match: Literal["auto", "string", "regex"] = "auto"
     limit: PositiveInt | None = None
-    embedded_root: str = "runs/data/rag-bundled"
-    embedded_questions: PositiveInt = 200
+    bundled_root: str = "runs/data/rag-bundled"
+    bundled_questions: PositiveInt = 200
     dpr_qa_dir: str = ""
     seed: int = 0
 
@@ -110,5 +110,9 @@ class RagConfig:
     reader: ReaderConfig = field(default_factory=ReaderConfig)
     output: str = "runs/rag"
 
-    RENAMED_KEYS: ClassVar[dict[str, str]] = {"retrieval.norms": "head.name"}
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {
+        "retrieval.norms": "head.name",
+        "data.embedded_root": "data.bundled_root",
+        "data.embedded_questions": "data.bundled_questions",
+    }
     RENAMED_VALUES: ClassVar[dict[str, dict[str, str]]] = {"data.source": BUNDLED_RENAME}

@@ -53,7 +53,7 @@ def load_rag_data(cfg: RagConfig) -> tuple[Corpus, list[QASet]]:
     data = cfg.data
     if data.source == "bundled":
         dpr_dir = data.dpr_qa_dir or None
-        root = build_rag_bundled(data.embedded_root, dpr_dir, data.embedded_questions, data.seed)
+        root = build_rag_bundled(data.bundled_root, dpr_dir, data.bundled_questions, data.seed)
         corpus, qa_paths = read_corpus(root), [str(root / "answerable.jsonl")]
     else:
         if not data.corpus or not data.qa:

@@ -11,7 +11,7 @@ Examples:
         --cache-dir cache/emb                                         # the ranks share the corpus encoding
 
 ``--data`` is a pairs jsonl, a shard folder, a BEIR folder (judged pairs of ``--split``) or
-``bundled`` (the trainer's bundled code-search pairs under ``--embedded-root``, built if absent). The corpus
+``bundled`` (the trainer's bundled code-search pairs under ``--bundled-root``, built if absent). The corpus
 searched is every positive of the data, plus the documents of ``--corpus`` (a BEIR corpus.jsonl or
 its folder) when given: ``--negatives-from corpus`` (the default with ``--corpus``) draws negatives
 from the whole corpus, documents judged for test queries included (nothing in the data says which
@@ -90,7 +90,7 @@ class MineConfig:
     pooling: PoolingName | None = None
     split: str = "train"
     corpus: str | None = None
-    embedded_root: str = BundledDataConfig.root  # the trainer's own
+    bundled_root: str = BundledDataConfig.root  # the trainer's own
     rules: MiningRules = field(default_factory=MiningRules)
     negatives_from: Literal["corpus", "training-judged"] | None = None
     no_shuffle: bool = False
@@ -106,7 +106,8 @@ class MineConfig:
     search_memory_gb: PositiveFloat = 4.0
     quiet: bool = False
 
-    RENAMED_KEYS: ClassVar[dict[str, str]] = {"norm": "head.name"}
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"norm": "head.name", "embedded_root": "bundled_root"}
+    RENAMED_FLAGS: ClassVar[dict[str, str]] = {"embedded_root": "bundled_root"}
     RENAMED_VALUES: ClassVar[dict[str, dict[str, str]]] = {"data": BUNDLED_RENAME}
 
     @property
@@ -153,7 +154,7 @@ def _encoder(cfg: MineConfig) -> TextEncoder:
 
 def _mine(cfg: MineConfig, staging: Path) -> tuple[TextEncoder, list[dict[str, Any]], dict[str, Any]] | None:
     """The encoder, the mined samples and the summary; None on the ranks that only helped encode."""
-    samples = load_samples(cfg.data, cfg.split, cfg.embedded_root)
+    samples = load_samples(cfg.data, cfg.split, cfg.bundled_root)
     corpus = load_corpus(cfg.corpus) if cfg.corpus else []
     encoder = _encoder(cfg)
     name = f"mining-{slug(Path(cfg.corpus).stem if cfg.corpus else Path(cfg.data).name, fallback='corpus')}"

@@ -34,12 +34,12 @@ def _shard_samples(folder: Path) -> list[dict[str, Any]]:
 
 
 def load_samples(
-    data: str, split: str = "train", embedded_root: str | Path = BundledDataConfig.root
+    data: str, split: str = "train", bundled_root: str | Path = BundledDataConfig.root
 ) -> list[dict[str, Any]]:
     """The (query, positive) samples of ``data``: a pairs jsonl, a shard folder, a BEIR folder
     (the judged pairs of ``split``) or ``bundled``."""
     if data == BUNDLED:
-        return _bundled_pairs(embedded_root)
+        return _bundled_pairs(bundled_root)
     path = Path(data)
     if path.is_file():
         return pairs_from_jsonl(path)

@@ -43,7 +43,8 @@ def read_protocol(folder: str | Path) -> list[dict[str, Any]]:
 
 def _differences(first: dict[str, Any], entry: dict[str, Any]) -> list[str]:
     """What changed since the first start. The configs are compared in today's spelling (a protocol
-    stored as ``embedded:indomain`` and a start given ``bundled:indomain`` are one protocol)."""
+    stored as ``embedded:indomain`` or ``data.embedded.root=x`` and a start given ``bundled:indomain`` or
+    ``data.bundled.root=x`` are one protocol)."""
     out = []
     if config_sha256(current_spelling(first["config"])) != config_sha256(current_spelling(entry["config"])):
         out.append(f"the sweep config changed (sha256 {first['config_sha256'][:12]} -> {entry['config_sha256'][:12]})")
