@@ -199,6 +199,10 @@ def main() -> None:
     parser.add_argument("--child", choices=("ours", "theirs"), default=None, help=argparse.SUPPRESS)
     parser.add_argument("--chunk", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.output and not args.child:
+        from harness import code_at_start  # the parent only (a child measures its memory)
+
+        code_at_start()  # before anything is measured or written
     if args.child:
         args.side = args.child
         child(args)

@@ -32,6 +32,7 @@ import torch
 from harness import (
     OUR_DTYPES,
     SCIFACT_CORPUS,
+    code_at_start,
     count_flops,
     default_model,
     default_precision,
@@ -123,6 +124,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--output", type=Path, default=None, help="JSON file for the figures")
     args = parser.parse_args()
+    if args.output:
+        code_at_start()  # before anything is measured or written
     args.model = args.model or default_model()
     torch.set_num_threads(args.threads)
     bench_encode(args)

@@ -45,6 +45,7 @@ from harness import (
     CPU,
     OUR_DTYPES,
     ROOT,
+    code_at_start,
     count_flops,
     default_precision,
     print_comparison,
@@ -218,6 +219,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads of each trainer")
     p.add_argument("--output", type=Path, default=None, help="JSON file for the figures")
     args = p.parse_args()
+    if args.output:
+        code_at_start()  # before anything is measured or written
     torch.set_num_threads(args.threads)  # the FLOP count and the GEMM reference on the trainers' threads
     print_header(
         f"CLIP training, {args.model}, batch {args.batch_size}, ~{args.steps} steps, {args.workers} loader workers, "

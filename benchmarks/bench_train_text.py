@@ -50,6 +50,7 @@ from harness import (
     CPU,
     OUR_DTYPES,
     ROOT,
+    code_at_start,
     count_flops,
     default_model,
     default_precision,
@@ -213,6 +214,8 @@ def main() -> None:
     p.add_argument("--before", type=before_setting, action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--output", type=Path, default=None, help="JSON file for the figures")
     args = p.parse_args()
+    if args.output:
+        code_at_start()  # before anything is measured or written
     args.before = dict(args.before)
     args.model = args.model or default_model()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

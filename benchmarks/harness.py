@@ -10,6 +10,7 @@ prints the load average, which says how loaded the machine was while it ran.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -177,20 +178,28 @@ def print_comparison(
     return measured
 
 
+@functools.cache
+def code_at_start() -> dict[str, Any]:
+    """The code state (commit, dirty tree) when first asked: call it before measuring."""
+    from clipmag.results.provenance import code_state
+
+    return code_state()
+
+
 def write_record(
     path: Path, benchmark: str, args: argparse.Namespace, figures: dict[str, Any], leave_out: Sequence[str] = ()
 ) -> None:
     """A benchmark's figures as JSON, with what they belong to: the CPU, the torch threads, the
     settings (``args`` less ``--output`` and the ``leave_out`` flags, machine-specific paths) and the
-    code state, so a table rendered from it (``clipmag.experiments.report.docs_speed``) names them."""
-    from clipmag.results.provenance import code_state
-
+    code state, so a table rendered from it (``clipmag.experiments.report.docs_speed``) names them.
+    The code state is the one the benchmark started from (:func:`code_at_start`): benchmarks run one
+    after another write their records into the tree, which must not count as a change of the code."""
     record = {
         "benchmark": benchmark,
         "cpu": cpu_name(),
         "threads": args.threads,
         "settings": {k: v for k, v in vars(args).items() if k not in ("output", *leave_out)},
-        "code": code_state(),
+        "code": code_at_start(),
         **figures,
     }
     path.parent.mkdir(parents=True, exist_ok=True)

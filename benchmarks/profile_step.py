@@ -37,11 +37,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from harness import ROOT, cpu_name, default_model
+from harness import ROOT, code_at_start, cpu_name, default_model
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from clipmag.config.build import build_config
-from clipmag.results.provenance import code_state
 from clipmag.runtime.distributed import init_distributed
 from clipmag.train.engine import Trainer
 
@@ -252,6 +251,7 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="one small text configuration only")
     p.add_argument("--output", default=str(ROOT / "results" / "speed" / "profile_step.json"))
     args = p.parse_args()
+    code_at_start()
     import transformers
 
     transformers.logging.set_verbosity_error()
@@ -264,7 +264,12 @@ def main() -> None:
             rows.append({"config": label, **timed, **profiled})
             print_row(rows[-1])
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    record = {"cpu": cpu_name(), "threads": torch.get_num_threads(), "torch": torch.__version__, "code": code_state()}
+    record = {
+        "cpu": cpu_name(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "code": code_at_start(),
+    }
     Path(args.output).write_text(json.dumps({**record, "rows": rows}, indent=1) + "\n")
     print(f"# written to {args.output}")
 

@@ -77,9 +77,9 @@ def _comparison(record: dict[str, Any], rates: str, unit: str, work: str) -> lis
     return lines
 
 
-def train_text_table(stored: StoredResults) -> str:
+def train_text_table(stored: StoredResults, name: str = "train_text.json") -> str:
     """Text training: samples per second of every side (ours, the peer, ours "before"), the ratios."""
-    record = _record(stored, "train_text.json")
+    record = _record(stored, name)
     settings = record["settings"]
     before = ", ".join(f"train.{k}={v}" for k, v in settings.get("before", {}).items()) or "none"
     shape = (
@@ -146,6 +146,7 @@ def chunked_table(stored: StoredResults) -> str:
 BLOCKS = {
     "speed-profile": profile_table,
     "speed-train-text": train_text_table,
+    "speed-train-text-long": lambda stored: train_text_table(stored, "train_text_long.json"),
     "speed-train-clip": train_clip_table,
     "speed-encode": encode_table,
     "speed-chunked": chunked_table,
