@@ -180,10 +180,12 @@ def print_comparison(
 
 @functools.cache
 def code_at_start() -> dict[str, Any]:
-    """The code state (commit, dirty tree) when first asked: call it before measuring."""
-    from clipmag.results.provenance import code_state
+    """The code state (commit, dirty tree) when first asked: call it before measuring. The records
+    under ``results/`` are not code: a benchmark run after another that wrote one still ran the
+    commit's code."""
+    from clipmag.results.provenance import PACKAGE_DIR, read_code_state
 
-    return code_state()
+    return read_code_state(PACKAGE_DIR, ignored=("results",))
 
 
 def write_record(

@@ -52,6 +52,21 @@ def test_edits_and_untracked_files_make_it_dirty_with_a_hash_that_follows_them(r
     assert read_code_state(repo)["diff_sha256"] == untracked["diff_sha256"]  # the same tree, the same hash
 
 
+def test_ignored_folders_do_not_count_but_code_beside_them_does(repo):
+    """A benchmark run after another that stored its record under results/ still ran the commit's code."""
+    (repo / "results").mkdir()
+    (repo / "results" / "speed.json").write_text("{}")
+    assert read_code_state(repo)["dirty"] is True
+    assert read_code_state(repo, ignored=("results",)) == {
+        "commit": _head(repo),
+        "dirty": False,
+        "diff_sha256": None,
+        "reason": None,
+    }
+    (repo / "code.py").write_text("x = 2\n")
+    assert read_code_state(repo, ignored=("results",))["dirty"] is True
+
+
 def test_outside_a_checkout_the_reason_is_recorded(tmp_path):
     state = read_code_state(tmp_path)
     assert state["commit"] is None and state["dirty"] is None and state["reason"].startswith("not a git checkout")

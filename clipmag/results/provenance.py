@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,17 +43,20 @@ def _unknown(reason: str) -> dict[str, Any]:
     return {"commit": None, "dirty": None, "diff_sha256": None, "reason": reason}
 
 
-def read_code_state(directory: Path) -> dict[str, Any]:
+def read_code_state(directory: Path, ignored: Sequence[str] = ()) -> dict[str, Any]:
     """The commit, dirtiness and diff hash of the git checkout holding ``directory``. A directory the
-    checkout does not track (an installed copy in a git-ignored virtual environment) has none."""
+    checkout does not track (an installed copy in a git-ignored virtual environment) has none.
+    ``ignored``: folders of the checkout whose changes do not count (a benchmark's own records)."""
     try:
         top = Path(_git(directory, "rev-parse", "--show-toplevel").decode().strip())
         if not _git(directory, "ls-files", "-z", "--", "."):
             return _unknown(f"{directory} is not tracked by the git checkout at {top} (an installed copy)")
         commit = _git(top, "rev-parse", "HEAD").decode().strip()
-        status = _git(top, "status", "--porcelain", "--untracked-files=normal")
-        digest = hashlib.sha256(_git(top, "diff", "HEAD", "--binary"))
-        for name in sorted(n for n in _git(top, "ls-files", "--others", "--exclude-standard", "-z").split(b"\0") if n):
+        paths = ["--", ".", *(f":(exclude){folder}" for folder in ignored)]
+        status = _git(top, "status", "--porcelain", "--untracked-files=normal", *paths)
+        digest = hashlib.sha256(_git(top, "diff", "HEAD", "--binary", *paths))
+        others = _git(top, "ls-files", "--others", "--exclude-standard", "-z", *paths)
+        for name in sorted(n for n in others.split(b"\0") if n):
             digest.update(b"\0untracked\0" + name + b"\0")
             path = top / os.fsdecode(name)
             if path.is_file():
