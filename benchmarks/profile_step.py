@@ -41,6 +41,7 @@ from harness import ROOT, code_at_start, cpu_name, default_model
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from clipmag.config.build import build_config
+from clipmag.experiments.report.docs_speed import KINDS as ORDER
 from clipmag.runtime.distributed import init_distributed
 from clipmag.train.engine import Trainer
 
@@ -272,20 +273,6 @@ def main() -> None:
     }
     Path(args.output).write_text(json.dumps({**record, "rows": rows}, indent=1) + "\n")
     print(f"# written to {args.output}")
-
-
-ORDER = (
-    "gemm",
-    "attention",
-    "norm+act",
-    "elementwise",
-    "casts+copies",
-    "optimizer+clip",
-    "embedding grad",
-    "autograd",
-    "tokenise+data",
-    "python+other",
-)
 
 
 def print_row(row: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ from clipmag.results.provenance import describe_code
 __all__ = ["BLOCKS"]
 
 FOLDER = "speed"
+# the operator kinds of benchmarks/profile_step.py, in the order its rows print them
 KINDS = (
     "gemm",
     "attention",
@@ -77,6 +78,13 @@ def _comparison(record: dict[str, Any], rates: str, unit: str, work: str) -> lis
     return lines
 
 
+def _training_table(record: dict[str, Any], shape: str) -> str:
+    """A training benchmark's samples per second and ratios, its settings, where it was measured."""
+    return (
+        "\n".join(_comparison(record, "samples_per_s", "samples/s", "step")) + f"\n\n{shape}. " + _measured_on(record)
+    )
+
+
 def train_text_table(stored: StoredResults, name: str = "train_text.json") -> str:
     """Text training: samples per second of every side (ours, the peer, ours "before"), the ratios."""
     record = _record(stored, name)
@@ -86,9 +94,7 @@ def train_text_table(stored: StoredResults, name: str = "train_text.json") -> st
         f"batch {settings['batch_size']}, max length {settings['max_length']}, {settings['steps']} timed steps after "
         f'{settings["warmup"]} warm-up, {settings["rounds"]} rotating rounds; "before": {before}'
     )
-    return (
-        "\n".join(_comparison(record, "samples_per_s", "samples/s", "step")) + f"\n\n{shape}. " + _measured_on(record)
-    )
+    return _training_table(record, shape)
 
 
 def train_clip_table(stored: StoredResults) -> str:
@@ -100,9 +106,7 @@ def train_clip_table(stored: StoredResults) -> str:
         f"trainer's log every {settings['log_every']} steps (first window dropped), {settings['workers']} loader "
         f"workers, {settings['rounds']} rotating rounds"
     )
-    return (
-        "\n".join(_comparison(record, "samples_per_s", "samples/s", "step")) + f"\n\n{shape}. " + _measured_on(record)
-    )
+    return _training_table(record, shape)
 
 
 def encode_table(stored: StoredResults) -> str:
