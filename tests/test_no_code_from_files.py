@@ -12,6 +12,7 @@ JSON names a module file in the folder never runs it through clipmag's loaders.
 
 from __future__ import annotations
 
+import ast
 import json
 import pickle
 import shutil
@@ -190,15 +191,33 @@ def test_a_trainer_checkpoint_is_plain_data_and_older_ones_resume(tmp_path):
     assert losses[1] == pytest.approx(losses[0], rel=1e-6)
 
 
-def test_trust_checkpoint_reads_a_users_own_pickled_file(tmp_path):
+def test_no_switch_reads_a_pickled_file_in_full(tmp_path, caplog):
+    """A file that needs pickle is refused with advice, whatever the settings say: the retired
+    train.trust_checkpoint key of a stored config is dropped with one line, and nothing in the
+    library can load a file with weights_only=False."""
     own = tmp_path / "own.pt"
     torch.save({"state_dict": {}, "step": 3, "config": {"output": Path("runs/x")}}, own)
-    with pytest.raises(UnsafeFileError, match=r"own.pt: refused: .*it calls pathlib.*--trust-checkpoint"):
+    with pytest.raises(UnsafeFileError, match=r"own.pt: refused: .*it calls pathlib.*re-save its tensors"):
         load_checkpoint(own)
-    assert load_checkpoint(own, trust=True)["config"]["output"] == Path("runs/x")
-    assert parse_clip_args(["--trust-checkpoint"]).train.trust_checkpoint
-    assert parse_text_args(["--trust-checkpoint"]).train.trust_checkpoint
-    assert not parse_text_args([]).train.trust_checkpoint
+    with caplog.at_level("WARNING", logger="clipmag"):
+        for parse in (parse_clip_args, parse_text_args):
+            cfg = parse(["train.trust_checkpoint=true"])
+            assert not hasattr(cfg.train, "trust_checkpoint")
+    assert sum("key 'train.trust_checkpoint' is no longer read" in r.getMessage() for r in caplog.records) == 2
+    assert not _calls_with_weights_only_false()
+
+
+def _calls_with_weights_only_false() -> list[str]:
+    """Every call in the library's source that passes ``weights_only=False`` (file:line)."""
+    found = []
+    for path in [*(REPO / "clipmag").rglob("*.py"), *(REPO / "text_retrieval").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and any(
+                k.arg == "weights_only" and isinstance(k.value, ast.Constant) and k.value.value is False
+                for k in node.keywords
+            ):
+                found.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    return found
 
 
 def test_clip_exports_are_safetensors_and_older_torch_exports_load(tmp_path):

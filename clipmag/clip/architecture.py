@@ -111,10 +111,9 @@ def resolve_model_name(name: str) -> str:
     return name
 
 
-def build_open_clip(cfg: ClipModelConfig, trust: bool = False) -> tuple[nn.Module, Callable, Callable, Callable]:
+def build_open_clip(cfg: ClipModelConfig) -> tuple[nn.Module, Callable, Callable, Callable]:
     """(open_clip model, train transform, eval transform, tokenizer) for ``cfg``, its towers initialised
-    and locked as it says; a local checkpoint is read as tensors only unless ``trust``
-    (``train.trust_checkpoint``)."""
+    and locked as it says; a local checkpoint is read as tensors and plain data only."""
     name = resolve_model_name(cfg.name)
     local = cfg.pretrained is not None and (Path(cfg.pretrained).is_file() or Path(cfg.pretrained).is_dir())
     tag = None if local else cfg.pretrained
@@ -129,14 +128,14 @@ def build_open_clip(cfg: ClipModelConfig, trust: bool = False) -> tuple[nn.Modul
         path = export_weights_file(path) if path.is_dir() else path
         if path is None:
             raise ConfigError(f"model.pretrained: no {WEIGHTS_FILE} in the folder {cfg.pretrained}")
-        state = open_clip_state_dict(path, trust)
+        state = open_clip_state_dict(path)
         if getattr(model, "logit_bias", None) is None:
             state.pop("logit_bias", None)  # a SigLIP run's bias: the loss of this run decides its own
         model.load_state_dict(state, strict=True)
         logger.info("loaded tower weights from %s", cfg.pretrained)
     for side, source in (("image", cfg.image_init), ("text", cfg.text_init)):
         if source:
-            init_tower(model, side, source, name, trust)
+            init_tower(model, side, source, name)
     set_layer_dropout(model, cfg.dropout, name)
     lock_towers(model, cfg)
     return model, preprocess_train, preprocess_val, open_clip.get_tokenizer(name)

@@ -205,9 +205,7 @@ def _model_from_record(clip: nn.Module, record: HeadRecord, name: str) -> ClipMa
     return ClipMagModel(clip, build_head(record), loss, record.query_side or "image", name)
 
 
-def load_clipmag(
-    path: str | Path, device: str | torch.device = "cpu", trust_checkpoint: bool = False
-) -> tuple[ClipMagModel, Callable, Callable]:
+def load_clipmag(path: str | Path, device: str | torch.device = "cpu") -> tuple[ClipMagModel, Callable, Callable]:
     """(model with its head, eval transform, tokenizer) from an export folder, a training checkpoint
     or a run folder.
 
@@ -216,7 +214,7 @@ def load_clipmag(
     record. A finished run folder gives the model its ``results.json`` tested (so an evaluation of
     the run scores the model its results describe); an unfinished one its latest checkpoint.
     Either way the head the model was trained with comes back. Files are read as tensors and plain
-    data: one that needs pickle is refused unless ``trust_checkpoint`` (for your own old files).
+    data: one that needs pickle is refused.
     """
     path = tested_model(Path(path))
     if path.is_dir() and HeadRecord.exists(path):
@@ -224,7 +222,7 @@ def load_clipmag(
         weights = export_weights_file(path)
         if weights is None:
             raise FileNotFoundError(f"{path}: no {WEIGHTS_FILE} beside its {HEAD_FILE}: not a complete CLIP export")
-        state = open_clip_state_dict(weights, trust_checkpoint)
+        state = open_clip_state_dict(weights)
         clip, _, preprocess = open_clip.create_model_and_transforms(
             f"local-dir:{path}",
             load_weights=False,
@@ -238,7 +236,7 @@ def load_clipmag(
         path = path / "checkpoints" / "latest.pt"
     if not path.is_file():
         raise FileNotFoundError(f"no clipmag model at {path}: expected an export folder or a checkpoint file")
-    ckpt = read_checkpoint(path, trust_checkpoint)
+    ckpt = read_checkpoint(path)
     model_cfg = ckpt["config"]["model"]
     clip, _, preprocess, tokenizer = build_open_clip(ClipModelConfig(name=model_cfg["name"]))
     record = HeadRecord.from_dict(ckpt["head"], source=f"{path}: 'head'")

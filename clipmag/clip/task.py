@@ -70,7 +70,7 @@ class ClipTask:
         self.model_name = resolve_model_name(cfg.model.name)
         with torch.random.fork_rng():  # the same initial weights on every rank and for every batch size
             torch.manual_seed(cfg.train.seed)
-            built = build_open_clip(cfg.model, cfg.train.trust_checkpoint)
+            built = build_open_clip(cfg.model)
             self.clip, self.preprocess_train, self.preprocess_val, self.tokenizer = built
         if cfg.train.gradient_checkpointing:  # open_clip's own: both towers recompute their blocks
             self.clip.set_grad_checkpointing(True)

@@ -59,10 +59,10 @@ def _weights_file(path: Path, key: str) -> Path:
     return found
 
 
-def source_state(source: str, model_name: str, key: str, trust: bool = False) -> dict[str, torch.Tensor]:
+def source_state(source: str, model_name: str, key: str) -> dict[str, torch.Tensor]:
     """The open_clip weights ``source`` names: a path (see the module), else an open_clip tag."""
     if Path(source).exists():
-        return open_clip_state_dict(_weights_file(Path(source), key), trust)
+        return open_clip_state_dict(_weights_file(Path(source), key))
     try:
         return open_clip.create_model(model_name, pretrained=source).state_dict()
     except RuntimeError as err:
@@ -72,10 +72,10 @@ def source_state(source: str, model_name: str, key: str, trust: bool = False) ->
         ) from None
 
 
-def init_tower(model: nn.Module, side: str, source: str, model_name: str, trust: bool = False) -> None:
+def init_tower(model: nn.Module, side: str, source: str, model_name: str) -> None:
     """Copy the ``side`` tower of ``source`` into ``model`` (open_clip), checking every key and shape."""
     key = f"model.{side}_init"
-    state = source_state(source, model_name, key, trust)
+    state = source_state(source, model_name, key)
     target = model.state_dict()
     wanted = tower_keys(target, side)
     missing = [k for k in wanted if k not in state]

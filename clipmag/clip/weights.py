@@ -5,7 +5,7 @@ open_clip's ``local-dir:`` looks for), ``open_clip_config.json`` and the head re
 is a pickle. Exports written before hold ``open_clip_pytorch_model.bin``, a torch file of tensors.
 That file, a training checkpoint and an open_clip checkpoint (``model.pretrained``: ``.pt``, ``.bin``
 or ``.safetensors``) are read as tensors and plain data only (:mod:`clipmag.storage.safe_load`); one
-that needs pickle is refused unless trusted (``trust``: the user's own old file).
+that needs pickle is refused.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ __all__ = [
 WEIGHTS_FILE = "open_clip_model.safetensors"
 LEGACY_WEIGHTS_FILE = "open_clip_pytorch_model.bin"  # exports written before safetensors
 HEAD_PREFIX = "clipmag_head."
-TRUST_HINT = "--trust-checkpoint (train.trust_checkpoint=true), or load_clipmag(path, trust_checkpoint=True)"
 
 
 def export_weights_file(folder: Path) -> Path | None:
@@ -44,18 +43,18 @@ def export_weights_file(folder: Path) -> Path | None:
     return found[0] if found else None
 
 
-def read_weights(path: str | Path, trust: bool = False) -> Any:
+def read_weights(path: str | Path) -> Any:
     """What a weights file holds: a safetensors file's tensors, or a torch file read weights-only."""
     path = Path(path)
     if path.suffix == ".safetensors":
         check_safetensors(path)  # a truncated file is named, not left to the reader's bare error
         return load_file(path, device="cpu")
-    return load_weights_only(path, trust=trust, trust_hint=TRUST_HINT)
+    return load_weights_only(path)
 
 
-def open_clip_state_dict(path: str | Path, trust: bool = False) -> dict[str, torch.Tensor]:
+def open_clip_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     """Tower weights from an open_clip checkpoint, a bare state dict, or one of ours (head keys dropped)."""
-    obj = read_weights(path, trust)
+    obj = read_weights(path)
     state = obj.get("state_dict", obj) if isinstance(obj, dict) else obj
     if not isinstance(state, dict):
         raise ValueError(f"{path}: not a state dict of open_clip weights (holds a {type(state).__name__})")
@@ -80,9 +79,9 @@ def tested_model(path: Path) -> Path:
     return found
 
 
-def read_checkpoint(path: Path, trust: bool = False) -> dict[str, Any]:
+def read_checkpoint(path: Path) -> dict[str, Any]:
     """A clipmag training checkpoint (``checkpoints/latest.pt`` or ``best.pt``), read weights-only."""
-    ckpt = load_weights_only(path, trust=trust, trust_hint=TRUST_HINT)
+    ckpt = load_weights_only(path)
     if not isinstance(ckpt, dict) or "head" not in ckpt or "config" not in ckpt:
         raise ValueError(f"{path}: not a clipmag checkpoint (needs 'head' and 'config' entries)")
     return ckpt

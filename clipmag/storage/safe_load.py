@@ -7,14 +7,14 @@ builds tensors, containers and plain values only. The one non-plain type a clipm
 held is numpy's RNG state array (checkpoints before it was stored as plain lists): those few numpy
 types are allowed for the read, and nothing else.
 
-A file that needs more is refused in one line that names it and the callable it asks for. A user's
-own old file can still be read in full with ``trust=True`` (``--trust-checkpoint``), never by
-default: pickle runs whatever the file says.
+A file that needs more is refused in one line that names it and the callable it asks for. There is
+no switch to read it in full: pickle runs whatever the file says, and "my own old file" is exactly
+what a tampered download claims to be. Such a file is re-saved as plain data (``torch.save`` of its
+state dicts) by code its owner trusts, outside clipmag.
 """
 
 from __future__ import annotations
 
-import logging
 import pickle
 import re
 import warnings
@@ -27,11 +27,8 @@ import torch
 
 from clipmag.config.checks import UserError
 
-__all__ = ["UnsafeFileError", "load_weights_only", "TRUST_HINT"]
+__all__ = ["UnsafeFileError", "load_weights_only"]
 
-logger = logging.getLogger("clipmag")
-
-TRUST_HINT = "--trust-checkpoint (train.trust_checkpoint=true)"
 _PICKLE_PROTOCOL_OPCODE = 0x80  # the first byte of a pickle (and of torch's pre-zip format)
 _REBUILD_ARRAY = np.zeros(0).__reduce__()[0]  # numpy's array rebuilder, wherever this numpy keeps it
 _NUMPY_RNG_ARRAY = [
@@ -64,11 +61,10 @@ def _refused_part(err: Exception) -> str:
     return reason.group(1).strip() if reason else "torch's weights-only reader refused it"
 
 
-def load_weights_only(path: str | Path, *, trust: bool = False, trust_hint: str = TRUST_HINT) -> Any:
+def load_weights_only(path: str | Path) -> Any:
     """``torch.load(path)`` on the CPU, reading tensors and plain data only.
 
-    A file that needs pickle raises ``UnsafeFileError`` naming it, unless ``trust`` (then it is read
-    in full, with a warning); ``trust_hint`` says how the caller's user sets ``trust``. Other errors
+    A file that needs pickle raises ``UnsafeFileError`` naming it and what it asks for. Other errors
     (a truncated file, one that is not a torch file) are for the caller to word.
     """
     path = Path(path)
@@ -79,10 +75,8 @@ def load_weights_only(path: str | Path, *, trust: bool = False, trust_hint: str 
     except pickle.UnpicklingError as err:
         if not _needs_pickle(path):
             raise pickle.UnpicklingError("not a torch or pickle file") from None
-        if not trust:
-            raise UnsafeFileError(
-                f"{path}: refused: not plain weights and data ({_refused_part(err)}), and reading it in full "
-                f"would run code from the file; if you wrote it yourself, pass {trust_hint}"
-            ) from None
-    logger.warning("%s: read in full with pickle (trusted): it could run code", path)
-    return torch.load(path, map_location="cpu", weights_only=False)
+        raise UnsafeFileError(
+            f"{path}: refused: not plain weights and data ({_refused_part(err)}), and reading it in full "
+            "would run code from the file; if it is your own, re-save its tensors and plain values with "
+            "torch.save from code you trust and use that file"
+        ) from None

@@ -128,19 +128,18 @@ def _run_checkpoint(run: Path) -> Path | None:
     return whole if whole.is_file() else sharding.latest_sharded(run / CHECKPOINT_DIR)
 
 
-def load_checkpoint(path: str | Path, trust: bool = False) -> dict[str, Any]:
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Load a checkpoint written by ``atomic_save`` (on the CPU), with a clear error for bad files.
 
-    Tensors and plain data only: a file that needs pickle is refused unless ``trust``
-    (``train.trust_checkpoint``, for a user's own old files). A sharded checkpoint's folder gives its
+    Tensors and plain data only: a file that needs pickle is refused. A sharded checkpoint's folder gives its
     trainer state, ``sharded: True``, and as ``state_dict`` its weights' names and full shapes (empty
     tensors; the shards are loaded by the trainer)."""
     path = Path(path)
     sharded = path.is_dir()
     try:
-        ckpt = load_weights_only(path / sharding.TRAINER_FILE if sharded else path, trust=trust)
+        ckpt = load_weights_only(path / sharding.TRAINER_FILE if sharded else path)
         if sharded:
-            ckpt.update(sharded=True, state_dict=sharding.sharded_shapes(path, trust))
+            ckpt.update(sharded=True, state_dict=sharding.sharded_shapes(path))
     except UnsafeFileError:
         raise
     except Exception as err:  # torch raises several types for truncated or foreign files

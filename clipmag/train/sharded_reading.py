@@ -4,8 +4,8 @@
 non-tensor values of a state dict (the optimizer's settings) with ``torch.load(weights_only=False)``:
 a folder someone hands you could run any code when resumed. Before DCP reads a folder, its metadata
 is unpickled here with only DCP's own record types allowed, and every non-tensor value is read
-weights-only first; a folder that needs more is refused in one line (``train.trust_checkpoint``
-lifts both checks, for a user's own files). The tensors themselves DCP already reads weights-only.
+weights-only first; a folder that needs more is refused in one line. The tensors themselves DCP
+already reads weights-only.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import CheckpointException, DefaultLoadPlanner
 
-from clipmag.storage.safe_load import TRUST_HINT, UnsafeFileError
+from clipmag.storage.safe_load import UnsafeFileError
 
 __all__ = ["check_metadata", "WeightsOnlyLoadPlanner", "load_checked"]
 
@@ -59,7 +59,7 @@ class _MetadataUnpickler(pickle.Unpickler):
 def _refusal(path: Path, reason: str) -> UnsafeFileError:
     return UnsafeFileError(
         f"{path}: refused: not plain sharded-checkpoint data ({reason}), and reading it in full would run code "
-        f"from the file; if you wrote it yourself, pass {TRUST_HINT}"
+        "from the file; if it is your own, re-save its tensors and plain values from code you trust"
     )
 
 
@@ -89,12 +89,9 @@ class WeightsOnlyLoadPlanner(DefaultLoadPlanner):
         super().load_bytes(read_item, io.BytesIO(data))  # the same bytes, now known to be plain data
 
 
-def load_checked(state: dict[str, Any], folder: Path, trust: bool = False) -> None:
-    """``dcp.load(state)`` from ``folder``, its metadata and values checked first unless ``trust``; a
+def load_checked(state: dict[str, Any], folder: Path) -> None:
+    """``dcp.load(state)`` from ``folder``, its metadata and values checked first; a
     refusal comes out as its own one-line error, not inside DCP's per-rank report."""
-    if trust:
-        dcp.load(state, checkpoint_id=str(folder))
-        return
     check_metadata(folder)
     try:
         dcp.load(state, checkpoint_id=str(folder), planner=WeightsOnlyLoadPlanner(folder))

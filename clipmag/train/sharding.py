@@ -196,11 +196,10 @@ def save_sharded(
     return folder
 
 
-def sharded_shapes(folder: Path, trust: bool = False) -> dict[str, torch.Tensor]:
+def sharded_shapes(folder: Path) -> dict[str, torch.Tensor]:
     """The model's weights in ``folder`` as empty tensors of their full shapes (for resume checks).
-    Its metadata is checked to be plain data first, unless ``trust`` (``train.trust_checkpoint``)."""
-    if not trust:
-        check_metadata(folder)
+    Its metadata is checked to be plain data first."""
+    check_metadata(folder)
     metadata = dcp.FileSystemReader(str(folder)).read_metadata().state_dict_metadata
     prefix = "model."
     return {
@@ -210,10 +209,10 @@ def sharded_shapes(folder: Path, trust: bool = False) -> dict[str, torch.Tensor]
     }
 
 
-def load_sharded(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer, trust: bool = False) -> None:
+def load_sharded(folder: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
     """Load the shards of ``folder`` into ``model`` (sharded or whole) and ``optimizer``, whatever
-    number of ranks wrote them; plain data only unless ``trust`` (:mod:`clipmag.train.sharded_reading`)."""
+    number of ranks wrote them; plain data only (:mod:`clipmag.train.sharded_reading`)."""
     state = _sharded_state(model, optimizer)
-    load_checked(state, folder, trust)
+    load_checked(state, folder)
     set_model_state_dict(model, state["model"])
     set_optimizer_state_dict(model, optimizer, state["optimizer"])

@@ -22,7 +22,6 @@ SHARED_TRAINER_FLAGS: dict[str, str] = {
     "precision": "train.precision",
     "output": "train.output_dir",
     "resume": "train.resume",
-    "trust_checkpoint": "train.trust_checkpoint",
     "overwrite": "train.overwrite",
 }
 
