@@ -16,6 +16,7 @@ from clipmag.runtime.logs import read_metrics
 from clipmag.train.dropout import active_dropout, set_layer_dropout
 from clipmag.train.fast_dropout import FastDropout, fast_dropout, keep_mask, swap_dropout_layers
 from clipmag.train.hf_fast_dropout import ATTENTION_NAME, fast_dropout_attention
+from clipmag.train.loop_config import uses_fast_dropout
 from clipmag.train.resume_check import ResumeMismatch
 from text_retrieval.cli import main, parse_args
 from text_retrieval.task import TextRetrievalTask
@@ -204,7 +205,8 @@ def test_the_text_trainer_trains_with_it_and_a_resume_may_not_switch_it(tmp_path
     bert = write_tiny_bert(tmp_path / "bert")  # BERT's own dropout: 0.1 on hidden states and attention
     out = tmp_path / "run"
     args = tiny_train_args(bert, tmp_path, out, "train.steps=2", "train.eval_every=0", "data.test=[]")
-    assert parse_args(args).train.fast_dropout and not parse_args([*args, "--no-fast-dropout"]).train.fast_dropout
+    assert uses_fast_dropout(parse_args(args).train)
+    assert not uses_fast_dropout(parse_args([*args, "--no-fast-dropout"]).train)
     main(args)
     losses = [r["loss"] for r in read_metrics(out / "metrics.jsonl", "train")]
     assert len(losses) == 2 and all(math.isfinite(x) for x in losses)

@@ -17,7 +17,9 @@ from clipmag.experiments.sweep import run as sweep
 from clipmag.experiments.sweep.rerun import numbers, rerun_cell
 from clipmag.experiments.sweep.status import sweep_status
 from clipmag.registry.config_packages import config_path
+from clipmag.train import checkpoint as ckpt_io
 from clipmag.train.checkpoint import CHECKPOINT_DIR
+from clipmag.train.loop_config import uses_fast_dropout
 from clipmag.train.predating import recorded_overrides
 from clipmag.train.resume_check import ResumeMismatch, check_resumable
 from text_retrieval.cli import main, parse_args
@@ -75,7 +77,7 @@ def test_every_stored_run_predates_the_key_and_reruns_with_torch_dropout(monkeyp
     monkeypatch.chdir(REPO)  # the stored argument list names configs/ relative to the repository
     stored = REPO / "results" / "positive_regime" / "scale-grid" / "splade" / "dnorm-scale5" / "seed0"
     argv = json.loads((stored / "cell.json").read_text())["argv"]
-    assert parse_args(argv).train.fast_dropout  # a new run of the same arguments takes the fast dropout
+    assert uses_fast_dropout(parse_args(argv).train)  # a new run of the same arguments takes the fast dropout
     assert not parse_args([*argv, *recorded_overrides(_results(stored)["provenance"]["config"])]).train.fast_dropout
 
 
@@ -95,12 +97,26 @@ def test_a_checkpoint_from_before_the_key_resumes_with_torch_dropout(args, tmp_p
     main([*args, "train.steps=4", TORCH_DROPOUT, f"train.output_dir={whole}"])
     main([*args, "train.steps=2", TORCH_DROPOUT, f"train.output_dir={resumed}"])
     _make_old(resumed)
+    with pytest.raises(ResumeMismatch, match="train.fast_dropout is False there and True here"):
+        main([*args, "train.steps=4", "train.fast_dropout=true", f"train.output_dir={resumed}", "train.resume=latest"])
     main([*args, "train.steps=4", f"train.output_dir={resumed}", "train.resume=latest"])
-    said = "latest.pt predates train.fast_dropout: the resumed run keeps what it ran with, train.fast_dropout=false"
+    said = "latest.pt ran with train.fast_dropout=false: the resumed run keeps it"
     assert said in (resumed / "out.log").read_text()
     assert _ran_with_torch_dropout(resumed)
     assert yaml.safe_load((resumed / "config.yaml").read_text())["train"]["fast_dropout"] is False
     assert numbers(_results(resumed)["metrics"]) == numbers(_results(whole)["metrics"])
+
+
+def test_a_resume_reads_its_checkpoint_once(args, tmp_path, monkeypatch):
+    """The dropout setting is decided from the checkpoint before the model is built, and the trainer
+    restores that same read: a checkpoint with its optimizer state is not read twice."""
+    run = tmp_path / "run"
+    main([*args, "train.steps=2", f"train.output_dir={run}"])
+    reads, read = [], ckpt_io.load_checkpoint
+    monkeypatch.setattr(ckpt_io, "load_checkpoint", lambda path: reads.append(path) or read(path))
+    main([*args, "train.steps=3", f"train.output_dir={run}", "train.resume=latest"])
+    assert [Path(p).name for p in reads] == ["latest.pt"]
+    assert yaml.safe_load((run / "config.yaml").read_text())["train"]["fast_dropout"] is True
 
 
 def test_the_resume_check_compares_an_old_checkpoint_as_torch_dropout():

@@ -22,6 +22,7 @@ from clipmag.scoring.losses import loss_from_config
 from clipmag.train.batching import SeededBatches
 from clipmag.train.dropout import check_dropout_off
 from clipmag.train.hf_fast_dropout import use_fast_dropout
+from clipmag.train.loop_config import uses_fast_dropout
 from text_retrieval.config import TextConfig
 from text_retrieval.data.bundled.build import build_bundled
 from text_retrieval.data.loaders import STSPairs, load_eval_datasets, load_sts_file
@@ -177,7 +178,7 @@ class TextRetrievalTask:
         """The model to train: the encoder with the fast CPU dropout unless ``train.fast_dropout=false``
         (the encoders built for evaluation and export never drop, so they keep the model's own)."""
         encoder = self.build_encoder()
-        if self.cfg.train.fast_dropout:
+        if uses_fast_dropout(self.cfg.train):
             use_fast_dropout(encoder.model)
         sts_scale = self.cfg.data.sts_scale or default_sts_scale(encoder.head)
         loss = loss_from_config(self.cfg.loss)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from clipmag.config.checks import NonNegativeInt, PositiveFloat, PositiveInt
 
-__all__ = ["TrainLoopConfig"]
+__all__ = ["TrainLoopConfig", "uses_fast_dropout"]
 
 
 @dataclass
@@ -26,6 +26,11 @@ class TrainLoopConfig:
     forward pass. The two combine: ``data.batch_size`` rows per micro-batch, cut into chunks of
     ``chunk_size``, ``grad_accum`` micro-batches per optimizer step.
     """
+
+    retired_keys: ClassVar[dict[str, str]] = {
+        "trust_checkpoint": "checkpoints are read as tensors and plain data only; a file that needs pickle is "
+        "refused, to be re-saved as plain data by code you trust"
+    }
 
     output_dir: str = "runs/default"
     steps: NonNegativeInt = 100
@@ -47,9 +52,6 @@ class TrainLoopConfig:
     save_every: NonNegativeInt = 50
     keep_best: bool = True
     resume: str | None = None
-    # Read a checkpoint that needs pickle (a user's own file from an older version): pickle runs
-    # whatever the file says, so every other checkpoint is read as tensors and plain data only.
-    trust_checkpoint: bool = False
     # Replace the run already in output_dir (its checkpoints, metrics, results and export are
     # removed first); without it or ``resume``, a folder that holds a run is refused.
     overwrite: bool = False
@@ -59,8 +61,10 @@ class TrainLoopConfig:
     max_norm: PositiveFloat = 1e4
     gradient_checkpointing: bool = False
     # Dropout on the CPU from raw random bits (clipmag/train/fast_dropout.py): torch's semantics,
-    # other masks than torch's; false keeps torch's dropout. The text trainer uses it.
-    fast_dropout: bool = True
+    # other masks than torch's; false keeps torch's dropout. The text trainer uses it. Unset, a new
+    # run uses it and a resume keeps what its checkpoint ran with (torch's dropout for a checkpoint
+    # from before this key); set, a resume whose checkpoint ran otherwise is refused.
+    fast_dropout: bool | None = None
     # Write <output_dir>/export: the final model with its head, in the front end's format.
     export_final: bool = True
 
@@ -70,3 +74,9 @@ class TrainLoopConfig:
                 "train.strategy=fsdp trains in bf16 or fp32 (fp16 needs a loss scaler that sees every shard); "
                 "use train.precision=bf16"
             )
+
+
+def uses_fast_dropout(loop: TrainLoopConfig) -> bool:
+    """Whether a run with ``loop`` drops with the fast masks: an unset ``fast_dropout`` is a new run's
+    default, on (a resume has set it to what its checkpoint ran with before the model is built)."""
+    return loop.fast_dropout is not False

@@ -16,9 +16,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["PREDATING_VALUES", "recorded_settings", "recorded_overrides", "with_predating_values"]
+__all__ = ["NEW_RUN_VALUES", "PREDATING_VALUES", "recorded_settings", "recorded_overrides", "with_predating_values"]
 
 PREDATING_VALUES: dict[str, Any] = {"train.fast_dropout": False}
+# what a new run takes for each of those keys left unset (``None`` in the config)
+NEW_RUN_VALUES: dict[str, Any] = {"train.fast_dropout": True}
 
 
 def _lookup(config: Mapping[str, Any], dotted: str) -> tuple[bool, Any]:

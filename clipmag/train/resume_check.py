@@ -24,7 +24,7 @@ from clipmag.runtime.logs import logger
 from clipmag.scoring.heads import build_head
 from clipmag.train import checkpoint as ckpt_io
 from clipmag.train.loop_config import TrainLoopConfig
-from clipmag.train.predating import PREDATING_VALUES, with_predating_values
+from clipmag.train.predating import NEW_RUN_VALUES, PREDATING_VALUES, with_predating_values
 
 STEP_SECTIONS = ("loss", "optim")  # every key of these changes what a step computes
 STEP_LOOP_KEYS = ("seed", "grad_accum", "steps", "fast_dropout")  # fast_dropout: which masks dropout draws
@@ -66,26 +66,27 @@ def _recorded_identity(ckpt: Mapping[str, Any]) -> dict[str, Any]:
     return dict(ckpt.get("identity") or config_identity(ckpt.get("config") or {}))
 
 
-def resumed_loop(loop: TrainLoopConfig) -> TrainLoopConfig:
-    """``loop`` as the resume of its checkpoint runs: each ``train`` setting the checkpoint predates
-    (:data:`~clipmag.train.predating.PREDATING_VALUES`) takes the value the run had - torch's dropout
-    for a run from before ``train.fast_dropout`` - so resuming, or continuing in a sweep, an old run
-    trains on as it ran; a new run, or one resumed from a checkpoint that records the key, keeps
-    ``loop``'s (which the resume check then compares). Read before the model is built, which the
-    setting shapes."""
+def resumed_loop(loop: TrainLoopConfig) -> tuple[TrainLoopConfig, dict[str, Any] | None]:
+    """``loop`` with each ``train`` setting of :data:`~clipmag.train.predating.PREDATING_VALUES` that
+    the user left unset decided: a new run takes the setting's default, a resume the value its
+    checkpoint ran with - torch's dropout for a run from before ``train.fast_dropout`` - so resuming,
+    or continuing in a sweep, an old run trains on as it ran. A value the user set is kept, and the
+    resume check refuses it when the checkpoint ran otherwise. Read before the model is built, which
+    the setting shapes; returns the checkpoint too when it was read (None otherwise), so the trainer
+    does not read it again."""
+    unset = [k.removeprefix("train.") for k in PREDATING_VALUES if k.startswith("train.")]
+    unset = [name for name in unset if getattr(loop, name) is None]
+    if not unset:
+        return loop, None
     path = ckpt_io.resolve_resume(loop.resume, loop.output_dir)
     if path is None:
-        return loop
-    recorded = _recorded_identity(ckpt_io.load_checkpoint(path, loop.trust_checkpoint))
-    changes = {
-        key.removeprefix("train."): old
-        for key, old in PREDATING_VALUES.items()
-        if key.startswith("train.") and key not in recorded and getattr(loop, key.removeprefix("train.")) != old
-    }
-    for name, old in changes.items():
-        setting = f"train.{name}={json.dumps(old)}"
-        logger.info("%s predates train.%s: the resumed run keeps what it ran with, %s", path, name, setting)
-    return dataclasses.replace(loop, **changes) if changes else loop
+        return dataclasses.replace(loop, **{name: NEW_RUN_VALUES[f"train.{name}"] for name in unset}), None
+    ckpt = ckpt_io.load_checkpoint(path)
+    recorded = with_predating_values(_recorded_identity(ckpt))
+    changes = {name: recorded[f"train.{name}"] for name in unset}
+    for name, value in changes.items():
+        logger.info("%s ran with train.%s=%s: the resumed run keeps it", path, name, json.dumps(value))
+    return dataclasses.replace(loop, **changes), ckpt
 
 
 def step_identity(

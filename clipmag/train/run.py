@@ -78,11 +78,13 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
         if ctx.is_main:  # before any rank writes: a second run into this folder stops here
             lock.acquire()
         setup_logging(output_dir, ctx.rank, hold=True)  # out.log waits until the folder is this run's
-        cfg = dataclasses.replace(cfg, train=resumed_loop(cfg.train))  # an old run resumes as it ran
+        loop, checkpoint = resumed_loop(cfg.train)  # an old run resumes as it ran
+        cfg = dataclasses.replace(cfg, train=loop)
         task = make_task(cfg, ctx)
         start = time.perf_counter()
         trainer = Trainer(task, cfg.train, cfg.optim, cfg, ctx)
-        trainer.prepare()
+        trainer.prepare(checkpoint)
+        del checkpoint  # restored into the model and optimizer: free its copy
         release_held_log()
         validation = trainer.fit()
         train_seconds = time.perf_counter() - start

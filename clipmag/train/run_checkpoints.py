@@ -92,16 +92,19 @@ class RunCheckpoints:
             ckpt_io.atomic_save(self.state(rng), self.ckpt_dir / ckpt_io.LATEST)
         dist_utils.barrier()
 
-    def prepare(self) -> None:
+    def prepare(self, checkpoint: dict[str, Any] | None = None) -> None:
         """Claim the run folder: check it and the checkpoint to resume (every rank, before anything
         is written), clear what the plan says (rank 0), write ``config.yaml``, open the metrics and
         restore the checkpoint. ``fit()`` calls it; a caller may call it first to know that the
-        folder was accepted."""
+        folder was accepted, passing the checkpoint of ``train.resume`` when it has read it already
+        (a checkpoint with its optimizer state is large: it is read once)."""
         if self.prepared:
             return
         resume_path = ckpt_io.resolve_resume(self.loop.resume, self.output_dir)
         plan = plan_run_folder(self.loop, resume_path)
-        ckpt = ckpt_io.load_checkpoint(resume_path, self.loop.trust_checkpoint) if resume_path is not None else None
+        ckpt = None
+        if resume_path is not None:
+            ckpt = checkpoint if checkpoint is not None else ckpt_io.load_checkpoint(resume_path)
         if ckpt is not None:
             check_resumable(ckpt, resume_path, self.identity, self.model.state_dict())
             if self.sharded and not ckpt.get("sharded"):
@@ -121,7 +124,7 @@ class RunCheckpoints:
 
     def restore(self, ckpt: dict[str, Any], path: Path) -> None:
         if ckpt.get("sharded"):  # resharded to this run's ranks (or made whole under ddp)
-            sharding.load_sharded(path, self.model, self.optimizer, self.loop.trust_checkpoint)
+            sharding.load_sharded(path, self.model, self.optimizer)
         else:
             self.model.load_state_dict(ckpt["state_dict"])
             self.optimizer.load_state_dict(ckpt["optimizer"])
