@@ -10,10 +10,11 @@ import logging
 from pathlib import Path
 
 import pytest
+import yaml
 
 from clipmag.clip import shards_cli as clip_shards
 from clipmag.clip.config import ClipConfig
-from clipmag.config.build import build_config, to_dict
+from clipmag.config.build import build_config, config_from_dict, to_dict
 from clipmag.config.checks import ConfigError
 from clipmag.config.spellings import current_spelling
 from clipmag.experiments.cells.same_run import run_identity
@@ -153,6 +154,17 @@ def test_an_old_key_in_a_config_file_is_the_new_key_with_one_warning(cls, old, n
     assert str(tmp_path / "old.yaml") in line and "embedded" in line and "bundled" in line and "deprecated" in line
     assert to_dict(given_old) == to_dict(build_config(cls, tmp_path / "new.yaml"))
     assert str(read(given_old)) == value
+
+
+@pytest.mark.parametrize(("cls", "old", "new", "value", "read"), RENAMED_KEY_CASES)
+def test_a_saved_config_tree_with_an_old_key_rebuilds_in_the_new_spelling(cls, old, new, value, read, caplog):
+    """``config_from_dict`` (a checkpoint's saved config) reads the old spellings as a config file does."""
+    saved = yaml.safe_load(_yaml_of(old, value))
+    with caplog.at_level(logging.WARNING, logger="clipmag"):
+        rebuilt = config_from_dict(cls, saved, "latest.pt")
+    (line,) = _warnings(caplog)
+    assert line.startswith("latest.pt: ") and "embedded" in line and "bundled" in line and "deprecated" in line
+    assert to_dict(rebuilt) == to_dict(build_config(cls, None, [f"{new}={value}"]))
 
 
 def test_a_renamed_section_under_both_names_is_joined_or_refused_naming_the_key(tmp_path):

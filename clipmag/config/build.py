@@ -241,5 +241,7 @@ def config_yaml(cfg: Any) -> str:
 
 
 def config_from_dict(cls: type[T], values: Mapping[str, Any], source: str = "saved config") -> T:
-    """Rebuild a config saved with ``to_dict`` (e.g. from a checkpoint)."""
-    return build(cls, _merge(to_dict(cls()), values), "", source)
+    """Rebuild a config saved with ``to_dict`` (e.g. from a checkpoint), its renamed keys and values
+    read in their new spelling (one warning each) as a config file's are."""
+    respelled = respelled_tree(cls, renamed_keys_tree(cls, dict(values), source), source)
+    return build(cls, _merge(to_dict(cls()), respelled), "", source)
