@@ -6,7 +6,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: venv lint test demo demo-rag paper-dry-run clean
+.PHONY: venv lint test test-slow test-all demo demo-rag paper-dry-run clean
 
 venv: $(VENV)/.installed
 
@@ -20,7 +20,15 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# `make test`: every test but the slow ones (multi-process, fault-injection and end-to-end runs of
+# seconds to minutes each, marked `slow`); `make test-slow` runs those, `make test-all` both. CI runs both.
 test: lint
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-slow: venv
+	$(BIN)/python -m pytest -q -m slow
+
+test-all: lint
 	$(BIN)/python -m pytest -q
 
 # RAG on the bundled Wikipedia set: every head and BM25, SmolLM2 reading the top 5 (40 questions).

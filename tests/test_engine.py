@@ -49,6 +49,7 @@ def test_run_writes_config_metrics_checkpoints_and_export(tmp_path):
     } <= set(records[0])
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_the_same_result(tmp_path):
     full, crashed = tmp_path / "full", tmp_path / "crashed"
     _run([str(full), "8"])
@@ -63,6 +64,7 @@ def test_killed_run_resumes_to_the_same_result(tmp_path):
         torch.testing.assert_close(a[key], b[key], rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_two_processes_match_one_process_with_doubled_batch(tmp_path):
     _run([str(tmp_path / "one"), "8"])
     _run([str(tmp_path / "two"), "4"], nproc=2)
@@ -86,6 +88,7 @@ def test_resume_from_missing_checkpoint_is_a_clear_error(tmp_path):
         load_checkpoint(bad)
 
 
+@pytest.mark.slow
 def test_chunked_steps_match_the_unchunked_batch_on_one_and_two_processes(tmp_path):
     _run([str(tmp_path / "plain"), "8"])
     _run([str(tmp_path / "chunked"), "8", "train.chunk_size=3"])
@@ -111,6 +114,7 @@ def test_the_best_validation_step_is_what_gets_exported(tmp_path):
     assert not all(torch.equal(exported[k], latest["state_dict"][k]) for k in exported)
 
 
+@pytest.mark.slow
 def test_two_process_crash_resumes_to_the_same_weights_with_dropout(tmp_path):
     common = ["dropout=0.3", "train.save_every=2"]
     _run([str(tmp_path / "straight"), "4", *common], nproc=2)
@@ -125,6 +129,7 @@ def test_two_process_crash_resumes_to_the_same_weights_with_dropout(tmp_path):
         torch.testing.assert_close(a[key], b[key], rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_stop_signal_saves_the_step_and_the_resumed_run_is_the_uninterrupted_one(tmp_path):
     common = ["dropout=0.3", "train.save_every=4", "train.steps=12"]
     _run([str(tmp_path / "straight"), "4", *common], nproc=2)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import TESTS, script_env
 
 WORKER = TESTS / "cache_worker.py"
@@ -26,6 +27,7 @@ def _result(proc: subprocess.Popen) -> tuple[dict, str]:
     return json.loads(out.strip().splitlines()[-1]), err
 
 
+@pytest.mark.slow
 def test_a_second_evaluation_waits_for_the_live_build_and_reads_it(tmp_path):
     cache, go = tmp_path / "cache", tmp_path / "go"
     first = _start(cache, go)
@@ -47,6 +49,7 @@ def test_a_second_evaluation_waits_for_the_live_build_and_reads_it(tmp_path):
     assert read["sum"] == built["sum"] and "corpus embeddings from cache" in err
 
 
+@pytest.mark.slow
 def test_a_dead_build_is_named_and_resumed(tmp_path):
     cache = tmp_path / "cache"
     fresh, _ = _result(_start(tmp_path / "fresh"))

@@ -79,6 +79,7 @@ def _broken_cell_sweep(tmp_path, launcher: str) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["inprocess", "torchrun"])
 def test_a_failed_cell_is_one_line_the_other_cells_run_and_a_rerun_resumes_it(tmp_path, toy_kind, capsys, launcher):
     path = _broken_cell_sweep(tmp_path, launcher)

@@ -192,6 +192,7 @@ def interrupt_after(proc: subprocess.Popen, out: Path, logged_steps: int, times:
 TOY_SLOW = ["step_delay_s=0.3", "train.steps=12", "train.save_every=2", "train.eval_every=0"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_under_torchrun_stops_every_rank_at_one_step_saves_and_resumes(tmp_path):
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
     run_python(WORKER, [str(straight), "4", *TOY_SLOW[1:]], nproc=2)
@@ -207,6 +208,7 @@ def test_ctrl_c_under_torchrun_stops_every_rank_at_one_step_saves_and_resumes(tm
     assert losses(stopped) == pytest.approx(losses(straight), rel=1e-6)
 
 
+@pytest.mark.slow
 def test_a_second_ctrl_c_quits_at_once_in_one_line_and_the_checkpoint_before_stays(tmp_path):
     out = tmp_path / "run"
     proc = start_script(WORKER, [str(out), "4", "step_delay_s=2", "train.steps=12", "train.save_every=2"])

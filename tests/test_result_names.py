@@ -118,6 +118,7 @@ def _clip_benchmark(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_clip_benchmark_writes_one_file_per_same_named_checkpoint(tmp_path):
     import torch
 

@@ -142,6 +142,7 @@ def _eval_args(root, out, *extra: str) -> list[str]:
     return [*common, "--chunk-size", "8", "--search-backend", "torch", "--batch-size", "4", "--quiet", *extra]
 
 
+@pytest.mark.slow
 def test_two_processes_give_the_results_of_one(tiny_export, tmp_path):
     from text_retrieval.evaluation.cli import main
 

@@ -108,6 +108,7 @@ def test_train_evaluate_export_and_reload(tiny_setup, tmp_path):
     assert as_trained["diagnostics"]["gamma_q"] == pytest.approx(head["head"]["gq"])
 
 
+@pytest.mark.slow
 def test_two_processes_match_one_process_with_doubled_batch(tiny_setup, tmp_path):
     common = ("train.eval_every=0",)
     _run(_args(tiny_setup, tmp_path / "one", *common))
@@ -118,6 +119,7 @@ def test_two_processes_match_one_process_with_doubled_batch(tiny_setup, tmp_path
     assert two == pytest.approx(one, abs=1e-3)
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_matches_uninterrupted_run(tiny_setup, tmp_path):
     steps = ("train.steps=30", "train.save_every=3", "train.eval_every=0")
     _run(_args(tiny_setup, tmp_path / "full", *steps))
@@ -159,6 +161,7 @@ def test_bad_input_fails_before_training(tiny_setup, tmp_path, extra, message):
     assert not (tmp_path / "bad" / "checkpoints").exists()
 
 
+@pytest.mark.slow
 def test_bad_shards_fail_clearly(tiny_setup, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -81,6 +81,7 @@ def test_text_run_stopped_on_two_ranks_resumes_on_one_to_the_uninterrupted_losse
 
 
 # ---- the generic loop: what a resume on another number of ranks says --------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("dropout", [0.0, 0.3])
 def test_a_resume_on_another_world_size_says_whether_dropout_changes_it(tmp_path, dropout):
     common = [f"dropout={dropout}", "train.save_every=4", "train.steps=12"]
