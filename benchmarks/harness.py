@@ -13,7 +13,6 @@ import argparse
 import functools
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -33,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
+from clipmag.runtime.machine import cpu_name, cpuinfo  # noqa: E402
 from clipmag.runtime.precision import autocast_dtype, cpu_has_native_bf16, native_bf16  # noqa: E402
 
 T = TypeVar("T")
@@ -68,22 +68,6 @@ def load_texts(path: str | Path, n: int) -> list[str]:
 def load_average() -> str:
     """The 1, 5 and 15 minute load averages: above the core count means other work shared the CPUs."""
     return " / ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def _cpuinfo(key: str) -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith(key):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
-
-
-def cpu_name() -> str:
-    """The CPU's model name, as /proc/cpuinfo (else the platform) gives it."""
-    return _cpuinfo("model name") or platform.processor()
 
 
 def print_header(title: str) -> None:
@@ -226,8 +210,8 @@ def peak_gflops(dtype: torch.dtype) -> tuple[float, str]:
     ``CLIPMAG_CPU_GHZ`` when set (the all-core boost clock, which a virtual machine does not report),
     else the one /proc/cpuinfo reports, which boost exceeds.
     """
-    ghz = float(os.environ.get("CLIPMAG_CPU_GHZ") or float(_cpuinfo("cpu MHz") or 2000) / 1000)
-    amd = "AMD" in _cpuinfo("vendor_id") or "AMD" in _cpuinfo("model name")
+    ghz = float(os.environ.get("CLIPMAG_CPU_GHZ") or float(cpuinfo("cpu MHz") or 2000) / 1000)
+    amd = "AMD" in cpuinfo("vendor_id") or "AMD" in cpuinfo("model name")
     wide = torch.cpu._is_avx512_supported() and not amd
     fp32 = 64 if wide else 32
     per_cycle = fp32

@@ -3,13 +3,14 @@ names the same settings, and the deploy measurements render into the page's tabl
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import shutil
 
 import pytest
 from text_fixtures import REPO
 
+from clipmag.experiments.report.docs_deploy import BLOCKS
+from clipmag.experiments.report.docs_sync import docs_main, stale_marks
+from clipmag.experiments.report.stored import StoredResults
 from clipmag.scoring.head_record import HeadRecord
 from text_retrieval.model.card import write_model_card
 from text_retrieval.model.serving_card import ENGINE_SETTINGS
@@ -26,13 +27,6 @@ INNER_PRODUCT = {
     "OpenSearch": '"space_type": "innerproduct"',
     "Vespa": "distance-metric: dotproduct",
 }
-
-
-def _render_module():
-    spec = importlib.util.spec_from_file_location("deploy_render", REPO / "results" / "deploy" / "render.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("head", [{"name": "qnorm"}, {"name": "learnable", "gq": 0.3, "gd": 0.7}])
@@ -78,22 +72,26 @@ def _record(table: str, rows: list[dict]) -> dict:
     return {"table": table, "provenance": provenance, "numerics": numerics, "rows": rows}
 
 
+def _store(tmp_path, record: dict) -> StoredResults:
+    folder = tmp_path / "results" / "deploy"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{record['table']}.json").write_text(json.dumps(record), encoding="utf-8")
+    return StoredResults(tmp_path / "results")
+
+
 def test_measurements_render_into_the_pages_blocks(tmp_path):
-    page = tmp_path / "deploy.md"
-    shutil.copy(DEPLOY, page)
-    text = page.read_text(encoding="utf-8")
+    text = DEPLOY.read_text(encoding="utf-8")
     assert "python results/deploy/measure_compression.py" in text and "python results/deploy/measure_hybrid.py" in text
-    measured = tmp_path / "compression.json"
-    measured.write_text(json.dumps(_compression_record()), encoding="utf-8")
-    render = _render_module()
-    table = render.main(["compression", "--json", str(measured), "--write", str(page)])
+    stored = _store(tmp_path, _compression_record())
+    table = BLOCKS["deploy-compression"](stored)
     assert "| scifact | all-MiniLM-L6-v2 | qnorm | 0.5000 | 0.4000 / 0.4500 |" in table
     assert "| all-MiniLM-L6-v2 | 1536 | 48 / 52 |" in table
     assert "commit 0123456789ab" in table and "`python results/deploy/measure_compression.py`" in table
-    rendered = page.read_text(encoding="utf-8")
-    assert table in rendered and "Not measured yet" in rendered  # the hybrid block is still a placeholder
-    render.main(["compression", "--json", str(measured), "--write", str(page)])  # the markers stay: it can be redone
-    assert page.read_text(encoding="utf-8") == rendered
+    page = tmp_path / "deploy.md"
+    page.write_text("# Deploy\n\n<!-- results:deploy-compression -->\nstale\n<!-- /results:deploy-compression -->\n")
+    assert [m.name for m in stale_marks([page], stored)] == ["deploy-compression"]
+    docs_main(["--files", str(page), "--results", str(tmp_path / "results")])
+    assert table in page.read_text(encoding="utf-8") and stale_marks([page], stored) == []
 
 
 def test_hybrid_rows_render_with_bm25_alone(tmp_path):
@@ -102,16 +100,13 @@ def test_hybrid_rows_render_with_bm25_alone(tmp_path):
         rows.append({"dataset": "scifact", "model": "m", "head": "qnorm", "fusion": fusion, "ndcg10": value})
         rows.append({"dataset": "rag-bundled", "model": "m", "head": "qnorm", "fusion": fusion})
         rows[-1].update({"accuracy@5": value - 0.1, "accuracy@20": value})
-    measured = tmp_path / "hybrid.json"
-    measured.write_text(json.dumps(_record("hybrid", rows)), encoding="utf-8")
-    table = _render_module().main(["hybrid", "--json", str(measured)])
+    table = BLOCKS["deploy-hybrid"](_store(tmp_path, _record("hybrid", rows)))
     assert "| scifact | m | qnorm | 0.6400 | 0.6700 | 0.6800 | 0.6900 |" in table
     assert "| rag-bundled | m | qnorm | 0.540 / 0.640 |" in table and "BM25 alone: scifact 0.6600." in table
 
 
-def test_a_page_without_the_block_is_refused(tmp_path):
-    page, measured = tmp_path / "other.md", tmp_path / "compression.json"
-    page.write_text("# no blocks\n", encoding="utf-8")
-    measured.write_text(json.dumps(_compression_record()), encoding="utf-8")
-    with pytest.raises(SystemExit, match=r"no <!-- table:compression --> \.\.\. <!-- /table:compression --> block"):
-        _render_module().main(["compression", "--json", str(measured), "--write", str(page)])
+def test_a_measurement_of_another_table_is_refused(tmp_path):
+    stored = _store(tmp_path, _compression_record())
+    (stored.root / "deploy" / "hybrid.json").write_text(json.dumps(_compression_record()), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"hybrid.json: holds the 'compression' table, not 'hybrid'"):
+        BLOCKS["deploy-hybrid"](stored)

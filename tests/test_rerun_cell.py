@@ -9,9 +9,13 @@ import pytest
 import torch
 from text_fixtures import TINY_SIZES, minilm_path, tiny_train_args, write_code_search_set
 
+from clipmag.experiments.report.docs_reruns import BLOCKS
+from clipmag.experiments.report.stored import StoredResults
 from clipmag.experiments.sweep import run as sweep
 from clipmag.experiments.sweep.rerun import compare_results, rerun_cell, rerun_main
+from clipmag.experiments.sweep.rerun_record import read_records
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
+from clipmag.runtime.machine import cpu_name
 
 
 @pytest.fixture(autouse=True)
@@ -69,6 +73,22 @@ def test_another_commit_warns_and_compares_within_the_tolerance(cell, caplog):
     assert f"recorded at commit {'b' * 12}, re-run at " in caplog.text
     assert not comparison.exact and comparison.differences == [] and comparison.reasons[0].startswith("code commit b")
     assert rerun_cell(cell, tolerance=0.001).differences[0].name == "metrics/toy/NDCG@10"
+
+
+def test_record_keeps_one_entry_per_cell_and_the_manuals_render_it(cell, tmp_path, monkeypatch):
+    """--record adds the comparison to a re-run file, replacing its cell's earlier entry; the manuals'
+    re-run table is rendered from that file."""
+    record = tmp_path / "results" / "reruns" / "positive_regime.json"
+    rerun_main([str(cell), "--record", str(record)])
+    _edit(cell, lambda r: r["metrics"]["toy"].update({"NDCG@10": r["metrics"]["toy"]["NDCG@10"] + 0.05}))
+    with pytest.raises(SystemExit):
+        rerun_main([str(cell), "--record", str(record)])
+    (entry,) = read_records(record)
+    assert entry["cell"] == str(cell) and entry["exact"] and entry["differ"] == 1
+    assert entry["largest_difference"] == pytest.approx(0.05) and entry["cpu"] == cpu_name()
+    assert entry["differences"][0][0] == "metrics/toy/NDCG@10" and entry["stored_code"] == entry["rerun_code"]
+    (row,) = BLOCKS["reruns-positive-regime"](StoredResults(tmp_path / "results")).splitlines()[2:]
+    assert f"| `{cell}` |" in row and "| exactly | 1 | 0.05 |" in row
 
 
 def test_the_tolerance_is_absolute_for_scores_relative_above_one_and_skips_per_query_detail():

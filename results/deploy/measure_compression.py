@@ -7,7 +7,7 @@ dot-family export; levels: full fp32, ``truncate:256``, ``truncate:128``, ``int8
 reconstructed documents (``--compress``). Measure alone, on a quiet machine:
 
     python results/deploy/measure_compression.py --export runs/text/dot-for-ann/export
-    python results/deploy/render.py compression --write docs/deploy.md
+    python scripts/report.py docs          # renders its table into docs/deploy.md (deploy-compression)
     python results/deploy/measure_compression.py --docs 200 --queries 10 --output runs/deploy/check.json   # a check
 """
 

@@ -6,7 +6,7 @@ RAG passages with their answerable questions (accuracy@5 and @20 through eval_ra
 BM25 alone as its own row. Measure alone, on a quiet machine:
 
     python results/deploy/measure_hybrid.py --export runs/text/dot-for-ann/export
-    python results/deploy/render.py hybrid --write docs/deploy.md
+    python scripts/report.py docs          # renders its table into docs/deploy.md (deploy-hybrid)
     python results/deploy/measure_hybrid.py --docs 200 --queries 10 --output runs/deploy/check-hybrid.json   # a check
 """
 

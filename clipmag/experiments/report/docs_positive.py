@@ -17,7 +17,18 @@ from clipmag.experiments.report.stored import StoredResults, StoredSweep
 from clipmag.experiments.report.verdicts import PredictorCase, predictor_cases
 from clipmag.results.significance import difference_text, mark
 
-__all__ = ["BLOCKS", "SWEEP", "SETTINGS", "ordered_rows", "predictor_scores"]
+__all__ = [
+    "BLOCKS",
+    "SWEEP",
+    "SETTINGS",
+    "head_cell",
+    "lr_grid_table",
+    "order",
+    "ordered_rows",
+    "p_and_t",
+    "predictor_scores",
+    "scale_grid_table",
+]
 
 SWEEP = "positive_regime"
 # the two settings the sweep fixed before it ran, each a fine-tuned group per task
@@ -35,7 +46,7 @@ DATASETS = {
 HEADS = ("cosine", "dot", "qnorm", "dnorm", "learnable")
 
 
-def _order(value: str, known: Sequence[str]) -> tuple[int, str]:
+def order(value: str, known: Sequence[str]) -> tuple[int, str]:
     return (known.index(value) if value in known else len(known), value)
 
 
@@ -43,7 +54,7 @@ def ordered_rows(sweep: StoredSweep, groups: Sequence[str]) -> list[StartRow]:
     """The starting-point rows of ``groups``, by group, then start and test set in the manuals' order."""
     rows = [r for r in sweep.start_rows if r.group in groups]
     return sorted(
-        rows, key=lambda r: (list(groups).index(r.group), _order(r.start, STARTS), _order(r.dataset, list(DATASETS)))
+        rows, key=lambda r: (list(groups).index(r.group), order(r.start, STARTS), order(r.dataset, list(DATASETS)))
     )
 
 
@@ -56,7 +67,7 @@ def _chosen(row: StartRow, head: str) -> str:
     return f" <sub>{'/'.join(v.removeprefix('scale') for v in variants)}</sub>" if variants else ""
 
 
-def _head_cell(row: StartRow, head: str, spread: bool, tests: Callable | None = None) -> str:
+def head_cell(row: StartRow, head: str, spread: bool, tests: Callable | None = None) -> str:
     result = row.heads.get(head)
     if result is None:
         return ""
@@ -79,7 +90,7 @@ def positive_regime(stored: StoredResults) -> str:
         lines.append(f"| *{setting}* |" + " |" * (len(HEADS) + 3))
         for row in ordered_rows(sweep, groups):
             after = [float(np.mean(x.cohens_d)) for x in row.heads.values() if x.cohens_d]
-            cells = " | ".join(_head_cell(row, h, spread=False) for h in HEADS)
+            cells = " | ".join(head_cell(row, h, spread=False) for h in HEADS)
             d = row.untuned_norms.get("cohens_d")
             untuned = f"{d:+.2f}" if d is not None else "-"
             label = DATASETS.get(row.dataset, row.dataset)
@@ -87,7 +98,7 @@ def positive_regime(stored: StoredResults) -> str:
     return "\n".join(lines)
 
 
-def _p_and_t(c) -> str:
+def p_and_t(c) -> str:
     p = "p<0.001" if c.p_holm < 0.001 else f"p={c.p_holm:.3f}"
     return f", {p}" + (f", t={c.p_seeds:.2g}" if c.p_seeds is not None else "")
 
@@ -97,7 +108,7 @@ def demo_code_search(stored: StoredResults) -> str:
     rows = [r for r in ordered_rows(stored.sweep(SWEEP), ("code-search",)) if r.start == "minilm"]
     lines = ["| test set | untuned cosine | " + " | ".join(HEADS) + " |", "|---" * (len(HEADS) + 2) + "|"]
     for row in rows:
-        cells = " | ".join(_head_cell(row, h, spread=True, tests=_p_and_t) for h in HEADS)
+        cells = " | ".join(head_cell(row, h, spread=True, tests=p_and_t) for h in HEADS)
         lines.append(f"| {DATASETS.get(row.dataset, row.dataset)} | {100 * row.untuned['cosine']:.2f} | {cells} |")
     return "\n".join(lines)
 
@@ -114,14 +125,14 @@ def untuned(stored: StoredResults) -> str:
     return "\n".join(lines)
 
 
-def _trained_lr(sweep: StoredSweep, start: str) -> float:
-    cell = next(c for c in sweep.group("code-search") if c.cell["model"] == start and c.head == "cosine")
+def _trained_lr(sweep: StoredSweep, group: str, start: str) -> float:
+    cell = next(c for c in sweep.group(group) if c.cell["model"] == start and c.head == "cosine")
     return float(cell.results["provenance"]["config"]["optim"]["lr"])
 
 
-def lr_grid(stored: StoredResults) -> str:
-    """The learning rate of each start, chosen on cosine alone (seed 0, the stdlib dev split)."""
-    sweep = stored.sweep(SWEEP)
+def lr_grid_table(sweep: StoredSweep, trained_group: str) -> str:
+    """The learning rate of each start, chosen on cosine alone (seed 0, the stdlib dev split, group
+    ``lr-grid``), and the rate ``trained_group``'s cosine cells then trained at."""
     scores: dict[str, dict[str, float]] = {}
     for c in sweep.group("lr-grid"):
         (result,) = c.results["metrics"].values()
@@ -131,17 +142,19 @@ def lr_grid(stored: StoredResults) -> str:
         "| start | " + " | ".join(v.replace("lr", "lr ") for v in variants) + " | trains at |",
         "|---" * (len(variants) + 2) + "|",
     ]
-    for start in sorted(scores, key=lambda s: _order(s, STARTS)):
+    for start in sorted(scores, key=lambda s: order(s, STARTS)):
         best = max(scores[start], key=scores[start].get)
         cells = " | ".join(f"**{scores[start][v]:.1f}**" if v == best else f"{scores[start][v]:.1f}" for v in variants)
-        lines.append(f"| {start} | {cells} | {_trained_lr(sweep, start):.0e} |".replace("e-0", "e-"))
+        rate = _trained_lr(sweep, trained_group, start)
+        lines.append(f"| {start} | {cells} | {rate:.0e} |".replace("e-0", "e-"))
     return "\n".join(lines)
 
 
-def scale_grid(stored: StoredResults) -> str:
-    """Each head's loss scale per start as the dev-scale groups chose it: every candidate's dev score."""
-    cells = [c for c in stored.sweep(SWEEP).group("code-search-dev-scale") if c.cell["seed"] == 0]
-    cells.sort(key=lambda c: (_order(c.cell["model"], STARTS), _order(c.head, HEADS)))
+def scale_grid_table(sweep: StoredSweep, chosen_group: str) -> str:
+    """Each head's loss scale per start as ``chosen_group`` chose it (``choose_variant``): every
+    candidate's dev score, from the seed-0 cells."""
+    cells = [c for c in sweep.group(chosen_group) if c.cell["seed"] == 0]
+    cells.sort(key=lambda c: (order(c.cell["model"], STARTS), order(c.head, HEADS)))
     variants = list(cells[0].cell["chosen"]["scores"])
     head = "| start | head | " + " | ".join(f"scale {v.removeprefix('scale')}" for v in variants) + " | chosen |"
     lines = [head, "|---" * (len(variants) + 3) + "|"]
@@ -159,7 +172,7 @@ def _cases(stored: StoredResults) -> list[PredictorCase]:
     sweep = stored.sweep(SWEEP)
     groups = [g for pair in SETTINGS.values() for g in pair]
     cases = predictor_cases(sweep.cells, ordered_rows(sweep, groups))
-    return sorted(cases, key=lambda c: (groups.index(c.group), _order(c.start, STARTS)))
+    return sorted(cases, key=lambda c: (groups.index(c.group), order(c.start, STARTS)))
 
 
 def predictor_scores(stored: StoredResults) -> dict[str, dict[str, tuple[int, int]]]:
@@ -222,7 +235,7 @@ def effective_scale(stored: StoredResults) -> str:
         "| start | head | " + " | ".join(f"`{g}` first -> last" for g in tasks) + " |",
         "|---" * (2 + len(tasks)) + "|",
     ]
-    keys = sorted({k for t in tasks.values() for k in t}, key=lambda k: (_order(k[0], STARTS), _order(k[1], HEADS)))
+    keys = sorted({k for t in tasks.values() for k in t}, key=lambda k: (order(k[0], STARTS), order(k[1], HEADS)))
     for start, head in keys:
         spans = [
             f"{_span([a for a, _ in runs])} -> {_span([b for _, b in runs])}" if (runs := t.get((start, head))) else "-"
@@ -255,8 +268,8 @@ def test_seconds(stored: StoredResults) -> str:
 BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     "positive-regime": positive_regime,
     "positive-regime-untuned": untuned,
-    "positive-regime-lr-grid": lr_grid,
-    "positive-regime-scale-grid": scale_grid,
+    "positive-regime-lr-grid": lambda stored: lr_grid_table(stored.sweep(SWEEP), "code-search"),
+    "positive-regime-scale-grid": lambda stored: scale_grid_table(stored.sweep(SWEEP), "code-search-dev-scale"),
     "positive-regime-predictors": predictors,
     "positive-regime-effective-scale": effective_scale,
     "demo-code-search": demo_code_search,

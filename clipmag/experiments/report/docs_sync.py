@@ -25,7 +25,16 @@ from pathlib import Path
 
 from clipmag.config.checks import ConfigError
 from clipmag.config.command_line import field_flags, parse_cli
-from clipmag.experiments.report import docs_hard_negatives, docs_positive, docs_positive_values, docs_speed
+from clipmag.experiments.report import (
+    docs_budget,
+    docs_clip,
+    docs_deploy,
+    docs_hard_negatives,
+    docs_positive,
+    docs_positive_values,
+    docs_reruns,
+    docs_speed,
+)
 from clipmag.experiments.report.stored import StoredResults
 
 __all__ = ["BLOCKS", "VALUES", "DocsCommand", "Mark", "docs_main", "render_text", "stale_marks"]
@@ -34,10 +43,16 @@ BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     **docs_positive.BLOCKS,
     **docs_hard_negatives.BLOCKS,
     **docs_speed.BLOCKS,
+    **docs_budget.BLOCKS,
+    **docs_reruns.BLOCKS,
+    **docs_deploy.BLOCKS,
+    **docs_clip.BLOCKS,
 }
 VALUES: dict[str, Callable[[StoredResults, str], str]] = {
     **docs_positive_values.VALUES,
     **docs_hard_negatives.VALUES,
+    **docs_budget.VALUES,
+    **docs_clip.VALUES,
 }
 
 _NAME = r"[\w-]+"

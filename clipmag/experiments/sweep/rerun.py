@@ -31,6 +31,7 @@ from clipmag.config.checks import ConfigError, NonNegativeFloat
 from clipmag.config.command_line import field_flags, parse_cli
 from clipmag.config.entry import run_entry_point
 from clipmag.experiments.design.grid import CELL_FILE, Cell
+from clipmag.experiments.sweep.rerun_record import record_comparison
 from clipmag.experiments.sweep.run import run_cell
 from clipmag.results.provenance import code_state, describe_code, same_code
 from clipmag.results.record import RESULTS_FILE, read_results
@@ -74,6 +75,8 @@ class Comparison:
     tolerance: float
     compared: int
     differences: list[Difference] = field(default_factory=list)
+    largest: float = 0.0  # the largest |rerun - stored| of the numbers compared on both sides
+    codes: tuple[str, str] = ("", "")  # the code of the stored run and of the re-run, described
 
 
 def numbers(tree: Any, prefix: str = "") -> dict[str, float]:
@@ -131,14 +134,18 @@ def compare_results(
     exact = not reasons
     old, new = _compared(stored), _compared(rerun)
     names = [n for n in dict.fromkeys([*old, *new]) if exact or not _is_detail(n)]
-    differences = []
+    differences, largest = [], 0.0
     for name in names:
         a, b = old.get(name), new.get(name)
         if a is None or b is None:
             differences.append(Difference(name, a, b))
-        elif not _equal(a, b) and (exact or not abs(b - a) <= tolerance * max(1.0, abs(a))):
-            differences.append(Difference(name, a, b))
-    return Comparison(cell, exact, reasons, tolerance, len(names), differences)
+            continue
+        if not _equal(a, b):
+            largest = max(largest, abs(b - a)) if math.isfinite(b - a) else largest
+            if exact or not abs(b - a) <= tolerance * max(1.0, abs(a)):
+                differences.append(Difference(name, a, b))
+    codes = tuple(describe_code((r.get("provenance") or {}).get("code")) for r in (stored, rerun))
+    return Comparison(cell, exact, reasons, tolerance, len(names), differences, largest, codes)
 
 
 def format_comparison(comparison: Comparison) -> str:
@@ -235,6 +242,8 @@ class RerunCommand:
     cell: str = ""
     output: str | None = None
     tolerance: NonNegativeFloat = DEFAULT_TOLERANCE
+    # a JSON file of re-runs to add this one to (its cell's earlier entry replaced), for the manuals
+    record: str | None = None
 
 
 def rerun_main(argv: Sequence[str]) -> Comparison:
@@ -245,13 +254,16 @@ def rerun_main(argv: Sequence[str]) -> Comparison:
 
     Examples:
         clipmag-rerun-cell runs/demo/code-search/default/cosine/seed0
-        clipmag-rerun-cell runs/demo/code-search/default/qnorm/seed0 --output runs/rerun/qnorm --tolerance 1e-3"""
+        clipmag-rerun-cell runs/demo/code-search/default/qnorm/seed0 --output runs/rerun/qnorm --tolerance 1e-3
+        clipmag-rerun-cell runs/demo/code-search/default/dnorm/seed0 --record results/reruns/demo.json"""
     cmd = parse_cli(RerunCommand, argv, field_flags(RerunCommand), description=rerun_main.__doc__, positional="cell")
     if not cmd.cell:
         raise ConfigError("command line: give the cell's folder (clipmag-rerun-cell CELL_DIR)")
     setup_logging()
     comparison = rerun_cell(cmd.cell, cmd.output, cmd.tolerance)
     print(format_comparison(comparison), flush=True)
+    if cmd.record:
+        record_comparison(cmd.record, comparison)
     if comparison.differences:
         raise SystemExit(1)
     return comparison
