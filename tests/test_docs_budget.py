@@ -79,3 +79,4 @@ def test_the_time_table_sums_each_groups_cells(stored):
     assert [line.split(" | ")[0] for line in table.splitlines()[2:5]] == [f"| `{g}`" for g in STEPS]
     assert table.splitlines()[-1].startswith("| all | 27 |")
     assert VALUES["budget-runs"](stored, "").startswith("27 runs at ")
+    assert VALUES["budget-hours"](stored, "") == "1.9 hours"  # 111.2 + 2.7 minutes

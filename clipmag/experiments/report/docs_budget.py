@@ -135,6 +135,13 @@ def runs(stored: StoredResults, argument: str = "") -> str:
     return f"{len(sweep.cells)} runs at {sweep.code()}"
 
 
+def hours(stored: StoredResults, argument: str = "") -> str:
+    """The stored cells' training and testing time together, in hours (what the run cost so far)."""
+    cells = stored.sweep(SWEEP).cells
+    seconds = sum(c.results["timings"]["train_seconds"] + c.results["timings"]["test_seconds"] for c in cells)
+    return f"{seconds / 3600:.1f} hours"
+
+
 BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     "budget": budget_table,
     "budget-gap": gap_table,
@@ -142,4 +149,4 @@ BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     "budget-lr-grid": lambda stored: lr_grid_table(stored.sweep(SWEEP), SELECTION_GROUP),
     "budget-scale-grid": lambda stored: scale_grid_table(stored.sweep(SWEEP), SELECTION_GROUP),
 }
-VALUES: dict[str, Callable[[StoredResults, str], str]] = {"budget-runs": runs}
+VALUES: dict[str, Callable[[StoredResults, str], str]] = {"budget-runs": runs, "budget-hours": hours}
