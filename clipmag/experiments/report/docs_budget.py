@@ -131,8 +131,7 @@ def time_table(stored: StoredResults) -> str:
 
 def runs(stored: StoredResults, argument: str = "") -> str:
     """How many runs the stored budget sweep holds, and the code that made them."""
-    sweep = stored.sweep(SWEEP)
-    return f"{len(sweep.cells)} runs at {sweep.code()}"
+    return stored.sweep(SWEEP).runs_at()
 
 
 def hours(stored: StoredResults, argument: str = "") -> str:

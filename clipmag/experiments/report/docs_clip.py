@@ -29,8 +29,7 @@ def clip_table(stored: StoredResults) -> str:
 
 def runs(stored: StoredResults, argument: str = "") -> str:
     """How many runs the stored CLIP sweep holds, and the code that made them."""
-    sweep = stored.sweep(SWEEP)
-    return f"{len(sweep.cells)} runs at {sweep.code()}"
+    return stored.sweep(SWEEP).runs_at()
 
 
 BLOCKS: dict[str, Callable[[StoredResults], str]] = {"clip-losses": clip_table}

@@ -155,8 +155,7 @@ def negative_scores(stored: StoredResults, argument: str = "") -> str:
 
 
 def runs(stored: StoredResults, argument: str = "") -> str:
-    sweep = stored.sweep(SWEEP)
-    return f"{len(sweep.cells)} runs at {sweep.code()}"
+    return stored.sweep(SWEEP).runs_at()
 
 
 BLOCKS: dict[str, Callable[[StoredResults], str]] = {"hard-negatives": table, "hard-vs-more": hard_vs_more}

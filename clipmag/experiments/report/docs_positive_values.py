@@ -245,8 +245,7 @@ def package_pairs(stored: StoredResults, argument: str) -> str:
 
 def runs(stored: StoredResults, argument: str = "") -> str:
     """How many runs the stored sweep holds, and the code that made them."""
-    sweep = stored.sweep(SWEEP)
-    return f"{len(sweep.cells)} runs at {sweep.code()}"
+    return stored.sweep(SWEEP).runs_at()
 
 
 VALUES: dict[str, Callable[[StoredResults, str], str]] = {

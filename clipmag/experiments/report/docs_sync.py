@@ -28,6 +28,7 @@ from clipmag.config.command_line import field_flags, parse_cli
 from clipmag.experiments.report import (
     docs_budget,
     docs_clip,
+    docs_demo,
     docs_deploy,
     docs_hard_negatives,
     docs_positive,
@@ -47,12 +48,14 @@ BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     **docs_reruns.BLOCKS,
     **docs_deploy.BLOCKS,
     **docs_clip.BLOCKS,
+    **docs_demo.BLOCKS,
 }
 VALUES: dict[str, Callable[[StoredResults, str], str]] = {
     **docs_positive_values.VALUES,
     **docs_hard_negatives.VALUES,
     **docs_budget.VALUES,
     **docs_clip.VALUES,
+    **docs_demo.VALUES,
 }
 
 _NAME = r"[\w-]+"

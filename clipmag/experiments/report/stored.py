@@ -65,6 +65,10 @@ class StoredSweep:
             return f"commit `{code['commit'][:7]}`"
         return describe_code(code)
 
+    def runs_at(self) -> str:
+        """``246 runs at commit `3a15e4e```: how many cells the manuals' figures rest on, and their code."""
+        return f"{len(self.cells)} runs at {self.code()}"
+
 
 class StoredResults:
     """A results root: ``stored.sweep("positive_regime")`` is ``<root>/positive_regime``, read once."""
