@@ -9,7 +9,7 @@ import pytest
 import torch
 from text_fixtures import TINY_SIZES, minilm_path, tiny_train_args, write_code_search_set
 
-from clipmag.experiments.report.docs_reruns import BLOCKS
+from clipmag.experiments.report.docs_reruns import BLOCKS, cell_label
 from clipmag.experiments.report.stored import StoredResults
 from clipmag.experiments.sweep import run as sweep
 from clipmag.experiments.sweep.rerun import compare_results, rerun_cell, rerun_main
@@ -89,6 +89,13 @@ def test_record_keeps_one_entry_per_cell_and_the_manuals_render_it(cell, tmp_pat
     assert entry["differences"][0][0] == "metrics/toy/NDCG@10" and entry["stored_code"] == entry["rerun_code"]
     (row,) = BLOCKS["reruns-positive-regime"](StoredResults(tmp_path / "results")).splitlines()[2:]
     assert f"| `{cell}` |" in row and "| exactly | 1 | 0.05 |" in row
+
+
+def test_the_manuals_name_a_cell_from_its_results_folder_not_the_machine_path():
+    assert cell_label("/work/main/results/positive_regime/scifact/splade/qnorm/seed0") == (
+        "results/positive_regime/scifact/splade/qnorm/seed0"
+    )
+    assert cell_label("runs/demo/code-search/default/cosine/seed0") == "runs/demo/code-search/default/cosine/seed0"
 
 
 def test_the_tolerance_is_absolute_for_scores_relative_above_one_and_skips_per_query_detail():

@@ -9,17 +9,25 @@ how many differ and by how much at most.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import PurePath
 
 from clipmag.experiments.report.stored import StoredResults
 from clipmag.experiments.sweep.rerun_record import read_records
 
-__all__ = ["BLOCKS"]
+__all__ = ["BLOCKS", "cell_label"]
 
 RERUN_FILES = {"reruns-positive-regime": "positive_regime.json"}
 
 
 def _short(code: str) -> str:
     return code.removeprefix("commit ")[:7] if code.startswith("commit ") and "dirty" not in code else code
+
+
+def cell_label(cell: str) -> str:
+    """A stored cell as the repository names it (``results/<sweep>/...``), not as the machine that
+    re-ran it did (``/work/main/results/...``); a cell outside a ``results`` folder keeps its path."""
+    parts = PurePath(cell).parts
+    return str(PurePath(*parts[parts.index("results") :])) if "results" in parts else cell
 
 
 def rerun_table(stored: StoredResults, name: str) -> str:
@@ -32,7 +40,7 @@ def rerun_table(stored: StoredResults, name: str) -> str:
     for e in entries:
         how = "exactly" if e["exact"] else f"within {e['tolerance']:g}"
         lines.append(
-            f"| `{e['cell']}` | `{_short(e['stored_code'])}` | `{_short(e['rerun_code'])}` | {e['cpu']} | "
+            f"| `{cell_label(e['cell'])}` | `{_short(e['stored_code'])}` | `{_short(e['rerun_code'])}` | {e['cpu']} | "
             f"{e['compared']} | {how} | {e['differ']} | {e['largest_difference']:.2g} |"
         )
     return "\n".join(lines)
