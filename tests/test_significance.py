@@ -43,6 +43,8 @@ def test_randomisation_test_is_exact_for_few_queries_and_ignores_ties():
     # queries both score alike change no p: 6 wins and 50 ties is 2 / 2**6
     assert paired_query_p([0.6] * 6 + [0.3] * 50, [0.3] * 56) == pytest.approx(2 / 2**6)
     assert paired_query_p([0.2, 0.4], [0.2, 0.4]) == 1.0
+    # one query of 500 differs (seed-averaged, so not 0/1): both its sign flips are as extreme, p = 1
+    assert paired_query_p([2 / 3] + [1.0] * 499, [1.0] * 500) == 1.0 == _exact_sign_flip_p([-1 / 3])
     with pytest.raises(ValueError, match="6 values against 5"):
         paired_query_p([0.1] * 6, [0.1] * 5)
 

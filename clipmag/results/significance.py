@@ -95,8 +95,8 @@ def paired_query_p(a: Sequence[float], b: Sequence[float]) -> float:
     # randomisation distribution; a query both score alike adds 0 under every flip: dropped.
     d = np.round(x - y, DIGITS)
     d = d[d != 0]
-    if d.size == 0:
-        return 1.0
+    if d.size < 2:
+        return 1.0  # none differ, or one: its two sign flips are equally extreme
     result = stats.permutation_test(
         (d,),
         _mean_difference,

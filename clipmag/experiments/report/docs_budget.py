@@ -136,9 +136,7 @@ def runs(stored: StoredResults, argument: str = "") -> str:
 
 def hours(stored: StoredResults, argument: str = "") -> str:
     """The stored cells' training and testing time together, in hours (what the run cost so far)."""
-    cells = stored.sweep(SWEEP).cells
-    seconds = sum(c.results["timings"]["train_seconds"] + c.results["timings"]["test_seconds"] for c in cells)
-    return f"{seconds / 3600:.1f} hours"
+    return f"{stored.sweep(SWEEP).cell_seconds() / 3600:.1f} hours"
 
 
 BLOCKS: dict[str, Callable[[StoredResults], str]] = {

@@ -32,5 +32,10 @@ def runs(stored: StoredResults, argument: str = "") -> str:
     return stored.sweep(SWEEP).runs_at()
 
 
+def minutes(stored: StoredResults, argument: str = "") -> str:
+    """The stored cells' training and testing time together, in minutes (what the sweep cost)."""
+    return f"{stored.sweep(SWEEP).cell_seconds() / 60:.0f} minutes"
+
+
 BLOCKS: dict[str, Callable[[StoredResults], str]] = {"clip-losses": clip_table}
-VALUES: dict[str, Callable[[StoredResults, str], str]] = {"clip-runs": runs}
+VALUES: dict[str, Callable[[StoredResults, str], str]] = {"clip-runs": runs, "clip-minutes": minutes}

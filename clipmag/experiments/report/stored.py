@@ -65,6 +65,12 @@ class StoredSweep:
             return f"commit `{code['commit'][:7]}`"
         return describe_code(code)
 
+    def cell_seconds(self) -> float:
+        """The cells' training and testing time together, by their own timings (a continued cell
+        counts only what it added): what the sweep cost, without prepare steps and waits."""
+        timings = [c.results["timings"] for c in self.cells]
+        return float(sum(t["train_seconds"] + t["test_seconds"] for t in timings))
+
     def runs_at(self) -> str:
         """``246 runs at commit `3a15e4e```: how many cells the manuals' figures rest on, and their code."""
         return f"{len(self.cells)} runs at {self.code()}"
