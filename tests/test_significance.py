@@ -17,6 +17,9 @@ from clipmag.experiments.report.collect import find_cells
 from clipmag.experiments.report.starts import start_rows
 from clipmag.results.record import build_results, write_results
 from clipmag.results.significance import (
+    FLIP_VALUES_PER_BATCH,
+    RESAMPLES,
+    SEED,
     compare_with_baseline,
     detectable_difference,
     difference_text,
@@ -66,6 +69,9 @@ def test_many_queries_are_seeded_and_close_to_wilcoxon():
 def test_holm_is_statsmodels_and_the_seed_test_is_scipys():
     ps = [0.01, 0.04, 0.03, 0.2]
     assert holm(ps) == pytest.approx(list(multipletests(ps, method="holm")[1]))
+    rng = np.random.default_rng(4)
+    for family in ([0.5], [0.04, 0.04, 0.01], [0.3, 0.9, 0.6, 0.02], list(rng.random(7) ** 3)):
+        assert holm(family) == list(multipletests(family, method="holm")[1])  # to the last bit
     a, b = {0: 0.5, 1: 0.6, 2: 0.55}, {0: 0.4, 1: 0.45, 2: 0.5}
     assert paired_seed_p(a, b) == pytest.approx(stats.ttest_rel([0.5, 0.6, 0.55], [0.4, 0.45, 0.5]).pvalue)
     assert paired_seed_p({0: 0.5}, {0: 0.4}) is None
@@ -168,3 +174,20 @@ def test_every_comparison_carries_its_detectable_difference_and_the_tables_print
     assert text.startswith("Δ ") and f"MDE {100 * comparison.detectable:.2f}" in text
     assert report.count(text) == 2  # the retrieval table and the starting-point table
     assert "80% power" in report
+
+
+def test_drawing_the_flips_in_batches_gives_the_p_of_one_draw_of_all():
+    """The batches only bound memory: the same seed gives the same null distribution and p."""
+    rng = np.random.default_rng(5)
+    a, b = rng.random(3000), rng.random(3000) - 0.02
+    whole = stats.permutation_test(
+        (np.round(a - b, 10),),
+        lambda d, axis=-1: np.mean(d, axis=axis),
+        permutation_type="samples",
+        vectorized=True,
+        n_resamples=RESAMPLES,
+        alternative="two-sided",
+        rng=np.random.default_rng(SEED),
+    )
+    assert FLIP_VALUES_PER_BATCH // 3000 < RESAMPLES  # several batches here
+    assert paired_query_p(a, b) == float(whole.pvalue)

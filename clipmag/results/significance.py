@@ -12,7 +12,9 @@ every (seed, query) pair would count each query once per seed and make p-values 
   an exact match) the exact randomisation distribution is McNemar's binomial test on the
   discordant queries, used directly.
 * Several heads against one baseline are several tests: their p-values get Holm's step-down
-  correction (``statsmodels``), and only a corrected p below ``ALPHA`` earns a mark.
+  correction (the same arithmetic as ``statsmodels``' ``multipletests``, without its garbage
+  collection on every call, which took longer than the correction itself when the manuals' tables
+  run a hundred families), and only a corrected p below ``ALPHA`` earns a mark.
 * Beside it, the paper's test: a paired t-test over the seeds' mean scores.
 * The effect is the mean per-query difference with a 95% percentile-bootstrap interval over
   queries (``scipy.stats.bootstrap``, seeded).
@@ -28,7 +30,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from scipy import stats
-from statsmodels.stats.multitest import multipletests
 
 __all__ = [
     "ALPHA",
@@ -51,6 +52,10 @@ __all__ = [
 ALPHA = 0.05
 POWER = 0.8
 RESAMPLES = 20_000  # Monte Carlo error of p about 0.0015 at p = 0.05
+# Sign flips drawn per batch, as values (flips x queries): scipy's draws do not depend on the batch,
+# but the default, every resample at once, moves 20,000 x queries values through memory several
+# times; about 4 million at a time is 4-5x faster on thousands of queries, with the same p.
+FLIP_VALUES_PER_BATCH = 4_000_000
 BOOTSTRAP_RESAMPLES = 10_000
 DIGITS = 10
 SEED = 0
@@ -105,6 +110,7 @@ def paired_query_p(a: Sequence[float], b: Sequence[float]) -> float:
         n_resamples=RESAMPLES,
         alternative="two-sided",
         rng=np.random.default_rng(SEED),
+        batch=max(1, FLIP_VALUES_PER_BATCH // d.size),
     )
     return float(result.pvalue)
 
@@ -124,7 +130,13 @@ def holm(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjustment of a family of p-values (same order)."""
     if not p_values:
         return []
-    return [float(p) for p in multipletests(list(p_values), alpha=ALPHA, method="holm")[1]]
+    p = np.asarray(p_values, dtype=float)
+    order = np.argsort(p)
+    # the i-th smallest p times the number of hypotheses not yet rejected, never below an earlier one
+    stepped = np.minimum(1.0, np.maximum.accumulate(p[order] * np.arange(p.size, 0, -1)))
+    adjusted = np.empty_like(stepped)
+    adjusted[order] = stepped
+    return [float(x) for x in adjusted]
 
 
 def seed_averaged(system: PerQuery, seeds: Sequence[int], queries: Sequence[str]) -> np.ndarray:

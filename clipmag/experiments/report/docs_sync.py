@@ -38,7 +38,17 @@ from clipmag.experiments.report import (
 )
 from clipmag.experiments.report.stored import StoredResults
 
-__all__ = ["BLOCKS", "VALUES", "DocsCommand", "Mark", "docs_main", "render_text", "stale_marks"]
+__all__ = [
+    "BLOCKS",
+    "VALUES",
+    "DocsCommand",
+    "Mark",
+    "docs_main",
+    "render_text",
+    "rendered_block",
+    "rendered_value",
+    "stale_marks",
+]
 
 BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     **docs_positive.BLOCKS,
@@ -78,12 +88,24 @@ def _line(text: str, offset: int) -> int:
     return text.count("\n", 0, offset) + 1
 
 
+def rendered_block(name: str, stored: StoredResults) -> str:
+    """A block's table as ``stored`` gives it, computed once per results root."""
+    return stored.rendering(("results", name), lambda: BLOCKS[name](stored))
+
+
+def rendered_value(name: str, argument: str, stored: StoredResults) -> str:
+    """An inline value as ``stored`` gives it, computed once per results root."""
+    return stored.rendering(("value", name, argument), lambda: VALUES[name](stored, argument))
+
+
 def _render(kind: str, name: str, argument: str | None, stored: StoredResults, where: str) -> str:
     known = BLOCKS if kind == "results" else VALUES
     if name not in known:
         raise ConfigError(f"{where}: no {kind} renderer named {name!r}; known: {', '.join(sorted(known))}")
     try:
-        return BLOCKS[name](stored) + "\n" if kind == "results" else VALUES[name](stored, argument or "")
+        if kind == "results":
+            return rendered_block(name, stored) + "\n"
+        return rendered_value(name, argument or "", stored)
     except (KeyError, ValueError, FileNotFoundError, StopIteration) as err:
         raise ConfigError(
             f"{where}: {kind}:{name}{':' + argument if argument else ''} cannot be rendered from "
@@ -120,11 +142,14 @@ def render_text(text: str, source: str, stored: StoredResults) -> str:
     """``text`` with every block and value re-rendered from ``stored``."""
     marks(text, source, stored)  # errors first, naming the place
     text = _BLOCK.sub(
-        lambda m: f"<!-- results:{m['name']} -->\n{BLOCKS[m['name']](stored)}\n<!-- /results:{m['name']} -->", text
+        lambda m: f"<!-- results:{m['name']} -->\n{rendered_block(m['name'], stored)}\n<!-- /results:{m['name']} -->",
+        text,
     )
     return _VALUE.sub(
         lambda m: (
-            m[0][: m.start("body") - m.start()] + VALUES[m["name"]](stored, m["argument"] or "") + "<!-- /value -->"
+            m[0][: m.start("body") - m.start()]
+            + rendered_value(m["name"], m["argument"] or "", stored)
+            + "<!-- /value -->"
         ),
         text,
     )

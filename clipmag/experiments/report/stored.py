@@ -82,6 +82,14 @@ class StoredResults:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self._sweeps: dict[str, StoredSweep] = {}
+        self._renderings: dict[Hashable, str] = {}
+
+    def rendering(self, key: Hashable, render: Callable[[], str]) -> str:
+        """``render()``, once per ``key``: a manual's table or value, which the check, the rendering
+        and every manual that repeats it would otherwise recompute from the same files."""
+        if key not in self._renderings:
+            self._renderings[key] = render()
+        return self._renderings[key]
 
     def sweep(self, name: str) -> StoredSweep:
         if name not in self._sweeps:
