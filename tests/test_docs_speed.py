@@ -118,3 +118,22 @@ def test_a_record_names_the_machine_settings_and_code_beside_the_figures(tmp_pat
     assert list(record) == ["benchmark", "cpu", "threads", "settings", "code", "samples_per_s"]
     assert record["settings"] == {"steps": 3, "threads": 2} and record["threads"] == 2
     assert record["cpu"] == harness.cpu_name() and record["code"]["commit"]
+
+
+def test_the_suite_times_are_the_records_wall_clocks(tmp_path):
+    speed = tmp_path / "speed"
+    speed.mkdir()
+    record = {
+        "wall_seconds": {"test": 598.2, "test-slow": 1314.9},
+        "code": {"commit": "ad6773b" + "0" * 33, "dirty": False},
+        "cpu": "AMD EPYC",
+        "cores": 2,
+    }
+    (speed / "tests.json").write_text(json.dumps(record), encoding="utf-8")
+    text = (
+        "took <!-- value:suite-minutes:test -->?<!-- /value --> "
+        "and <!-- value:suite-minutes:test-slow -->?<!-- /value -->"
+    )
+    rendered = render_text(text, "README.md", StoredResults(tmp_path))
+    assert "10.0 minutes at commit `ad6773b` on AMD EPYC, 2 cores" in rendered
+    assert "21.9 minutes at commit `ad6773b`" in rendered

@@ -5,7 +5,8 @@
 ours with a speed-up switched off, in one run; ``bench_train_clip.py``, ``bench_encode.py`` and
 ``bench_chunked.py`` write ours against their peers the same way (``--output``). Each record names
 the CPU and the code state it was measured at, and the tables print both, so a figure never loses
-the machine it belongs to.
+the machine it belongs to. ``tests.json`` holds the wall clocks of ``make test`` and ``make
+test-slow`` measured on a fresh clone, which the README quotes.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from clipmag.experiments.report.stored import StoredResults
 from clipmag.results.provenance import describe_code
 
-__all__ = ["BLOCKS"]
+__all__ = ["BLOCKS", "VALUES"]
 
 FOLDER = "speed"
 # the operator kinds of benchmarks/profile_step.py, in the order its rows print them
@@ -146,6 +147,17 @@ def chunked_table(stored: StoredResults) -> str:
     )
     return "\n".join(lines) + f"\n\n{shape}. " + _measured_on(record)
 
+
+def suite_minutes(stored: StoredResults, target: str) -> str:
+    """How long ``make <target>`` took from a fresh clone, set-up included, and where: read from
+    ``tests.json``, the wall clocks ``/usr/bin/time`` wrote for each target of one measured clone."""
+    record = _record(stored, "tests.json")
+    code = record["code"]
+    at = f"commit `{code['commit'][:7]}`" if code.get("dirty") is False else describe_code(code)
+    return f"{record['wall_seconds'][target] / 60:.1f} minutes at {at} on {record['cpu']}, {record['cores']} cores"
+
+
+VALUES = {"suite-minutes": suite_minutes}
 
 BLOCKS = {
     "speed-profile": profile_table,

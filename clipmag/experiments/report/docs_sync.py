@@ -66,6 +66,7 @@ VALUES: dict[str, Callable[[StoredResults, str], str]] = {
     **docs_budget.VALUES,
     **docs_clip.VALUES,
     **docs_demo.VALUES,
+    **docs_speed.VALUES,
 }
 
 _NAME = r"[\w-]+"
