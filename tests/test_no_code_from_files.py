@@ -39,7 +39,7 @@ from clipmag.scoring.losses import InfoNCE
 from clipmag.storage.folder_lock import LOCK_FILE
 from clipmag.storage.safe_load import UnsafeFileError
 from clipmag.train.checkpoint import load_checkpoint
-from clipmag.train.sharded_reading import check_metadata, load_checked
+from clipmag.train.sharded_reading import CheckedReader, check_metadata, load_checked
 from text_retrieval import cli as text_cli
 from text_retrieval.cli import parse_args as parse_text_args
 from text_retrieval.model.encoder import TextEncoder
@@ -145,6 +145,8 @@ def test_a_sharded_checkpoint_refuses_payload_metadata_and_values(tmp_path, mark
     plain = tmp_path / "plain"
     dcp.save({"w": torch.arange(4.0), "lr": 0.1, "betas": (0.9, 0.999)}, checkpoint_id=str(plain))
     check_metadata(plain)  # DCP's own records only
+    checked = CheckedReader(str(plain)).read_metadata()
+    assert checked.state_dict_metadata == dcp.FileSystemReader(str(plain)).read_metadata().state_dict_metadata
     state = {"w": torch.zeros(4), "lr": 0.0, "betas": None}
     load_checked(state, plain)
     assert torch.equal(state["w"], torch.arange(4.0)) and state["lr"] == 0.1 and state["betas"] == (0.9, 0.999)
@@ -160,6 +162,8 @@ def test_a_sharded_checkpoint_refuses_payload_metadata_and_values(tmp_path, mark
     torch.save({"state_dict": {}, "step": 2}, folder / "trainer.pt")
     assert load_checkpoint(folder)["step"] == 2
     (folder / ".metadata").write_bytes(pickle.dumps(Payload(marker)))  # DCP's metadata is a bare pickle
+    with pytest.raises(UnsafeFileError):
+        CheckedReader(str(folder)).read_metadata()  # the reader DCP is given never unpickles it unchecked
     with pytest.raises(UnsafeFileError) as err:
         load_checkpoint(folder)
     refused_line(str(err.value), folder / ".metadata")

@@ -2,10 +2,10 @@
 
 ``torch.distributed.checkpoint`` reads a folder's ``.metadata`` with plain ``pickle.load`` and the
 non-tensor values of a state dict (the optimizer's settings) with ``torch.load(weights_only=False)``:
-a folder someone hands you could run any code when resumed. Before DCP reads a folder, its metadata
-is unpickled here with only DCP's own record types allowed, and every non-tensor value is read
-weights-only first; a folder that needs more is refused in one line. The tensors themselves DCP
-already reads weights-only.
+a folder someone hands you could run any code when resumed. Here DCP is given a reader
+(:class:`CheckedReader`) that unpickles the metadata with only DCP's own record types allowed, and
+a planner that reads every non-tensor value weights-only first; a folder that needs more is refused
+in one line. The tensors themselves DCP already reads weights-only.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from typing import Any
 
 import torch
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint import CheckpointException, DefaultLoadPlanner
+from torch.distributed.checkpoint import CheckpointException, DefaultLoadPlanner, FileSystemReader
+from torch.distributed.checkpoint.metadata import Metadata, StorageMeta
 
 from clipmag.storage.safe_load import UnsafeFileError
 
-__all__ = ["check_metadata", "WeightsOnlyLoadPlanner", "load_checked"]
+__all__ = ["CheckedReader", "check_metadata", "WeightsOnlyLoadPlanner", "load_checked"]
 
 _METADATA_TYPES = {
     "torch.distributed.checkpoint.metadata": {
@@ -63,14 +64,31 @@ def _refusal(path: Path, reason: str) -> UnsafeFileError:
     )
 
 
+def _read_metadata(path: Path) -> Any:
+    """One metadata file unpickled with DCP's own records only; anything else is refused."""
+    try:
+        with open(path, "rb") as f:
+            return _MetadataUnpickler(f).load()
+    except pickle.UnpicklingError as err:
+        raise _refusal(path, str(err)) from None
+
+
 def check_metadata(folder: Path) -> None:
     """Refuse ``folder`` if a metadata file of it needs more than DCP's own records to unpickle."""
     for path in sorted(Path(folder).glob("*.metadata")):
-        try:
-            with open(path, "rb") as f:
-                _MetadataUnpickler(f).load()
-        except pickle.UnpicklingError as err:
-            raise _refusal(path, str(err)) from None
+        _read_metadata(path)
+
+
+class CheckedReader(FileSystemReader):
+    """DCP's file-system reader, reading the metadata through the restricted unpickler instead of
+    ``pickle.load``, so neither a load nor a look at the shapes unpickles the folder unchecked."""
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        metadata = _read_metadata(Path(self._get_metadata_path(kwargs.get("rank"))))
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = StorageMeta()
+        metadata.storage_meta.load_id = self.load_id
+        return metadata
 
 
 class WeightsOnlyLoadPlanner(DefaultLoadPlanner):
@@ -91,10 +109,11 @@ class WeightsOnlyLoadPlanner(DefaultLoadPlanner):
 
 def load_checked(state: dict[str, Any], folder: Path) -> None:
     """``dcp.load(state)`` from ``folder``, its metadata and values checked first; a
-    refusal comes out as its own one-line error, not inside DCP's per-rank report."""
+    refusal comes out as its own one-line error, not inside DCP's per-rank report (DCP turns a
+    reader's error into "metadata is None", so the metadata is checked here first)."""
     check_metadata(folder)
     try:
-        dcp.load(state, checkpoint_id=str(folder), planner=WeightsOnlyLoadPlanner(folder))
+        dcp.load(state, storage_reader=CheckedReader(str(folder)), planner=WeightsOnlyLoadPlanner(folder))
     except CheckpointException as err:
         refused = [failure for failure, _ in err.failures.values() if isinstance(failure, UnsafeFileError)]
         if refused:

@@ -41,7 +41,7 @@ from torch.distributed.tensor import DTensor
 
 from clipmag.runtime import distributed as dist_utils
 from clipmag.storage.files import open_replacing
-from clipmag.train.sharded_reading import check_metadata, load_checked
+from clipmag.train.sharded_reading import CheckedReader, load_checked
 
 __all__ = [
     "TRAINER_FILE",
@@ -197,10 +197,9 @@ def save_sharded(
 
 
 def sharded_shapes(folder: Path) -> dict[str, torch.Tensor]:
-    """The model's weights in ``folder`` as empty tensors of their full shapes (for resume checks).
-    Its metadata is checked to be plain data first."""
-    check_metadata(folder)
-    metadata = dcp.FileSystemReader(str(folder)).read_metadata().state_dict_metadata
+    """The model's weights in ``folder`` as empty tensors of their full shapes (for resume checks),
+    from its metadata read as plain data only."""
+    metadata = CheckedReader(str(folder)).read_metadata().state_dict_metadata
     prefix = "model."
     return {
         key[len(prefix) :]: torch.empty(tuple(meta.size), device="meta")
