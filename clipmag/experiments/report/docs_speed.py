@@ -16,7 +16,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from clipmag.experiments.report.stored import StoredResults
+from clipmag.experiments.report.stored import StoredResults, cited_code
 from clipmag.results.provenance import describe_code
 
 __all__ = ["BLOCKS", "VALUES"]
@@ -152,9 +152,10 @@ def suite_minutes(stored: StoredResults, target: str) -> str:
     """How long ``make <target>`` took from a fresh clone, set-up included, and where: read from
     ``tests.json``, the wall clocks ``/usr/bin/time`` wrote for each target of one measured clone."""
     record = _record(stored, "tests.json")
-    code = record["code"]
-    at = f"commit `{code['commit'][:7]}`" if code.get("dirty") is False else describe_code(code)
-    return f"{record['wall_seconds'][target] / 60:.1f} minutes at {at} on {record['cpu']}, {record['cores']} cores"
+    return (
+        f"{record['wall_seconds'][target] / 60:.1f} minutes at {cited_code(record['code'])} "
+        f"on {record['cpu']}, {record['cores']} cores"
+    )
 
 
 VALUES = {"suite-minutes": suite_minutes}

@@ -18,7 +18,22 @@ from clipmag.experiments.report.collect import CellResult, find_cells
 from clipmag.experiments.report.starts import StartRow, start_rows
 from clipmag.results.provenance import describe_code
 
-__all__ = ["StoredResults", "StoredSweep"]
+__all__ = ["StoredResults", "StoredSweep", "cited_code"]
+
+
+def _once(cache: dict[Hashable, Any], key: Hashable, compute: Callable[[], Any]) -> Any:
+    """``cache[key]``, computed on first use: the store's memo for derived figures and renderings."""
+    if key not in cache:
+        cache[key] = compute()
+    return cache[key]
+
+
+def cited_code(code: dict[str, Any] | None) -> str:
+    """How the manuals cite a code state: ``commit `3a15e4e``` on a clean tree, else as
+    :func:`describe_code` says it (with what made it dirty)."""
+    if code and code.get("commit") and code.get("dirty") is False:
+        return f"commit `{code['commit'][:7]}`"
+    return describe_code(code)
 
 
 class StoredSweep:
@@ -32,9 +47,7 @@ class StoredSweep:
 
     def derived(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """``compute()``, once per ``key``: what a renderer derives from the cells (tests take seconds)."""
-        if key not in self._derived:
-            self._derived[key] = compute()
-        return self._derived[key]
+        return _once(self._derived, key, compute)
 
     @cached_property
     def cells(self) -> list[CellResult]:
@@ -60,10 +73,7 @@ class StoredSweep:
         codes = {json.dumps((c.results.get("provenance") or {}).get("code"), sort_keys=True) for c in self.cells}
         if len(codes) != 1:
             raise ValueError(f"{self.folder}: cells from {len(codes)} code states; the manuals cite one per sweep")
-        code = json.loads(codes.pop())
-        if code and code.get("commit") and code.get("dirty") is False:
-            return f"commit `{code['commit'][:7]}`"
-        return describe_code(code)
+        return cited_code(json.loads(codes.pop()))
 
     def cell_seconds(self) -> float:
         """The cells' training and testing time together, by their own timings (a continued cell
@@ -87,9 +97,7 @@ class StoredResults:
     def rendering(self, key: Hashable, render: Callable[[], str]) -> str:
         """``render()``, once per ``key``: a manual's table or value, which the check, the rendering
         and every manual that repeats it would otherwise recompute from the same files."""
-        if key not in self._renderings:
-            self._renderings[key] = render()
-        return self._renderings[key]
+        return _once(self._renderings, key, render)
 
     def sweep(self, name: str) -> StoredSweep:
         if name not in self._sweeps:
