@@ -137,3 +137,44 @@ def test_the_suite_times_are_the_records_wall_clocks(tmp_path):
     rendered = render_text(text, "README.md", StoredResults(tmp_path))
     assert "10.0 minutes at commit `ad6773b` on AMD EPYC, 2 cores" in rendered
     assert "21.9 minutes at commit `ad6773b`" in rendered
+
+
+def _write(root: Path, name: str, record: dict) -> None:
+    (root / "speed").mkdir(parents=True, exist_ok=True)
+    (root / "speed" / name).write_text(json.dumps(record), encoding="utf-8")
+
+
+def test_the_compile_table_holds_each_workloads_figures_and_says_whether_the_cache_was_cold(tmp_path):
+    workload = {
+        "compile_s": 41.2,
+        "max_abs_diff": 3.3e-3,
+        "largest": 1.1,
+        "seconds": {"eager": [0.2, 0.22, 0.21], "compiled": [0.1, 0.2, 0.15]},
+        "speedup": [2.0, 1.1, 1.4],
+    }
+    record = {
+        "cpu": "AMD EPYC",
+        "threads": 2,
+        "settings": {"rounds": 3},
+        "code": {"commit": "ad6773b" + "0" * 33, "dirty": False},
+        "precision": "bf16",
+        "cache_files_at_start": 0,
+        "workloads": {"encode one 32 x 128-token batch": workload},
+    }
+    _write(tmp_path, "compile.json", record)
+    table = BLOCKS["speed-compile"](StoredResults(tmp_path))
+    assert (
+        "| encode one 32 x 128-token batch | 41 | 0.210 (0.200-0.220) | 0.150 (0.100-0.200) | 1.40 (1.10-2.00) "
+        "| 3.3e-03 (1.1e+00) |"
+    ) in table
+    assert "inductor's on-disk cache empty at the start" in table and "Measured on AMD EPYC, 2 threads" in table
+    _write(tmp_path, "compile.json", {**record, "cache_files_at_start": 12})
+    assert "12 files in inductor's cache at the start" in BLOCKS["speed-compile"](StoredResults(tmp_path / ""))
+
+
+def test_the_bf16_gain_is_the_median_of_our_per_round_bf16_over_fp32_ratios(tmp_path):
+    _write(tmp_path, "encode.json", {"docs_per_s": {"clipmag fp32": [10.0, 20.0, 10.0], "clipmag bf16": [30, 20, 15]}})
+    _write(tmp_path, "train_clip.json", {"samples_per_s": {"clipmag fp32": [100.0], "clipmag bf16": [72.0]}})
+    text = "<!-- value:bf16-gain:encode -->?<!-- /value --> <!-- value:bf16-gain:train_clip -->?<!-- /value -->"
+    rendered = render_text(text, "precision.md", StoredResults(tmp_path))
+    assert "-->1.50x<!--" in rendered and "-->0.72x<!--" in rendered

@@ -3,7 +3,8 @@
 ``benchmarks/profile_step.py`` writes where a training step's time goes, per operator kind;
 ``benchmarks/bench_train_text.py --output`` writes ours against the peer and, with ``--before``,
 ours with a speed-up switched off, in one run; ``bench_train_clip.py``, ``bench_encode.py`` and
-``bench_chunked.py`` write ours against their peers the same way (``--output``). Each record names
+``bench_chunked.py`` write ours against their peers the same way (``--output``), and
+``bench_compile.py`` torch.compile against eager. Each record names
 the CPU and the code state it was measured at, and the tables print both, so a figure never loses
 the machine it belongs to. ``tests.json`` holds the wall clocks of ``make test`` and ``make
 test-slow`` measured on a fresh clone, which the README quotes.
@@ -148,6 +149,37 @@ def chunked_table(stored: StoredResults) -> str:
     return "\n".join(lines) + f"\n\n{shape}. " + _measured_on(record)
 
 
+def _inductor_cache(files: int) -> str:
+    """A cold compile takes minutes, a warm one seconds: say which the compile times are."""
+    return (
+        "inductor's on-disk cache empty at the start"
+        if files == 0
+        else f"{files} files in inductor's cache at the start"
+    )
+
+
+def compile_table(stored: StoredResults) -> str:
+    """torch.compile against eager, per workload: compile time, difference, seconds and speed-up."""
+    record = _record(stored, "compile.json")
+    lines = [
+        "| workload | compile (s) | eager s/call | compiled s/call | compiled / eager | max diff (largest value) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, figures in record["workloads"].items():
+        seconds = figures["seconds"]
+        lines.append(
+            f"| {name} | {figures['compile_s']:.0f} | {_median_range(seconds['eager'], 3)} | "
+            f"{_median_range(seconds['compiled'], 3)} | {_median_range(figures['speedup'], 2)} | "
+            f"{figures['max_abs_diff']:.1e} ({figures['largest']:.1e}) |"
+        )
+    shape = (
+        f"{record['precision']} (clipmag's default precision on this CPU), {record['settings']['rounds']} alternating "
+        f"rounds, medians of the per-round figures (range); compile time is the first compiled call's, with "
+        f"{_inductor_cache(record['cache_files_at_start'])}"
+    )
+    return "\n".join(lines) + f"\n\n{shape}. " + _measured_on(record)
+
+
 def suite_minutes(stored: StoredResults, target: str) -> str:
     """How long ``make <target>`` took from a fresh clone, set-up included, and where: read from
     ``tests.json``, the wall clocks ``/usr/bin/time`` wrote for each target of one measured clone."""
@@ -158,7 +190,16 @@ def suite_minutes(stored: StoredResults, target: str) -> str:
     )
 
 
-VALUES = {"suite-minutes": suite_minutes}
+def bf16_gain(stored: StoredResults, record_name: str) -> str:
+    """How much faster our bf16 side ran than our fp32 side in one benchmark record (``encode``,
+    ``train_text``, ``train_clip``, ...): the median of the per-round ratios, as "1.84x"."""
+    record = _record(stored, f"{record_name}.json")
+    rates = record["docs_per_s" if "docs_per_s" in record else "samples_per_s"]
+    ratios = [bf16 / fp32 for bf16, fp32 in zip(rates["clipmag bf16"], rates["clipmag fp32"])]
+    return f"{statistics.median(ratios):.2f}x"
+
+
+VALUES = {"suite-minutes": suite_minutes, "bf16-gain": bf16_gain}
 
 BLOCKS = {
     "speed-profile": profile_table,
@@ -167,4 +208,5 @@ BLOCKS = {
     "speed-train-clip": train_clip_table,
     "speed-encode": encode_table,
     "speed-chunked": chunked_table,
+    "speed-compile": compile_table,
 }
