@@ -19,12 +19,13 @@ computes bf16 natively (``harness.select_sides``; the output says when they were
 peer's default stays, since it is what the defaults comparison is about. Rounds rotate the order
 of the sides; medians of the per-round ratios are reported with their range. The FLOPs of one
 clipmag step (forward + backward, FlopCounterMode) give the achieved rate against the CPU's peak.
-``--output`` writes every side's per-round rates, the ratios, the FLOP rates, the CPU and the code
-state as JSON.
+``--before KEY=VALUE`` (repeatable) adds our sides once more with those ``train`` settings (the
+code as it was before a speed-up that a setting switches off). ``--output`` writes every side's
+per-round rates, the ratios, the FLOP rates, the CPU and the code state as JSON.
 
     python benchmarks/bench_train_clip.py [--steps 60] [--batch-size 128] [--model clipmag-tiny] \
-        [--workers 0] [--rounds 3]
-    python benchmarks/bench_train_clip.py --output results/speed/train_clip.json
+        [--workers 0] [--rounds 3] [--before cpu_math_attention=false]
+    python benchmarks/bench_train_clip.py --before cpu_math_attention=false --output results/speed/train_clip.json
 """
 
 from __future__ import annotations
@@ -45,14 +46,17 @@ from harness import (
     CPU,
     OUR_DTYPES,
     ROOT,
+    before_setting,
     code_at_start,
     count_flops,
     default_precision,
     print_comparison,
     print_flop_rate,
     print_header,
+    ratio,
     rounds,
     select_sides,
+    spread,
     write_record,
 )
 
@@ -89,7 +93,8 @@ def run(cmd: list[str], log: Path, threads: int) -> None:
         )
 
 
-def bench_clipmag(pattern: str, args: argparse.Namespace, out: Path, precision: str) -> float:
+def bench_clipmag(pattern: str, args: argparse.Namespace, out: Path, precision: str, before: bool = False) -> float:
+    settings = [f"train.{key}={json.dumps(value)}" for key, value in args.before.items()] if before else []
     run(
         [
             sys.executable,
@@ -107,6 +112,7 @@ def bench_clipmag(pattern: str, args: argparse.Namespace, out: Path, precision: 
             f"train.precision={precision}",
             f"data.workers={args.workers}",
             f"train.output_dir={out}",
+            *settings,
         ],
         out.with_suffix(".log"),
         args.threads,
@@ -193,18 +199,27 @@ def sides(pattern: str, csv: str, args: argparse.Namespace, work: Path) -> dict[
     trainers pick (CUDA if present) computes bf16 natively."""
     runs = iter(range(1_000_000))  # a fresh output folder for every run
 
-    def ours(precision: str) -> Callable[[], float]:
-        return lambda: bench_clipmag(pattern, args, work / f"clipmag{next(runs)}", precision)
+    def ours(precision: str, before: bool = False) -> Callable[[], float]:
+        return lambda: bench_clipmag(pattern, args, work / f"clipmag{next(runs)}", precision, before)
 
     def theirs(precision: str) -> Callable[[], float]:
         return lambda: bench_open_clip(csv, args, work / f"open_clip{next(runs)}", precision)
 
     device = torch.device("cuda") if torch.cuda.is_available() else CPU
-    return select_sides(
-        {"clipmag fp32": ours("fp32"), "open_clip fp32": theirs("fp32"), "open_clip amp (default)": theirs("amp")},
-        {"clipmag bf16": ours("bf16"), "open_clip amp_bf16": theirs("amp_bf16")},
-        device,
-    )
+    always = {"clipmag fp32": ours("fp32"), "open_clip fp32": theirs("fp32"), "open_clip amp (default)": theirs("amp")}
+    bf16 = {"clipmag bf16": ours("bf16"), "open_clip amp_bf16": theirs("amp_bf16")}
+    if args.before:
+        always["clipmag fp32 before"] = ours("fp32", before=True)
+        bf16["clipmag bf16 before"] = ours("bf16", before=True)
+    return select_sides(always, bf16, device)
+
+
+# ratios of the --before sides: ours after / before the speed-up, and ours before / the peer
+BEFORE_RATIOS = {
+    "fp32 after/before": ("clipmag fp32", "clipmag fp32 before"),
+    "bf16 after/before": ("clipmag bf16", "clipmag bf16 before"),
+    "bf16: clipmag before / open_clip amp_bf16": ("clipmag bf16 before", "open_clip amp_bf16"),
+}
 
 
 def main() -> None:
@@ -217,10 +232,12 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=0, help="data-loader worker processes, the same on both sides")
     p.add_argument("--rounds", type=int, default=3, help="rounds; the order of the sides rotates")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads of each trainer")
+    p.add_argument("--before", type=before_setting, action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--output", type=Path, default=None, help="JSON file for the figures")
     args = p.parse_args()
     if args.output:
         code_at_start()  # before anything is measured or written
+    args.before = dict(args.before)
     torch.set_num_threads(args.threads)  # the FLOP count and the GEMM reference on the trainers' threads
     print_header(
         f"CLIP training, {args.model}, batch {args.batch_size}, ~{args.steps} steps, {args.workers} loader workers, "
@@ -233,6 +250,10 @@ def main() -> None:
         sps = rounds(sides(pattern, csv, args, work), args.rounds, lambda r: f"{r:7.1f} samples/s")
         flops = step_flops(pattern, args)
     ratios = print_comparison(sps, "samples/s", "open_clip amp (default)", "open_clip amp_bf16")
+    for name, (a, b) in BEFORE_RATIOS.items():
+        if a in sps and b in sps:
+            ratios[name] = ratio(sps[a], sps[b])
+            print(f"    {name:<56}{spread(ratios[name])}")
     flop_rates = {
         name: print_flop_rate(f"{name} step", flops, [args.batch_size / v for v in sps[name]], OUR_DTYPES[name])
         for name in OUR_DTYPES

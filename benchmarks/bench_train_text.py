@@ -50,6 +50,7 @@ from harness import (
     CPU,
     OUR_DTYPES,
     ROOT,
+    before_setting,
     code_at_start,
     count_flops,
     default_model,
@@ -177,16 +178,6 @@ def sides(args: argparse.Namespace, shards: Path, dataset: Any, work: Path) -> d
         always["clipmag fp32 before"] = lambda: run_ours(args, shards, work, "fp32", before=True)
         bf16["clipmag bf16 before"] = lambda: run_ours(args, shards, work, "bf16", before=True)
     return select_sides(always, bf16)
-
-
-def before_setting(text: str) -> tuple[str, Any]:
-    """``KEY=VALUE`` of ``--before`` as a train setting (the value read as YAML: ``false``, ``2``)."""
-    import yaml
-
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"--before {text!r}: expected KEY=VALUE, e.g. fast_dropout=false")
-    return key.removeprefix("train."), yaml.safe_load(value)
 
 
 # The ratios stored beside the rates, under the names the stored train_text.json uses.

@@ -130,6 +130,18 @@ def select_sides(always: dict[str, T], bf16: dict[str, T], device: torch.device 
     return chosen
 
 
+def before_setting(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` of a benchmark's ``--before`` as a train setting (the value read as YAML:
+    ``false``, ``2``): our sides run once more with it, the code as it was before a speed-up that
+    the setting switches off, so a change is measured before and after in one run."""
+    import yaml
+
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"--before {text!r}: expected KEY=VALUE, e.g. fast_dropout=false")
+    return key.removeprefix("train."), yaml.safe_load(value)
+
+
 def print_comparison(
     rates: dict[str, list[float]], unit: str, peer_default: str, peer_bf16: str
 ) -> dict[str, list[float]]:

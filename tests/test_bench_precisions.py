@@ -60,7 +60,7 @@ def test_text_training_benchmark_drops_its_bf16_sides(native, capsys):
 def test_clip_training_benchmark_keeps_the_peer_default(native, capsys):
     import bench_train_clip
 
-    chosen = bench_train_clip.sides("unused", "unused", argparse.Namespace(), Path("unused"))
+    chosen = bench_train_clip.sides("unused", "unused", argparse.Namespace(before={}), Path("unused"))
     always = ["clipmag fp32", "open_clip fp32", "open_clip amp (default)"]
     assert list(chosen) == always + (["clipmag bf16", "open_clip amp_bf16"] if native else [])
     assert ("skipped" in capsys.readouterr().out) is not native

@@ -38,6 +38,7 @@ from clipmag.scoring.heads import SimilarityHead, build_head
 from clipmag.scoring.losses import SIGLIP_BIAS, ContrastiveLoss, InfoNCE, SigLIP
 
 from .architecture import ClipModelConfig, build_open_clip, resolve_model_name
+from .attention import text_tower, tower_attention, tower_lengths
 from .weights import (
     HEAD_PREFIX,
     WEIGHTS_FILE,
@@ -73,13 +74,21 @@ class ClipMagModel(nn.Module):
     stats. The model owns the head (exported with it, scoring with it) and hands it to the loss."""
 
     def __init__(
-        self, clip: nn.Module, head: SimilarityHead, loss: ContrastiveLoss, query_side: Side, model_name: str
+        self,
+        clip: nn.Module,
+        head: SimilarityHead,
+        loss: ContrastiveLoss,
+        query_side: Side,
+        model_name: str,
+        cpu_math_attention: bool = True,
     ) -> None:
         super().__init__()
         if query_side not in ("image", "text"):
             raise ValueError(f"query_side must be 'image' or 'text', got {query_side!r}")
         self.clip, self.head, self.loss = clip, head, loss
         self.query_side, self.model_name = query_side, model_name
+        # the towers' sequence lengths for the attention kernel choice (train.cpu_math_attention)
+        self.attention_lengths = tower_lengths(clip) if cpu_math_attention else {"image": None, "text": None}
         if isinstance(loss, SigLIP) and getattr(clip, "logit_bias", None) is None:
             clip.logit_bias = nn.Parameter(torch.zeros_like(clip.logit_scale))  # open_clip's SigLIP parameter
         for loss_name, clip_name in SHARED:
@@ -89,10 +98,12 @@ class ClipMagModel(nn.Module):
             clip.logit_bias.requires_grad_(False)  # a SigLIP bias has no role in InfoNCE
 
     def encode_image(self, images: torch.Tensor) -> torch.Tensor:
-        return self.clip.encode_image(images, normalize=False)
+        with tower_attention(self.clip.visual, self.attention_lengths["image"]):
+            return self.clip.encode_image(images, normalize=False)
 
     def encode_text(self, texts: torch.Tensor) -> torch.Tensor:
-        return self.clip.encode_text(texts, normalize=False)
+        with tower_attention(text_tower(self.clip), self.attention_lengths["text"]):
+            return self.clip.encode_text(texts, normalize=False)
 
     def as_query_document(
         self, image_features: torch.Tensor, text_features: torch.Tensor

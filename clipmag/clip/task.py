@@ -186,7 +186,8 @@ class ClipTask:
     # ---- model -------------------------------------------------------------------------------
     def build_model(self) -> ClipMagModel:
         loss = loss_from_config(self.cfg.loss)
-        return ClipMagModel(self.clip, build_head(self.cfg.head), loss, self.cfg.model.query_side, self.model_name)
+        head, query_side = build_head(self.cfg.head), self.cfg.model.query_side
+        return ClipMagModel(self.clip, head, loss, query_side, self.model_name, self.cfg.train.cpu_math_attention)
 
     def _encode(self, fn: Callable[[torch.Tensor], torch.Tensor], inputs: torch.Tensor) -> torch.Tensor:
         """Raw features in the run's precision (``train.precision``)."""

@@ -9,20 +9,40 @@ queries (``torch.cpu._is_*_supported``, ``torch.cuda.is_bf16_supported``), not a
 Autocast changes only the dtype that matmuls, convolutions and attention compute in: weights,
 gradients and optimizer state stay fp32 (master weights), and the similarity heads and losses
 switch autocast off and compute in fp32 (``clipmag.scoring.heads``).
+
+One kernel choice rides with the precision: torch's CPU flash-attention kernel runs its bf16
+*backward* several times slower than its math kernel on short sequences (up to 128 tokens on the
+CPUs measured: 5x at CLIP-tiny's 17-20 tokens, 2x at ViT-B/32's 50 and CLIP text's 77, and slower
+than flash from 256), while its forward alone is faster; so a training forward under CPU bf16
+autocast over short sequences asks for the math kernel (:func:`training_attention`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import platform
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
-__all__ = ["PRECISIONS", "autocast", "autocast_dtype", "check_precision", "cpu_has_native_bf16", "native_bf16"]
+__all__ = [
+    "MATH_ATTENTION_MAX_TOKENS",
+    "PRECISIONS",
+    "autocast",
+    "autocast_dtype",
+    "check_precision",
+    "cpu_has_native_bf16",
+    "native_bf16",
+    "training_attention",
+]
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 _DTYPES: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 _X86 = ("x86_64", "amd64", "i386", "i686")
+# The longest sequence whose bf16 attention trains faster with torch's math kernel than its CPU
+# flash kernel (forward + backward, measured at 17 to 256 tokens; flash wins from 256).
+MATH_ATTENTION_MAX_TOKENS = 128
 
 
 def _torch_cpu_query(name: str) -> bool:
@@ -72,3 +92,15 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
 def autocast(device: torch.device, dtype: torch.dtype | None) -> torch.autocast:
     """``torch.autocast`` to ``dtype`` on ``device``'s type, disabled when ``dtype`` is None."""
     return torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
+
+
+def training_attention(max_tokens: int | None) -> contextlib.AbstractContextManager:
+    """Torch's math attention kernel for a forward that records gradients under CPU bf16 autocast
+    over sequences of at most :data:`MATH_ATTENTION_MAX_TOKENS` (``max_tokens``; None: unknown, no
+    choice made); torch's own choice everywhere else (the module docstring says why). The math
+    kernel's results differ from flash's by bf16 rounding only."""
+    short = max_tokens is not None and max_tokens <= MATH_ATTENTION_MAX_TOKENS
+    cpu_bf16 = torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+    if short and cpu_bf16 and torch.is_grad_enabled():
+        return sdpa_kernel([SDPBackend.MATH])
+    return contextlib.nullcontext()

@@ -65,6 +65,11 @@ class TrainLoopConfig:
     # run uses it and a resume keeps what its checkpoint ran with (torch's dropout for a checkpoint
     # from before this key); set, a resume whose checkpoint ran otherwise is refused.
     fast_dropout: bool | None = None
+    # Under bf16 autocast on the CPU, train short-sequence attention (at most 128 tokens) with torch's
+    # math kernel, whose backward is several times faster there than its flash kernel's
+    # (clipmag.runtime.precision.training_attention). The image-text trainer uses it; false keeps
+    # torch's choice. Results differ by bf16 rounding only.
+    cpu_math_attention: bool = True
     # Write <output_dir>/export: the final model with its head, in the front end's format.
     export_final: bool = True
 

@@ -108,6 +108,8 @@ def train_clip_table(stored: StoredResults) -> str:
         f"trainer's log every {settings['log_every']} steps (first window dropped), {settings['workers']} loader "
         f"workers, {settings['rounds']} rotating rounds"
     )
+    if settings.get("before"):
+        shape += '; "before": ' + ", ".join(f"train.{k}={v}" for k, v in settings["before"].items())
     return _training_table(record, shape)
 
 
