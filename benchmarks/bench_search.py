@@ -14,10 +14,12 @@ Cases: top-10 and top-1000 over 100k x 384 in memory with 1,000 queries, and ove
 as a memory-mapped fp32 file with 100 queries (ours streams it under ``--memory-gb``). Rounds rotate
 the order of the sides; medians of the per-round ratios are printed, with each side's peak resident
 memory (the kernel's high-water mark, reset before each side). The last line is the ratio ours /
-blocked torch at top-1000 on 100k x 384.
+blocked torch at top-1000 on 100k x 384. ``--output`` writes every case's per-round seconds, peak
+memory, agreement and ratios, with the CPU and the code state, as JSON.
 
     python benchmarks/bench_search.py                      # about 5 minutes on 2 busy cores
     python benchmarks/bench_search.py --skip-large --rounds 3
+    python benchmarks/bench_search.py --output results/speed/search.json
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -37,7 +40,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness import print_header, ratio, rounds, spread  # noqa: E402
+from harness import code_at_start, print_header, ratio, rounds, spread, write_record  # noqa: E402
 
 from clipmag.scoring.heads import build_head  # noqa: E402
 from text_retrieval.retrieval.index import RetrievalSettings, release_pages  # noqa: E402
@@ -96,8 +99,10 @@ def semantic_search(docs: np.ndarray, queries: np.ndarray, k: int) -> Callable[[
     return run
 
 
-def bench_case(label: str, docs: np.ndarray, queries: np.ndarray, k: int, n_rounds: int, memory_gb: float) -> float:
-    """Print one case; return the median ratio ours / blocked torch (above 1: ours is faster)."""
+def bench_case(
+    label: str, docs: np.ndarray, queries: np.ndarray, k: int, n_rounds: int, memory_gb: float
+) -> dict[str, Any]:
+    """Print one case; return its figures for the record (ratios above 1: ours is faster)."""
     print(f"\n{label}: {len(queries)} queries x {len(docs)} docs (dim {docs.shape[1]}), top-{k}", flush=True)
     sides = {
         "ours": ours(docs, queries, k, memory_gb),
@@ -129,10 +134,21 @@ def bench_case(label: str, docs: np.ndarray, queries: np.ndarray, k: int, n_roun
     for name in sides:
         print(f"  {name:<16} {statistics.median(seconds[name]):7.2f} s   peak RSS {max(peaks[name]):8.0f} MB")
     speed = {name: [1 / s for s in values] for name, values in seconds.items()}
-    headline = ratio(speed["ours"], speed["blocked torch"])
-    print(f"  ratio ours / blocked torch      {spread(headline)}")
-    print(f"  ratio ours / semantic_search    {spread(ratio(speed['ours'], speed['semantic_search']))}")
-    return statistics.median(headline)
+    ratios = {f"ours / {peer}": ratio(speed["ours"], speed[peer]) for peer in ("blocked torch", "semantic_search")}
+    for name, values in ratios.items():
+        print(f"  ratio {name:<26}{spread(values)}")
+    return {
+        "case": label,
+        "queries": len(queries),
+        "docs": len(docs),
+        "dim": int(docs.shape[1]),
+        "k": k,
+        "seconds": seconds,
+        "peak_mb": {name: max(values) for name, values in peaks.items()},
+        "identical_top10": float(agree),
+        "ours": index.described,
+        "ratios": ratios,
+    }
 
 
 def main() -> None:
@@ -145,10 +161,15 @@ def main() -> None:
     parser.add_argument("--large-queries", type=int, default=100)
     parser.add_argument("--memory-gb", type=float, default=0.5, help="ours: bound for the memory-mapped case")
     parser.add_argument("--skip-large", action="store_true")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--output", type=Path, default=None, help="JSON file for the figures")
     args = parser.parse_args()
+    if args.output:
+        code_at_start()  # before anything is measured or written
+    torch.set_num_threads(args.threads)
     print_header("exact top-k search under a qnorm head: ours vs blocked torch vs semantic_search")
     docs, queries = corpus(args.docs, args.dim, 0), corpus(args.queries, args.dim, 1)
-    headline = {k: bench_case("in memory", docs, queries, k, args.rounds, 4.0) for k in (10, 1000)}
+    cases = [bench_case("in memory", docs, queries, k, args.rounds, 4.0) for k in (10, 1000)]
     del docs
     if not args.skip_large:
         with tempfile.TemporaryDirectory() as folder:
@@ -161,8 +182,10 @@ def main() -> None:
             large = np.load(path, mmap_mode="r")
             few = queries[: args.large_queries]
             for k in (10, 1000):
-                bench_case("memory-mapped", large, few, k, args.rounds, args.memory_gb)
-    print(f"\nratio {headline[1000]:.2f}")
+                cases.append(bench_case("memory-mapped", large, few, k, args.rounds, args.memory_gb))
+    print(f"\nratio {statistics.median(cases[1]['ratios']['ours / blocked torch']):.2f}")
+    if args.output:
+        write_record(args.output, "bench_search", args, {"cases": cases})
 
 
 if __name__ == "__main__":

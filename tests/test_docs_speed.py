@@ -178,3 +178,78 @@ def test_the_bf16_gain_is_the_median_of_our_per_round_bf16_over_fp32_ratios(tmp_
     text = "<!-- value:bf16-gain:encode -->?<!-- /value --> <!-- value:bf16-gain:train_clip -->?<!-- /value -->"
     rendered = render_text(text, "precision.md", StoredResults(tmp_path))
     assert "-->1.50x<!--" in rendered and "-->0.72x<!--" in rendered
+
+
+def test_the_search_table_holds_every_cases_seconds_ratios_memory_and_agreement(tmp_path):
+    case = {
+        "case": "memory-mapped",
+        "queries": 100,
+        "docs": 1_000_000,
+        "dim": 384,
+        "k": 10,
+        "seconds": {"ours": [1.0, 1.2, 1.1], "blocked torch": [2.0, 2.2, 2.1]},
+        "peak_mb": {"ours": 1280.4, "blocked torch": 3020.0},
+        "identical_top10": 1.0,
+        "ratios": {"ours / blocked torch": [2.0, 1.8, 1.9]},
+    }
+    record = {
+        "cpu": "AMD EPYC",
+        "threads": 2,
+        "settings": {"rounds": 3, "memory_gb": 0.5},
+        "code": {"commit": "ad6773b" + "0" * 33, "dirty": False},
+        "cases": [case],
+    }
+    _write(tmp_path, "search.json", record)
+    table = BLOCKS["speed-search"](StoredResults(tmp_path))
+    assert (
+        "| case | top-k | ours s | blocked torch s | ours / blocked torch | peak MB (ours / blocked torch) |" in table
+    )
+    assert (
+        "| memory-mapped, 100 x 1,000,000 x 384 | 10 | 1.10 (1.00-1.20) | 2.10 (2.00-2.20) | 1.90 (1.80-2.00) "
+        "| 1280 / 3020 | 100% |"
+    ) in table
+    assert "under memory_gb=0.5" in table and table.endswith("at commit ad6773b00000.")
+
+
+def test_the_rag_table_holds_each_sides_rate_the_ratio_and_the_reader(tmp_path):
+    record = {
+        "cpu": "AMD EPYC",
+        "threads": 2,
+        "settings": {"questions": 16, "max_new_tokens": 16, "rounds": 2},
+        "code": {"commit": "ad6773b" + "0" * 33, "dirty": False},
+        "reader": "smollm2|model.gguf|torch.bfloat16|new=16",
+        "prompt_tokens": [717, 969],
+        "questions_per_s": {"ours": [0.8, 0.9], "pipeline": [0.6, 0.62]},
+        "ratios": {"ours / transformers pipeline": [1.33, 1.45]},
+        "identical_answers": [16, 16],
+    }
+    _write(tmp_path, "rag.json", record)
+    table = BLOCKS["speed-rag"](StoredResults(tmp_path))
+    assert "| ours | 0.850 (0.800-0.900) |" in table and "| pipeline | 0.610 (0.600-0.620) |" in table
+    assert "| ours / transformers pipeline | 1.39 (1.33-1.45) |" in table
+    assert "16 prompts of 717-969 tokens" in table and "identical first-line answers 16/16" in table
+
+
+@pytest.mark.slow
+def test_search_and_rag_benchmarks_write_the_records_their_tables_render(tmp_path):
+    """Both benchmarks at their smallest sizes, one thread: each record renders, naming the CPU."""
+    speed = tmp_path / "speed"
+    run_python(
+        BENCHMARKS / "bench_search.py",
+        ["--threads", "1", "--rounds", "1", "--docs", "1200", "--queries", "20", "--skip-large"]
+        + ["--output", str(speed / "search.json")],
+    )
+    run_python(
+        BENCHMARKS / "bench_rag.py",
+        ["--threads", "1", "--rounds", "1", "--questions", "2", "--max-new-tokens", "2"]
+        + ["--root", str(tmp_path / "rag-bundled"), "--output", str(speed / "rag.json")],
+    )
+    stored = StoredResults(tmp_path)
+    search = json.loads((speed / "search.json").read_text(encoding="utf-8"))
+    assert [(case["case"], case["k"]) for case in search["cases"]] == [("in memory", 10), ("in memory", 1000)]
+    assert search["cases"][0]["identical_top10"] == 1.0  # exact search: every side finds the same documents
+    assert "| in memory, 20 x 1,200 x 384 | 10 |" in BLOCKS["speed-search"](stored)
+    rag = json.loads((speed / "rag.json").read_text(encoding="utf-8"))
+    assert rag["settings"]["questions"] == 2 and len(rag["ratios"]["ours / transformers pipeline"]) == 1
+    for table in (BLOCKS["speed-search"](stored), BLOCKS["speed-rag"](stored)):
+        assert "Measured on " in table and ", 1 threads, at " in table

@@ -4,7 +4,8 @@
 ``benchmarks/bench_train_text.py --output`` writes ours against the peer and, with ``--before``,
 ours with a speed-up switched off, in one run; ``bench_train_clip.py``, ``bench_encode.py`` and
 ``bench_chunked.py`` write ours against their peers the same way (``--output``), and
-``bench_compile.py`` torch.compile against eager. Each record names
+``bench_compile.py`` torch.compile against eager, ``bench_search.py`` exact search and
+``bench_rag.py`` the RAG reader against theirs. Each record names
 the CPU and the code state it was measured at, and the tables print both, so a figure never loses
 the machine it belongs to. ``tests.json`` holds the wall clocks of ``make test`` and ``make
 test-slow`` measured on a fresh clone, which the README quotes.
@@ -182,6 +183,53 @@ def compile_table(stored: StoredResults) -> str:
     return "\n".join(lines) + f"\n\n{shape}. " + _measured_on(record)
 
 
+def search_table(stored: StoredResults) -> str:
+    """Exact top-k search against blocked torch and ``semantic_search``, per case: each side's
+    seconds, the ratios, peak memory and how often the top-10 lists agree."""
+    record = _record(stored, "search.json")
+    sides = list(record["cases"][0]["seconds"])
+    lines = [
+        "| case | top-k | "
+        + " | ".join(f"{side} s" for side in sides)
+        + " | "
+        + " | ".join(record["cases"][0]["ratios"])
+        + " | peak MB ("
+        + " / ".join(sides)
+        + ") | identical top-10 |",
+        "|---|---:|" + "---:|" * (2 * len(sides) + 1) + "---:|",
+    ]
+    for case in record["cases"]:
+        seconds = " | ".join(_median_range(case["seconds"][side], 2) for side in sides)
+        ratios = " | ".join(_median_range(values, 2) for values in case["ratios"].values())
+        peaks = " / ".join(f"{case['peak_mb'][side]:.0f}" for side in sides)
+        lines.append(
+            f"| {case['case']}, {case['queries']:,} x {case['docs']:,} x {case['dim']} | {case['k']} | {seconds} | "
+            f"{ratios} | {peaks} | {case['identical_top10']:.0%} |"
+        )
+    settings = record["settings"]
+    shape = (
+        f"{settings['rounds']} rotating rounds, medians of the per-round figures (range); ours streams the "
+        f"memory-mapped corpus under memory_gb={settings['memory_gb']}"
+    )
+    return "\n".join(lines) + f"\n\n{shape}. " + _measured_on(record)
+
+
+def rag_table(stored: StoredResults) -> str:
+    """The RAG reader against a transformers ``pipeline``: questions per second and the ratio."""
+    record = _record(stored, "rag.json")
+    lines = ["| side | questions/s, median (range) |", "|---|---:|"]
+    lines += [f"| {side} | {_median_range(values, 3)} |" for side, values in record["questions_per_s"].items()]
+    lines += ["", "| ratio | median (range) |", "|---|---:|"]
+    lines += [f"| {name} | {_median_range(values, 2)} |" for name, values in record["ratios"].items()]
+    settings, (low, high), (agree, total) = record["settings"], record["prompt_tokens"], record["identical_answers"]
+    shape = (
+        f"Reader {record['reader']}, {settings['questions']} prompts of {low}-{high} tokens, "
+        f"{settings['max_new_tokens']} new tokens, greedy, {settings['rounds']} rotating rounds; identical "
+        f"first-line answers {agree}/{total}"
+    )
+    return "\n".join(lines) + f"\n\n{shape}. " + _measured_on(record)
+
+
 def suite_minutes(stored: StoredResults, target: str) -> str:
     """How long ``make <target>`` took from a fresh clone, set-up included, and where: read from
     ``tests.json``, the wall clocks ``/usr/bin/time`` wrote for each target of one measured clone."""
@@ -211,4 +259,6 @@ BLOCKS = {
     "speed-encode": encode_table,
     "speed-chunked": chunked_table,
     "speed-compile": compile_table,
+    "speed-search": search_table,
+    "speed-rag": rag_table,
 }
