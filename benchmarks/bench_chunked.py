@@ -19,7 +19,8 @@ machine's load average is printed because other work on the CPU slows both sides
 writes each configuration's samples/s, peak memory and step times, the ratios, the CPU and the
 code state as JSON.
 
-    python benchmarks/bench_chunked.py [--batch-size 256] [--chunks 256 64 16] [--steps 2] [--max-length 64]
+    python benchmarks/bench_chunked.py [--batch-size 256] [--chunks 256 64 16] [--steps 2] [--rounds 2] \
+        [--max-length 64]
     python benchmarks/bench_chunked.py --output results/speed/chunked.json
 """
 
@@ -29,6 +30,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -137,55 +139,50 @@ def child(args: argparse.Namespace) -> None:
     )
 
 
+def _run_child(args: argparse.Namespace, side: str, chunk: int) -> dict:
+    cmd = [sys.executable, __file__, "--child", side, "--chunk", str(chunk)]
+    for flag in ("batch_size", "steps", "max_length", "threads"):
+        cmd += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{side} chunk {chunk} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def parent(args: argparse.Namespace) -> None:
+    from harness import spread, write_record  # here, not at the top: a child's baseline memory stays without it
+
     print(
         f"global batch {args.batch_size}, max length {args.max_length}, {args.steps} timed steps after 1 warm-up, "
-        f"fp32, {args.threads} threads, load average {os.getloadavg()[0]:.2f}"
+        f"fp32, {args.threads} threads, {args.rounds} rounds, load average {os.getloadavg()[0]:.2f}"
     )
-    results: dict[tuple[str, int], dict] = {}
-    for i, chunk in enumerate(args.chunks):
-        sides = ("ours", "theirs") if i % 2 == 0 else ("theirs", "ours")
-        for side in sides:
-            cmd = [
-                sys.executable,
-                __file__,
-                "--child",
-                side,
-                "--chunk",
-                str(chunk),
-                "--batch-size",
-                str(args.batch_size),
-                "--steps",
-                str(args.steps),
-                "--max-length",
-                str(args.max_length),
-                "--threads",
-                str(args.threads),
-            ]
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-            if proc.returncode != 0:
-                raise SystemExit(f"{side} chunk {chunk} failed:\n{proc.stderr[-3000:]}")
-            results[(side, chunk)] = json.loads(proc.stdout.strip().splitlines()[-1])
-    print(f"\n{'chunk':>6}{'ours sps':>10}{'ST sps':>9}{'ratio':>7}{'ours MB':>9}{'ST MB':>8}{'MB ratio':>9}")
+    keys = ("samples_per_s", "peak_mb", "step_s")
+    measured = {str(c): {side: {k: [] for k in keys} for side in ("ours", "theirs")} for c in args.chunks}
+    for r in range(args.rounds):
+        for i, chunk in enumerate(args.chunks):
+            for side in ("ours", "theirs") if (i + r) % 2 == 0 else ("theirs", "ours"):
+                result = _run_child(args, side, chunk)
+                for k in keys:
+                    measured[str(chunk)][side][k].append(result[k])
+                print(f"  round {r + 1} chunk {chunk:>4} {side:<7}{result['samples_per_s']:7.2f} samples/s", flush=True)
+    print(f"\n{'chunk':>6}{'ours sps':>10}{'ST sps':>9}{'ratio, median (range)':>24}{'ours MB':>9}{'ST MB':>8}")
     ratios = {}
-    for chunk in args.chunks:
-        ours, theirs = results[("ours", chunk)], results[("theirs", chunk)]
-        ratios[str(chunk)] = {
-            "samples_per_s ours/ST": ours["samples_per_s"] / theirs["samples_per_s"],
-            "peak_mb ours/ST": ours["peak_mb"] / max(theirs["peak_mb"], 1.0),
+    for chunk, sides in measured.items():
+        ours, theirs = sides["ours"], sides["theirs"]
+        ratios[chunk] = {
+            "samples_per_s ours/ST": [a / b for a, b in zip(ours["samples_per_s"], theirs["samples_per_s"])],
+            "peak_mb ours/ST": [a / max(b, 1.0) for a, b in zip(ours["peak_mb"], theirs["peak_mb"])],
         }
         print(
-            f"{chunk:>6}{ours['samples_per_s']:>10.2f}{theirs['samples_per_s']:>9.2f}"
-            f"{ratios[str(chunk)]['samples_per_s ours/ST']:>7.2f}{ours['peak_mb']:>9.0f}{theirs['peak_mb']:>8.0f}"
-            f"{ratios[str(chunk)]['peak_mb ours/ST']:>9.2f}"
+            f"{chunk:>6}{statistics.median(ours['samples_per_s']):>10.2f}{statistics.median(theirs['samples_per_s']):>9.2f}"
+            f"{spread(ratios[chunk]['samples_per_s ours/ST']):>24}"
+            f"{max(ours['peak_mb']):>9.0f}{max(theirs['peak_mb']):>8.0f}"
         )
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
     if args.output:
-        from harness import write_record  # here, not at the top: a child's baseline memory stays without it
-
-        measured = {str(c): {side: results[(side, c)] for side in ("ours", "theirs")} for c in args.chunks}
-        figures = {"chunks": measured, "ratios": ratios}
-        write_record(args.output, "bench_chunked", args, figures, leave_out=("child", "chunk"))
+        write_record(
+            args.output, "bench_chunked", args, {"chunks": measured, "ratios": ratios}, leave_out=("child", "chunk")
+        )
 
 
 def main() -> None:
@@ -193,6 +190,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--chunks", type=int, nargs="+", default=[256, 64, 16])
     parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=2, help="rounds; which side goes first alternates")
     parser.add_argument("--max-length", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output", type=Path, default=None, help="JSON file for the figures")

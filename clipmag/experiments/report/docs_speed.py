@@ -130,7 +130,7 @@ def encode_table(stored: StoredResults) -> str:
 
 def chunked_table(stored: StoredResults) -> str:
     """Gradient caching against ``CachedMultipleNegativesRankingLoss``, per chunk size: samples per
-    second and peak memory of each side, and ours / theirs of both."""
+    second and peak memory of each side, and ours / theirs of both; medians over the rounds (range)."""
     record = _record(stored, "chunked.json")
     settings = record["settings"]
     lines = [
@@ -140,14 +140,14 @@ def chunked_table(stored: StoredResults) -> str:
     for chunk, sides in record["chunks"].items():
         ours, theirs, ratios = sides["ours"], sides["theirs"], record["ratios"][chunk]
         lines.append(
-            f"| {chunk} | {ours['samples_per_s']:.2f} | {theirs['samples_per_s']:.2f} | "
-            f"{ratios['samples_per_s ours/ST']:.2f} | {ours['peak_mb']:.0f} | {theirs['peak_mb']:.0f} | "
-            f"{ratios['peak_mb ours/ST']:.2f} |"
+            f"| {chunk} | {_median_range(ours['samples_per_s'], 2)} | {_median_range(theirs['samples_per_s'], 2)} | "
+            f"{_median_range(ratios['samples_per_s ours/ST'], 2)} | {statistics.median(ours['peak_mb']):.0f} | "
+            f"{statistics.median(theirs['peak_mb']):.0f} | {_median_range(ratios['peak_mb ours/ST'], 2)} |"
         )
     shape = (
         f"Global batch {settings['batch_size']}, max length {settings['max_length']}, {settings['steps']} timed steps "
-        "after one warm-up, fp32, one subprocess per configuration; peak memory is the resident set's rise during "
-        "the run"
+        f"after one warm-up, fp32, one subprocess per configuration and round, {settings['rounds']} rounds with the "
+        "side that goes first alternating, medians (range); peak memory is the resident set's rise during the run"
     )
     return "\n".join(lines) + f"\n\n{shape}. " + _measured_on(record)
 
@@ -188,16 +188,13 @@ def search_table(stored: StoredResults) -> str:
     seconds, the ratios, peak memory and how often the top-10 lists agree."""
     record = _record(stored, "search.json")
     sides = list(record["cases"][0]["seconds"])
-    lines = [
-        "| case | top-k | "
-        + " | ".join(f"{side} s" for side in sides)
-        + " | "
-        + " | ".join(record["cases"][0]["ratios"])
-        + " | peak MB ("
-        + " / ".join(sides)
-        + ") | identical top-10 |",
-        "|---|---:|" + "---:|" * (2 * len(sides) + 1) + "---:|",
-    ]
+    header = (
+        ["case", "top-k"]
+        + [f"{side} s" for side in sides]
+        + list(record["cases"][0]["ratios"])
+        + [f"peak MB ({' / '.join(sides)})", "identical top-10"]
+    )
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
     for case in record["cases"]:
         seconds = " | ".join(_median_range(case["seconds"][side], 2) for side in sides)
         ratios = " | ".join(_median_range(values, 2) for values in case["ratios"].values())
