@@ -150,7 +150,7 @@ def _run_child(args: argparse.Namespace, side: str, chunk: int) -> dict:
 
 
 def parent(args: argparse.Namespace) -> None:
-    from harness import spread, write_record  # here, not at the top: a child's baseline memory stays without it
+    from harness import ratio, spread, write_record  # here, not at the top: a child's baseline memory stays without it
 
     print(
         f"global batch {args.batch_size}, max length {args.max_length}, {args.steps} timed steps after 1 warm-up, "
@@ -170,7 +170,7 @@ def parent(args: argparse.Namespace) -> None:
     for chunk, sides in measured.items():
         ours, theirs = sides["ours"], sides["theirs"]
         ratios[chunk] = {
-            "samples_per_s ours/ST": [a / b for a, b in zip(ours["samples_per_s"], theirs["samples_per_s"])],
+            "samples_per_s ours/ST": ratio(ours["samples_per_s"], theirs["samples_per_s"]),
             "peak_mb ours/ST": [a / max(b, 1.0) for a, b in zip(ours["peak_mb"], theirs["peak_mb"])],
         }
         print(

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,17 +41,12 @@ from harness import (
     print_header,
     rounds,
     select_sides,
+    timed,
     write_record,
 )
 
 from clipmag.runtime.precision import autocast
 from text_retrieval.model.encoder import TextEncoder
-
-
-def timed(fn: Callable[[], np.ndarray]) -> tuple[float, np.ndarray]:
-    start = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - start, out
 
 
 def min_cosine(a: np.ndarray, b: np.ndarray) -> float:

@@ -17,19 +17,17 @@ the figures, the reader, the CPU and the code state as JSON.
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from harness import code_at_start, print_header, ratio, rounds, spread, write_record
+from harness import code_at_start, print_header, ratio, rounds, spread, timed, write_record
 from transformers import pipeline
 
-from text_retrieval.rag.bundled import build_rag_bundled  # noqa: E402
-from text_retrieval.rag.data import read_corpus, read_qa  # noqa: E402
-from text_retrieval.rag.prompts import PromptBuilder, pick_examples  # noqa: E402
-from text_retrieval.rag.reader import first_line, load_reader  # noqa: E402
-from text_retrieval.rag.retrieve import bm25_run  # noqa: E402
+from text_retrieval.rag.bundled import build_rag_bundled
+from text_retrieval.rag.data import read_corpus, read_qa
+from text_retrieval.rag.prompts import PromptBuilder, pick_examples
+from text_retrieval.rag.reader import first_line, load_reader
+from text_retrieval.rag.retrieve import bm25_run
 
 
 def main() -> None:
@@ -64,21 +62,13 @@ def main() -> None:
     print_header(f"RAG reader: {len(texts)} prompts of {min(tokens)}-{max(tokens)} tokens, reader {reader.identity}")
     peer = pipeline("text-generation", model=reader.model, tokenizer=reader.tokenizer)
 
-    def timed(generate: Callable[[], list[str]]) -> Callable[[], tuple[float, list[str]]]:
-        def run() -> tuple[float, list[str]]:
-            start = time.perf_counter()
-            answers = generate()
-            return time.perf_counter() - start, answers
-
-        return run
-
     def theirs() -> list[str]:
         outputs = peer(texts, max_new_tokens=args.max_new_tokens, do_sample=False, return_full_text=False)
         return [out[0]["generated_text"] for out in outputs]
 
     sides = {
-        f"ours (length-sorted batches of {args.batch_size})": timed(lambda: reader.generate_texts(texts)),
-        "transformers pipeline (its default batching)": timed(theirs),
+        f"ours (length-sorted batches of {args.batch_size})": lambda: timed(lambda: reader.generate_texts(texts)),
+        "transformers pipeline (its default batching)": lambda: timed(theirs),
     }
     results = rounds(sides, args.rounds, lambda r: f"{len(texts) / r[0]:6.3f} questions/s ({r[0]:.1f} s)")
     rates = {name: [len(texts) / seconds for seconds, _ in runs] for name, runs in results.items()}

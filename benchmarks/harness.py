@@ -93,6 +93,13 @@ def rounds(sides: dict[str, Callable[[], T]], n_rounds: int, show: Callable[[T],
     return results
 
 
+def timed(fn: Callable[[], T]) -> tuple[float, T]:
+    """Seconds ``fn`` took, and what it returned (the sides' outputs are compared after timing)."""
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
 def spread(values: Sequence[float], digits: int = 2) -> str:
     """Median and range, e.g. ``1.52 (1.40-1.61)``."""
     return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"

@@ -34,5 +34,5 @@ def text_tower(clip: nn.Module) -> nn.Module:
 
 def tower_attention(tower: nn.Module, length: int | None) -> contextlib.AbstractContextManager:
     """The kernel choice for one forward of ``tower``: the math kernel only for a tower that trains."""
-    trains = any(p.requires_grad for p in tower.parameters())
+    trains = length is not None and any(p.requires_grad for p in tower.parameters())
     return training_attention(length if trains else None)

@@ -88,11 +88,16 @@ def _training_table(record: dict[str, Any], shape: str) -> str:
     )
 
 
+def _before(settings: dict[str, Any]) -> str:
+    """The ``--before`` train settings a record's "before" sides ran with ("" when none)."""
+    return ", ".join(f"train.{k}={v}" for k, v in settings.get("before", {}).items())
+
+
 def train_text_table(stored: StoredResults, name: str = "train_text.json") -> str:
     """Text training: samples per second of every side (ours, the peer, ours "before"), the ratios."""
     record = _record(stored, name)
     settings = record["settings"]
-    before = ", ".join(f"train.{k}={v}" for k, v in settings.get("before", {}).items()) or "none"
+    before = _before(settings) or "none"
     shape = (
         f"batch {settings['batch_size']}, max length {settings['max_length']}, {settings['steps']} timed steps after "
         f'{settings["warmup"]} warm-up, {settings["rounds"]} rotating rounds; "before": {before}'
@@ -110,7 +115,7 @@ def train_clip_table(stored: StoredResults) -> str:
         f"workers, {settings['rounds']} rotating rounds"
     )
     if settings.get("before"):
-        shape += '; "before": ' + ", ".join(f"train.{k}={v}" for k, v in settings["before"].items())
+        shape += f'; "before": {_before(settings)}'
     return _training_table(record, shape)
 
 
