@@ -41,9 +41,9 @@ from harness import ROOT, code_at_start, cpu_name, default_model
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from clipmag.config.build import build_config
-from clipmag.experiments.report.docs_speed import KINDS as ORDER
 from clipmag.runtime.distributed import init_distributed
 from clipmag.train.engine import Trainer
+from clipmag_experiments.report.docs_speed import KINDS as ORDER
 
 KINDS = (
     ("embedding grad", r"embedding_dense_backward|embedding_backward|index_put|_index_put_impl|index_add"),

@@ -5,7 +5,7 @@ qnorm/dnorm predictor, then report.md. Rerunning resumes.
     python scripts/demo.py --config configs/sweeps/demo.yaml
 """
 
-from clipmag.experiments.cli import demo_entry
+from clipmag_experiments.cli import demo_entry
 
 if __name__ == "__main__":
     demo_entry()

@@ -3,7 +3,7 @@
 python scripts/paper_dry_run.py [--only text sts clip rag] [--root runs/paper-dry-run] [--full]
 """
 
-from clipmag.experiments.dry_run.paper import entry
+from clipmag_experiments.dry_run.paper import entry
 
 if __name__ == "__main__":
     entry()

@@ -3,7 +3,7 @@
 python scripts/report.py runs/demo
 """
 
-from clipmag.experiments.cli import report_entry
+from clipmag_experiments.cli import report_entry
 
 if __name__ == "__main__":
     report_entry()

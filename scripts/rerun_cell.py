@@ -3,7 +3,7 @@
 python scripts/rerun_cell.py runs/demo/code-search/default/cosine/seed0
 """
 
-from clipmag.experiments.sweep.rerun import rerun_entry
+from clipmag_experiments.sweep.rerun import rerun_entry
 
 if __name__ == "__main__":
     rerun_entry()

@@ -3,7 +3,7 @@
 python scripts/sweep.py --config configs/sweeps/demo.yaml [--only GROUP ...] [key=value ...]
 """
 
-from clipmag.experiments.cli import sweep_entry
+from clipmag_experiments.cli import sweep_entry
 
 if __name__ == "__main__":
     sweep_entry()

@@ -12,10 +12,10 @@ from bright_fixtures import REVISION, download_all_settings, example_rows, offic
 from text_fixtures import minilm_encoder, minilm_path
 
 import text_retrieval.evaluation.cli as eval_cli
-from clipmag.experiments.report import build_report
-from clipmag.experiments.sweep.run import CELL_FILE
 from clipmag.results.record import build_results, write_results
 from clipmag.scoring.head_record import HeadRecord
+from clipmag_experiments.report import build_report
+from clipmag_experiments.sweep.run import CELL_FILE
 from text_retrieval.data.loaders import BrightDataset, load_bright, load_eval_datasets
 from text_retrieval.data.loaders.bright import BRIGHT_TASKS
 from text_retrieval.evaluation.encoding import evaluation_encoding, model_length_limit

@@ -17,10 +17,10 @@ from clipmag.clip.config import ClipConfig
 from clipmag.config.build import build_config, config_from_dict, to_dict
 from clipmag.config.checks import ConfigError
 from clipmag.config.spellings import current_spelling
-from clipmag.experiments.cells.same_run import run_identity
-from clipmag.experiments.design.grid import Cell
-from clipmag.experiments.design.protocol import read_protocol, record_start
-from clipmag.experiments.sweep import run as sweep
+from clipmag_experiments.cells.same_run import run_identity
+from clipmag_experiments.design.grid import Cell
+from clipmag_experiments.design.protocol import read_protocol, record_start
+from clipmag_experiments.sweep import run as sweep
 from text_retrieval.config import TextConfig
 from text_retrieval.data import shards_cli as text_shards
 from text_retrieval.predict.cli import PredictConfig

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from clipmag.clip.cli import parse_args
-from clipmag.experiments.sweep import run as sweep
 from clipmag.registry.config_packages import config_path
+from clipmag_experiments.sweep import run as sweep
 
 
 def test_the_clip_losses_sweep_expands_as_documented():

@@ -10,7 +10,7 @@ from clipmag.registry.evaluations import EVALUATIONS
 from clipmag.registry.front_ends import FRONT_ENDS
 
 CORE = Path(__file__).resolve().parents[1] / "clipmag"
-APPLICATIONS = ("clip", "experiments", "configs")  # a front end, the applications on both, shipped configs
+FRONT_END_PACKAGES = ("clip", "configs")  # the image-text front end housed in the package, and its shipped configs
 
 
 def test_front_ends_and_evaluations_arrive_through_the_plugins():
@@ -21,9 +21,21 @@ def test_front_ends_and_evaluations_arrive_through_the_plugins():
 def test_no_core_module_names_a_front_end():
     offenders = []
     for path in sorted(CORE.rglob("*.py")):
-        if path.relative_to(CORE).parts[0] in APPLICATIONS:
+        if path.relative_to(CORE).parts[0] in FRONT_END_PACKAGES:
             continue
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if re.search(r"\btext_retrieval\b|\bclipmag\.clip\b", line):
                 offenders.append(f"{path.relative_to(CORE.parent)}:{number}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_nothing_below_imports_the_experiments():
+    """Sweeps, reports and dry runs (``clipmag_experiments``) orchestrate both front ends from above:
+    neither the core nor a front end may import them."""
+    offenders = []
+    for root in (CORE, CORE.parent / "text_retrieval"):
+        for path in sorted(root.rglob("*.py")):
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if re.match(r"\s*(from|import)\s+clipmag_experiments\b", line):
+                    offenders.append(f"{path.relative_to(CORE.parent)}:{number}: {line.strip()}")
     assert not offenders, "\n".join(offenders)

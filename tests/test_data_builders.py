@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, script_env
 
-from clipmag.experiments.dry_run.standin_training_sets import msmarco_schema
+from clipmag_experiments.dry_run.standin_training_sets import msmarco_schema
 from text_retrieval.data import download
 from text_retrieval.data.loaders.beir import load_beir
 from text_retrieval.data.loaders.reading import DataFormatError

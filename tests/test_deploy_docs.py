@@ -8,10 +8,10 @@ import json
 import pytest
 from text_fixtures import REPO
 
-from clipmag.experiments.report.docs_deploy import BLOCKS
-from clipmag.experiments.report.docs_sync import docs_main, stale_marks
-from clipmag.experiments.report.stored import StoredResults
 from clipmag.scoring.head_record import HeadRecord
+from clipmag_experiments.report.docs_deploy import BLOCKS
+from clipmag_experiments.report.docs_sync import docs_main, stale_marks
+from clipmag_experiments.report.stored import StoredResults
 from text_retrieval.model.card import write_model_card
 from text_retrieval.model.serving_card import ENGINE_SETTINGS
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from clipmag.experiments.report.docs_budget import BLOCKS, VALUES
-from clipmag.experiments.report.stored import StoredResults
 from clipmag.results.record import build_results, write_results
 from clipmag.scoring.head_record import HeadRecord
+from clipmag_experiments.report.docs_budget import BLOCKS, VALUES
+from clipmag_experiments.report.stored import StoredResults
 
 BATCH = 64
 STEPS = {"code-search-576": 9, "code-search-2688": 42, "code-search-12544": 196}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from clipmag.experiments.report.docs_demo import BLOCKS, VALUES
-from clipmag.experiments.report.stored import StoredResults
+from clipmag_experiments.report.docs_demo import BLOCKS, VALUES
+from clipmag_experiments.report.stored import StoredResults
 
 
 def _rag_row(folder: Path, name: str, created: str, acc5: float, f1: float) -> None:

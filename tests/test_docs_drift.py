@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from clipmag.config.checks import ConfigError
-from clipmag.experiments.report.docs_sync import (
+from clipmag_experiments.report.docs_sync import (
     BLOCKS,
     VALUES,
     docs_main,
@@ -20,7 +20,7 @@ from clipmag.experiments.report.docs_sync import (
     rendered_block,
     stale_marks,
 )
-from clipmag.experiments.report.stored import StoredResults
+from clipmag_experiments.report.stored import StoredResults
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

@@ -14,10 +14,10 @@ import pytest
 from conftest import REPO, run_python
 
 from clipmag.config.checks import ConfigError
-from clipmag.experiments.report.docs_speed import BLOCKS
-from clipmag.experiments.report.docs_sync import render_text
-from clipmag.experiments.report.stored import StoredResults
 from clipmag.results.provenance import describe_code
+from clipmag_experiments.report.docs_speed import BLOCKS
+from clipmag_experiments.report.docs_sync import render_text
+from clipmag_experiments.report.stored import StoredResults
 
 BENCHMARKS = REPO / "benchmarks"
 if str(BENCHMARKS) not in sys.path:

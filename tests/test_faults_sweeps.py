@@ -12,9 +12,9 @@ from conftest import TESTS
 
 from clipmag.config.checks import ConfigError
 from clipmag.config.entry import run_entry_point
-from clipmag.experiments.cli import sweep_main
-from clipmag.experiments.sweep import run as sweep
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
+from clipmag_experiments.cli import sweep_main
+from clipmag_experiments.sweep import run as sweep
 
 
 def _sweep_file(tmp_path, heads: str, evaluations: str = "") -> str:

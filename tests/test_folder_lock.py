@@ -62,8 +62,8 @@ def test_an_unwritable_folder_is_one_line(tmp_path):
 def test_a_second_sweep_on_one_folder_is_refused_before_it_prepares_or_trains(tmp_path, monkeypatch):
     import toy_frontend
 
-    from clipmag.experiments.sweep import run as sweep
     from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
+    from clipmag_experiments.sweep import run as sweep
 
     monkeypatch.setitem(FRONT_ENDS, "toy", FrontEnd("toy", "toy_frontend"))
     toy_frontend.CALLS.clear()

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import importlib
 
-from clipmag.experiments.sweep import run as sweep
 from clipmag.registry.config_packages import config_path
+from clipmag_experiments.sweep import run as sweep
 from text_retrieval.cli import parse_args as parse_train_args
 from text_retrieval.retrieval.mine_cli import parse_args
 

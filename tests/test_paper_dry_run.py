@@ -14,14 +14,14 @@ from conftest import REPO, script_env
 
 from clipmag.clip import shards_cli
 from clipmag.config.build import load_yaml
-from clipmag.experiments.design.grid import expand
-from clipmag.experiments.design.prepare import SweepStep, run_prepare
-from clipmag.experiments.dry_run.plan import PARTS, RAG_CONFIGS, SHORT_ARGS, coverage, coverage_table, plan
-from clipmag.experiments.dry_run.standin_coco import KARPATHY_COUNTS, write_karpathy_coco
-from clipmag.experiments.dry_run.standin_test_sets import write_beir, write_bright_hub, write_dpr
-from clipmag.experiments.dry_run.standin_training_sets import write_msmarco_v11, write_nli_archives
-from clipmag.experiments.sweep.run import check_cells
 from clipmag.runtime.logs import caller_logging_kept, logger, setup_logging
+from clipmag_experiments.design.grid import expand
+from clipmag_experiments.design.prepare import SweepStep, run_prepare
+from clipmag_experiments.dry_run.plan import PARTS, RAG_CONFIGS, SHORT_ARGS, coverage, coverage_table, plan
+from clipmag_experiments.dry_run.standin_coco import KARPATHY_COUNTS, write_karpathy_coco
+from clipmag_experiments.dry_run.standin_test_sets import write_beir, write_bright_hub, write_dpr
+from clipmag_experiments.dry_run.standin_training_sets import write_msmarco_v11, write_nli_archives
+from clipmag_experiments.sweep.run import check_cells
 from text_retrieval.data import download
 from text_retrieval.data.loaders import detect_kind, load_beir, load_eval_datasets, load_sts
 from text_retrieval.data.loaders.bright import BRIGHT_TASKS, load_bright_collection
@@ -75,7 +75,7 @@ def test_test_set_standins_load_as_the_real_sets(tmp_path, monkeypatch):
 def test_tiny_models_load_as_the_configs_use_their_hub_models(tmp_path):
     import numpy as np
 
-    from clipmag.experiments.dry_run.standin_models import write_tiny_decoder, write_tiny_encoder, write_tiny_reader
+    from clipmag_experiments.dry_run.standin_models import write_tiny_decoder, write_tiny_encoder, write_tiny_reader
     from text_retrieval.model.encoder import TextEncoder
     from text_retrieval.rag.reader import load_reader
 
@@ -120,7 +120,7 @@ def test_plan_overrides_the_paper_sweeps_and_covers_every_paper_config(tmp_path,
 
 
 def test_trainer_names_a_missing_test_set_before_its_first_step(tmp_path, monkeypatch):
-    from clipmag.experiments.dry_run.standin_models import write_tiny_encoder
+    from clipmag_experiments.dry_run.standin_models import write_tiny_encoder
     from text_retrieval.cli import main as train_main
 
     monkeypatch.chdir(tmp_path)

@@ -11,12 +11,12 @@ import yaml
 from conftest import REPO, script_env
 from torch.utils.flop_counter import FlopCounterMode
 
-from clipmag.experiments.cli import sweep_main
-from clipmag.experiments.dry_run.standin_models import write_tiny_encoder
-from clipmag.experiments.sweep.plan import plan_sweep
-from clipmag.experiments.sweep.run import load_sweep_config
 from clipmag.runtime.devices import device_named
 from clipmag.train.cost import BYTES_PER_PARAMETER
+from clipmag_experiments.cli import sweep_main
+from clipmag_experiments.dry_run.standin_models import write_tiny_encoder
+from clipmag_experiments.sweep.plan import plan_sweep
+from clipmag_experiments.sweep.run import load_sweep_config
 from text_retrieval.cli import cell_cost, parse_args
 from text_retrieval.model.encoder import TextEncoder
 
@@ -97,7 +97,7 @@ def test_the_paper_grid_is_priced_from_the_published_sizes(tmp_path):
     """Offline, the paper models' configs at their published sizes in a hub cache: BERT-base's 109M
     parameters, Qwen3-8B's 7.6B without its language-model head, which only FSDP fits on an H100."""
     cache = tmp_path / "hub"
-    subprocess.run([sys.executable, "-m", "clipmag.experiments.dry_run.standin_sizes", str(cache)], check=True)
+    subprocess.run([sys.executable, "-m", "clipmag_experiments.dry_run.standin_sizes", str(cache)], check=True)
     env = {**script_env(), "HF_HUB_CACHE": str(cache)}
     paper_text = ["--config", "configs/sweeps/paper_text.yaml", "--only", "contriever", "qwen3"]
     command = [sys.executable, str(REPO / "scripts" / "sweep.py"), "plan", *paper_text]

@@ -13,15 +13,15 @@ import torch
 import yaml
 from text_fixtures import REPO, tiny_train_args, write_code_search_set, write_tiny_bert
 
-from clipmag.experiments.sweep import run as sweep
-from clipmag.experiments.sweep.rerun import numbers, rerun_cell
-from clipmag.experiments.sweep.status import sweep_status
 from clipmag.registry.config_packages import config_path
 from clipmag.train import checkpoint as ckpt_io
 from clipmag.train.checkpoint import CHECKPOINT_DIR
 from clipmag.train.loop_config import uses_fast_dropout
 from clipmag.train.predating import recorded_overrides
 from clipmag.train.resume_check import ResumeMismatch, check_resumable
+from clipmag_experiments.sweep import run as sweep
+from clipmag_experiments.sweep.rerun import numbers, rerun_cell
+from clipmag_experiments.sweep.status import sweep_status
 from text_retrieval.cli import main, parse_args
 
 KEY = "train.fast_dropout"

@@ -198,8 +198,8 @@ def test_command_writes_json(tiny_model_dir, tmp_path, capsys):
 
 def test_report_reads_each_groups_verdicts(tmp_path):
     """The sweep report puts a group's own predict_norm.json (else the sweep's) next to its winner."""
-    from clipmag.experiments.report.build import predictor_section
-    from clipmag.experiments.report.tables import Cell, TableRow
+    from clipmag_experiments.report.build import predictor_section
+    from clipmag_experiments.report.tables import Cell, TableRow
 
     def row(group: str, qnorm: float, dnorm: float) -> TableRow:
         cells = {head: Cell(v, 0.0, 1, None, None) for head, v in (("qnorm", qnorm), ("dnorm", dnorm))}

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from clipmag.experiments.design.comparison import ComparisonProtocol
-from clipmag.experiments.design.grid import SweepConfig, SweepGroup
-from clipmag.experiments.design.protocol import record_start
-from clipmag.experiments.report import build_report
-from clipmag.experiments.report.collect import find_cells
-from clipmag.experiments.report.curves import curve_points, pairs_seen
 from clipmag.results.record import build_results, write_results
 from clipmag.scoring.head_record import HeadRecord
+from clipmag_experiments.design.comparison import ComparisonProtocol
+from clipmag_experiments.design.grid import SweepConfig, SweepGroup
+from clipmag_experiments.design.protocol import record_start
+from clipmag_experiments.report import build_report
+from clipmag_experiments.report.collect import find_cells
+from clipmag_experiments.report.curves import curve_points, pairs_seen
 
 BATCH = 8
 BUDGETS = {"budget-10": 10, "budget-40": 40, "budget-160": 160}

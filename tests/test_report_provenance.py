@@ -7,11 +7,11 @@ import json
 import pytest
 
 from clipmag.config.entry import run_entry_point
-from clipmag.experiments.cli import report_main
-from clipmag.experiments.report import build_report
-from clipmag.experiments.report.provenance import MixedCode
 from clipmag.results.record import build_results, write_results
 from clipmag.scoring.head_record import HeadRecord
+from clipmag_experiments.cli import report_main
+from clipmag_experiments.report import build_report
+from clipmag_experiments.report.provenance import MixedCode
 
 CLEAN = {"commit": "a" * 40, "dirty": False, "diff_sha256": None, "reason": None}
 OTHER = {"commit": "b" * 40, "dirty": False, "diff_sha256": None, "reason": None}
@@ -75,8 +75,8 @@ def test_one_dirty_tree_is_refused_too(tmp_path):
 
 
 def _toy_sweep(tmp_path, monkeypatch) -> str:
-    from clipmag.experiments.sweep import run as sweep
     from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
+    from clipmag_experiments.sweep import run as sweep
 
     monkeypatch.setitem(FRONT_ENDS, "toy", FrontEnd("toy", "toy_frontend"))
     group = sweep.SweepGroup(name="toy", kind="toy", heads=["cosine", "dot"], seeds=[0])

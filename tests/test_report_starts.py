@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from clipmag.experiments.design.comparison import ComparisonProtocol
-from clipmag.experiments.design.grid import SweepConfig, SweepGroup
-from clipmag.experiments.design.protocol import record_start
-from clipmag.experiments.report import build_report
-from clipmag.experiments.report.collect import find_cells
-from clipmag.experiments.report.starts import start_rows
 from clipmag.results.record import build_results, write_results
 from clipmag.results.significance import difference_text, holm, mark, paired_query_p
 from clipmag.scoring.head_record import HeadRecord
+from clipmag_experiments.design.comparison import ComparisonProtocol
+from clipmag_experiments.design.grid import SweepConfig, SweepGroup
+from clipmag_experiments.design.protocol import record_start
+from clipmag_experiments.report import build_report
+from clipmag_experiments.report.collect import find_cells
+from clipmag_experiments.report.starts import start_rows
 
 QUERIES = [f"q{i}" for i in range(60)]
 

@@ -9,13 +9,13 @@ import pytest
 import torch
 from text_fixtures import TINY_SIZES, minilm_path, tiny_train_args, write_code_search_set
 
-from clipmag.experiments.report.docs_reruns import BLOCKS, cell_label
-from clipmag.experiments.report.stored import StoredResults
-from clipmag.experiments.sweep import run as sweep
-from clipmag.experiments.sweep.rerun import compare_results, rerun_cell, rerun_main
-from clipmag.experiments.sweep.rerun_record import read_records
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 from clipmag.runtime.machine import cpu_name
+from clipmag_experiments.report.docs_reruns import BLOCKS, cell_label
+from clipmag_experiments.report.stored import StoredResults
+from clipmag_experiments.sweep import run as sweep
+from clipmag_experiments.sweep.rerun import compare_results, rerun_cell, rerun_main
+from clipmag_experiments.sweep.rerun_record import read_records
 
 
 @pytest.fixture(autouse=True)

@@ -12,9 +12,6 @@ import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from clipmag.experiments.report import build_report
-from clipmag.experiments.report.collect import find_cells
-from clipmag.experiments.report.starts import start_rows
 from clipmag.results.record import build_results, write_results
 from clipmag.results.significance import (
     FLIP_VALUES_PER_BATCH,
@@ -30,6 +27,9 @@ from clipmag.results.significance import (
     paired_seed_p,
 )
 from clipmag.scoring.head_record import HeadRecord
+from clipmag_experiments.report import build_report
+from clipmag_experiments.report.collect import find_cells
+from clipmag_experiments.report.starts import start_rows
 
 
 def _exact_sign_flip_p(d: list[float]) -> float:

@@ -24,12 +24,12 @@ import yaml
 from conftest import REPO
 
 from clipmag.config.entry import run_entry_point
-from clipmag.experiments.cli import sweep_main
-from clipmag.experiments.design.grid import SweepConfig
-from clipmag.experiments.sweep.run import load_sweep_config, run_sweep
-from clipmag.experiments.sweep.status import sweep_status
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 from clipmag.runtime.logs import LOGGER_NAME, read_metrics
+from clipmag_experiments.cli import sweep_main
+from clipmag_experiments.design.grid import SweepConfig
+from clipmag_experiments.sweep.run import load_sweep_config, run_sweep
+from clipmag_experiments.sweep.status import sweep_status
 
 CLUSTER = REPO / "scripts" / "slurm_cluster.sh"
 TOY = ["train.steps=30", "train.save_every=5", "train.log_every=1", "dropout=0.3", "step_delay_s=0.3"]

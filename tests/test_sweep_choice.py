@@ -8,10 +8,10 @@ import json
 import pytest
 import toy_frontend
 
-from clipmag.experiments.design.grid import VariantChoice
-from clipmag.experiments.slurm.jobs import SweepUnfinished
-from clipmag.experiments.sweep import run as sweep
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
+from clipmag_experiments.design.grid import VariantChoice
+from clipmag_experiments.slurm.jobs import SweepUnfinished
+from clipmag_experiments.sweep import run as sweep
 
 SCALES = [sweep.SweepVariant(name=f"scale{s}", args=[f"loss.scale={s}"]) for s in (1, 5, 20)]
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 from text_fixtures import TINY_SIZES, minilm_path, tiny_train_args, write_code_search_set
 
-from clipmag.experiments.slurm.jobs import SweepUnfinished
-from clipmag.experiments.sweep import run as sweep
-from clipmag.experiments.sweep.rerun import numbers
+from clipmag_experiments.slurm.jobs import SweepUnfinished
+from clipmag_experiments.sweep import run as sweep
+from clipmag_experiments.sweep.rerun import numbers
 
 
 @pytest.fixture

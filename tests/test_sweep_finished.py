@@ -8,8 +8,8 @@ import logging
 import pytest
 import toy_frontend
 
-from clipmag.experiments.sweep import run as sweep
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
+from clipmag_experiments.sweep import run as sweep
 
 
 @pytest.fixture

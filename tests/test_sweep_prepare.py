@@ -10,8 +10,8 @@ import pytest
 import toy_frontend
 import toy_prepare
 
-from clipmag.experiments.sweep import run as sweep
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
+from clipmag_experiments.sweep import run as sweep
 
 
 @pytest.fixture
@@ -86,8 +86,8 @@ def test_the_positive_regime_sweep_expands_as_documented():
 
 
 def test_archive_copies_the_small_files_of_finished_cells_and_the_report_reads_them(tmp_path, toy_kind):
-    from clipmag.experiments.report import build_report
-    from clipmag.experiments.sweep.archive import archive_results
+    from clipmag_experiments.report import build_report
+    from clipmag_experiments.sweep.archive import archive_results
 
     cfg = sweep.SweepConfig(
         output_dir=str(tmp_path / "runs"), groups=[sweep.SweepGroup(name="g", kind="toy", heads=["cosine", "dot"])]

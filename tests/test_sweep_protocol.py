@@ -10,12 +10,12 @@ import toy_frontend
 
 from clipmag.config.build import to_dict
 from clipmag.config.checks import ConfigError
-from clipmag.experiments.design.comparison import ComparisonProtocol
-from clipmag.experiments.design.grid import VariantChoice
-from clipmag.experiments.design.protocol import read_protocol
-from clipmag.experiments.sweep import run as sweep
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 from clipmag.results.provenance import config_sha256
+from clipmag_experiments.design.comparison import ComparisonProtocol
+from clipmag_experiments.design.grid import VariantChoice
+from clipmag_experiments.design.protocol import read_protocol
+from clipmag_experiments.sweep import run as sweep
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ def test_a_resumed_sweep_appends_and_says_what_changed(cfg, caplog):
 
 
 def test_the_archive_keeps_the_protocol_and_each_cells_small_files_only(cfg, tmp_path):
-    from clipmag.experiments.sweep.archive import archive_results
+    from clipmag_experiments.sweep.archive import archive_results
 
     sweep.run_sweep(cfg)
     cell = tmp_path / "runs" / "toy" / "default" / "qnorm" / "seed0"

@@ -9,12 +9,12 @@ import pytest
 import toy_frontend
 from text_fixtures import minilm_encoder
 
-from clipmag.experiments.report import build_report
-from clipmag.experiments.report.collect import evaluation_rows, find_cells
-from clipmag.experiments.report.tables import aggregate, with_query_tests
-from clipmag.experiments.sweep import run as sweep
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 from clipmag.results.significance import holm, paired_query_p
+from clipmag_experiments.report import build_report
+from clipmag_experiments.report.collect import evaluation_rows, find_cells
+from clipmag_experiments.report.tables import aggregate, with_query_tests
+from clipmag_experiments.sweep import run as sweep
 
 HEADS = ["cosine", "dot", "qnorm"]
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import toy_frontend
 
-from clipmag.experiments.report import build_report
-from clipmag.experiments.report.collect import find_cells, tidy_rows
-from clipmag.experiments.report.tables import aggregate
-from clipmag.experiments.sweep import run as sweep
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
+from clipmag_experiments.report import build_report
+from clipmag_experiments.report.collect import find_cells, tidy_rows
+from clipmag_experiments.report.tables import aggregate
+from clipmag_experiments.sweep import run as sweep
 
 
 @pytest.fixture

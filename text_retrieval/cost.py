@@ -1,4 +1,4 @@
-"""The text trainer's count for ``clipmag-sweep plan`` (:mod:`clipmag.experiments.sweep.plan`).
+"""The text trainer's count for ``clipmag-sweep plan`` (:mod:`clipmag_experiments.sweep.plan`).
 
 One optimizer step embeds, on every rank and micro-batch, ``data.batch_size`` queries and as many
 positives with ``data.hard_negatives`` negatives each (``sts``: two texts per pair, both on the

@@ -1,4 +1,4 @@
-"""The image-text trainer's count for ``clipmag-sweep plan`` (:mod:`clipmag.experiments.sweep.plan`).
+"""The image-text trainer's count for ``clipmag-sweep plan`` (:mod:`clipmag_experiments.sweep.plan`).
 
 One optimizer step encodes, on every rank and micro-batch, ``data.batch_size`` images at the
 tower's input size and as many captions at its context length; gradient caching

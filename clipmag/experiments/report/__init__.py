@@ -1,5 +1,0 @@
-"""Paper-style reports of a sweep: tables (markdown, CSV), plots (PNG) and ``report.md``."""
-
-from clipmag.experiments.report.build import build_report
-
-__all__ = ["build_report"]

@@ -1,0 +1,37 @@
+"""Whether a sweep cell is finished: a results file that parses, belongs to the cell and names what
+it tested, not merely a file called ``results.json``.
+
+A truncated or foreign ``results.json`` (a killed copy, another run's file) taken as "finished"
+would put a broken or wrong cell into the report; the sweep asks this module instead and re-runs
+the cell (its trainer resumes a partial run) when the answer is no, saying why.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from clipmag.results.record import RESULTS_FILE, read_results
+from clipmag_experiments.design.grid import Cell
+
+__all__ = ["unfinished_reason"]
+
+
+def unfinished_reason(cell: Cell) -> str | None:
+    """None when ``cell`` is finished, else why not (for the sweep's log line)."""
+    path = cell.directory / RESULTS_FILE
+    if not path.is_file():
+        return "no results.json"
+    try:
+        record = read_results(path)
+    except ValueError as err:
+        return f"its results.json is unreadable ({err})"
+    head = record["head"].get("head", {}).get("name")
+    if cell.head and head != cell.head:
+        return f"its results.json is of head {head!r}, not the cell's {cell.head!r}"
+    seed = record["run"].get("seed")
+    if seed is not None and int(seed) != cell.seed:
+        return f"its results.json is of seed {seed}, not the cell's {cell.seed}"
+    tested = (record.get("checkpoint") or {}).get("path")
+    if tested and not Path(tested).exists():
+        return f"its results.json names {tested}, which is not there"
+    return None

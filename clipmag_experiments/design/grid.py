@@ -1,0 +1,273 @@
+"""A sweep's grid: its YAML schema (groups of heads x variants x models x seeds, evaluations,
+prepare steps) and the cells it expands to, each with its run folder and argument list.
+:mod:`clipmag_experiments.sweep.run` runs them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from clipmag.config.checks import PositiveInt
+from clipmag.registry.evaluations import EVALUATIONS, get_evaluation
+from clipmag.registry.front_ends import FRONT_ENDS
+from clipmag.storage.naming import slug
+from clipmag_experiments.design.comparison import ComparisonProtocol, check_comparison
+from clipmag_experiments.design.plan_settings import PlanSettings
+from clipmag_experiments.design.prepare import SweepStep
+from clipmag_experiments.design.slurm_settings import SlurmSettings
+
+CELL_FILE = "cell.json"
+EVALUATIONS_DIR = "evaluations"
+
+
+@dataclass
+class SweepVariant:
+    """A named set of extra arguments (e.g. a CLIP loss direction with a head)."""
+
+    name: str
+    args: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SweepEvaluation:
+    """An evaluation run on every cell's export: a registered ``kind``, its ``config`` file and
+    extra ``args`` (the evaluation's own command line), and a ``name`` for its folder (default: kind)."""
+
+    kind: str
+    name: str = ""
+    config: str | None = None
+    args: list[str] = field(default_factory=list)
+
+    @property
+    def folder_name(self) -> str:
+        return self.name or self.kind
+
+    def argv(self) -> list[str]:
+        return (["--config", self.config] if self.config else []) + list(self.args)
+
+
+@dataclass
+class VariantChoice:
+    """Take each cell's variant from an earlier group: per model and head, the variant of group
+    ``group`` whose cells scored the highest mean ``metric`` on ``dataset`` (its only test set when
+    unset). The earlier group is the selection run (a dev split, e.g. a scale grid); the protocol
+    is the rule, fixed before either group runs, and the choice it makes is recorded in
+    ``cell.json``. Ties go to the variant listed first. ``head``: choose from that head's cells for
+    every head (the paper's learning rate, chosen on cosine alone); unset, each head from its own."""
+
+    group: str
+    metric: str = "NDCG@10"
+    dataset: str | None = None
+    head: str | None = None
+
+
+@dataclass
+class SweepGroup:
+    """One grid. ``heads`` and ``variants`` multiply; leave one empty to use only the other.
+    ``requires``: paths the group reads; when one is absent the group is skipped with a line.
+    ``model_args``: arguments added to one model's cells (after the group's), keyed by its label.
+    ``variants`` with ``choose_variant``: every variant runs with the chosen arguments before its own
+    (a scale grid at the learning rate chosen on cosine). ``continue_from``: an earlier group whose
+    cells (same model, head, variant and seed) this group's cells continue from their final
+    checkpoint to more steps - one long run observed at several budgets; only fair under a schedule
+    that does not depend on the run's length (``optim.schedule=constant``, which the trainer's resume
+    check enforces; :mod:`clipmag_experiments.cells.continuation`)."""
+
+    name: str
+    kind: str = "text"  # a registered front end (clipmag.registry.front_ends)
+    config: str | None = None
+    heads: list[str] = field(default_factory=list)
+    variants: list[SweepVariant] = field(default_factory=list)
+    models: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=lambda: [0])
+    args: list[str] = field(default_factory=list)
+    evaluations: list[SweepEvaluation] = field(default_factory=list)
+    requires: list[str] = field(default_factory=list)
+    # extra arguments for one model's cells, by its label (e.g. a learning rate chosen per model)
+    model_args: dict[str, list[str]] = field(default_factory=dict)
+    # the variant of every cell chosen from an earlier group's results (before its own ``variants``)
+    choose_variant: VariantChoice | None = None
+    # an earlier group whose finished cells this group's cells continue (continuation.py)
+    continue_from: str | None = None
+    # keys of the sweep's ``slurm`` section this group's jobs ask otherwise (launcher: slurm)
+    slurm: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class SweepConfig:
+    name: str = "sweep"
+    output_dir: str = "runs/sweep"
+    # inprocess: cells one after another in this process; torchrun: each under torchrun with
+    # nproc_per_node; slurm: each a job of the cluster (clipmag_experiments/slurm/launcher.py)
+    launcher: Literal["inprocess", "torchrun", "slurm"] = "inprocess"
+    nproc_per_node: PositiveInt = 1
+    slurm: SlurmSettings = field(default_factory=SlurmSettings)
+    prepare: list[SweepStep] = field(default_factory=list)
+    groups: list[SweepGroup] = field(default_factory=list)
+    # appended to every cell's arguments after its group's, so they win: a whole sweep in fp32 is
+    # ``clipmag-sweep --config demo.yaml output_dir=runs/demo-fp32 'args=[train.precision=fp32]'``
+    args: list[str] = field(default_factory=list)
+    # a cell that resolves to the config of a finished cell takes its results (same_run.py)
+    reuse_same_runs: bool = True
+    # the groups whose systems are compared on test, and how (clipmag_experiments/design/comparison.py)
+    comparison: ComparisonProtocol = field(default_factory=ComparisonProtocol)
+    # what ``clipmag-sweep plan`` needs beyond the cells: CPU throughputs, stand-in models
+    plan: PlanSettings = field(default_factory=PlanSettings)
+
+
+@dataclass
+class Cell:
+    group: str
+    kind: str
+    model: str | None
+    head: str | None
+    variant: str | None
+    seed: int
+    directory: Path
+    argv: list[str]
+    evaluations: list[SweepEvaluation] = field(default_factory=list)
+    variant_args: list[str] = field(default_factory=list)  # the variant's part of ``argv``, at ``variant_at``
+    variant_at: int = 0
+    choice: VariantChoice | None = None  # resolved into ``argv`` by clipmag_experiments.cells.choice
+    chosen: dict | None = None  # what the choice picked, and from which scores
+    sweep_sha256: str | None = None  # the whole sweep config's hash, set by the sweep that runs the cell
+    same_run_as: str | None = None  # the folder of the finished cell whose run this one is (same_run.py)
+    continue_from: str | None = None  # the group whose cell of the same place this one continues
+    continues: str | None = None  # the folder of that cell, once its checkpoint was taken (continuation.py)
+
+    @property
+    def label(self) -> str:
+        """``group/model/head-variant/seedN``, as its folder is named (a head and a variant both show)."""
+        name = "-".join(x for x in (self.head, self.variant) if x)
+        return "/".join(x for x in (self.group, self.model, name, f"seed{self.seed}") if x)
+
+    def describe(self) -> dict:
+        return {
+            "group": self.group,
+            "kind": self.kind,
+            "model": self.model,
+            "head": self.head,
+            "variant": self.variant,
+            "seed": self.seed,
+            "argv": self.argv,
+            "evaluations": [{"name": e.folder_name, "kind": e.kind} for e in self.evaluations],
+            **({"chosen": self.chosen} if self.chosen else {}),
+            "sweep_config_sha256": self.sweep_sha256,
+            **({"same_run_as": self.same_run_as} if self.same_run_as else {}),
+            **({"continues": self.continues} if self.continues else {}),
+        }
+
+    def write_description(self) -> None:
+        """``cell.json``: what the report reads to place the cell (and its evaluations)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        (self.directory / CELL_FILE).write_text(json.dumps(self.describe(), indent=1))
+
+    def evaluation_folder(self, evaluation: SweepEvaluation) -> Path:
+        return self.directory / EVALUATIONS_DIR / evaluation.folder_name
+
+
+def _check_evaluations(group: SweepGroup) -> None:
+    names = [e.folder_name for e in group.evaluations]
+    if len(set(names)) != len(names):
+        raise ValueError(f"sweep group {group.name!r}: evaluation names repeat ({names}); give each a distinct name")
+    for e in group.evaluations:
+        if e.kind not in EVALUATIONS:
+            raise ValueError(
+                f"sweep group {group.name!r}: unknown evaluation kind {e.kind!r}; valid: {', '.join(EVALUATIONS)}"
+            )
+        if group.kind not in get_evaluation(e.kind).front_ends:
+            raise ValueError(
+                f"sweep group {group.name!r}: a {e.kind!r} evaluation needs a "
+                f"{' or '.join(get_evaluation(e.kind).front_ends)} group, not {group.kind!r}"
+            )
+
+
+def _check_earlier(group: SweepGroup, names: list[str], key: str, named: str | None) -> None:
+    earlier = names[: names.index(group.name)]
+    if named is not None and named not in earlier:
+        raise ValueError(
+            f"sweep group {group.name!r}: {key} {named!r} is not a group listed before it "
+            f"({', '.join(earlier) or 'none'})"
+        )
+
+
+def _check_order(group: SweepGroup, cfg: SweepConfig) -> None:
+    """A choice and a continuation read earlier groups; a continuation also needs its cells run in order."""
+    names = [g.name for g in cfg.groups]
+    _check_earlier(group, names, "choose_variant.group", group.choose_variant and group.choose_variant.group)
+    _check_earlier(group, names, "continue_from", group.continue_from)
+    if group.continue_from and cfg.launcher == "slurm":
+        raise ValueError(
+            f"sweep group {group.name!r}: continue_from needs each cell to start after the one it continues; "
+            "run this sweep with launcher inprocess or torchrun"
+        )
+
+
+def split_model_entry(entry: str) -> tuple[str, str]:
+    """``label=path`` -> (label, path); a plain path or hub name is its own label."""
+    label, sep, path = entry.partition("=")
+    if sep and label and path:
+        return label, path
+    return entry, entry
+
+
+def expand(cfg: SweepConfig) -> list[Cell]:
+    """Every cell of every group, in a stable order."""
+    cells: list[Cell] = []
+    root = Path(cfg.output_dir)
+    check_comparison(cfg.comparison, cfg.groups)
+    for group in cfg.groups:
+        if group.kind not in FRONT_ENDS:
+            raise ValueError(f"sweep group {group.name!r}: unknown kind {group.kind!r}; valid: {', '.join(FRONT_ENDS)}")
+        _check_evaluations(group)
+        variants = group.variants or [SweepVariant(name="")]
+        heads = group.heads or [None]
+        models = group.models or [None]
+        _check_order(group, cfg)
+        labels = {split_model_entry(m)[0] for m in group.models}
+        unknown = sorted(set(group.model_args) - labels)
+        if unknown:
+            raise ValueError(
+                f"sweep group {group.name!r}: model_args for {', '.join(unknown)}, which is not a model label "
+                f"of the group ({', '.join(sorted(labels)) or 'none'})"
+            )
+        for entry in models:
+            label, model = split_model_entry(entry) if entry else (None, None)
+            for head in heads:
+                for variant in variants:
+                    for seed in group.seeds:
+                        name = "-".join(x for x in (head, variant.name) if x) or "default"
+                        directory = (
+                            root
+                            / group.name
+                            / (slug(Path(label.rstrip("/")).name or label) if label else "default")
+                            / name
+                            / f"seed{seed}"
+                        )
+                        argv = ["--config", group.config] if group.config else []
+                        argv += [*group.args, *group.model_args.get(label or "", [])]
+                        variant_at = len(argv)
+                        argv += [*variant.args, *cfg.args]
+                        argv += ["--norm", head] if head else []
+                        argv += ["--model", model] if model else []
+                        argv += ["--seed", str(seed), "--output", str(directory), "--resume", "latest"]
+                        cells.append(
+                            Cell(
+                                group.name,
+                                group.kind,
+                                label,
+                                head,
+                                variant.name or None,
+                                seed,
+                                directory,
+                                argv,
+                                list(group.evaluations),
+                                list(variant.args),
+                                variant_at,
+                                group.choose_variant,
+                                continue_from=group.continue_from,
+                            )
+                        )
+    return cells

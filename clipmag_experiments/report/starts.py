@@ -1,0 +1,257 @@
+"""The report's starting-point section: per start (a sweep ``models`` label) and test set, the untuned
+model's scores and norm statistics next to every head fine-tuned from it, with paired tests.
+
+A cell trained for zero steps (``run.steps == 0`` in its results) is the start itself, evaluated
+untuned; the others are fine-tuned. For each fine-tuned group, start and test set the section gives:
+
+* untuned nDCG@10 under cosine and dot, Cohen's d of document norms and the document-norm CV
+  (the paper's precondition: relevance visible in the norms before training);
+* each head's nDCG@10, mean +- std over seeds, against cosine: the mean per-query difference with
+  its bootstrap interval, the query-level test with Holm's correction over the row's heads (the
+  mark), and the paper's seed-level paired t-test beside it (:mod:`clipmag.results.significance`);
+* Cohen's d after fine-tuning per head, the learnable head's final exponents, and each qnorm/dnorm
+  predictor's verdict (a ``predict`` evaluation on the untuned cell) against the measured winner
+  and against the majority-class guess on the same cells.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clipmag.results.significance import (
+    POWER_NOTE,
+    QUERY_TEST,
+    SEED_TEST,
+    Comparison,
+    compare_with_baseline,
+    difference_text,
+    mark,
+)
+from clipmag.scoring.heads import HEAD_NAMES
+from clipmag_experiments.report.collect import CellResult, learnable_trajectories
+from clipmag_experiments.report.verdicts import predictor_cases, scorecards
+
+METRIC = "NDCG@10"
+BASELINE = "cosine"
+
+__all__ = ["starting_points_section", "StartRow", "start_rows"]
+
+
+@dataclass
+class HeadResult:
+    """One head fine-tuned from one start, on one test set, over seeds."""
+
+    per_seed: dict[int, float] = field(default_factory=dict)
+    per_query: dict[int, dict[str, float]] = field(default_factory=dict)
+    cohens_d: list[float] = field(default_factory=list)
+    comparison: Comparison | None = None  # against cosine; None for cosine itself
+    chosen: set[str] = field(default_factory=set)  # variants a choose_variant group picked for it
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(list(self.per_seed.values())))
+
+    @property
+    def std(self) -> float:
+        values = list(self.per_seed.values())
+        return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+
+
+@dataclass
+class StartRow:
+    group: str
+    start: str
+    dataset: str
+    heads: dict[str, HeadResult]
+    untuned: dict[str, float]  # head -> nDCG@10 of the start itself
+    untuned_norms: dict[str, float]  # cohens_d, document_norm_cv
+
+    def marked(self, sign: str) -> list[str]:
+        """Heads the corrected query-level test puts above (``▲``) or below (``▼``) cosine."""
+        return [h for h, r in self.heads.items() if mark(r.comparison) == sign]
+
+
+def _steps(cell: CellResult) -> int:
+    return int(cell.results.get("run", {}).get("steps", -1))
+
+
+def _effect(result: dict[str, Any]) -> dict[str, float]:
+    diag = result.get("diagnostics") or {}
+    out = {}
+    d = (diag.get("document_norm_effect") or {}).get("cohens_d")
+    if isinstance(d, (int, float)):
+        out["cohens_d"] = float(d)
+    cv = (diag.get("document_norm") or {}).get("cv")
+    if isinstance(cv, (int, float)):
+        out["document_norm_cv"] = float(cv)
+    return out
+
+
+def start_rows(cells: list[CellResult]) -> list[StartRow]:
+    """One row per (fine-tuned group, start, test set) with a ``model`` label and retrieval metrics."""
+    untuned: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+    untuned_norms: dict[tuple[str, str], dict[str, float]] = {}
+    tuned: dict[tuple[str, str, str], dict[str, HeadResult]] = defaultdict(dict)
+    for c in cells:
+        model = c.cell.get("model")
+        if not model:
+            continue
+        for dataset, result in c.results["metrics"].items():
+            if not isinstance(result.get(METRIC), (int, float)):
+                continue
+            if _steps(c) == 0:
+                untuned[(model, dataset)][c.head] = float(result[METRIC])
+                untuned_norms.setdefault((model, dataset), _effect(result))
+                continue
+            head = tuned[(c.cell["group"], model, dataset)].setdefault(c.config, HeadResult())
+            seed = int(c.cell["seed"])
+            head.per_seed[seed] = float(result[METRIC])
+            head.per_query[seed] = {q: float(v[METRIC]) for q, v in (result.get("per_query") or {}).items()}
+            if c.cell.get("chosen"):
+                head.chosen.add(str(c.cell["chosen"]["variant"]))
+            effect = _effect(result)
+            if "cohens_d" in effect:
+                head.cohens_d.append(effect["cohens_d"])
+    rows = []
+    for (group, model, dataset), heads in tuned.items():
+        base = heads.get(BASELINE)
+        if base is None:  # e.g. a learning-rate grid: variants, no head to compare with
+            continue
+        comparisons = compare_with_baseline({name: head.per_query for name, head in heads.items()}, BASELINE)
+        for name, comparison in comparisons.items():
+            heads[name].comparison = comparison
+        order = [h for h in HEAD_NAMES if h in heads] + [h for h in heads if h not in HEAD_NAMES]
+        rows.append(
+            StartRow(
+                group,
+                model,
+                dataset,
+                {h: heads[h] for h in order},
+                untuned.get((model, dataset), {}),
+                untuned_norms.get((model, dataset), {}),
+            )
+        )
+    return sorted(rows, key=lambda r: (r.group, r.start, r.dataset))
+
+
+def _fmt_p(p: float | None) -> str:
+    return "n/a" if p is None else f"{p:.3f}" if p >= 0.001 else f"{p:.0e}"
+
+
+def _head_cell(row: StartRow, name: str) -> str:
+    r = row.heads.get(name)
+    if r is None:
+        return ""
+    text = f"{100 * r.mean:.2f} ± {100 * r.std:.2f}"
+    c = r.comparison
+    if c is not None:
+        text += f" {mark(c)}" if mark(c) else ""
+        text += f" ({difference_text(c)}, p {_fmt_p(c.p_holm)} / t {_fmt_p(c.p_seeds)})"
+    best = max(row.heads, key=lambda h: row.heads[h].mean)
+    return f"**{text}**" if name == best else text
+
+
+def _table(rows: list[StartRow]) -> list[str]:
+    heads = list(dict.fromkeys(h for r in rows for h in r.heads))
+    lines = [
+        "| start | test set | untuned cosine / dot | untuned d / CV | " + " | ".join(heads) + " | d after (per head) |",
+        "|---" * (5 + len(heads)) + "|",
+    ]
+    for r in rows:
+        untuned = " / ".join(f"{100 * r.untuned[h]:.2f}" if h in r.untuned else "-" for h in ("cosine", "dot"))
+        norms = r.untuned_norms
+        d_cv = f"{norms.get('cohens_d', math.nan):+.2f} / {norms.get('document_norm_cv', math.nan):.3f}"
+        after = ", ".join(f"{h} {np.mean(x.cohens_d):+.2f}" for h, x in r.heads.items() if x.cohens_d)
+        cells = " | ".join(_head_cell(r, h) for h in heads)
+        lines.append(f"| {r.start} | {r.dataset} | {untuned} | {d_cv} | {cells} | {after} |")
+    return lines
+
+
+def _start_lines(cells: list[CellResult], rows: list[StartRow]) -> list[str]:
+    """Per start: significant winners, predictor verdicts vs the qnorm/dnorm winner (scored per
+    setting), the variants chosen on dev, learned gammas."""
+    lines = []
+    trajectories = learnable_trajectories(cells)
+    for r in rows:
+        best = max(r.heads, key=lambda h: r.heads[h].mean)
+        lines.append(
+            f"- `{r.start}` on {r.dataset}: best **{best}**; significantly above cosine: "
+            f"{', '.join(r.marked('▲')) or 'none'}; below: {', '.join(r.marked('▼')) or 'none'}."
+        )
+    cases = {(c.group, c.start): c for c in predictor_cases(cells, rows)}
+    for group, start in dict.fromkeys((r.group, r.start) for r in rows):
+        case = cases.get((group, start))
+        if case is not None:
+            said = ", ".join(
+                f"{name} said {v} ({'right' if v == case.winner else 'wrong'})" for name, v in case.verdicts.items()
+            )
+            lines.append(
+                f"- `{group}` / `{start}`: qnorm {100 * case.qnorm:.2f} vs dnorm {100 * case.dnorm:.2f} -> "
+                f"{case.winner}; {said}."
+            )
+        first = next(r for r in rows if (r.group, r.start) == (group, start))
+        chosen = {h: x.chosen for h, x in first.heads.items() if x.chosen}
+        if chosen:
+            text = ", ".join(f"{h} {'/'.join(sorted(v))}" for h, v in chosen.items())
+            lines.append(f"- `{group}` / `{start}`: variants chosen on the selection group's dev split: {text}.")
+        gammas = [
+            points[-1][1:]
+            for c, points in trajectories
+            if points and c.cell.get("group") == group and c.cell.get("model") == start
+        ]
+        if gammas:
+            text = ", ".join(f"({gq:.3f}, {gd:.3f})" for gq, gd in gammas)
+            lines.append(f"- `{group}` / `{start}`: learnable (gq, gd) after training, per seed: {text}.")
+    return lines + scorecards(list(cases.values()))
+
+
+def starting_points_section(cells: list[CellResult], rows: list[StartRow]) -> list[str]:
+    """Markdown lines for :func:`start_rows`' rows: one table per fine-tuned group, then the statements."""
+    if not rows:
+        return []
+    parts = [
+        "nDCG@10 x100, mean ± std over seeds. Against cosine: Δ, the mean per-query difference x100 with its 95% "
+        f"bootstrap interval over queries; {POWER_NOTE}; ▲/▼ and p: the {QUERY_TEST}; t: the {SEED_TEST}. "
+        "Untuned: the start "
+        "itself (0 steps); d: Cohen's d of document norms (relevant vs a seeded non-relevant sample), before "
+        "fine-tuning (untuned) and after it (per head, mean over seeds); CV: document-norm CV.",
+        "",
+    ]
+    for group in dict.fromkeys(r.group for r in rows):
+        parts += [f"### `{group}`", "", *_table([r for r in rows if r.group == group]), ""]
+    return parts + _start_lines(cells, rows) + [""]
+
+
+def write_start_rows(rows: list[StartRow], path: Path) -> Path:
+    """The section's numbers as JSON (for the README and for tests)."""
+    data = [
+        {
+            "group": r.group,
+            "start": r.start,
+            "dataset": r.dataset,
+            "untuned": r.untuned,
+            "untuned_norms": r.untuned_norms,
+            "heads": {
+                h: {
+                    "mean": x.mean,
+                    "std": x.std,
+                    "seeds": x.per_seed,
+                    "cohens_d_after": float(np.mean(x.cohens_d)) if x.cohens_d else None,
+                    "chosen": sorted(x.chosen),
+                    "versus_cosine": x.comparison.to_dict() if x.comparison else None,
+                    "mark": mark(x.comparison),
+                }
+                for h, x in r.heads.items()
+            },
+        }
+        for r in rows
+    ]
+    path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,105 @@
+"""The stored sweep folders under a results root (``results/``), read once per process.
+
+The manuals' renderers (:mod:`clipmag_experiments.report.docs_sync`) ask for the same sweep many
+times - a table, then the numbers in the prose around it - and its query-level tests take seconds,
+so the cells, the starting-point rows and the code state of each sweep are computed on first use
+and kept.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Hashable
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from clipmag.results.provenance import describe_code
+from clipmag_experiments.report.collect import CellResult, find_cells
+from clipmag_experiments.report.starts import StartRow, start_rows
+
+__all__ = ["StoredResults", "StoredSweep", "cited_code"]
+
+
+def _once(cache: dict[Hashable, Any], key: Hashable, compute: Callable[[], Any]) -> Any:
+    """``cache[key]``, computed on first use: the store's memo for derived figures and renderings."""
+    if key not in cache:
+        cache[key] = compute()
+    return cache[key]
+
+
+def cited_code(code: dict[str, Any] | None) -> str:
+    """How the manuals cite a code state: ``commit `3a15e4e``` on a clean tree, else as
+    :func:`describe_code` says it (with what made it dirty)."""
+    if code and code.get("commit") and code.get("dirty") is False:
+        return f"commit `{code['commit'][:7]}`"
+    return describe_code(code)
+
+
+class StoredSweep:
+    """One stored sweep folder: its finished cells and what the report derives from them."""
+
+    def __init__(self, folder: Path) -> None:
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder}: no stored sweep here (the results root holds one folder per sweep)")
+        self.folder = folder
+        self._derived: dict[Hashable, Any] = {}
+
+    def derived(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """``compute()``, once per ``key``: what a renderer derives from the cells (tests take seconds)."""
+        return _once(self._derived, key, compute)
+
+    @cached_property
+    def cells(self) -> list[CellResult]:
+        cells = find_cells(self.folder)
+        if not cells:
+            raise FileNotFoundError(f"{self.folder}: no finished cells (cell.json with results.json)")
+        return cells
+
+    @cached_property
+    def start_rows(self) -> list[StartRow]:
+        return start_rows(self.cells)
+
+    def group(self, name: str) -> list[CellResult]:
+        """The cells of one group (an error names the group when it has none)."""
+        cells = [c for c in self.cells if c.cell["group"] == name]
+        if not cells:
+            raise ValueError(f"{self.folder}: no finished cells in group {name!r}")
+        return cells
+
+    def code(self) -> str:
+        """The one code state behind every cell: ``commit `3a15e4e``` on a clean tree, else as
+        :func:`describe_code` says it; an error when the cells come from several states."""
+        codes = {json.dumps((c.results.get("provenance") or {}).get("code"), sort_keys=True) for c in self.cells}
+        if len(codes) != 1:
+            raise ValueError(f"{self.folder}: cells from {len(codes)} code states; the manuals cite one per sweep")
+        return cited_code(json.loads(codes.pop()))
+
+    def cell_seconds(self) -> float:
+        """The cells' training and testing time together, by their own timings (a continued cell
+        counts only what it added): what the sweep cost, without prepare steps and waits."""
+        timings = [c.results["timings"] for c in self.cells]
+        return float(sum(t["train_seconds"] + t["test_seconds"] for t in timings))
+
+    def runs_at(self) -> str:
+        """``246 runs at commit `3a15e4e```: how many cells the manuals' figures rest on, and their code."""
+        return f"{len(self.cells)} runs at {self.code()}"
+
+
+class StoredResults:
+    """A results root: ``stored.sweep("positive_regime")`` is ``<root>/positive_regime``, read once."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self._sweeps: dict[str, StoredSweep] = {}
+        self._renderings: dict[Hashable, str] = {}
+
+    def rendering(self, key: Hashable, render: Callable[[], str]) -> str:
+        """``render()``, once per ``key``: a manual's table or value, which the check, the rendering
+        and every manual that repeats it would otherwise recompute from the same files."""
+        return _once(self._renderings, key, render)
+
+    def sweep(self, name: str) -> StoredSweep:
+        if name not in self._sweeps:
+            self._sweeps[name] = StoredSweep(self.root / name)
+        return self._sweeps[name]
