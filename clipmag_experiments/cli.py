@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clipmag.config.checks import ConfigError, Fraction
+from clipmag.config.checks import Fraction
 from clipmag.config.command_line import field_flags, parse_cli, parse_cli_and_file
 from clipmag.config.entry import run_entry_point
+from clipmag.errors import ConfigError
 from clipmag.registry.config_packages import config_path
 from clipmag.registry.evaluations import get_evaluation
 from clipmag.results.record import RESULTS_FILE

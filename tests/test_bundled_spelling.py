@@ -15,8 +15,8 @@ import yaml
 from clipmag.clip import shards_cli as clip_shards
 from clipmag.clip.config import ClipConfig
 from clipmag.config.build import build_config, config_from_dict, to_dict
-from clipmag.config.checks import ConfigError
 from clipmag.config.spellings import current_spelling
+from clipmag.errors import ConfigError
 from clipmag_experiments.cells.same_run import run_identity
 from clipmag_experiments.design.grid import Cell
 from clipmag_experiments.design.protocol import read_protocol, record_start

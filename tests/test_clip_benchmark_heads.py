@@ -27,7 +27,7 @@ from clipmag.clip import benchmark
 from clipmag.clip.data import read_eval_set
 from clipmag.clip.evaluate import recall_hits, retrieval_metrics
 from clipmag.clip.model import ClipMagModel, ClipModelConfig, build_open_clip, load_clipmag
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE

@@ -13,7 +13,7 @@ from clipmag.clip.architecture import MODEL_CONFIG_DIR, ClipModelConfig, build_o
 from clipmag.clip.cli import parse_args
 from clipmag.clip.model import ClipMagModel, export_open_clip
 from clipmag.clip.towers import tower_keys
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE
 from clipmag.train.optimizer import OptimConfig, build_optimizer

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag_experiments.report.docs_sync import (
     BLOCKS,
     VALUES,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_python
 
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.results.provenance import describe_code
 from clipmag_experiments.report.docs_speed import BLOCKS
 from clipmag_experiments.report.docs_sync import render_text

@@ -25,7 +25,7 @@ from clipmag.clip.data import read_eval_set
 from clipmag.clip.model import build_open_clip
 from clipmag.clip.stream import ClipShardStream
 from clipmag.clip.task import ClipTask
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.runtime.distributed import DistributedContext
 from clipmag.scoring.heads import build_head
 from clipmag.storage.shards import ShardError, write_tar_shards

@@ -13,7 +13,7 @@ import engine_worker
 import pytest
 from text_fixtures import write_beir
 
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.storage.user_files import LinkOutError
 from text_retrieval.data.loaders import DataFormatError, load_eval_datasets
 

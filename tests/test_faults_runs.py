@@ -25,8 +25,8 @@ from conftest import REPO, run_python
 from test_train_text import tiny_setup  # noqa: F401  (the tiny BERT fixture, found by name)
 from text_fixtures import tiny_train_args
 
-from clipmag.config.checks import ConfigError
 from clipmag.config.entry import USER_ERRORS
+from clipmag.errors import ConfigError
 from clipmag.results.record import read_results
 from clipmag.runtime.logs import read_metrics
 from clipmag.train.checkpoint import load_checkpoint

@@ -10,8 +10,8 @@ import pytest
 import toy_frontend
 from conftest import TESTS
 
-from clipmag.config.checks import ConfigError
 from clipmag.config.entry import run_entry_point
+from clipmag.errors import ConfigError
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 from clipmag_experiments.cli import sweep_main
 from clipmag_experiments.sweep import run as sweep

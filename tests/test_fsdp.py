@@ -19,7 +19,7 @@ from conftest import REPO, run_python
 from text_fixtures import tiny_train_args, write_code_search_set, write_tiny_bert, write_tiny_decoder
 
 from clipmag.config.build import build_config
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.results.record import read_results
 from clipmag.runtime.logs import read_metrics
 from clipmag.train import sharding

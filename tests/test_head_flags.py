@@ -12,7 +12,7 @@ from clipmag.clip import cli as clip_cli
 from clipmag.clip.config import SHORTHANDS as CLIP_FLAGS
 from clipmag.clip.config import ClipConfig
 from clipmag.config.build import key_type
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.results.record import read_results
 from clipmag.train.trainer_flags import SHARED_TRAINER_FLAGS
 from text_retrieval import cli as text_cli

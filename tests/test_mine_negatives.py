@@ -11,7 +11,7 @@ import pytest
 import torch
 from text_fixtures import minilm_encoder, minilm_path, write_beir, write_code_search_set
 
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from text_retrieval.retrieval.mining import build_pool, mine_negatives
 from text_retrieval.retrieval.negatives import MiningRules, select_negatives, summarize
 

@@ -18,7 +18,7 @@ from toy_task import TwoTower, global_batch
 
 from clipmag.clip.cli import parse_args
 from clipmag.clip.model import ClipMagModel, ClipModelConfig, build_open_clip, export_open_clip, load_clipmag
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.runtime import precision
 from clipmag.scoring.head_record import HEAD_FILE, HeadRecord
 from clipmag.scoring.heads import build_head

@@ -9,7 +9,7 @@ import torch
 from text_fixtures import SICK, STSB, require
 
 from clipmag.config.build import build_config
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.runtime.distributed import DistributedContext
 from text_retrieval.config import TextConfig
 from text_retrieval.data.loaders.reading import DataFormatError

@@ -9,7 +9,7 @@ import pytest
 import toy_frontend
 
 from clipmag.config.build import to_dict
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 from clipmag.results.provenance import config_sha256
 from clipmag_experiments.design.comparison import ComparisonProtocol

@@ -11,7 +11,7 @@ from conftest import REPO, run_python
 from text_fixtures import tiny_train_args, write_beir, write_code_search_set, write_tiny_bert
 
 from clipmag.config.build import build_config
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.runtime.distributed import DistributedContext
 from text_retrieval.config import TextConfig
 from text_retrieval.task import TextRetrievalTask

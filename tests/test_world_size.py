@@ -20,7 +20,7 @@ from text_fixtures import tiny_train_args, write_code_search_set, write_tiny_ber
 from clipmag.clip.architecture import ClipModelConfig
 from clipmag.clip.model import build_open_clip
 from clipmag.config.build import build_config, to_dict
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.runtime.logs import read_metrics
 from clipmag.train.dropout import active_dropout, set_layer_dropout
 from clipmag.train.resume_check import config_identity

@@ -6,8 +6,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from clipmag.config.checks import ConfigError, Fraction, NonNegativeInt, PositiveFloat, PositiveInt
+from clipmag.config.checks import Fraction, NonNegativeInt, PositiveFloat, PositiveInt
 from clipmag.config.spellings import BUNDLED_RENAME
+from clipmag.errors import ConfigError
 from clipmag.scoring.heads import HeadConfig
 from clipmag.scoring.losses import LossConfig, resolve_loss
 from clipmag.train.loop_config import TrainLoopConfig

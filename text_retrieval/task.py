@@ -14,7 +14,7 @@ from typing import Any
 
 from torch import nn
 
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.runtime import distributed as dist_utils
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.scoring.heads import build_head

@@ -17,7 +17,8 @@ from typing import Literal
 import open_clip
 from torch import nn
 
-from clipmag.config.checks import ConfigError, Fraction, NonNegativeInt
+from clipmag.config.checks import Fraction, NonNegativeInt
+from clipmag.errors import ConfigError
 from clipmag.registry.config_packages import packaged_configs
 from clipmag.train.dropout import set_layer_dropout
 

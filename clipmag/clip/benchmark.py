@@ -38,8 +38,8 @@ from typing import Any
 
 import torch
 
-from clipmag.config.checks import ConfigError
 from clipmag.config.entry import run_entry_point
+from clipmag.errors import ConfigError
 from clipmag.storage.naming import distinct_labels, model_label, slug
 
 from .benchmark_scoring import HEAD_CHOICES, head_aware

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.runtime.distributed import DistributedContext
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.scoring.heads import build_head

@@ -25,7 +25,7 @@ import open_clip
 import torch
 from torch import nn
 
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.train.checkpoint import CHECKPOINT_DIR, LATEST
 
 from .weights import export_weights_file, open_clip_state_dict, tested_model

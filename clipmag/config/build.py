@@ -25,16 +25,9 @@ from typing import Any, TypeVar, get_args
 
 import yaml
 
-from clipmag.config.checks import (
-    ConfigError,
-    alternatives,
-    build,
-    coerce,
-    config_fields,
-    list_types,
-    type_name,
-)
+from clipmag.config.checks import alternatives, build, coerce, config_fields, list_types, type_name
 from clipmag.config.spellings import current_key, renamed_keys_tree, renamed_value, respelled_tree
+from clipmag.errors import ConfigError
 from clipmag.registry.config_packages import config_path
 from clipmag.storage.user_files import read_utf8
 

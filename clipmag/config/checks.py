@@ -12,17 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
+from clipmag.errors import ConfigError
+
 logger = logging.getLogger("clipmag")
 RETIRED = "retired_keys"  # a section's ClassVar: key -> what replaced it (see build)
-
-
-class UserError(Exception):
-    """An error its message lets the user fix (it names the key, file or setting): every console
-    script ends on one with that message in one line (:mod:`clipmag.config.entry`), not a traceback."""
-
-
-class ConfigError(UserError, ValueError):
-    """A configuration key or value that does not fit the schema."""
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from clipmag.config.build import build_config, cli_value, config_keys_text, key_type, parse_override
-from clipmag.config.checks import ConfigError, alternatives, list_types
+from clipmag.config.checks import alternatives, list_types
 from clipmag.config.spellings import current_flag
+from clipmag.errors import ConfigError
 
 T = TypeVar("T")
 

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from clipmag.config.checks import UserError
+from clipmag.errors import UserError
 
 # ValueError: data-format errors name file and line; PermissionError: an unwritable output folder
 # is the user's to fix, and its message names the path.

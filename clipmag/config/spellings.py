@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.runtime.logs import logger
 
 __all__ = [

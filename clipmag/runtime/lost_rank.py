@@ -16,7 +16,7 @@ import re
 
 import torch.distributed as dist
 
-from clipmag.config.checks import UserError
+from clipmag.errors import UserError
 
 __all__ = ["LostRank", "is_lost_rank"]
 

@@ -32,7 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from clipmag.config.checks import ConfigError, Fraction, PositiveFloat
+from clipmag.config.checks import Fraction, PositiveFloat
+from clipmag.errors import ConfigError
 from clipmag.runtime import distributed as dist_utils
 from clipmag.scoring.heads import SimilarityHead
 

@@ -16,7 +16,7 @@ import os
 import shutil
 from pathlib import Path
 
-from clipmag.config.checks import UserError
+from clipmag.errors import UserError
 
 __all__ = ["DiskFull", "is_disk_full", "free_space"]
 

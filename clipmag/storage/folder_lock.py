@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 
 __all__ = ["LOCK_FILE", "FolderBusy", "FolderLock"]
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from clipmag.config.checks import UserError
+from clipmag.errors import UserError
 
 __all__ = ["UnsafeFileError", "load_weights_only"]
 

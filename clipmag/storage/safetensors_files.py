@@ -13,7 +13,7 @@ import json
 import struct
 from pathlib import Path
 
-from clipmag.config.checks import UserError
+from clipmag.errors import UserError
 
 __all__ = ["BrokenWeightsFile", "check_safetensors", "check_safetensors_folder"]
 

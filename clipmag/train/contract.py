@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from clipmag.config.checks import UserError
+from clipmag.errors import UserError
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.scoring.heads import SimilarityHead
 from clipmag.scoring.losses import InfoNCE

@@ -22,7 +22,7 @@ from typing import Any
 
 from torch import nn
 
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.runtime.distributed import DistributedContext
 from clipmag.runtime.logs import logger
 from clipmag.train import checkpoint as ckpt_io

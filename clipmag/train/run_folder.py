@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.runtime.logs import logger
 from clipmag.storage.files import remove_stale_partials
 from clipmag.train.checkpoint import BEST, CHECKPOINT_DIR, LATEST

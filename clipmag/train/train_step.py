@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from clipmag.config.checks import UserError
+from clipmag.errors import UserError
 from clipmag.runtime import distributed as dist_utils
 from clipmag.train import sharding
 from clipmag.train.grad_cache import cached_backward

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.results.significance import ALPHA, POWER, QUERY_TEST
 
 __all__ = ["BASELINE", "ComparisonProtocol", "check_comparison", "comparison_statement"]

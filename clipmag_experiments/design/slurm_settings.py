@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clipmag.config.build import build
-from clipmag.config.checks import ConfigError, NonNegativeInt, PositiveFloat, PositiveInt
+from clipmag.config.checks import NonNegativeInt, PositiveFloat, PositiveInt
+from clipmag.errors import ConfigError
 
 __all__ = ["SlurmResources", "SlurmSettings", "resources_for"]
 

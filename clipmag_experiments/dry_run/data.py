@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.runtime.logs import logger
 from clipmag_experiments.design.prepare import SweepStep, run_prepare
 from clipmag_experiments.dry_run.standin_coco import write_karpathy_coco

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clipmag.config.build import load_yaml
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.registry.config_packages import packaged_configs
 from clipmag_experiments.dry_run.data import standin_model
 from clipmag_experiments.sweep.run import (

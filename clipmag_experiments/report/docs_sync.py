@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clipmag.config.checks import ConfigError
 from clipmag.config.command_line import field_flags, parse_cli
+from clipmag.errors import ConfigError
 from clipmag_experiments.report import (
     docs_budget,
     docs_clip,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.results.provenance import describe_code
 from clipmag_experiments.report.collect import CellResult
 

@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from clipmag.config.checks import ConfigError, UserError
+from clipmag.errors import ConfigError, UserError
 from clipmag.storage.files import write_text_atomic
 
 __all__ = [

@@ -14,7 +14,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from clipmag.config.checks import UserError
+from clipmag.errors import UserError
 from clipmag_experiments.design.grid import Cell
 
 __all__ = ["CELL_LOG", "CellFailed", "failure_reason", "run_logged"]

@@ -29,7 +29,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.registry.front_ends import get_front_end
 from clipmag.runtime.devices import Device
 from clipmag.train.cost import BYTES_PER_PARAMETER, CellCost

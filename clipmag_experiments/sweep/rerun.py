@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clipmag.config.checks import ConfigError, NonNegativeFloat
+from clipmag.config.checks import NonNegativeFloat
 from clipmag.config.command_line import field_flags, parse_cli
 from clipmag.config.entry import run_entry_point
+from clipmag.errors import ConfigError
 from clipmag.results.provenance import code_state, describe_code, same_code
 from clipmag.results.record import RESULTS_FILE, read_results
 from clipmag.runtime.logs import logger, setup_logging

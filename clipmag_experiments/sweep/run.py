@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from clipmag.config.build import build_config
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.registry.evaluations import get_evaluation
 from clipmag.registry.front_ends import get_front_end
 from clipmag.results.record import RESULTS_FILE

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from clipmag.config.checks import ConfigError, PositiveInt
+from clipmag.config.checks import PositiveInt
 from clipmag.config.command_line import field_flags, parse_cli, require_words
 from clipmag.config.entry import run_entry_point
+from clipmag.errors import ConfigError
 from clipmag.runtime.logs import setup_logging
 from text_retrieval.data.fetch import download_allnli, download_beir, download_bright, download_msmarco, download_sts
 from text_retrieval.data.loaders.bright import BRIGHT_REVISION

@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clipmag.config.checks import ConfigError
 from clipmag.config.command_line import parse_cli
 from clipmag.config.entry import run_entry_point
+from clipmag.errors import ConfigError
 from clipmag.registry.evaluations import EvaluationResult
 from clipmag.runtime.logs import setup_logging
 from clipmag.storage.folder_lock import FolderLock

@@ -43,10 +43,11 @@ from typing import Any, ClassVar, Literal
 import torch
 
 from clipmag.config.build import to_dict
-from clipmag.config.checks import ConfigError, PositiveFloat, PositiveInt
+from clipmag.config.checks import PositiveFloat, PositiveInt
 from clipmag.config.command_line import field_flags, parse_cli
 from clipmag.config.entry import run_entry_point
 from clipmag.config.spellings import BUNDLED_RENAME
+from clipmag.errors import ConfigError
 from clipmag.results.provenance import provenance
 from clipmag.results.record import encoding_numerics
 from clipmag.runtime.distributed import environment_rank

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from clipmag.config.checks import ConfigError
+from clipmag.errors import ConfigError
 from clipmag.storage.folder_lock import LOCK_FILE
 from clipmag.storage.shards import SIZES_FILE
 

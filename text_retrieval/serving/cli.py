@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from clipmag.config.checks import ConfigError, PositiveInt
+from clipmag.config.checks import PositiveInt
 from clipmag.config.command_line import field_flags, help_text, parse_cli
 from clipmag.config.entry import run_entry_point
+from clipmag.errors import ConfigError
 from clipmag.runtime.logs import setup_logging
 from clipmag.runtime.precision import PRECISIONS
 from clipmag.scoring.heads import HeadName, build_head

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from clipmag.config.checks import UserError
+from clipmag.errors import UserError
 
 __all__ = ["LANCE_FOLDER", "LANCE_TABLE", "build_lance", "LanceStore"]
 
