@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -40,6 +41,24 @@ NonNegativeInt = Annotated[int, Range(0)]
 PositiveFloat = Annotated[float, Range(0, open_low=True)]
 NonNegativeFloat = Annotated[float, Range(0)]
 Fraction = Annotated[float, Range(0, 1)]
+
+
+# What torch, numpy and every seeded generator take: an int beyond it fails deep inside a run.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _finite(value: int | float, key: str, source: str) -> float:
+    """``value`` as a finite float. No setting means anything by inf or nan, and the command line and YAML
+    both spell them in passing (``1e999``, ``.inf``, ``.nan``), so they are refused here, before any
+    range check a nan would slip through or an inf would pass (``optim.lr=1e999``)."""
+    expects = f"{source}: key '{key}' expects a finite number"
+    try:
+        number = float(value)
+    except OverflowError:
+        raise ConfigError(f"{expects}, got an int too large for a float") from None
+    if not math.isfinite(number):
+        raise ConfigError(f"{expects}, got {value!r} (the command line reads 1e999 as inf, YAML .inf and .nan)")
+    return number
 
 
 def type_name(tp: Any) -> str:
@@ -115,10 +134,12 @@ def coerce(value: Any, tp: Any, key: str, source: str, construct: bool = True) -
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise fail()
-        return float(value)
+        return _finite(value, key, source)
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise fail()
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise ConfigError(f"{source}: key '{key}' expects an int that fits in 64 bits, got {value}")
         return value
     if tp is str:
         if not isinstance(value, str):
@@ -156,6 +177,11 @@ def list_types(tp: Any) -> list[Any]:
     return [tp] if origin in (list, tuple) else []
 
 
+def _required(field: dataclasses.Field) -> bool:
+    """A field without a default, which a section built from user values must be given."""
+    return field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
+
+
 def build(cls: type, values: Mapping[str, Any], prefix: str, source: str, construct: bool = True) -> Any:
     """``cls`` from ``values``, every key checked against its type. ``construct=False`` checks the keys
     only: a section's own cross-key checks (its ``__post_init__``) wait for the finished tree, so the
@@ -178,6 +204,10 @@ def build(cls: type, values: Mapping[str, Any], prefix: str, source: str, constr
         kwargs[name] = coerce(value, fields[name], key, source, construct)
     if not construct:
         return kwargs
+    missing = [f.name for f in dataclasses.fields(cls) if f.init and f.name not in kwargs and _required(f)]
+    if missing:
+        where = f"key '{prefix}'" if prefix else "the top level"
+        raise ConfigError(f"{source}: {where} needs {', '.join(repr(name) for name in missing)}; give a value for each")
     try:
         return cls(**kwargs)
     except ConfigError:
