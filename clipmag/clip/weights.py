@@ -17,6 +17,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from clipmag.results.record import RESULTS_FILE, read_results
+from clipmag.storage.finite import require_finite
 from clipmag.storage.safe_load import load_weights_only
 from clipmag.storage.safetensors_files import check_safetensors
 
@@ -90,6 +91,7 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
 def write_weights(state: dict[str, torch.Tensor], folder: Path) -> Path:
     """Write tower weights to ``folder`` as safetensors (each tensor's own storage: safetensors keeps
     no tensor twice) and remove an older export's torch file there."""
+    require_finite(state, str(folder))
     tensors, storages = {}, set()
     for key, value in state.items():
         value = value.detach().cpu().contiguous()

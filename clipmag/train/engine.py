@@ -105,6 +105,7 @@ class Trainer(RunCheckpoints):
 
     def validate(self) -> dict[str, float]:
         metrics: dict[str, float] = {}
+        self.require_finite_weights()  # the best checkpoint is saved from what is validated
         self._gather_whole()
         if self.ctx.is_main:
             model = self.tested_model.to(self.ctx.device)

@@ -20,6 +20,7 @@ from clipmag.runtime import distributed as dist_utils
 from clipmag.runtime.distributed import DistributedContext
 from clipmag.runtime.logs import MetricsWriter, logger
 from clipmag.storage.files import write_text_atomic
+from clipmag.storage.finite import NonFiniteWeights, first_non_finite
 from clipmag.train import checkpoint as ckpt_io
 from clipmag.train import dropout, sharding
 from clipmag.train.contract import Task
@@ -84,6 +85,7 @@ class RunCheckpoints:
         }
 
     def save(self) -> None:
+        self.require_finite_weights()
         rng = dist_utils.all_gather_objects(ckpt_io.rng_state())
         if self.sharded:
             sharding.save_sharded(self.ckpt_dir, self.step, self.model, self.optimizer, self.trainer_state(rng))
@@ -91,6 +93,18 @@ class RunCheckpoints:
         if self.ctx.is_main:
             ckpt_io.atomic_save(self.state(rng), self.ckpt_dir / ckpt_io.LATEST)
         dist_utils.barrier()
+
+    def require_finite_weights(self) -> None:
+        """Stop, on every rank at once, a run whose weights hold inf or nan before they are validated,
+        saved or exported (each rank checks its own shards under FSDP); the message names the step, the
+        tensor and the checkpoint that remains."""
+        found = [name for name in dist_utils.all_gather_objects(first_non_finite(self.model.state_dict())) if name]
+        if found:
+            raise NonFiniteWeights(
+                f"step {self.step}: weight '{found[0]}' holds inf or nan, so no checkpoint or export is written; "
+                f"{ckpt_io.what_remains(self.output_dir, read_step=self.ctx.is_main)}. "
+                "Try a lower learning rate, a smaller scale, or a normalised head"
+            )
 
     def prepare(self, checkpoint: dict[str, Any] | None = None) -> None:
         """Claim the run folder: check it and the checkpoint to resume (every rank, before anything

@@ -22,6 +22,7 @@ from torch.nn.parallel import DistributedDataParallel
 from clipmag.errors import UserError
 from clipmag.runtime import distributed as dist_utils
 from clipmag.train import sharding
+from clipmag.train.checkpoint import what_remains
 from clipmag.train.grad_cache import cached_backward
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optimizer import OptimConfig
@@ -122,6 +123,6 @@ class TrainStep:
             if not math.isfinite(value) or value > limits[key]:
                 raise TrainingDiverged(
                     f"training diverged at step {step + 1}: {key} = {value:.4g} (limit {limits[key]:.4g}); "
-                    f"the weights were not updated and the last good checkpoint is in {self.checkpoints}. "
+                    f"the weights were not updated and {what_remains(self.checkpoints.parent, self.ctx.is_main)}. "
                     f"Try a lower learning rate, a smaller scale, or a normalised head."
                 )

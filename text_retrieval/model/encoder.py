@@ -27,6 +27,7 @@ from transformers import AutoTokenizer, BatchEncoding, PreTrainedModel, PreTrain
 from clipmag.runtime.precision import autocast, autocast_dtype, check_precision
 from clipmag.scoring.head_record import HEAD_FILE, HeadRecord
 from clipmag.scoring.heads import SimilarityHead, build_head
+from clipmag.storage.finite import require_finite
 from text_retrieval.model.hf_files import append_eos
 from text_retrieval.model.packaged import resolve_model_name
 from text_retrieval.model.pooling import (
@@ -288,6 +289,7 @@ class TextEncoder(nn.Module):
         from text_retrieval.model import card, st_export
 
         directory = Path(directory)
+        require_finite(self.model.state_dict(), str(directory))
         directory.mkdir(parents=True, exist_ok=True)
         self.model.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)

@@ -31,6 +31,7 @@ import numpy as np
 from clipmag.results.provenance import code_state
 from clipmag.results.record import encoding_numerics
 from clipmag.scoring.heads import build_head
+from clipmag.storage.finite import NonFiniteWeights
 from text_retrieval.data.loaders import EvalSettings, RetrievalDataset
 from text_retrieval.evaluation.encoding import evaluation_encoding, with_export_lengths
 from text_retrieval.model.encoder import TextEncoder
@@ -68,6 +69,17 @@ def _mips_norm(layout: Layout, docs: np.ndarray) -> float:
     return max((float(np.linalg.norm(r, axis=1).max(initial=0.0)) for r in layout.documents(_chunks(docs))), default=0)
 
 
+def _require_finite_embeddings(docs: Any, ids: Sequence[str], output: Path) -> None:
+    """Refuse to serve embeddings holding inf or nan (a model with broken weights): their scores would
+    rank the corpus arbitrarily. The message names the first such document."""
+    bad = ~np.isfinite(np.asarray(docs)).all(axis=1)
+    if bad.any():
+        raise NonFiniteWeights(
+            f"{output}: not written: the embedding of document {ids[int(bad.argmax())]!r} holds inf or nan "
+            f"({int(bad.sum())} of {len(ids)} documents); check the model's weights"
+        )
+
+
 def build_served_index(
     encoder: TextEncoder,
     corpus: Corpus,
@@ -102,6 +114,7 @@ def build_served_index(
     if not compressed.is_none:
         codes = compressed.fit(raw).encode(raw)
         docs, described = compressed.decode(codes, raw.shape[1]), compressed.describe(raw.shape[1], codes)
+    _require_finite_embeddings(docs, corpus.ids, output)
     layout = Layout(encoder.head, metric, _mips_norm(Layout(encoder.head), docs) if mips else None)
     partial = output.with_name(output.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
