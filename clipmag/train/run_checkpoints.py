@@ -23,6 +23,7 @@ from clipmag.storage.files import write_text_atomic
 from clipmag.storage.finite import NonFiniteWeights, first_non_finite
 from clipmag.train import checkpoint as ckpt_io
 from clipmag.train import dropout, sharding
+from clipmag.train.checkpoint_schema import FORMAT, FORMAT_KEY, check_checkpoint_schema
 from clipmag.train.contract import Task
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.resume_check import ResumeMismatch, check_resumable
@@ -63,6 +64,7 @@ class RunCheckpoints:
         """Everything a resumed run needs but the weights and the optimizer's moments (which a
         sharded checkpoint stores in shards beside it); ``rng``: every rank's RNG state, in rank order."""
         return {
+            FORMAT_KEY: FORMAT,
             "epoch": self.step,  # open_clip's key; we count optimizer steps
             "step": self.step,
             "samples_seen": self.samples_seen,
@@ -120,6 +122,7 @@ class RunCheckpoints:
         if resume_path is not None:
             ckpt = checkpoint if checkpoint is not None else ckpt_io.load_checkpoint(resume_path)
         if ckpt is not None:
+            check_checkpoint_schema(ckpt, resume_path)  # a missing key is named before anything is rewritten
             check_resumable(ckpt, resume_path, self.identity, self.model.state_dict())
             if self.sharded and not ckpt.get("sharded"):
                 raise ResumeMismatch(
