@@ -76,6 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.no_shuffle:
             samples = shuffled(samples, args.seed)
         paths = write_text_shards(samples, args.out_dir, args.samples_per_shard, overwrite=args.overwrite)
+    except BrokenPipeError:  # the reader of standard output has gone: the entry point ends quietly
+        raise
     except (OSError, ValueError) as exc:  # DataFormatError and ConfigError are ValueErrors naming file, line or key
         print(f"error: {exc}", file=sys.stderr)
         return 2
