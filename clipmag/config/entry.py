@@ -18,8 +18,16 @@ from typing import Any
 from clipmag.errors import UserError
 
 # ValueError: data-format errors name file and line; PermissionError: an unwritable output folder
-# is the user's to fix, and its message names the path.
-USER_ERRORS: tuple[type[BaseException], ...] = (UserError, FileNotFoundError, PermissionError, ValueError)
+# is the user's to fix, and its message names the path; a directory given where a file is expected
+# (or the reverse) likewise.
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    UserError,
+    FileNotFoundError,
+    PermissionError,
+    IsADirectoryError,
+    NotADirectoryError,
+    ValueError,
+)
 # What a command stopped by SIGPIPE reports (128 + 13), as ``yes | head`` does.
 BROKEN_PIPE_STATUS = 141
 
@@ -36,6 +44,17 @@ def _silence_stdout() -> None:
     os.close(devnull)
 
 
+def user_message(err: BaseException) -> str:
+    """The one line that tells the user what to fix: the error's own message, but for a directory
+    where a file is expected, or the reverse, a sentence naming the path as such (the system's
+    ``[Errno 21] Is a directory`` leaves the reader to guess which was wanted)."""
+    if isinstance(err, IsADirectoryError) and err.filename:
+        return f"{err.filename}: is a directory, where a file is expected; give the file (or remove the directory)"
+    if isinstance(err, NotADirectoryError) and err.filename:
+        return f"{err.filename}: a part of this path is a file, where a directory is expected"
+    return str(err)
+
+
 def run_entry_point(main: Callable[[Sequence[str]], Any], argv: Sequence[str] | None = None) -> None:
     """Call ``main(argv)``; on a user error print ``error: <message>`` and exit with status 2; when the
     reader of standard output has gone (a closed pipe) exit with status 141 and no traceback."""
@@ -50,7 +69,7 @@ def run_entry_point(main: Callable[[Sequence[str]], Any], argv: Sequence[str] | 
     except USER_ERRORS as err:
         if os.environ.get("CLIPMAG_DEBUG"):
             raise
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {user_message(err)}", file=sys.stderr)
         raise SystemExit(2) from None
     except KeyboardInterrupt:
         if os.environ.get("CLIPMAG_DEBUG"):

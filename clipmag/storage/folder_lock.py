@@ -56,6 +56,7 @@ class FolderLock:
         self.what = what  # e.g. "training run", "sweep": named in the refusal
         self._handle: IO[str] | None = None
         self.left_by: dict[str, Any] = {}  # the record of a holder that died holding it, once acquired
+        self.created = False  # whether acquire made the folder (see abandon)
 
     @property
     def path(self) -> Path:
@@ -65,6 +66,7 @@ class FolderLock:
         """Take the lock, or raise :class:`FolderBusy` at once naming the holder; with ``wait``, log
         that line and block until the holder releases it (or exits)."""
         try:
+            self.created = not self.folder.exists()
             self.folder.mkdir(parents=True, exist_ok=True)
             handle = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held open while the lock lives
         except OSError as err:
@@ -104,6 +106,18 @@ class FolderLock:
             fcntl.flock(self._handle, fcntl.LOCK_UN)
             self._handle.close()
             self._handle = None
+
+    def abandon(self) -> None:
+        """Release the lock of a process that stopped before it began (a missing model, a refused
+        setting): a folder this lock created and nothing else wrote into is removed, lock file and all,
+        so no empty run folder is left behind; any other folder is only released."""
+        held = self._handle is not None
+        if held and self.created and [p.name for p in self.folder.iterdir()] == [LOCK_FILE]:
+            self.path.unlink()  # still held: a process opening it now is refused, then finds no folder
+            self.release()
+            self.folder.rmdir()
+            return
+        self.release()
 
     def __enter__(self) -> FolderLock:
         return self.acquire()

@@ -74,6 +74,7 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
     ctx = dist_utils.init_distributed(cfg.train.device, cfg.train.collective_timeout_s / 60)
     output_dir = Path(cfg.train.output_dir)
     lock = FolderLock(output_dir, "training run")
+    started = False  # until the trainer accepts the folder, a failure leaves no run folder behind
     try:
         if ctx.is_main:  # before any rank writes: a second run into this folder stops here
             lock.acquire()
@@ -84,6 +85,7 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
         start = time.perf_counter()
         trainer = Trainer(task, cfg.train, cfg.optim, cfg, ctx)
         trainer.prepare(checkpoint)
+        started = True
         del checkpoint  # restored into the model and optimizer: free its copy
         release_held_log()
         validation = trainer.fit()
@@ -133,7 +135,10 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
             raise
         raise fault from None
     finally:
-        lock.release()
+        if started:
+            lock.release()
+        else:
+            lock.abandon()
         dist_utils.cleanup()
 
 

@@ -23,7 +23,7 @@ from typing import ClassVar
 
 from clipmag.config.checks import PositiveInt
 from clipmag.config.command_line import field_flags, parse_cli, require_one_of
-from clipmag.config.entry import run_entry_point
+from clipmag.config.entry import run_entry_point, user_message
 from clipmag.runtime.logs import setup_logging
 from text_retrieval.data.bundled.build import pairs_from_bundled
 from text_retrieval.data.training.pairs import pairs_from_beir, pairs_from_jsonl, shuffled
@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of standard output has gone: the entry point ends quietly
         raise
     except (OSError, ValueError) as exc:  # DataFormatError and ConfigError are ValueErrors naming file, line or key
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {user_message(exc)}", file=sys.stderr)
         return 2
     print(f"{len(samples)} samples in {len(paths)} shards -> {args.out_dir}")
     return 0

