@@ -9,6 +9,7 @@ import pytest
 from text_fixtures import write_beir
 
 from clipmag.config.entry import run_entry_point
+from clipmag.errors import ConfigError
 
 
 def _one_error_line(capsys, main, argv) -> str:
@@ -49,3 +50,27 @@ def test_a_run_into_an_existing_folder_that_never_started_leaves_it_as_it_was(tm
     (run / "notes.txt").write_text("mine\n")
     _one_error_line(capsys, main, [f"model.name_or_path={tmp_path / 'no-such-model'}", f"train.output_dir={run}"])
     assert sorted(p.name for p in run.iterdir()) == [".clipmag.lock", "notes.txt"]
+
+
+def test_every_prepare_step_is_checked_before_any_runs(tmp_path):
+    """A valid step first, then a module without ``main`` and one that is not installed: the sweep
+    names both and runs nothing (not even the valid step), writing nothing."""
+    import toy_prepare
+
+    from clipmag_experiments.sweep.run import SweepConfig, SweepStep, run_sweep
+
+    toy_prepare.CALLS.clear()
+    target = str(tmp_path / "prepared" / "done.txt")
+    steps = [
+        SweepStep(name="make", module="toy_prepare", args=[target], creates=target),
+        SweepStep(name="no-main", module="clipmag.errors"),
+        SweepStep(name="absent", module="clipmag_no_such_module"),
+    ]
+    cfg = SweepConfig(output_dir=str(tmp_path / "runs"), prepare=steps)
+    with pytest.raises(ConfigError) as err:
+        run_sweep(cfg, source="sweep.yaml")
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("sweep.yaml: prepare step 'no-main': module 'clipmag.errors'")
+    assert "has no main(args) to call" in message
+    assert "prepare step 'absent': module 'clipmag_no_such_module' is not importable" in message
+    assert toy_prepare.CALLS == [] and not (tmp_path / "runs").exists() and not (tmp_path / "prepared").exists()

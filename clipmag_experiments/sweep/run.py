@@ -60,7 +60,7 @@ from clipmag_experiments.design.grid import (
     expand,
     split_model_entry,
 )
-from clipmag_experiments.design.prepare import SweepStep, missing_paths, run_prepare
+from clipmag_experiments.design.prepare import SweepStep, check_prepare, missing_paths, run_prepare
 from clipmag_experiments.design.protocol import record_start
 from clipmag_experiments.slurm.jobs import SweepUnfinished, check_cluster
 from clipmag_experiments.slurm.launcher import run_on_slurm
@@ -175,6 +175,7 @@ def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep")
         valid = ", ".join(g.name for g in cfg.groups)
         raise ConfigError(f"{source}: --only names {', '.join(unknown)}, which is not a group (groups: {valid})")
     check_cells([c for c in expand(cfg) if not only or c.group in only], source)
+    check_prepare(cfg.prepare, source)
     if cfg.launcher == "slurm":
         check_cluster()
     with FolderLock(cfg.output_dir, "sweep"):  # a second sweep on this folder stops here, before preparing
