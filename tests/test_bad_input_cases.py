@@ -74,3 +74,11 @@ def test_every_prepare_step_is_checked_before_any_runs(tmp_path):
     assert "has no main(args) to call" in message
     assert "prepare step 'absent': module 'clipmag_no_such_module' is not importable" in message
     assert toy_prepare.CALLS == [] and not (tmp_path / "runs").exists() and not (tmp_path / "prepared").exists()
+
+
+@pytest.mark.parametrize("split", ["train", "val", "test"])
+def test_an_empty_bundled_clip_split_is_refused_naming_its_key(split):
+    from clipmag.clip.cli import parse_args
+
+    with pytest.raises(ConfigError, match=rf"key 'data.bundled.{split}' expects int >= 1, got 0"):
+        parse_args([f"data.bundled.{split}=0"])

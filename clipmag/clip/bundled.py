@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from clipmag.config.checks import NonNegativeInt, PositiveInt
+from clipmag.config.checks import PositiveInt
 
 POSITIONS: tuple[str, ...] = ("top left", "top right", "bottom left", "bottom right")
 # {0}..{3}: the digits in POSITIONS order; the first template is the canonical caption.
@@ -128,11 +128,12 @@ class BundledDigits:
 class DigitsSizes:
     """The bundled set's sizes, one config section for the trainer (``data.bundled``) and the shard
     builder (``--bundled-train`` ...): composites per split (each with several captions) and the
-    classification images per class."""
+    classification images per class. Every split is trained on, validated or tested, so none may be
+    empty: an empty split has no pair to score, and is refused here rather than deep inside a run."""
 
-    train: NonNegativeInt = 20000
-    val: NonNegativeInt = 500
-    test: NonNegativeInt = 1000
+    train: PositiveInt = 20000
+    val: PositiveInt = 500
+    test: PositiveInt = 1000
     per_class: PositiveInt = 50
 
     def __post_init__(self) -> None:
