@@ -82,3 +82,32 @@ def test_an_empty_bundled_clip_split_is_refused_naming_its_key(split):
 
     with pytest.raises(ConfigError, match=rf"key 'data.bundled.{split}' expects int >= 1, got 0"):
         parse_args([f"data.bundled.{split}=0"])
+
+
+class _Payload:
+    """Read in full, it creates ``marker``: the trace of a loader that ran pickled code."""
+
+    def __init__(self, marker) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return open, (self.marker, "w")
+
+
+def test_a_text_export_with_pickled_weights_is_refused_naming_the_file(tmp_path, capsys):
+    import torch
+    from text_fixtures import write_tiny_bert
+    from transformers import AutoModel
+
+    from text_retrieval.evaluation.cli import main
+
+    export = write_tiny_bert(tmp_path / "export")
+    state = AutoModel.from_pretrained(export).state_dict()
+    for weights in export.glob("*.safetensors"):
+        weights.unlink()
+    marker = tmp_path / "ran"
+    torch.save({**state, "extra": _Payload(marker)}, export / "pytorch_model.bin")
+    data = write_beir(tmp_path / "beir", [{"_id": "d1", "text": "a"}], [{"_id": "q1", "text": "a"}], [("q1", "d1", 1)])
+    line = _one_error_line(capsys, main, ["--model", str(export), "--data", str(data)])
+    assert line.startswith(f"error: {export / 'pytorch_model.bin'}: refused: not plain weights and data")
+    assert not marker.exists()

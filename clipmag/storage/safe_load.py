@@ -27,7 +27,7 @@ import torch
 
 from clipmag.errors import UserError
 
-__all__ = ["UnsafeFileError", "load_weights_only"]
+__all__ = ["UnsafeFileError", "check_torch_weights_folder", "load_weights_only"]
 
 _PICKLE_PROTOCOL_OPCODE = 0x80  # the first byte of a pickle (and of torch's pre-zip format)
 _REBUILD_ARRAY = np.zeros(0).__reduce__()[0]  # numpy's array rebuilder, wherever this numpy keeps it
@@ -80,3 +80,17 @@ def load_weights_only(path: str | Path) -> Any:
             "would run code from the file; if it is your own, re-save its tensors and plain values with "
             "torch.save from code you trust and use that file"
         ) from None
+
+
+def check_torch_weights_folder(folder: str | Path) -> None:
+    """Read a model folder's torch weights files (``*.bin``) weights-only before another library loads
+    them, so that one needing pickle is refused in one line naming it (transformers' own refusal is
+    a page that names no file). A folder with safetensors weights is read from those: nothing to do."""
+    folder = Path(folder)
+    if not folder.is_dir() or any(folder.glob("*.safetensors")):
+        return
+    for path in sorted(folder.glob("*.bin")):
+        try:
+            load_weights_only(path)
+        except pickle.UnpicklingError as err:
+            raise UnsafeFileError(f"{path}: not a torch weights file ({err})") from None

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, PreTrainedModel
 
+from clipmag.storage.safe_load import check_torch_weights_folder
 from clipmag.storage.safetensors_files import check_safetensors_folder
 from clipmag.train.dropout import dropout_overrides
 from text_retrieval.config import POOLINGS
@@ -70,6 +71,7 @@ def load_model(
     config = {} if dropout is None else dropout_overrides(AutoConfig.from_pretrained(source), dropout, source)
     if random_init_seed is None:
         check_safetensors_folder(source)
+        check_torch_weights_folder(source)
         return auto.from_pretrained(source, **config, **model_kwargs)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(random_init_seed)
