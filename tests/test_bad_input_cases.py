@@ -111,3 +111,25 @@ def test_a_text_export_with_pickled_weights_is_refused_naming_the_file(tmp_path,
     line = _one_error_line(capsys, main, ["--model", str(export), "--data", str(data)])
     assert line.startswith(f"error: {export / 'pytorch_model.bin'}: refused: not plain weights and data")
     assert not marker.exists()
+
+
+def test_loading_a_clip_export_does_not_say_its_weights_are_random(tmp_path, caplog):
+    """open_clip warns "No pretrained weights loaded ... initialized randomly" for a model it builds
+    without weights; clipmag loads every tensor of the export next, so the warning is not shown."""
+    import logging
+
+    import torch
+
+    from clipmag.clip.model import ClipMagModel, ClipModelConfig, build_open_clip, export_open_clip, load_clipmag
+    from clipmag.scoring.heads import build_head
+    from clipmag.scoring.losses import InfoNCE
+
+    clip, _, _, _ = build_open_clip(ClipModelConfig(name="clipmag-micro"))
+    model = ClipMagModel(clip, build_head("dnorm"), InfoNCE(10.0), "image", "clipmag-micro")
+    export = export_open_clip(model, tmp_path / "export")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        loaded, _, _ = load_clipmag(export)
+    assert not [r for r in caplog.records if "initialized randomly" in r.getMessage()]
+    for name, tensor in model.clip.state_dict().items():
+        torch.testing.assert_close(loaded.clip.state_dict()[name], tensor)

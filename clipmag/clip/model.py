@@ -19,8 +19,10 @@ and writes the head to ``clipmag_head.json`` beside the weights (safetensors: :m
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import logging
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
@@ -216,6 +218,26 @@ def _model_from_record(clip: nn.Module, record: HeadRecord, name: str) -> ClipMa
     return ClipMagModel(clip, build_head(record), loss, record.query_side or "image", name)
 
 
+RANDOM_INIT_NOTICE = "No pretrained weights loaded"  # open_clip's warning for a model it built without weights
+
+
+class _DropRandomInitNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(RANDOM_INIT_NOTICE)
+
+
+@contextlib.contextmanager
+def _weights_from_clipmag() -> Iterator[None]:
+    """Around open_clip building a model whose every tensor clipmag loads next: its warning that the
+    model was "initialized randomly" (logged on the root logger) would be false, so it is dropped."""
+    notice = _DropRandomInitNotice()
+    logging.getLogger().addFilter(notice)
+    try:
+        yield
+    finally:
+        logging.getLogger().removeFilter(notice)
+
+
 def load_clipmag(path: str | Path, device: str | torch.device = "cpu") -> tuple[ClipMagModel, Callable, Callable]:
     """(model with its head, eval transform, tokenizer) from an export folder, a training checkpoint
     or a run folder.
@@ -234,11 +256,12 @@ def load_clipmag(path: str | Path, device: str | torch.device = "cpu") -> tuple[
         if weights is None:
             raise FileNotFoundError(f"{path}: no {WEIGHTS_FILE} beside its {HEAD_FILE}: not a complete CLIP export")
         state = open_clip_state_dict(weights)
-        clip, _, preprocess = open_clip.create_model_and_transforms(
-            f"local-dir:{path}",
-            load_weights=False,
-            pretrained_text=False,  # the weights are ours, read above
-        )
+        with _weights_from_clipmag():
+            clip, _, preprocess = open_clip.create_model_and_transforms(
+                f"local-dir:{path}",
+                load_weights=False,
+                pretrained_text=False,  # the weights are ours, read above
+            )
         clip.load_state_dict(state)
         tokenizer = open_clip.get_tokenizer(f"local-dir:{path}")
         model = _model_from_record(clip, record, record.model_name or "local")
@@ -249,7 +272,8 @@ def load_clipmag(path: str | Path, device: str | torch.device = "cpu") -> tuple[
         raise FileNotFoundError(f"no clipmag model at {path}: expected an export folder or a checkpoint file")
     ckpt = read_checkpoint(path)
     model_cfg = ckpt["config"]["model"]
-    clip, _, preprocess, tokenizer = build_open_clip(ClipModelConfig(name=model_cfg["name"]))
+    with _weights_from_clipmag():
+        clip, _, preprocess, tokenizer = build_open_clip(ClipModelConfig(name=model_cfg["name"]))
     record = HeadRecord.from_dict(ckpt["head"], source=f"{path}: 'head'")
     if record.query_side is None:  # a format-1 checkpoint kept only the head: the rest is in its config
         objective = ckpt["config"].get("objective", "sym")
