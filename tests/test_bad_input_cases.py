@@ -133,3 +133,13 @@ def test_loading_a_clip_export_does_not_say_its_weights_are_random(tmp_path, cap
     assert not [r for r in caplog.records if "initialized randomly" in r.getMessage()]
     for name, tensor in model.clip.state_dict().items():
         torch.testing.assert_close(loaded.clip.state_dict()[name], tensor)
+
+
+@pytest.mark.parametrize("kind, name", [("beir", "scifact"), ("sts", "stsbenchmark")])
+def test_missing_evaluation_data_names_the_command_that_fetches_it(tmp_path, capsys, kind, name):
+    from text_retrieval.evaluation.cli import main
+
+    missing = tmp_path / "data" / kind / name
+    line = _one_error_line(capsys, main, ["--model", "all-MiniLM-L6-v2", "--data", str(missing)])
+    command = f"python -m text_retrieval.data.download {kind} {name} {missing.parent}"
+    assert line == f"error: evaluation data not found: {missing}; fetch it with: {command}"

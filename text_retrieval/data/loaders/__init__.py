@@ -50,11 +50,23 @@ def located(path: str | Path) -> Path:
     return config_path(path) if not path.exists() and path.suffix in SETTINGS_SUFFIXES else path
 
 
+def fetch_hint(path: Path) -> str:
+    """The command that fetches missing evaluation data: exactly, for a BEIR set under ``.../beir/NAME``
+    or a known STS set under ``.../sts/NAME`` (the layout the downloader writes), else its usage."""
+    from text_retrieval.data.fetch import STS_SOURCES  # the fetchers read these loaders' layouts
+
+    command = "python -m text_retrieval.data.download"
+    kind = path.parent.name
+    if kind == "beir" or (kind == "sts" and path.name in STS_SOURCES):
+        return f"fetch it with: {command} {kind} {path.name} {path.parent}"
+    return f"a BEIR or STS set is fetched with: {command} beir|sts NAME ROOT (see {command} --help)"
+
+
 def detect_kind(path: str | Path) -> DatasetKind:
     """Which kind of evaluation data lives at ``path``; a clear error listing the layouts otherwise."""
     path = located(path)
     if not path.exists():
-        raise FileNotFoundError(f"evaluation data not found: {path}")
+        raise FileNotFoundError(f"evaluation data not found: {path}; {fetch_hint(path)}")
     if is_beir_folder(path):
         return "beir"
     if is_bright_folder(path):
