@@ -5,7 +5,8 @@ killed at any moment leaves either the previous checkpoint or the new one, never
 write that finds the disk full says so in one line with the checkpoint that remains.
 Keys follow open_clip's (``epoch``, ``name``, ``state_dict``, ``optimizer``, ``scaler``) plus what
 an exact resume needs (``step``, ``samples_seen``, ``scheduler``, RNG states) and what every
-consumer of the model needs (``head``, the resolved ``config``).
+consumer of the model needs (``head``, the resolved ``config``); ``format`` names the schema a
+resume reads it against (:mod:`clipmag.train.checkpoint_schema`).
 
 Everything in a checkpoint is tensors and plain data (numpy's RNG state too), so it is read with
 ``torch.load(weights_only=True)`` (:mod:`clipmag.storage.safe_load`): a checkpoint someone hands you
