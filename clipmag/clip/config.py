@@ -28,8 +28,9 @@ from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optimizer import OptimConfig
 from clipmag.train.trainer_flags import in_batch_problem, trainer_flags
 
-from .architecture import ClipModelConfig, lock_problems, resolve_model_name
+from .architecture import resolve_model_name
 from .data import ClipDataConfig, split_overlap
+from .model_config import ClipModelConfig, lock_problems
 
 Objective = Literal["sym", "i2t", "t2i"]
 # The trainers' shared flags (clipmag.train.trainer_flags) and this trainer's own; ``--siglip`` and
