@@ -32,10 +32,10 @@ from clipmag.results.provenance import code_state
 from clipmag.results.record import encoding_numerics
 from clipmag.scoring.heads import build_head
 from text_retrieval.data.loaders import EvalSettings, RetrievalDataset
-from text_retrieval.evaluation.encoding import evaluation_encoding, with_export_lengths
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.retrieval.compression import Compression
 from text_retrieval.retrieval.corpus_cache import corpus_norms, encode_corpus
+from text_retrieval.retrieval.encoding import evaluation_encoding, with_export_lengths
 from text_retrieval.serving.faiss_store import FaissStore, build_faiss
 from text_retrieval.serving.lance_store import LanceStore, build_lance
 from text_retrieval.serving.layout import Layout, check_metric
