@@ -20,8 +20,9 @@ from clipmag.clip.model import ClipMagModel, export_open_clip, load_clipmag
 from clipmag.clip.model_config import ClipModelConfig
 from clipmag.clip.weights import WEIGHTS_FILE
 from clipmag.results.record import read_results
+from clipmag.scoring.head_config import HEAD_NAMES
 from clipmag.scoring.head_record import HeadRecord
-from clipmag.scoring.heads import HEAD_NAMES, build_head
+from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE, SigLIP
 from clipmag.train.resume_check import ResumeMismatch
 

@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 from clipmag.config.checks import Fraction, NonNegativeInt, PositiveFloat, PositiveInt
 from clipmag.config.spellings import BUNDLED_RENAME
 from clipmag.errors import ConfigError
-from clipmag.scoring.heads import HeadConfig
+from clipmag.scoring.head_config import HeadConfig
 from clipmag.scoring.losses import LossConfig, resolve_loss
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optimizer import OptimConfig

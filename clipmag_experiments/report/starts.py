@@ -30,7 +30,7 @@ from clipmag.results.significance import (
     compare_with_baseline,
     mark,
 )
-from clipmag.scoring.heads import HEAD_NAMES
+from clipmag.scoring.head_config import HEAD_NAMES
 from clipmag_experiments.report.collect import CellResult
 
 METRIC = "NDCG@10"

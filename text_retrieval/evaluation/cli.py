@@ -37,7 +37,7 @@ from clipmag.errors import ConfigError
 from clipmag.runtime.distributed import environment_rank
 from clipmag.runtime.logs import setup_logging
 from clipmag.runtime.precision import PRECISIONS
-from clipmag.scoring.heads import HeadChoice
+from clipmag.scoring.head_config import HeadChoice
 from clipmag.storage.folder_lock import FolderLock
 from text_retrieval.config import PoolingName
 from text_retrieval.data.loaders import EvalSettings

@@ -39,7 +39,8 @@ from clipmag.config.entry import run_entry_point
 from clipmag.errors import ConfigError
 from clipmag.runtime.logs import setup_logging
 from clipmag.runtime.precision import PRECISIONS
-from clipmag.scoring.heads import HeadName, build_head
+from clipmag.scoring.head_config import HeadName
+from clipmag.scoring.heads import build_head
 from text_retrieval.config import PoolingName
 from text_retrieval.data.loaders import EvalSettings
 from text_retrieval.data.loaders.beir import corpus_fingerprint, read_corpus, read_queries
