@@ -23,7 +23,7 @@ from typing import ClassVar, Literal
 from clipmag.config.spellings import BUNDLED_RENAME
 from clipmag.errors import ConfigError
 from clipmag.scoring.head_config import HeadConfig
-from clipmag.scoring.losses import LossConfig, resolve_loss
+from clipmag.scoring.loss_config import LossConfig, resolve_loss
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optimizer import OptimConfig
 from clipmag.train.trainer_flags import in_batch_problem, trainer_flags
