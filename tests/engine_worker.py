@@ -22,7 +22,7 @@ from clipmag.scoring.loss_config import LossConfig, resolve_loss  # noqa: E402
 from clipmag.scoring.losses import loss_from_config  # noqa: E402
 from clipmag.train.engine import train  # noqa: E402
 from clipmag.train.loop_config import TrainLoopConfig  # noqa: E402
-from clipmag.train.optimizer import OptimConfig  # noqa: E402
+from clipmag.train.optim_config import OptimConfig  # noqa: E402
 
 
 @dataclass

@@ -17,7 +17,8 @@ from clipmag.clip.towers import tower_keys
 from clipmag.errors import ConfigError
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE
-from clipmag.train.optimizer import OptimConfig, build_optimizer
+from clipmag.train.optim_config import OptimConfig
+from clipmag.train.optimizer import build_optimizer
 
 
 def micro(seed: int, **settings) -> torch.nn.Module:

@@ -15,7 +15,7 @@ from clipmag.errors import ConfigError
 from clipmag.scoring.head_config import HeadConfig
 from clipmag.scoring.loss_config import LossConfig
 from clipmag.train.loop_config import TrainLoopConfig
-from clipmag.train.optimizer import OptimConfig
+from clipmag.train.optim_config import OptimConfig
 
 
 @dataclass

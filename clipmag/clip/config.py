@@ -25,7 +25,7 @@ from clipmag.errors import ConfigError
 from clipmag.scoring.head_config import HeadConfig
 from clipmag.scoring.loss_config import LossConfig, resolve_loss
 from clipmag.train.loop_config import TrainLoopConfig
-from clipmag.train.optimizer import OptimConfig
+from clipmag.train.optim_config import OptimConfig
 from clipmag.train.trainer_flags import in_batch_problem, trainer_flags
 
 from .architecture import resolve_model_name

@@ -24,7 +24,7 @@ from clipmag.runtime import distributed as dist_utils
 from clipmag.train import sharding
 from clipmag.train.grad_cache import cached_backward
 from clipmag.train.loop_config import TrainLoopConfig
-from clipmag.train.optimizer import OptimConfig
+from clipmag.train.optim_config import OptimConfig
 
 
 class TrainingDiverged(UserError, RuntimeError):
