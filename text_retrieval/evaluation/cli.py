@@ -36,7 +36,7 @@ from clipmag.config.entry import run_entry_point
 from clipmag.errors import ConfigError
 from clipmag.runtime.distributed import environment_rank
 from clipmag.runtime.logs import setup_logging
-from clipmag.runtime.precision import PRECISIONS
+from clipmag.runtime.precision_setting import PRECISIONS
 from clipmag.scoring.head_config import HeadChoice
 from clipmag.storage.folder_lock import FolderLock
 from text_retrieval.config import PoolingName

@@ -12,7 +12,7 @@ from typing import ClassVar, Literal
 
 from clipmag.config.checks import NonNegativeInt, PositiveInt
 from clipmag.config.spellings import BUNDLED_RENAME
-from clipmag.runtime.precision import PRECISIONS
+from clipmag.runtime.precision_setting import PRECISIONS
 from clipmag.scoring.head_config import HEAD_NAMES
 from text_retrieval.config import PoolingName
 

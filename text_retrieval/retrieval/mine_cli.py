@@ -52,7 +52,7 @@ from clipmag.results.provenance import provenance
 from clipmag.results.record import encoding_numerics
 from clipmag.runtime.distributed import environment_rank
 from clipmag.runtime.logs import setup_logging
-from clipmag.runtime.precision import PRECISIONS
+from clipmag.runtime.precision_setting import PRECISIONS
 from clipmag.scoring.head_config import HeadChoice
 from clipmag.storage.folder_lock import FolderLock
 from clipmag.storage.naming import slug

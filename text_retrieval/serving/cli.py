@@ -38,7 +38,7 @@ from clipmag.config.command_line import field_flags, help_text, parse_cli
 from clipmag.config.entry import run_entry_point
 from clipmag.errors import ConfigError
 from clipmag.runtime.logs import setup_logging
-from clipmag.runtime.precision import PRECISIONS
+from clipmag.runtime.precision_setting import PRECISIONS
 from clipmag.scoring.head_config import HeadName
 from clipmag.scoring.heads import build_head
 from text_retrieval.config import PoolingName
