@@ -11,9 +11,7 @@ retrieval in the COCO protocol, and zero-shot), ``benchmark`` / ``benchmark_scor
 (CLIP-benchmark on our checkpoints, scored with the model's head), ``sources`` / ``download`` /
 ``shards`` / ``shards_cli`` (captions files, COCO and Flickr30k, the split by image, writing
 shards and benchmark sets).
+
+The package imports none of them: its plugin registration and command lines stay free of torch and
+open_clip until a model is built.
 """
-
-from .model import ClipMagModel, export_open_clip, load_clipmag
-from .model_config import ClipModelConfig
-
-__all__ = ["ClipMagModel", "ClipModelConfig", "export_open_clip", "load_clipmag"]
