@@ -32,7 +32,6 @@ from clipmag.storage.user_files import read_json
 from clipmag.train.predating import recorded_overrides
 from clipmag_experiments.design.grid import CELL_FILE, Cell
 from clipmag_experiments.sweep.rerun_comparison import Comparison, compare_results, format_comparison, record_comparison
-from clipmag_experiments.sweep.run import run_cell
 
 __all__ = ["DEFAULT_TOLERANCE", "RerunCommand", "rerun_cell", "rerun_main"]
 
@@ -83,6 +82,8 @@ def _train(record: Mapping[str, Any], stored: Mapping[str, Any], output: Path) -
         chosen=record.get("chosen"),
         sweep_sha256=record.get("sweep_config_sha256"),
     )
+    from clipmag_experiments.sweep.run import run_cell  # the trainers' core: not for --help
+
     run_cell(cell, "torchrun" if world_size > 1 else "inprocess", world_size)
     return read_results(output / RESULTS_FILE)
 
