@@ -29,7 +29,7 @@ from clipmag.train.optim_config import OptimConfig
 from clipmag.train.trainer_flags import in_batch_problem, trainer_flags
 
 from .architecture import resolve_model_name
-from .data import ClipDataConfig, split_overlap
+from .data_config import ClipDataConfig, split_overlap
 from .model_config import ClipModelConfig, lock_problems
 
 Objective = Literal["sym", "i2t", "t2i"]

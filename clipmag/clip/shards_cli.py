@@ -34,7 +34,7 @@ from clipmag.config.entry import run_entry_point
 from clipmag.storage.user_files import non_blank_lines
 
 from . import bundled, sources
-from .bundled import DigitsSizes
+from .data_config import DigitsSizes
 from .download import download
 from .shards import Sample, caption_text, write_benchmark_classification, write_benchmark_retrieval, write_shards
 
@@ -88,7 +88,7 @@ def parse_args(argv: Sequence[str]) -> ClipShardsCommand:
 
 
 def _bundled_splits(args: ClipShardsCommand) -> tuple[Splits, list[Sample], dict[str, Any]]:
-    sets = args.bundled_sizes.build(args.seed)
+    sets = bundled.build_sized(args.bundled_sizes, args.seed)
 
     def as_samples(split: bundled.CompositeSplit, tag: str) -> list[Sample]:
         labels = [None if label < 0 else int(label) for label in split.labels.tolist()]
