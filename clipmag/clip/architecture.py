@@ -16,16 +16,13 @@ import open_clip
 from torch import nn
 
 from clipmag.errors import ConfigError
-from clipmag.registry.config_packages import packaged_configs
 from clipmag.train.dropout import set_layer_dropout
 
-from .model_config import ClipModelConfig
+from .model_config import MODEL_CONFIG_DIR, ClipModelConfig
 from .towers import init_tower, lock_towers
 from .weights import WEIGHTS_FILE, export_weights_file, open_clip_state_dict
 
 logger = logging.getLogger("clipmag")
-
-MODEL_CONFIG_DIR = packaged_configs() / "clip" / "models"
 
 
 def register_model_configs(directory: str | Path = MODEL_CONFIG_DIR) -> None:

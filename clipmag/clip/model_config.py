@@ -6,9 +6,13 @@ data (no torch, no open_clip), so a command line can show and check it before an
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from clipmag.config.checks import Fraction, NonNegativeInt
+from clipmag.registry.config_packages import packaged_configs
+
+MODEL_CONFIG_DIR = packaged_configs() / "clip" / "models"  # our open_clip architectures (clipmag-tiny, ...)
 
 
 @dataclass
@@ -66,3 +70,10 @@ def lock_problems(cfg: ClipModelConfig) -> list[str]:
     if not cfg.lock_text_freeze_layer_norm and not cfg.lock_text:
         problems.append("model.lock_text_freeze_layer_norm=false is set but model.lock_text is not: drop it")
     return problems
+
+
+def is_our_architecture(name: str) -> bool:
+    """Whether ``model.name`` is one of ours or an existing JSON file: both are known without asking
+    open_clip, which loads torch (a command line checks its defaults before anything heavy loads)."""
+    path = Path(name) if name.endswith(".json") else MODEL_CONFIG_DIR / f"{name}.json"
+    return path.is_file()
