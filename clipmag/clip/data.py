@@ -37,7 +37,8 @@ from clipmag.storage.shards import (
     read_samples,
 )
 
-IMAGE_EXTENSIONS = ("jpg", "png", "jpeg", "webp")
+from .shards import IMAGE_EXTENSIONS
+
 CHECKED_SAMPLES = 256  # how far into a shard validate_shards looks for an image-caption sample
 SPLIT_FOLDERS = ("train", "val", "validation", "test")
 
