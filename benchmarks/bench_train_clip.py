@@ -61,7 +61,7 @@ from harness import (
 )
 
 from clipmag.clip import bundled, shards
-from clipmag.clip.architecture import MODEL_CONFIG_DIR
+from clipmag.clip.model_config import MODEL_CONFIG_DIR
 
 OPEN_CLIP_LAUNCH = (
     "import sys, open_clip; open_clip.add_model_config(sys.argv[1]); "

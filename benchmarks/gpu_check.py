@@ -54,7 +54,7 @@ from gpu_model import FLOP_BATCHES, flops_per_sample, without_dropout
 from gpu_profiles import SCRIPTS, Profile, cpu_profile, gpu_profile, trainer_args
 from harness import ROOT, cpu_name
 
-from clipmag.clip.architecture import ClipModelConfig
+from clipmag.clip.model_config import ClipModelConfig
 from clipmag.config.entry import run_entry_point
 from clipmag.runtime.logs import read_metrics
 

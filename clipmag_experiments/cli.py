@@ -21,14 +21,8 @@ from clipmag.errors import ConfigError
 from clipmag.registry.config_packages import config_path
 from clipmag.registry.evaluations import get_evaluation
 from clipmag.results.record import RESULTS_FILE
-from clipmag.runtime.devices import device_named
 from clipmag.runtime.logs import setup_logging
-from clipmag_experiments.report import build_report
-from clipmag_experiments.report.build import PREDICTIONS_FILE
-from clipmag_experiments.report.docs_sync import docs_main
-from clipmag_experiments.sweep.plan import plan_sweep
-from clipmag_experiments.sweep.run import SweepConfig, run_sweep
-from clipmag_experiments.sweep.status import sweep_status
+from clipmag_experiments.design.grid import SweepConfig
 
 DEMO_SWEEP = "configs/sweeps/demo.yaml"
 DEMO_PREDICTOR_MODEL = "all-MiniLM-L6-v2"  # the demo's start, judged before fine-tuning
@@ -76,16 +70,23 @@ def sweep_main(argv: Sequence[str]) -> None:
         clipmag-sweep plan --config configs/sweeps/paper_text.yaml --device h100 --utilisation 0.4"""
     if argv and argv[0] == "status":
         cmd, _ = parse_cli_and_file(SweepCommand, argv[1:], SWEEP_FLAGS, description=sweep_main.__doc__)
+        from clipmag_experiments.sweep.status import sweep_status
+
         print(sweep_status(cmd, cmd.only))
         return
     if argv and argv[0] == "plan":
         flags = {**SWEEP_FLAGS, "device": "device", "utilisation": "utilisation"}
         plan, _ = parse_cli_and_file(PlanCommand, argv[1:], flags, description=sweep_main.__doc__)
+        from clipmag.runtime.devices import device_named
+        from clipmag_experiments.sweep.plan import plan_sweep
+
         print(plan_sweep(plan, device_named(plan.device), plan.utilisation, plan.only))
         return
     cmd, source = parse_cli_and_file(SweepCommand, argv, SWEEP_FLAGS, description=sweep_main.__doc__)
     if not cmd.groups:
         raise ConfigError("command line: the sweep has no groups; give its YAML with --config (see --help)")
+    from clipmag_experiments.sweep.run import run_sweep  # the trainers' core: only once a sweep runs
+
     setup_logging(cmd.output_dir, hold=True)  # out.log once run_sweep accepts the folder
     run_sweep(cmd, cmd.only, source=source or "the command line")
 
@@ -103,6 +104,8 @@ def report_main(argv: Sequence[str]) -> Path | None:
         clipmag-report runs/paper_text --title "Heads on BEIR and BRIGHT" --allow-mixed
         clipmag-report docs --check"""
     if argv and argv[0] == "docs":
+        from clipmag_experiments.report.docs_sync import docs_main
+
         status = docs_main(argv[1:])
         if status:
             raise SystemExit(status)
@@ -112,6 +115,8 @@ def report_main(argv: Sequence[str]) -> Path | None:
     )
     if not cmd.runs_dir:
         raise ConfigError("command line: give the sweep's output folder (clipmag-report RUNS_DIR)")
+    from clipmag_experiments.report import build_report
+
     path = build_report(cmd.runs_dir, cmd.title, cmd.allow_mixed)
     print(path.read_text().split("## Figures")[0])
     print(f"report: {path}")
@@ -131,6 +136,10 @@ def demo_main(argv: Sequence[str]) -> Path:
     cfg, source = parse_cli_and_file(
         SweepConfig, argv, {"output": "output_dir"}, config_path(DEMO_SWEEP), demo_main.__doc__
     )
+    from clipmag_experiments.report import build_report
+    from clipmag_experiments.report.build import PREDICTIONS_FILE
+    from clipmag_experiments.sweep.run import run_sweep
+
     setup_logging(cfg.output_dir, hold=True)
     run_sweep(cfg, source=source or DEMO_SWEEP)
     predictions = Path(cfg.output_dir) / PREDICTIONS_FILE

@@ -16,11 +16,13 @@ from toy_task import ToyTask  # noqa: E402
 
 from clipmag.config.build import build_config  # noqa: E402
 from clipmag.runtime import distributed as dist_utils  # noqa: E402
-from clipmag.scoring.heads import HeadConfig, build_head  # noqa: E402
-from clipmag.scoring.losses import LossConfig, loss_from_config, resolve_loss  # noqa: E402
+from clipmag.scoring.head_config import HeadConfig  # noqa: E402
+from clipmag.scoring.heads import build_head  # noqa: E402
+from clipmag.scoring.loss_config import LossConfig, resolve_loss  # noqa: E402
+from clipmag.scoring.losses import loss_from_config  # noqa: E402
 from clipmag.train.engine import train  # noqa: E402
 from clipmag.train.loop_config import TrainLoopConfig  # noqa: E402
-from clipmag.train.optimizer import OptimConfig  # noqa: E402
+from clipmag.train.optim_config import OptimConfig  # noqa: E402
 
 
 @dataclass

@@ -18,9 +18,9 @@ from clipmag_experiments.report import build_report
 from clipmag_experiments.sweep.run import CELL_FILE
 from text_retrieval.data.loaders import BrightDataset, load_bright, load_eval_datasets
 from text_retrieval.data.loaders.bright import BRIGHT_TASKS
-from text_retrieval.evaluation.encoding import evaluation_encoding, model_length_limit
 from text_retrieval.evaluation.evaluate import evaluate_retrieval
 from text_retrieval.evaluation.metrics import read_trec_run
+from text_retrieval.retrieval.encoding import evaluation_encoding, model_length_limit
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from clipmag_experiments.design.protocol import read_protocol, record_start
 from clipmag_experiments.sweep import run as sweep
 from text_retrieval.config import TextConfig
 from text_retrieval.data import shards_cli as text_shards
-from text_retrieval.predict.cli import PredictConfig
+from text_retrieval.predict.config import PredictConfig
 from text_retrieval.rag.config import RagConfig
 from text_retrieval.retrieval.mine_cli import parse_args as mine_parse
 

@@ -17,10 +17,10 @@ from clip_fixtures import write_digit_shards
 from PIL import Image
 
 from clipmag.clip import download, shards_cli, sources
-from clipmag.clip.architecture import ClipModelConfig
 from clipmag.clip.cli import parse_args
 from clipmag.clip.data import read_eval_set
 from clipmag.clip.model import build_open_clip
+from clipmag.clip.model_config import ClipModelConfig
 from clipmag.clip.stream import ClipShardStream
 from clipmag.clip.task import ClipTask
 from clipmag.runtime.distributed import DistributedContext

@@ -14,13 +14,15 @@ from clip_fixtures import write_digit_shards
 from safetensors.torch import load_file
 
 from clipmag.clip import benchmark
-from clipmag.clip.architecture import ClipModelConfig, build_open_clip
+from clipmag.clip.architecture import build_open_clip
 from clipmag.clip.cli import main
 from clipmag.clip.model import ClipMagModel, export_open_clip, load_clipmag
+from clipmag.clip.model_config import ClipModelConfig
 from clipmag.clip.weights import WEIGHTS_FILE
 from clipmag.results.record import read_results
+from clipmag.scoring.head_config import HEAD_NAMES
 from clipmag.scoring.head_record import HeadRecord
-from clipmag.scoring.heads import HEAD_NAMES, build_head
+from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE, SigLIP
 from clipmag.train.resume_check import ResumeMismatch
 

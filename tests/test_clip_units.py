@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from clipmag.clip import bundled
-from clipmag.clip.architecture import ClipModelConfig
 from clipmag.clip.cli import parse_args
 from clipmag.clip.data import ShardError, validate_shards
 from clipmag.clip.evaluate import hardest_negative_norm_d, image_text_recall, retrieval_metrics
 from clipmag.clip.model import ClipMagModel, build_open_clip, export_open_clip, load_clipmag
+from clipmag.clip.model_config import ClipModelConfig
 from clipmag.errors import ConfigError
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE

@@ -12,10 +12,10 @@ from clipmag.config.build import build_config, config_yaml, to_dict
 from clipmag.config.checks import PositiveInt
 from clipmag.config.command_line import field_flags, help_text, parse_cli
 from clipmag.errors import ConfigError
-from clipmag.scoring.heads import HeadConfig
-from clipmag.scoring.losses import LossConfig
+from clipmag.scoring.head_config import HeadConfig
+from clipmag.scoring.loss_config import LossConfig
 from clipmag.train.loop_config import TrainLoopConfig
-from clipmag.train.optimizer import OptimConfig
+from clipmag.train.optim_config import OptimConfig
 
 
 @dataclass

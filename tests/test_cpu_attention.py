@@ -9,8 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from clipmag.clip.architecture import ClipModelConfig, build_open_clip
+from clipmag.clip.architecture import build_open_clip
 from clipmag.clip.model import ClipMagModel
+from clipmag.clip.model_config import ClipModelConfig
 from clipmag.runtime.precision import MATH_ATTENTION_MAX_TOKENS, training_attention
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE

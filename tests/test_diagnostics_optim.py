@@ -11,7 +11,8 @@ import torch
 from clipmag.scoring.diagnostics import cohens_d, effect_size_band, effective_scale, magnitude_summary, norm_stats
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE
-from clipmag.train.optimizer import OptimConfig, build_optimizer, lr_factor
+from clipmag.train.optim_config import OptimConfig
+from clipmag.train.optimizer import build_optimizer, lr_factor
 
 
 def test_cohens_d_uses_pooled_standard_deviation():

@@ -19,10 +19,10 @@ from bright_fixtures import download_all_settings, write_hub_tree
 from clip_fixtures import write_digit_shards
 from text_fixtures import minilm_encoder, write_code_search_set
 
-from clipmag.clip.architecture import ClipModelConfig
 from clipmag.clip.cli import parse_args
 from clipmag.clip.data import read_eval_set
 from clipmag.clip.model import build_open_clip
+from clipmag.clip.model_config import ClipModelConfig
 from clipmag.clip.stream import ClipShardStream
 from clipmag.clip.task import ClipTask
 from clipmag.errors import ConfigError

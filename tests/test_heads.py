@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from clipmag.scoring.heads import HEAD_NAMES, build_head, scale_by_norm_power
+from clipmag.scoring.head_config import HEAD_NAMES
+from clipmag.scoring.heads import HEADS, build_head, scale_by_norm_power
 
 FIXED = {"cosine": (1, 1), "dot": (0, 0), "qnorm": (1, 0), "dnorm": (0, 1)}
 
@@ -144,3 +145,8 @@ def test_unknown_head_lists_valid_names():
         build_head("dot", gq=0.1)
     with pytest.raises(ValueError, match=r"gamma must lie in \[0, 1\]"):
         build_head("learnable", gq=1.5)
+
+
+def test_the_names_a_config_accepts_are_the_heads_there_are():
+    """``HEAD_NAMES`` is written out for torch-free configs; it must name every head, in order."""
+    assert tuple(HEADS) == HEAD_NAMES

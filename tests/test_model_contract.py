@@ -13,7 +13,7 @@ from clipmag.scoring.losses import InfoNCE
 from clipmag.train.contract import ModelContractError
 from clipmag.train.engine import Trainer
 from clipmag.train.loop_config import TrainLoopConfig
-from clipmag.train.optimizer import OptimConfig
+from clipmag.train.optim_config import OptimConfig
 
 
 class WithoutLossFrom(TwoTower):

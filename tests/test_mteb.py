@@ -24,7 +24,8 @@ from mteb.models.model_meta import ScoringFunction  # noqa: E402
 from mteb.types import PromptType  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
-from clipmag.scoring.heads import HEAD_NAMES, build_head  # noqa: E402
+from clipmag.scoring.head_config import HEAD_NAMES  # noqa: E402
+from clipmag.scoring.heads import build_head  # noqa: E402
 from text_retrieval.data.loaders import STSPairs, load_beir, load_sts  # noqa: E402
 from text_retrieval.evaluation.evaluate import evaluate_retrieval, evaluate_sts  # noqa: E402
 from text_retrieval.evaluation.mteb_model import ClipmagMTEBEncoder, load_for_mteb  # noqa: E402

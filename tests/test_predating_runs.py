@@ -20,7 +20,8 @@ from clipmag.train.loop_config import uses_fast_dropout
 from clipmag.train.predating import recorded_overrides
 from clipmag.train.resume_check import ResumeMismatch, check_resumable
 from clipmag_experiments.sweep import run as sweep
-from clipmag_experiments.sweep.rerun import numbers, rerun_cell
+from clipmag_experiments.sweep.rerun import rerun_cell
+from clipmag_experiments.sweep.rerun_comparison import numbers
 from clipmag_experiments.sweep.status import sweep_status
 from text_retrieval.cli import main, parse_args
 

@@ -14,8 +14,8 @@ from clipmag.runtime.machine import cpu_name
 from clipmag_experiments.report.docs_reruns import BLOCKS, cell_label
 from clipmag_experiments.report.stored import StoredResults
 from clipmag_experiments.sweep import run as sweep
-from clipmag_experiments.sweep.rerun import compare_results, rerun_cell, rerun_main
-from clipmag_experiments.sweep.rerun_record import read_records
+from clipmag_experiments.sweep.rerun import rerun_cell, rerun_main
+from clipmag_experiments.sweep.rerun_comparison import compare_results, read_records
 
 
 @pytest.fixture(autouse=True)

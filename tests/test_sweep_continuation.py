@@ -12,7 +12,7 @@ from text_fixtures import TINY_SIZES, minilm_path, tiny_train_args, write_code_s
 
 from clipmag_experiments.slurm.jobs import SweepUnfinished
 from clipmag_experiments.sweep import run as sweep
-from clipmag_experiments.sweep.rerun import numbers
+from clipmag_experiments.sweep.rerun_comparison import numbers
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ import torch
 from conftest import REPO, run_python, start_script
 from text_fixtures import tiny_train_args, write_code_search_set, write_tiny_bert
 
-from clipmag.clip.architecture import ClipModelConfig
 from clipmag.clip.model import build_open_clip
+from clipmag.clip.model_config import ClipModelConfig
 from clipmag.config.build import build_config, to_dict
 from clipmag.errors import ConfigError
 from clipmag.runtime.logs import read_metrics

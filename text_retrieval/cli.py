@@ -15,16 +15,15 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clipmag.config.command_line import parse_cli
 from clipmag.config.entry import run_entry_point
 from clipmag.registry.config_packages import config_path
-from clipmag.train.cost import CellCost
-from clipmag.train.run import run_training
 from text_retrieval.config import TEXT_SHORTHANDS, TextConfig, resolve_text_config
-from text_retrieval.cost import text_cell_cost
-from text_retrieval.task import TextRetrievalTask
+
+if TYPE_CHECKING:
+    from clipmag.train.cost import CellCost
 
 DEFAULT_CONFIG = "configs/text/default.yaml"
 
@@ -44,12 +43,18 @@ def parse_args(argv: Sequence[str]) -> TextConfig:
 
 def cell_cost(argv: Sequence[str], world_size: int) -> CellCost:
     """What one run of ``argv`` on ``world_size`` ranks costs (``clipmag-sweep plan``)."""
+    from text_retrieval.cost import text_cell_cost  # torch and the encoder: only once a cost is asked for
+
     return text_cell_cost(parse_args(argv), world_size)
 
 
 def main(argv: Sequence[str]) -> dict[str, Any]:
     """Train, test the export and write ``results.json``; returns the results record (rank 0)."""
-    return run_training(parse_args(argv), TextRetrievalTask)
+    cfg = parse_args(argv)  # --help ends here, before torch and the trainer are imported
+    from clipmag.train.run import run_training
+    from text_retrieval.task import TextRetrievalTask
+
+    return run_training(cfg, TextRetrievalTask)
 
 
 def entry() -> None:

@@ -9,10 +9,10 @@ from typing import ClassVar, Literal
 from clipmag.config.checks import Fraction, NonNegativeInt, PositiveFloat, PositiveInt
 from clipmag.config.spellings import BUNDLED_RENAME
 from clipmag.errors import ConfigError
-from clipmag.scoring.heads import HeadConfig
-from clipmag.scoring.losses import LossConfig, resolve_loss
+from clipmag.scoring.head_config import HeadConfig
+from clipmag.scoring.loss_config import LossConfig, resolve_loss
 from clipmag.train.loop_config import TrainLoopConfig
-from clipmag.train.optimizer import OptimConfig
+from clipmag.train.optim_config import OptimConfig
 from clipmag.train.trainer_flags import in_batch_problem, trainer_flags
 
 # The poolings (text_retrieval/model/pooling.py), named here so every config checks against one list.

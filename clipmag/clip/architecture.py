@@ -1,4 +1,4 @@
-"""Which open_clip model a run trains and where its weights come from: the ``model`` section.
+"""The open_clip model the ``model`` section (:mod:`clipmag.clip.model_config`) names, built.
 
 ``build_open_clip`` makes the towers: the architecture (open_clip's, one of ours in
 ``configs/clip/models``, or a JSON file), the weights of ``model.pretrained``, then one tower's
@@ -10,81 +10,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import open_clip
 from torch import nn
 
-from clipmag.config.checks import Fraction, NonNegativeInt
 from clipmag.errors import ConfigError
-from clipmag.registry.config_packages import packaged_configs
 from clipmag.train.dropout import set_layer_dropout
 
+from .model_config import MODEL_CONFIG_DIR, ClipModelConfig
 from .towers import init_tower, lock_towers
 from .weights import WEIGHTS_FILE, export_weights_file, open_clip_state_dict
 
 logger = logging.getLogger("clipmag")
-
-MODEL_CONFIG_DIR = packaged_configs() / "clip" / "models"
-
-
-@dataclass
-class ClipModelConfig:
-    """The open_clip architecture and where its weights come from.
-
-    ``name``: an open_clip architecture (``ViT-B-32``), one of ours in ``configs/clip/models``
-    (``clipmag-tiny``) or a path to an open_clip JSON model config. ``pretrained``: an open_clip
-    tag (needs its weights in the local cache: nothing is downloaded) or a local checkpoint
-    (ours or open_clip's); ``None`` is random init. ``query_side`` is the query tower of the
-    ``sym`` objective (``auto``: image); ``i2t`` / ``t2i`` fix it.
-
-    ``image_init`` / ``text_init``: take that tower's weights from a clipmag CLIP export, a run
-    folder, a checkpoint or an open_clip tag of this architecture (after ``pretrained``).
-    ``lock_image`` / ``lock_text``: freeze that tower as open_clip's ``--lock-image`` /
-    ``--lock-text`` do, with their options: the last ``lock_image_unlocked_groups`` groups or
-    ``lock_text_unlocked_layers`` layers stay trainable, ``lock_image_freeze_bn_stats`` freezes
-    batch-norm statistics, and ``lock_text_freeze_layer_norm=false`` keeps the text tower's
-    LayerNorms trainable (open_clip only freezes them).
-
-    ``dropout``: the probability of every dropout layer of both towers (``clipmag.train.dropout``).
-    open_clip builds its own towers with attention dropout (``nn.MultiheadAttention``) as their only
-    dropout, at 0, so ``null`` (the default: the architecture's own) trains without dropout; a timm or
-    Hugging Face tower brings its own. Patch dropout and stochastic depth stay the architecture
-    JSON's (``patch_dropout``, ``timm_drop_path``). ``0`` turns dropout off, which makes a run the same
-    on any number of ranks (docs/cluster.md).
-    """
-
-    name: str = "clipmag-tiny"
-    pretrained: str | None = None
-    query_side: Literal["auto", "image", "text"] = "auto"
-    image_init: str | None = None
-    text_init: str | None = None
-    lock_image: bool = False
-    lock_image_unlocked_groups: NonNegativeInt = 0
-    lock_image_freeze_bn_stats: bool = False
-    lock_text: bool = False
-    lock_text_unlocked_layers: NonNegativeInt = 0
-    lock_text_freeze_layer_norm: bool = True
-    dropout: Fraction | None = None
-
-
-def lock_problems(cfg: ClipModelConfig) -> list[str]:
-    """Lock options given without their lock (they would do nothing)."""
-    options = {
-        "lock_image": ("lock_image_unlocked_groups", "lock_image_freeze_bn_stats"),
-        "lock_text": ("lock_text_unlocked_layers",),
-    }
-    problems = [
-        f"model.{option} is set but model.{lock} is not: set model.{lock}=true or drop it"
-        for lock, names in options.items()
-        for option in names
-        if getattr(cfg, option) and not getattr(cfg, lock)
-    ]
-    if not cfg.lock_text_freeze_layer_norm and not cfg.lock_text:
-        problems.append("model.lock_text_freeze_layer_norm=false is set but model.lock_text is not: drop it")
-    return problems
 
 
 def register_model_configs(directory: str | Path = MODEL_CONFIG_DIR) -> None:

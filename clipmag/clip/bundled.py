@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from clipmag.config.checks import PositiveInt
+from .data_config import DigitsSizes
 
 POSITIONS: tuple[str, ...] = ("top left", "top right", "bottom left", "bottom right")
 # {0}..{3}: the digits in POSITIONS order; the first template is the canonical caption.
@@ -124,26 +124,6 @@ class BundledDigits:
     classification: CompositeSplit
 
 
-@dataclass
-class DigitsSizes:
-    """The bundled set's sizes, one config section for the trainer (``data.bundled``) and the shard
-    builder (``--bundled-train`` ...): composites per split (each with several captions) and the
-    classification images per class. Every split is trained on, validated or tested, so none may be
-    empty: an empty split has no pair to score, and is refused here rather than deep inside a run."""
-
-    train: PositiveInt = 20000
-    val: PositiveInt = 500
-    test: PositiveInt = 1000
-    per_class: PositiveInt = 50
-
-    def __post_init__(self) -> None:
-        if self.val + self.test > 10**4:
-            raise ValueError(f"val + test = {self.val + self.test}: at most 10000 distinct four-digit composites exist")
-
-    def build(self, seed: int) -> BundledDigits:
-        return build_bundled(self.train, self.val, self.test, self.per_class, seed=seed)
-
-
 def _load_scans() -> tuple[np.ndarray, np.ndarray]:
     from sklearn.datasets import load_digits
 
@@ -190,6 +170,11 @@ def _make_split(scans, labels, pool, classes, rng, label=None) -> CompositeSplit
 
 def _as_digits(codes: np.ndarray) -> np.ndarray:
     return np.stack([(codes // 10 ** (3 - k)) % 10 for k in range(4)], axis=1)
+
+
+def build_sized(sizes: DigitsSizes, seed: int) -> BundledDigits:
+    """The bundled set at the sizes of a config section (``data.bundled``, ``--bundled-train`` ...)."""
+    return build_bundled(sizes.train, sizes.val, sizes.test, sizes.per_class, seed=seed)
 
 
 def build_bundled(

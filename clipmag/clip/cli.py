@@ -15,16 +15,15 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clipmag.config.command_line import parse_cli
 from clipmag.config.entry import run_entry_point
-from clipmag.train.cost import CellCost
-from clipmag.train.run import run_training
 
 from .config import SHORTHANDS, ClipConfig, resolve
-from .cost import clip_cell_cost
-from .task import ClipTask
+
+if TYPE_CHECKING:
+    from clipmag.train.cost import CellCost
 
 
 def parse_args(argv: Sequence[str]) -> ClipConfig:
@@ -35,12 +34,19 @@ def parse_args(argv: Sequence[str]) -> ClipConfig:
 
 def cell_cost(argv: Sequence[str], world_size: int) -> CellCost:
     """What one run of ``argv`` on ``world_size`` ranks costs (``clipmag-sweep plan``)."""
+    from .cost import clip_cell_cost  # open_clip and torch: only once a cost is asked for
+
     return clip_cell_cost(parse_args(argv), world_size)
 
 
 def main(argv: Sequence[str]) -> dict[str, Any]:
     """Train, test the export and write ``results.json``; returns the results record (rank 0)."""
-    return run_training(parse_args(argv), ClipTask)
+    cfg = parse_args(argv)  # --help ends here, before torch and open_clip are imported
+    from clipmag.train.run import run_training
+
+    from .task import ClipTask
+
+    return run_training(cfg, ClipTask)
 
 
 def entry() -> None:

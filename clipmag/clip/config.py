@@ -22,14 +22,14 @@ from typing import ClassVar, Literal
 
 from clipmag.config.spellings import BUNDLED_RENAME
 from clipmag.errors import ConfigError
-from clipmag.scoring.heads import HeadConfig
-from clipmag.scoring.losses import LossConfig, resolve_loss
+from clipmag.scoring.head_config import HeadConfig
+from clipmag.scoring.loss_config import LossConfig, resolve_loss
 from clipmag.train.loop_config import TrainLoopConfig
-from clipmag.train.optimizer import OptimConfig
+from clipmag.train.optim_config import OptimConfig
 from clipmag.train.trainer_flags import in_batch_problem, trainer_flags
 
-from .architecture import ClipModelConfig, lock_problems, resolve_model_name
-from .data import ClipDataConfig, split_overlap
+from .data_config import ClipDataConfig, split_overlap
+from .model_config import ClipModelConfig, is_our_architecture, lock_problems
 
 Objective = Literal["sym", "i2t", "t2i"]
 # The trainers' shared flags (clipmag.train.trainer_flags) and this trainer's own; ``--siglip`` and
@@ -122,10 +122,13 @@ def resolve(cfg: ClipConfig) -> ClipConfig:
     )
     problems += [p for p in [in_batch_problem(cfg.data.batch_size)] if p]
     problems += _data_problems(cfg.data) + lock_problems(cfg.model)
-    try:
-        resolve_model_name(cfg.model.name)
-    except ValueError as err:
-        problems.append(str(err))
+    if not is_our_architecture(cfg.model.name):
+        from .architecture import resolve_model_name  # open_clip's own names: only open_clip knows them
+
+        try:
+            resolve_model_name(cfg.model.name)
+        except ValueError as err:
+            problems.append(str(err))
     if problems:
         raise ConfigError("; ".join(problems))
     return cfg

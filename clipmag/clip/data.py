@@ -1,4 +1,5 @@
-"""Image-text data: the data settings, shard lookup and checks, sample decoding, evaluation sets.
+"""Image-text data: shard lookup and checks, sample decoding, evaluation sets (the data settings are
+:mod:`clipmag.clip.data_config`).
 
 Shards follow open_clip's conventions - tar files whose samples hold an image (``jpg``/``png``/
 ``jpeg``/``webp``), a caption file (``txt``) and optionally a class index (``cls``), with the sample
@@ -20,63 +21,26 @@ import glob
 import io
 import itertools
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from PIL import Image
 
-from clipmag.config.checks import NonNegativeInt, PositiveInt
 from clipmag.storage.shards import (
     ShardError,
     declared_sizes,
     expand_shards,
     listed_samples,
     read_samples,
-    shard_fingerprint,
 )
 
-from .bundled import DigitsSizes
+from .shards import IMAGE_EXTENSIONS
 
-IMAGE_EXTENSIONS = ("jpg", "png", "jpeg", "webp")
 CHECKED_SAMPLES = 256  # how far into a shard validate_shards looks for an image-caption sample
 SPLIT_FOLDERS = ("train", "val", "validation", "test")
-
-
-@dataclass
-class ClipDataConfig:
-    """Where batches come from. ``source=auto``: shards when ``train_shards`` is set, else the
-    bundled set (``bundled.py``), which needs nothing else.
-
-    ``train_shards`` / ``val_shards`` / ``test_shards``: a folder of ``*.tar`` or brace patterns
-    (``data/train-{000..009}.tar``, ``::`` joins several). Validation picks the best checkpoint;
-    the final numbers are on test, so the two must not share a shard. ``batch_size`` is per rank
-    and micro-batch. ``augment`` uses open_clip's training transform (random resized crop) for
-    shards, seeded per sample; the bundled set is always read un-augmented. ``workers``:
-    DataLoader processes per rank (resume with the value the run started with). ``classnames`` /
-    ``templates``: text files (one per line, templates with ``{c}``) that turn the ``cls`` field of
-    the test shards into a zero-shot classification task. ``bundled``: sizes of the bundled
-    splits (:class:`clipmag.clip.bundled.DigitsSizes`), built with ``bundled_seed``.
-    ``skip_broken_images``: a training image that does not decode is replaced by the next of its
-    shard that does (counted in results) instead of stopping the run; evaluation images are never
-    skipped (a test set must stay the same).
-    """
-
-    source: Literal["auto", "bundled", "shards"] = "auto"
-    batch_size: PositiveInt = 128
-    eval_batch_size: PositiveInt = 256
-    train_shards: str | None = None
-    val_shards: str | None = None
-    test_shards: str | None = None
-    classnames: str | None = None
-    templates: str | None = None
-    workers: NonNegativeInt = 0
-    skip_broken_images: bool = False
-    augment: bool = True
-    bundled: DigitsSizes = field(default_factory=DigitsSizes)
-    bundled_seed: int = 0
 
 
 def shard_paths(spec: str, what: str) -> list[str]:
@@ -103,46 +67,6 @@ def shard_sizes(paths: Sequence[str]) -> list[int]:
     """Sample count of each shard: ``sizes.json`` where it lists the shard, else the tar headers."""
     declared = declared_sizes(paths)
     return [declared[p] if p in declared else listed_samples(p) for p in paths]
-
-
-_OVERLAP_HARM = {
-    ("train", "val"): "validation would score data the model trained on",
-    ("train", "test"): "the final numbers would score data the model trained on",
-    ("val", "test"): "validation would pick the checkpoint on the test data",
-}
-
-
-def split_overlap(splits: Mapping[str, Sequence[str]]) -> str | None:
-    """The problem with two splits (``train``, ``val``, ``test`` -> their paths, in that order) that
-    share a path, or None.
-
-    Validation picks the checkpoint and test gives the final numbers, so no two may hold the same
-    shard. Paths are compared resolved - ``..``, ``.`` and symbolic links followed - since
-    ``data/../data/test`` and ``data/test`` are one folder however the settings spell it. The config
-    compares the settings' folders (before any shard need exist), the task their shard files.
-    """
-    resolved = {split: {os.path.realpath(p): p for p in paths} for split, paths in splits.items()}
-    for (a, files_a), (b, files_b) in itertools.combinations(resolved.items(), 2):
-        shared = sorted(files_a.keys() & files_b.keys())
-        if shared:
-            spelled = {files_a[shared[0]], files_b[shared[0]]} - {shared[0]}
-            named = f" (given as {' and '.join(sorted(spelled))})" if spelled else ""
-            return f"data.{a}_shards and data.{b}_shards share {shared[0]}{named}: {_OVERLAP_HARM[a, b]}"
-    return _content_overlap(splits)
-
-
-def _content_overlap(splits: Mapping[str, Sequence[str]]) -> str | None:
-    """Two splits holding byte copies of one shard under different paths (files only: the config's
-    check runs before the shards exist)."""
-    prints = {split: {shard_fingerprint(p): p for p in paths if os.path.isfile(p)} for split, paths in splits.items()}
-    for (a, files_a), (b, files_b) in itertools.combinations(prints.items(), 2):
-        shared = sorted(files_a.keys() & files_b.keys())
-        if shared:
-            return (
-                f"data.{a}_shards and data.{b}_shards hold the same shard: {files_a[shared[0]]} and "
-                f"{files_b[shared[0]]} have the same content: {_OVERLAP_HARM[a, b]}"
-            )
-    return None
 
 
 def dataset_name(spec: str) -> str:

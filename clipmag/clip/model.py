@@ -37,10 +37,12 @@ from clipmag.clip.card import CARD_FILE, clip_model_card
 from clipmag.scoring.diagnostics import magnitude_summary
 from clipmag.scoring.head_record import HEAD_FILE, HeadRecord
 from clipmag.scoring.heads import SimilarityHead, build_head
-from clipmag.scoring.losses import SIGLIP_BIAS, ContrastiveLoss, InfoNCE, SigLIP
+from clipmag.scoring.loss_config import SIGLIP_BIAS
+from clipmag.scoring.losses import ContrastiveLoss, InfoNCE, SigLIP
 
-from .architecture import ClipModelConfig, build_open_clip, resolve_model_name
+from .architecture import build_open_clip, resolve_model_name
 from .attention import text_tower, tower_attention, tower_lengths
+from .model_config import ClipModelConfig
 from .weights import (
     HEAD_PREFIX,
     WEIGHTS_FILE,

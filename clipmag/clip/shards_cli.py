@@ -33,8 +33,8 @@ from clipmag.config.command_line import field_flags, parse_cli, require_one_of
 from clipmag.config.entry import run_entry_point
 from clipmag.storage.user_files import non_blank_lines
 
-from . import bundled, sources
-from .bundled import DigitsSizes
+from . import sources
+from .data_config import DigitsSizes
 from .download import download
 from .shards import Sample, caption_text, write_benchmark_classification, write_benchmark_retrieval, write_shards
 
@@ -88,7 +88,9 @@ def parse_args(argv: Sequence[str]) -> ClipShardsCommand:
 
 
 def _bundled_splits(args: ClipShardsCommand) -> tuple[Splits, list[Sample], dict[str, Any]]:
-    sets = args.bundled_sizes.build(args.seed)
+    from . import bundled  # the bundled set's builder loads torch: only when it is asked for
+
+    sets = bundled.build_sized(args.bundled_sizes, args.seed)
 
     def as_samples(split: bundled.CompositeSplit, tag: str) -> list[Sample]:
         labels = [None if label < 0 else int(label) for label in split.labels.tolist()]
@@ -167,6 +169,8 @@ def main(argv: Sequence[str]) -> Path:
     classified: list[Sample] = []
     classnames = templates = None
     if args.bundled:
+        from . import bundled
+
         splits, classified, how = _bundled_splits(args)
         name = args.name or "digits"
         classnames, templates = list(bundled.CLASSNAMES), list(bundled.TEMPLATES)

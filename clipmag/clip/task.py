@@ -30,7 +30,8 @@ from clipmag.train.batching import SeededBatches
 from . import bundled as bundled_set
 from .architecture import build_open_clip, resolve_model_name
 from .config import ClipConfig
-from .data import EvalSet, check_eval_set, flatten_captions, read_eval_set, shard_paths, split_overlap
+from .data import EvalSet, check_eval_set, flatten_captions, read_eval_set, shard_paths
+from .data_config import split_overlap
 from .evaluate import (
     encode,
     format_results,
@@ -94,7 +95,7 @@ class ClipTask:
 
     def _load_bundled(self) -> None:
         d = self.cfg.data
-        sets = d.bundled.build(d.bundled_seed)
+        sets = bundled_set.build_sized(d.bundled, d.bundled_seed)
         # training images in half precision: half the memory; the model reads them in float32
         self.train_images = self._images(sets.train).half()
         self.train_tokens = sets.train.caption_tokens(self.tokenizer)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import open_clip
 import torch
@@ -28,10 +27,8 @@ from torch import nn
 from clipmag.errors import ConfigError
 from clipmag.train.checkpoint import CHECKPOINT_DIR, LATEST
 
+from .model_config import ClipModelConfig
 from .weights import export_weights_file, open_clip_state_dict, tested_model
-
-if TYPE_CHECKING:
-    from .architecture import ClipModelConfig
 
 logger = logging.getLogger("clipmag")
 

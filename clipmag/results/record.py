@@ -31,15 +31,15 @@ import time
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from clipmag.results.provenance import provenance
-from clipmag.runtime.precision import autocast_dtype
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.storage.files import write_text_atomic
 from clipmag.storage.user_files import read_json
+
+if TYPE_CHECKING:
+    import torch
 
 RESULTS_FILE = "results.json"
 RESULTS_VERSION = 1
@@ -76,6 +76,8 @@ def numerics(autocast: torch.dtype | None) -> dict[str, Any]:
     """What decides the last bits of every number: float results shift with the thread count
     (reduction order) and with the CPU kernels torch picks (AVX2 vs AVX-512), and on a short run
     those last bits can grow into points of a metric, so they are recorded with the numbers."""
+    import torch  # here, not at the top: the tools that only name RESULTS_FILE or read a record need none
+
     return {
         "torch_threads": torch.get_num_threads(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
@@ -87,6 +89,8 @@ def numerics(autocast: torch.dtype | None) -> dict[str, Any]:
 def encoding_numerics(precision: str, device: torch.device) -> dict[str, Any]:
     """The numerics block of an evaluation's or a miner's record: the ``precision`` asked for, the
     autocast dtype it resolves to on ``device``, and the threads and CPU kernels (as a run records)."""
+    from clipmag.runtime.precision import autocast_dtype
+
     return {"precision": precision, **numerics(autocast_dtype(precision, device)), "device": device.type}
 
 

@@ -21,6 +21,9 @@ every (seed, query) pair would count each query once per seed and make p-values 
 * Beside every "no difference", the power: the smallest true mean difference the test detects
   with 80% power (:func:`detectable_difference`), so a reader sees how large a gain could have
   hidden in a comparison that found none.
+
+scipy is imported by the functions that test, so the commands that only name the tests (a sweep's
+``--help``) start without it.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import stats
 
 __all__ = [
     "ALPHA",
@@ -75,6 +77,8 @@ PerQuery = Mapping[int, Mapping[str, float]]
 
 def mcnemar_p(a: Sequence[float], b: Sequence[float]) -> float:
     """Exact two-sided McNemar p-value of paired binary outcomes (1.0 when they never disagree)."""
+    from scipy import stats
+
     only_a = sum(1 for x, y in zip(a, b) if x and not y)
     only_b = sum(1 for x, y in zip(a, b) if y and not x)
     if only_a + only_b == 0:
@@ -91,6 +95,8 @@ def paired_query_p(a: Sequence[float], b: Sequence[float]) -> float:
 
     McNemar's exact test when every value is 0 or 1, else the sign-flip randomisation test of the
     mean difference. 1.0 when the two never differ."""
+    from scipy import stats
+
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape:
         raise ValueError(f"paired test: {x.size} values against {y.size}; both sides need one per query")
@@ -117,6 +123,8 @@ def paired_query_p(a: Sequence[float], b: Sequence[float]) -> float:
 
 def paired_seed_p(values: Mapping[int, float], baseline: Mapping[int, float]) -> float | None:
     """Paired t-test p-value over the seeds both ran (None with fewer than 2, or constant differences)."""
+    from scipy import stats
+
     seeds = sorted(set(values) & set(baseline))
     if len(seeds) < 2:
         return None
@@ -145,6 +153,8 @@ def seed_averaged(system: PerQuery, seeds: Sequence[int], queries: Sequence[str]
 
 
 def _bootstrap_interval(d: np.ndarray) -> tuple[float, float]:
+    from scipy import stats
+
     if d.size < 2 or np.all(d == d[0]):
         return float(d.mean()), float(d.mean())
     result = stats.bootstrap(
@@ -172,6 +182,8 @@ def detectable_difference(differences: Sequence[float], family: int = 1) -> floa
     comparisons one true difference among nulls is found only when its p passes the first step,
     ``ALPHA / family``, so that level decides the power. ``sd`` is the sample SD of the tested
     differences (seeds averaged per query); 0.0 for fewer than two queries."""
+    from scipy import stats
+
     d = np.asarray(differences, dtype=float)
     if d.size < 2:
         return 0.0

@@ -26,18 +26,17 @@ import platform
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from clipmag.runtime.precision_setting import check_precision
+
 __all__ = [
     "MATH_ATTENTION_MAX_TOKENS",
-    "PRECISIONS",
     "autocast",
     "autocast_dtype",
-    "check_precision",
     "cpu_has_native_bf16",
     "native_bf16",
     "training_attention",
 ]
 
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 _DTYPES: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 _X86 = ("x86_64", "amd64", "i386", "i686")
 # The longest sequence whose bf16 attention trains faster with torch's math kernel than its CPU
@@ -73,13 +72,6 @@ def native_bf16(device: torch.device) -> bool:
     if device.type == "cpu":
         return cpu_has_native_bf16()
     return False
-
-
-def check_precision(precision: str) -> str:
-    """``precision`` itself if it names a setting; otherwise a ValueError listing the valid ones."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}")
-    return precision
 
 
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:

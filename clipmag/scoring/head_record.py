@@ -27,9 +27,10 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from clipmag.scoring.heads import SimilarityHead, build_head
+if TYPE_CHECKING:
+    from clipmag.scoring.heads import SimilarityHead
 
 HEAD_FILE = "clipmag_head.json"
 CARD_FILE = "README.md"  # the model card every export carries beside it (the Hub shows it)
@@ -105,6 +106,8 @@ class HeadRecord:
             for side in ("query", "document"):
                 values.setdefault(f"training_{side}_max_length", values.get(f"{side}_max_length"))
         record = cls(**{k: v for k, v in values.items() if k in known})  # format 1 extras (e.g. objective) drop
+        from clipmag.scoring.heads import build_head  # torch: only once a record is read, never for --help
+
         try:
             build_head(record)
         except ValueError as err:

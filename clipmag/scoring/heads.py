@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal, Union
+from typing import Any, Union
 
 import torch
 from torch import nn
+
+from clipmag.scoring.head_config import HEAD_NAMES, HeadConfig
 
 # Far below any real embedding norm, yet large enough that the gradient at an exactly-zero vector
 # (about 1 / NORM_FLOOR) stays finite when it flows back into fp16 activations.
@@ -179,31 +180,6 @@ class LearnableHead(SimilarityHead):
 HEADS: dict[str, type[SimilarityHead]] = {
     cls.name: cls for cls in (CosineHead, DotHead, QNormHead, DNormHead, LearnableHead)
 }
-HEAD_NAMES: tuple[str, ...] = tuple(HEADS)
-
-
-# The valid names come from the registry above, so a new head needs no edit in any config.
-HeadName = Literal[HEAD_NAMES]  # type: ignore[valid-type]
-
-
-@dataclass
-class HeadConfig:
-    """The ``head`` section of every trainer's config; ``gq``/``gd`` are the learnable head's starting
-    exponents."""
-
-    name: HeadName = "cosine"
-    gq: float = 0.5
-    gd: float = 0.5
-
-
-@dataclass
-class HeadChoice:
-    """The ``head`` section of a tool that scores with a trained model (evaluation, mining): ``name``
-    is the head to score with instead of the model's own; unset, the model's own (its head record)."""
-
-    name: HeadName | None = None
-
-
 HeadSpec = Union[str, Mapping[str, Any], HeadConfig, Any]  # Any: a head record (its ``head`` dict)
 
 
@@ -228,7 +204,8 @@ def build_head(spec: HeadSpec | None = None, **settings: Any) -> SimilarityHead:
     * a head record (``clipmag.scoring.head_record.HeadRecord``: its ``head`` entry, learned gammas included);
     * a head config (``name``, ``gq``, ``gd``; the gammas apply to the learnable head only).
 
-    Names come from the registry (``HEAD_NAMES``), which configs and command lines check against too.
+    Names come from ``HEAD_NAMES`` (:mod:`clipmag.scoring.head_config`), which ``HEADS`` implements and
+    configs and command lines check against too.
     """
     if spec is None:  # build_head(**head.to_dict())
         if "name" not in settings:

@@ -8,6 +8,9 @@ The two front ends' readers (text pairs; images with captions)
 differ in what a sample holds and how the stream is ordered, but not in how a shard can be broken.
 So the pattern expansion, the ``sizes.json`` reading, the count check and the tar reading live here
 and fail in one way: ``ShardError``, whose message names the shard and what was expected of it.
+
+webdataset (which imports torch) is imported by the functions that read or expand shards, so a
+command line that only names ``SIZES_FILE`` or checks its settings starts without it.
 """
 
 from __future__ import annotations
@@ -20,10 +23,6 @@ import tarfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-
-from webdataset.gopen import gopen
-from webdataset.shardlists import expand_urls
-from webdataset.tariterators import base_plus_ext, group_by_keys, tar_file_iterator
 
 SIZES_FILE = "sizes.json"
 _READ_ERRORS = (tarfile.TarError, OSError, EOFError)
@@ -84,6 +83,8 @@ def expand_shards(pattern: str, what: str = "shards") -> list[str]:
 
     ``what`` names the setting the pattern came from, so the error says which one to fix.
     """
+    from webdataset.shardlists import expand_urls
+
     try:
         urls = [url for url in expand_urls(pattern) if url]
     except Exception as err:  # braceexpand raises its own error classes on malformed patterns
@@ -131,6 +132,9 @@ def read_samples(url: str, expected: int | None = None) -> Iterator[dict[str, An
     A read error, or a count other than ``expected``, raises ShardError naming the shard, instead
     of the bare tarfile error that says nothing about which of many shards is broken.
     """
+    from webdataset.gopen import gopen
+    from webdataset.tariterators import group_by_keys, tar_file_iterator
+
     count = 0
     try:
         with gopen(url) as stream:
@@ -145,6 +149,8 @@ def read_samples(url: str, expected: int | None = None) -> Iterator[dict[str, An
 
 def listed_samples(path: str) -> int:
     """Sample count of a local shard from its tar headers alone, for shards no ``sizes.json`` lists."""
+    from webdataset.tariterators import base_plus_ext
+
     try:
         with tarfile.open(path) as tar:
             return len({base_plus_ext(m.name)[0] for m in tar.getmembers() if m.isreg()})

@@ -38,7 +38,8 @@ from clipmag.train import checkpoint as ckpt_io
 from clipmag.train import sharding
 from clipmag.train.contract import Task, checked_model
 from clipmag.train.loop_config import TrainLoopConfig
-from clipmag.train.optimizer import OptimConfig, build_optimizer, build_scheduler
+from clipmag.train.optim_config import OptimConfig
+from clipmag.train.optimizer import build_optimizer, build_scheduler
 from clipmag.train.resume_check import step_identity
 from clipmag.train.run_checkpoints import RunCheckpoints
 from clipmag.train.stop_signals import StopRequests

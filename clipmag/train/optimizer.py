@@ -10,33 +10,15 @@ Three groups, because they want different treatment (docs/method.md sections 1-2
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Literal
 
 import torch
 from torch import nn
 from torch.distributed.tensor import DTensor
 
-from clipmag.config.checks import NonNegativeFloat, NonNegativeInt, PositiveFloat
 from clipmag.scoring.heads import gamma_parameters
+from clipmag.train.optim_config import OptimConfig
 
 SCALE_PARAMETER_NAMES = ("log_scale", "logit_scale")
-
-
-@dataclass
-class OptimConfig:
-    """The ``optim`` section of every trainer's config: AdamW with the paper's betas; gammas and the
-    logit scale get their own group."""
-
-    lr: NonNegativeFloat = 5e-6
-    betas: tuple[float, ...] = (0.9, 0.98)
-    eps: PositiveFloat = 1e-8
-    weight_decay: NonNegativeFloat = 0.01
-    gamma_lr: NonNegativeFloat = 1e-2
-    scale_lr: NonNegativeFloat | None = None
-    schedule: Literal["cosine", "linear", "constant"] = "cosine"
-    warmup_steps: NonNegativeInt = 0
-    clip_grad_norm: NonNegativeFloat = 1.0
 
 
 def build_param_groups(model: nn.Module, cfg: OptimConfig) -> list[dict]:

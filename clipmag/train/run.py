@@ -31,7 +31,7 @@ from clipmag.train import checkpoint as ckpt_io
 from clipmag.train.contract import Task
 from clipmag.train.engine import Trainer
 from clipmag.train.loop_config import TrainLoopConfig
-from clipmag.train.optimizer import OptimConfig
+from clipmag.train.optim_config import OptimConfig
 from clipmag.train.resume_check import resumed_loop
 
 EXPORT_DIR = "export"

@@ -25,7 +25,7 @@ from clipmag.train import sharding
 from clipmag.train.checkpoint import what_remains
 from clipmag.train.grad_cache import cached_backward
 from clipmag.train.loop_config import TrainLoopConfig
-from clipmag.train.optimizer import OptimConfig
+from clipmag.train.optim_config import OptimConfig
 
 
 class TrainingDiverged(UserError, RuntimeError):

@@ -26,7 +26,8 @@ from clipmag_experiments.report.collect import (
 from clipmag_experiments.report.comparison import comparison_section
 from clipmag_experiments.report.curves import learning_curves
 from clipmag_experiments.report.provenance import check_one_code_state, code_line
-from clipmag_experiments.report.starts import start_rows, starting_points_section, write_start_rows
+from clipmag_experiments.report.starts import start_rows, write_start_rows
+from clipmag_experiments.report.starts_section import starting_points_section
 from clipmag_experiments.report.tables import TableRow, aggregate, mean_of, to_csv, to_markdown, with_query_tests
 from clipmag_experiments.report.verdicts import scorecard
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import PurePath
 
 from clipmag_experiments.report.stored import StoredResults
-from clipmag_experiments.sweep.rerun_record import read_records
+from clipmag_experiments.sweep.rerun_comparison import read_records
 
 __all__ = ["BLOCKS", "cell_label"]
 

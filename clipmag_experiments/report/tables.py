@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from clipmag.results.significance import Comparison, compare_with_baseline, difference_text, mark, paired_seed_p
-from clipmag.scoring.heads import HEAD_NAMES
+from clipmag.scoring.head_config import HEAD_NAMES
 from clipmag_experiments.report.collect import QuestionOutcomes, Row
 
 BASELINE = "cosine"

@@ -18,16 +18,13 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from clipmag.results.record import RESULTS_FILE
 from clipmag_experiments.design.grid import EVALUATIONS_DIR
 from clipmag_experiments.report.collect import CellResult
-
-if TYPE_CHECKING:
-    from clipmag_experiments.report.starts import StartRow
+from clipmag_experiments.report.starts import StartRow
 
 __all__ = ["PredictorCase", "predictor_cases", "scorecard", "scorecards"]
 

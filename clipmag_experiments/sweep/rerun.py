@@ -8,22 +8,16 @@ fresh folder (never the stored cell; under torchrun when the cell ran on several
 of the two ``results.json``: the test metrics, the last validation and the head record (learned
 gammas). Evaluations attached to the cell are not re-run. Prints the differences; exits 1 on any.
 
-When the two runs did the same arithmetic - the same commit and difference from it, the same
-``numerics`` (threads, CPU kernel level, autocast, device) and world size - every number must be
-equal. Otherwise reduction order and kernels differ and the last bits may grow into a metric's
-decimals, so a number matches within ``tolerance x max(1, |stored|)`` (absolute for scores in
-[0, 1], relative for norms), and only the summary numbers are compared: one swapped rank moves a
-query's own score by up to 1 but the mean by 1/queries, so per-query scores and per-document norms
-are compared in the exact case only. Durations are never compared.
+How the two are compared, and the file of re-runs that ``--record`` keeps:
+:mod:`clipmag_experiments.sweep.rerun_comparison`.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,137 +31,13 @@ from clipmag.runtime.logs import logger, setup_logging
 from clipmag.storage.user_files import read_json
 from clipmag.train.predating import recorded_overrides
 from clipmag_experiments.design.grid import CELL_FILE, Cell
-from clipmag_experiments.sweep.rerun_record import record_comparison
-from clipmag_experiments.sweep.run import run_cell
+from clipmag_experiments.sweep.rerun_comparison import Comparison, compare_results, format_comparison, record_comparison
 
-__all__ = [
-    "DEFAULT_TOLERANCE",
-    "Comparison",
-    "RerunCommand",
-    "compare_results",
-    "format_comparison",
-    "numbers",
-    "rerun_cell",
-    "rerun_main",
-]
+__all__ = ["DEFAULT_TOLERANCE", "RerunCommand", "rerun_cell", "rerun_main"]
 
 # Measured per machine (docs/experiments.md, "How much the demo varies"): text scores move by a few
 # tenths of a point x100 between CPU classes, the 400-step CLIP R@1 by up to 2 points.
 DEFAULT_TOLERANCE = 0.02
-DURATIONS = frozenset({"timings", "calibration"})  # measured seconds, not results
-DETAIL = "per_query"  # per-item scores: compared only when the arithmetic is the same
-SHOWN = 30  # difference rows printed; the count says how many more
-
-
-@dataclass
-class Difference:
-    name: str
-    stored: float | None  # None: the number is missing on that side
-    rerun: float | None
-
-
-@dataclass
-class Comparison:
-    """The outcome: ``exact`` or within ``tolerance`` (``reasons`` say why not exact)."""
-
-    cell: Path
-    exact: bool
-    reasons: list[str]
-    tolerance: float
-    compared: int
-    differences: list[Difference] = field(default_factory=list)
-    largest: float = 0.0  # the largest |rerun - stored| of the numbers compared on both sides
-    codes: tuple[str, str] = ("", "")  # the code of the stored run and of the re-run, described
-
-
-def numbers(tree: Any, prefix: str = "") -> dict[str, float]:
-    """Every number in ``tree`` by its path (``metrics/stdlib/NDCG@10``, ``.../norms[3]``), durations
-    left out; strings and booleans are settings, not results."""
-    if isinstance(tree, bool) or not isinstance(tree, (int, float, Mapping, list)):
-        return {}
-    if isinstance(tree, (int, float)):
-        return {prefix: float(tree)}
-    if isinstance(tree, Mapping):
-        items = [(f"{prefix}/{k}" if prefix else str(k), v) for k, v in tree.items() if k not in DURATIONS]
-    else:
-        items = [(f"{prefix}[{i}]", v) for i, v in enumerate(tree)]
-    found: dict[str, float] = {}
-    for path, value in items:
-        found.update(numbers(value, path))
-    return found
-
-
-def _is_detail(path: str) -> bool:
-    return f"/{DETAIL}/" in path or "[" in path
-
-
-def _compared(record: Mapping[str, Any]) -> dict[str, float]:
-    return numbers({key: record.get(key) or {} for key in ("metrics", "validation", "head")})
-
-
-def _arithmetic_differences(stored: Mapping[str, Any], rerun: Mapping[str, Any]) -> list[str]:
-    """Why the two runs may not have computed bit for bit alike (empty: they did the same arithmetic)."""
-    reasons = []
-    before, now = stored.get("numerics") or {}, rerun.get("numerics") or {}
-    reasons += [
-        f"{key} {before.get(key)} -> {now.get(key)}"
-        for key in sorted({*before, *now})
-        if before.get(key) != now.get(key)
-    ]
-    sizes = [(r.get("run") or {}).get("world_size", 1) for r in (stored, rerun)]
-    if sizes[0] != sizes[1]:
-        reasons.append(f"world size {sizes[0]} -> {sizes[1]}")
-    codes = [(r.get("provenance") or {}).get("code") for r in (stored, rerun)]
-    if not same_code(*codes):
-        reasons.append(f"code {describe_code(codes[0])} -> {describe_code(codes[1])}")
-    return reasons
-
-
-def _equal(a: float, b: float) -> bool:
-    return a == b or (math.isnan(a) and math.isnan(b))
-
-
-def compare_results(
-    stored: Mapping[str, Any], rerun: Mapping[str, Any], tolerance: float, cell: Path = Path(".")
-) -> Comparison:
-    """Compare two results records of one cell (the module docstring says how)."""
-    reasons = _arithmetic_differences(stored, rerun)
-    exact = not reasons
-    old, new = _compared(stored), _compared(rerun)
-    names = [n for n in dict.fromkeys([*old, *new]) if exact or not _is_detail(n)]
-    differences, largest = [], 0.0
-    for name in names:
-        a, b = old.get(name), new.get(name)
-        if a is None or b is None:
-            differences.append(Difference(name, a, b))
-            continue
-        if not _equal(a, b):
-            largest = max(largest, abs(b - a)) if math.isfinite(b - a) else largest
-            if exact or not abs(b - a) <= tolerance * max(1.0, abs(a)):
-                differences.append(Difference(name, a, b))
-    codes = tuple(describe_code((r.get("provenance") or {}).get("code")) for r in (stored, rerun))
-    return Comparison(cell, exact, reasons, tolerance, len(names), differences, largest, codes)
-
-
-def format_comparison(comparison: Comparison) -> str:
-    """A summary line, and a table of the numbers that differ."""
-    how = "exact (same commit, numerics and world size)"
-    if not comparison.exact:
-        reasons = "; ".join(comparison.reasons)
-        how = f"within {comparison.tolerance:g} x max(1, |stored|), summary numbers only ({reasons})"
-    n = len(comparison.differences)
-    lines = [f"rerun of {comparison.cell}: {comparison.compared} numbers compared, {how}: {n} differ"]
-    if n:
-        lines += ["", "| number | stored | rerun | difference |", "|---|---|---|---|"]
-        for d in comparison.differences[:SHOWN]:
-            gap = f"{d.rerun - d.stored:+.6g}" if d.stored is not None and d.rerun is not None else "missing"
-            lines.append(f"| {d.name} | {_show(d.stored)} | {_show(d.rerun)} | {gap} |")
-        lines += [f"... and {n - SHOWN} more"] if n > SHOWN else []
-    return "\n".join(lines)
-
-
-def _show(value: float | None) -> str:
-    return "-" if value is None else f"{value:.6g}"
 
 
 def _read_cell(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -212,6 +82,8 @@ def _train(record: Mapping[str, Any], stored: Mapping[str, Any], output: Path) -
         chosen=record.get("chosen"),
         sweep_sha256=record.get("sweep_config_sha256"),
     )
+    from clipmag_experiments.sweep.run import run_cell  # the trainers' core: not for --help
+
     run_cell(cell, "torchrun" if world_size > 1 else "inprocess", world_size)
     return read_results(output / RESULTS_FILE)
 

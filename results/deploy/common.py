@@ -21,11 +21,11 @@ from clipmag.results.provenance import provenance
 from clipmag.results.record import encoding_numerics, package_versions
 from clipmag.scoring.heads import SimilarityHead
 from text_retrieval.data.loaders import EvalSettings, RetrievalDataset, load_beir
-from text_retrieval.evaluation.encoding import with_export_lengths
 from text_retrieval.evaluation.evaluate import evaluate_retrieval
 from text_retrieval.evaluation.records import model_label
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.model.packaged import resolve_model_name
+from text_retrieval.retrieval.encoding import with_export_lengths
 from text_retrieval.retrieval.index import RetrievalSettings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,8 @@ from collections import defaultdict
 from common import SHARED, add_common_arguments, beir_sets, evaluate, label, load_encoder, models, write_rows
 
 from clipmag.results.provenance import code_state
-from clipmag.scoring.heads import HEAD_NAMES, every_head
+from clipmag.scoring.head_config import HEAD_NAMES
+from clipmag.scoring.heads import every_head
 from text_retrieval.evaluation.metrics import evaluate_run
 from text_retrieval.rag.config import RagConfig, RagDataConfig
 from text_retrieval.rag.data import Corpus

@@ -25,9 +25,6 @@ from clipmag.config.checks import PositiveInt
 from clipmag.config.command_line import field_flags, parse_cli, require_one_of
 from clipmag.config.entry import run_entry_point, user_message
 from clipmag.runtime.logs import setup_logging
-from text_retrieval.data.bundled.build import pairs_from_bundled
-from text_retrieval.data.training.pairs import pairs_from_beir, pairs_from_jsonl, shuffled
-from text_retrieval.data.training.shards import write_text_shards
 
 __all__ = ["TextShardsCommand", "parse_args", "main", "entry"]
 
@@ -66,7 +63,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     setup_logging()
     try:
-        args = parse_args(sys.argv[1:] if argv is None else argv)
+        args = parse_args(sys.argv[1:] if argv is None else argv)  # --help ends here, before torch loads
+        from text_retrieval.data.bundled.build import pairs_from_bundled
+        from text_retrieval.data.training.pairs import pairs_from_beir, pairs_from_jsonl, shuffled
+        from text_retrieval.data.training.shards import write_text_shards
+
         if args.beir is not None:
             samples = pairs_from_beir(args.beir, args.split)
         elif args.jsonl is not None:

@@ -34,15 +34,12 @@ from clipmag.config.checks import PositiveInt
 from clipmag.config.command_line import field_flags, parse_cli
 from clipmag.config.entry import run_entry_point
 from clipmag.errors import ConfigError
-from clipmag.runtime.distributed import environment_rank
 from clipmag.runtime.logs import setup_logging
-from clipmag.runtime.precision import PRECISIONS
-from clipmag.scoring.heads import HeadChoice
+from clipmag.runtime.precision_setting import PRECISIONS
+from clipmag.scoring.head_config import HeadChoice
 from clipmag.storage.folder_lock import FolderLock
 from text_retrieval.config import PoolingName
 from text_retrieval.data.loaders import EvalSettings
-from text_retrieval.evaluation.evaluate import evaluate_paths
-from text_retrieval.retrieval.corpus_cache import shared_encoding
 from text_retrieval.retrieval.index import RetrievalSettings
 
 __all__ = ["EvalTextConfig", "FLAGS", "parse_args", "main", "entry"]
@@ -123,7 +120,9 @@ def parse_args(argv: Sequence[str]) -> EvalTextConfig:
 
 def main(argv: Sequence[str]) -> list[dict[str, Any]]:
     """Every model on every data set; one JSON per pair under --output, the records returned."""
-    cfg = parse_args(argv)
+    cfg = parse_args(argv)  # --help ends here, before torch and the encoders are imported
+    from clipmag.runtime.distributed import environment_rank
+
     rank = environment_rank()
     setup_logging(rank=rank, level=logging.WARNING if cfg.quiet else logging.INFO)
     # one evaluation per --output at a time (rank 0 holds it): two would interleave records and run files
@@ -132,6 +131,9 @@ def main(argv: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def _evaluate(cfg: EvalTextConfig) -> list[dict[str, Any]]:
+    from text_retrieval.evaluation.evaluate import evaluate_paths
+    from text_retrieval.retrieval.corpus_cache import shared_encoding
+
     encoding = dataclasses.replace(
         cfg.encoding,
         query_max_length=cfg.encoding.query_max_length or cfg.max_length,

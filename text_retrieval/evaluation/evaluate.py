@@ -27,11 +27,11 @@ from clipmag.scoring.diagnostics import document_norm_effect, norm_stats, row_no
 from clipmag.storage.naming import distinct_labels, model_label
 from text_retrieval.data.loaders import BrightDataset, EvalSettings, RetrievalDataset, STSPairs, load_eval_datasets
 from text_retrieval.evaluation.bright_scores import add_recall_at_1, bright_summary
-from text_retrieval.evaluation.encoding import empty_inputs, evaluation_encoding, with_export_lengths
 from text_retrieval.evaluation.metrics import check_trec_ids, evaluate_run, write_trec_run
 from text_retrieval.evaluation.records import build_record, format_table, result_stem, write_record
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.retrieval.corpus_cache import corpus_norms, encode_corpus
+from text_retrieval.retrieval.encoding import empty_inputs, evaluation_encoding, with_export_lengths
 from text_retrieval.retrieval.index import RetrievalSettings
 from text_retrieval.retrieval.search import retrieve
 from text_retrieval.serving.served import open_for_dataset

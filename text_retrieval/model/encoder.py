@@ -24,7 +24,8 @@ from torch import nn
 from tqdm.auto import tqdm
 from transformers import AutoTokenizer, BatchEncoding, PreTrainedModel, PreTrainedTokenizerBase
 
-from clipmag.runtime.precision import autocast, autocast_dtype, check_precision
+from clipmag.runtime.precision import autocast, autocast_dtype
+from clipmag.runtime.precision_setting import check_precision
 from clipmag.scoring.head_record import HEAD_FILE, HeadRecord
 from clipmag.scoring.heads import SimilarityHead, build_head
 from clipmag.storage.finite import require_finite

@@ -18,34 +18,26 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar
+from typing import Any
 
-import torch
-
-from clipmag.config.checks import NonNegativeInt, PositiveFloat, Range
 from clipmag.config.command_line import field_flags, parse_cli
 from clipmag.config.entry import run_entry_point
-from clipmag.config.spellings import BUNDLED_RENAME
-from clipmag.results.provenance import provenance
-from clipmag.scoring.heads import build_head
-from text_retrieval.config import BundledDataConfig, PoolingName
-from text_retrieval.data.bundled.build import pairs_from_bundled
-from text_retrieval.data.loaders.beir import is_beir_folder
-from text_retrieval.data.training.pairs import pairs_from_beir, pairs_from_jsonl, shuffled
-from text_retrieval.data.training.shards import TextShardStream
-from text_retrieval.model.encoder import TextEncoder
-from text_retrieval.model.packaged import resolve_model_name
-from text_retrieval.predict.predictors import DCV_THRESHOLD, predict_norm
+from text_retrieval.config import BundledDataConfig
+from text_retrieval.predict.config import PredictConfig
 
-__all__ = ["PredictConfig", "parse_args", "main", "entry", "load_probe_pairs", "summary_lines"]
+__all__ = ["parse_args", "main", "entry", "load_probe_pairs", "summary_lines"]
 
 BUNDLED_ROOT = BundledDataConfig().root  # where the trainer builds the bundled set
 
 
 def load_probe_pairs(spec: str, n: int, seed: int = 0, split: str = "train") -> tuple[list[str], list[str]]:
     """n seeded (query, positive) pairs from ``bundled``, a shard folder, a BEIR folder or a jsonl file."""
+    from text_retrieval.data.bundled.build import pairs_from_bundled  # the readers load torch: not for --help
+    from text_retrieval.data.loaders.beir import is_beir_folder
+    from text_retrieval.data.training.pairs import pairs_from_beir, pairs_from_jsonl, shuffled
+    from text_retrieval.data.training.shards import TextShardStream
+
     path = Path(spec)
     if spec == "bundled":
         samples = shuffled(pairs_from_bundled(BUNDLED_ROOT), seed)
@@ -83,31 +75,6 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     ]
 
 
-AtLeastTwo = Annotated[int, Range(2)]  # norms and pairs need two samples to have a spread
-
-
-@dataclass
-class PredictConfig:
-    """The predictors' settings. ``data``: ``bundled``, a WebDataset shard folder, a BEIR folder
-    (``split`` of its qrels) or a pairs jsonl; ``output``: write the JSON there instead of printing it."""
-
-    model: str = "all-MiniLM-L6-v2"
-    data: str = "bundled"
-    split: str = "train"
-    n_pairs: AtLeastTwo = 200
-    max_length: AtLeastTwo = 64
-    pooling: PoolingName | None = None
-    seed: int = 0
-    probe_steps: NonNegativeInt = 4
-    probe_lr: PositiveFloat = 1e-4
-    probe_batch_size: AtLeastTwo = 16
-    fisher_batch_size: AtLeastTwo = 32
-    dcv_threshold: PositiveFloat = DCV_THRESHOLD
-    output: str | None = None
-
-    RENAMED_VALUES: ClassVar[dict[str, dict[str, str]]] = {"data": BUNDLED_RENAME}
-
-
 # Every key is also a flag: --n-pairs 128 sets n_pairs (as the trainers' --norm sets head.name).
 PREDICT_SHORTHANDS = field_flags(PredictConfig)
 
@@ -119,7 +86,14 @@ def parse_args(argv: Sequence[str]) -> PredictConfig:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """``predict_norm.py --model PATH --data DIR``: both predictors, JSON to --output (or stdout)."""
-    args = parse_args(list(sys.argv[1:] if argv is None else argv))
+    args = parse_args(list(sys.argv[1:] if argv is None else argv))  # --help ends here, before torch loads
+    import torch
+
+    from clipmag.results.provenance import provenance
+    from clipmag.scoring.heads import build_head
+    from text_retrieval.model.encoder import TextEncoder
+    from text_retrieval.model.packaged import resolve_model_name
+    from text_retrieval.predict.predictors import predict_norm
 
     queries, documents = load_probe_pairs(args.data, args.n_pairs, args.seed, args.split)
     encoder = TextEncoder.from_pretrained(  # the predictors score with their own dot head, whatever the model's

@@ -15,9 +15,9 @@ from typing import Any
 
 from clipmag.registry.evaluations import EvaluationResult
 from clipmag.results.record import RESULTS_FILE
-from text_retrieval.predict.cli import PredictConfig
 from text_retrieval.predict.cli import main as predict_main
 from text_retrieval.predict.cli import parse_args as predict_parse_args
+from text_retrieval.predict.config import PredictConfig
 
 __all__ = ["main", "parse_args", "read_evaluation"]
 

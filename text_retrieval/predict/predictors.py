@@ -40,11 +40,12 @@ import torch
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE
 from text_retrieval.model.encoder import TextEncoder
-from text_retrieval.predict.probe import DCV_THRESHOLD, SCALE, query_cv_probe, seeded_batches
+from text_retrieval.predict.config import DCV_THRESHOLD
+from text_retrieval.predict.probe import SCALE, query_cv_probe, seeded_batches
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["predict_norm", "correlation_condition", "fisher_verdict", "magnitude_fisher", "DCV_THRESHOLD"]
+__all__ = ["predict_norm", "correlation_condition", "fisher_verdict", "magnitude_fisher"]
 
 
 def _centred(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -19,7 +19,6 @@ says so. :mod:`text_retrieval.predict.predictors` runs it next to the scale-free
 from __future__ import annotations
 
 import copy
-import math
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -31,11 +30,11 @@ from clipmag.scoring.diagnostics import norm_stats, row_norms
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE
 from text_retrieval.model.encoder import TextEncoder
+from text_retrieval.predict.config import DCV_THRESHOLD
 
-__all__ = ["query_cv_probe", "seeded_batches", "DCV_THRESHOLD", "SCALE"]
+__all__ = ["query_cv_probe", "seeded_batches", "SCALE"]
 
 SCALE = 20.0
-DCV_THRESHOLD = math.sqrt(2.0 * 4.0)
 
 
 def seeded_batches(n: int, batch_size: int, seed: int) -> list[list[int]]:

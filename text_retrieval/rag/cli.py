@@ -31,7 +31,6 @@ from clipmag.registry.evaluations import EvaluationResult
 from clipmag.runtime.logs import setup_logging
 from clipmag.storage.folder_lock import FolderLock
 from text_retrieval.rag.config import RagConfig
-from text_retrieval.rag.pipeline import run_rag
 from text_retrieval.rag.report import Row, comparison_table, read_row
 
 __all__ = ["RagCommand", "parse_args", "main", "entry", "read_evaluation"]
@@ -94,6 +93,8 @@ def main(argv: Sequence[str]) -> list[Row]:
         print(comparison_table(rows, rows[0].top_k))
         return rows
     cfg = cmd.evaluation()
+    from text_retrieval.rag.pipeline import run_rag  # the reader and the encoders: torch, transformers
+
     with FolderLock(cfg.output, "RAG evaluation"):  # two into one folder would mix their rows
         rows = run_rag(cfg, show_progress=not cmd.quiet)
     print(comparison_table(rows, cfg.reader.top_k))

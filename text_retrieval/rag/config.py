@@ -12,8 +12,8 @@ from typing import ClassVar, Literal
 
 from clipmag.config.checks import NonNegativeInt, PositiveInt
 from clipmag.config.spellings import BUNDLED_RENAME
-from clipmag.runtime.precision import PRECISIONS
-from clipmag.scoring.heads import HEAD_NAMES
+from clipmag.runtime.precision_setting import PRECISIONS
+from clipmag.scoring.head_config import HEAD_NAMES
 from text_retrieval.config import PoolingName
 
 __all__ = ["RagConfig", "RagDataConfig", "RetrievalConfig", "RagHeads", "ReaderConfig", "ACCURACY_AT"]

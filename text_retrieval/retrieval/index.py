@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import mmap
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import torch
 
-from clipmag.scoring.heads import SimilarityHead
 from text_retrieval.retrieval.compression import Compression
+
+if TYPE_CHECKING:
+    from clipmag.scoring.heads import SimilarityHead
 
 __all__ = [
     "Run",
@@ -90,7 +91,9 @@ class RetrievalSettings:
     @property
     def encodes_only(self) -> bool:
         """True on the ranks other than 0 of a distributed evaluation: they only help encode the corpus."""
-        return self.distributed and torch.distributed.is_initialized() and torch.distributed.get_rank() != 0
+        import torch.distributed as dist  # here, not at the top: a command line reads these settings without torch
+
+        return self.distributed and dist.is_initialized() and dist.get_rank() != 0
 
 
 class Index(Protocol):
@@ -101,6 +104,8 @@ class Index(Protocol):
 
 def head_transform(head: SimilarityHead, vectors: np.ndarray, side: str) -> np.ndarray:
     """Apply one side of the head to raw vectors (any float dtype), returning contiguous float32."""
+    import torch  # a head is a torch module, so torch is loaded already; the settings above need none
+
     with torch.no_grad():
         x = torch.from_numpy(np.array(vectors, dtype=np.float32, order="C", copy=True))
         y = head.transform_query(x) if side == "query" else head.transform_document(x)

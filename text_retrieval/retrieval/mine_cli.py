@@ -38,9 +38,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar, Literal
-
-import torch
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from clipmag.config.build import to_dict
 from clipmag.config.checks import PositiveFloat, PositiveInt
@@ -50,22 +48,18 @@ from clipmag.config.spellings import BUNDLED_RENAME
 from clipmag.errors import ConfigError
 from clipmag.results.provenance import provenance
 from clipmag.results.record import encoding_numerics
-from clipmag.runtime.distributed import environment_rank
 from clipmag.runtime.logs import setup_logging
-from clipmag.runtime.precision import PRECISIONS
-from clipmag.scoring.heads import HeadChoice
+from clipmag.runtime.precision_setting import PRECISIONS
+from clipmag.scoring.head_config import HeadChoice
 from clipmag.storage.folder_lock import FolderLock
 from clipmag.storage.naming import slug
 from text_retrieval.config import BundledDataConfig, PoolingName
-from text_retrieval.data.training.pairs import shuffled
-from text_retrieval.data.training.shards import write_text_shards
-from text_retrieval.model.encoder import TextEncoder
-from text_retrieval.retrieval.corpus_cache import shared_encoding
 from text_retrieval.retrieval.index import CACHE_DTYPES, RetrievalSettings
-from text_retrieval.retrieval.mining import mine_negatives
 from text_retrieval.retrieval.mining_output import MANIFEST, check_output, empty_but_lock, publish, writable
-from text_retrieval.retrieval.mining_sources import load_corpus, load_samples
 from text_retrieval.retrieval.negatives import MiningRules
+
+if TYPE_CHECKING:
+    from text_retrieval.model.encoder import TextEncoder
 
 __all__ = ["MineConfig", "parse_args", "main", "entry"]
 
@@ -142,6 +136,10 @@ def parse_args(argv: Sequence[str]) -> MineConfig:
 
 
 def _encoder(cfg: MineConfig) -> TextEncoder:
+    import torch  # the encoder, the readers and the search load here, after the command line is read
+
+    from text_retrieval.model.encoder import TextEncoder
+
     encoder = TextEncoder.from_pretrained(
         cfg.model,
         norm=cfg.head.name,
@@ -155,6 +153,10 @@ def _encoder(cfg: MineConfig) -> TextEncoder:
 
 def _mine(cfg: MineConfig, staging: Path) -> tuple[TextEncoder, list[dict[str, Any]], dict[str, Any]] | None:
     """The encoder, the mined samples and the summary; None on the ranks that only helped encode."""
+    from text_retrieval.retrieval.corpus_cache import shared_encoding
+    from text_retrieval.retrieval.mining import mine_negatives
+    from text_retrieval.retrieval.mining_sources import load_corpus, load_samples
+
     samples = load_samples(cfg.data, cfg.split, cfg.bundled_root)
     corpus = load_corpus(cfg.corpus) if cfg.corpus else []
     encoder = _encoder(cfg)
@@ -173,6 +175,9 @@ def _write(
     cfg: MineConfig, encoder: TextEncoder, samples: list[dict[str, Any]], summary: dict[str, Any], staging: Path
 ) -> dict[str, Any]:
     """Shards and manifest into ``staging``, which then replaces the output; the manifest."""
+    from text_retrieval.data.training.pairs import shuffled
+    from text_retrieval.data.training.shards import write_text_shards
+
     output = Path(cfg.output)
     if not cfg.no_shuffle:
         samples = shuffled(samples, cfg.rules.seed)
@@ -214,7 +219,9 @@ def main(argv: Sequence[str]) -> dict[str, Any] | None:
 
     Everything is written into a staging folder beside the output (which also holds the temporary
     corpus cache of a torchrun run without ``--cache-dir``), removed when the run fails."""
-    cfg = parse_args(argv)
+    cfg = parse_args(argv)  # --help ends here, before torch loads
+    from clipmag.runtime.distributed import environment_rank
+
     rank = environment_rank()
     setup_logging(rank=rank, level=logging.WARNING if cfg.quiet else logging.INFO)
     output = Path(cfg.output)

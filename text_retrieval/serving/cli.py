@@ -31,21 +31,24 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from clipmag.config.checks import PositiveInt
 from clipmag.config.command_line import field_flags, help_text, parse_cli
 from clipmag.config.entry import run_entry_point
 from clipmag.errors import ConfigError
 from clipmag.runtime.logs import setup_logging
-from clipmag.runtime.precision import PRECISIONS
-from clipmag.scoring.heads import HeadName, build_head
+from clipmag.runtime.precision_setting import PRECISIONS
+from clipmag.scoring.head_config import HeadName
 from text_retrieval.config import PoolingName
 from text_retrieval.data.loaders import EvalSettings
 from text_retrieval.data.loaders.beir import corpus_fingerprint, read_corpus, read_queries
 from text_retrieval.data.loaders.reading import find_file
-from text_retrieval.model.encoder import TextEncoder
-from text_retrieval.serving.served import STORES, Corpus, ServedIndex, build_served_index
+from text_retrieval.serving.manifest import STORES, Corpus
+
+if TYPE_CHECKING:
+    from text_retrieval.model.encoder import TextEncoder
+    from text_retrieval.serving.served import ServedIndex
 
 __all__ = ["BuildCommand", "QueryCommand", "main", "entry"]
 
@@ -108,6 +111,9 @@ def _build(cfg: BuildCommand) -> dict[str, Any]:
     for key in ("model", "corpus", "output"):
         if not getattr(cfg, key):
             raise ConfigError(f"build: --{key} is needed; see --help")
+    from text_retrieval.model.encoder import TextEncoder  # torch, transformers, faiss: only to run a command
+    from text_retrieval.serving.served import build_served_index
+
     encoder = TextEncoder.from_pretrained(cfg.model, norm=cfg.norm, pooling=cfg.pooling, precision=cfg.precision)
     settings = EvalSettings(query_max_length=cfg.max_length, document_max_length=cfg.max_length)
     manifest = build_served_index(
@@ -134,6 +140,9 @@ def _build(cfg: BuildCommand) -> dict[str, Any]:
 
 def _query_encoder(served: ServedIndex, model: str | None, precision: str) -> TextEncoder:
     """The index's model with the head and encoding settings it was built with (``model``: another, checked)."""
+    from clipmag.scoring.heads import build_head
+    from text_retrieval.model.encoder import TextEncoder
+
     record = served.manifest.record
     sides = ("query_prefix", "document_prefix", "query_max_length", "document_max_length")
     encoder = TextEncoder.from_pretrained(
@@ -150,6 +159,8 @@ def _query_encoder(served: ServedIndex, model: str | None, precision: str) -> Te
 def _query(cfg: QueryCommand) -> list[dict[str, Any]]:
     if not cfg.index or bool(cfg.text) == bool(cfg.queries):
         raise ConfigError("query: give --index and either --text (one or more) or --queries FILE; see --help")
+    from text_retrieval.serving.served import ServedIndex
+
     served = ServedIndex(cfg.index, cfg.store)
     encoder = _query_encoder(served, cfg.model, cfg.precision)
     if cfg.queries:

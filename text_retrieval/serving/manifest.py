@@ -19,12 +19,25 @@ from clipmag.scoring.head_record import HeadRecord
 from clipmag.storage.files import write_text_atomic
 from clipmag.storage.user_files import read_json
 
-__all__ = ["MANIFEST_FILE", "IDS_FILE", "NORMS_FILE", "IndexManifest", "encoder_identity"]
+__all__ = ["MANIFEST_FILE", "IDS_FILE", "NORMS_FILE", "STORES", "Corpus", "IndexManifest", "encoder_identity"]
 
 MANIFEST_FILE, IDS_FILE, NORMS_FILE = "manifest.json", "ids.json", "norms.npy"
 FORMAT_VERSION = 1
 # What a query encoder must share with the one that encoded the documents (its query settings may differ).
 _CHECKED = ("weights", "head", "pooling", "document_prefix", "document_max_length")
+
+STORES = ("faiss", "lancedb")  # the vector stores an index folder can hold
+
+
+@dataclass
+class Corpus:
+    """The documents to index: a name (the corpus cache's), ids and texts in order, their fingerprint and source."""
+
+    name: str
+    ids: list[str]
+    texts: list[str]
+    fingerprint: str
+    source: str
 
 
 def encoder_identity(encoder: Any) -> dict[str, Any]:

@@ -22,7 +22,6 @@ import json
 import shutil
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,30 +32,18 @@ from clipmag.results.record import encoding_numerics
 from clipmag.scoring.heads import build_head
 from clipmag.storage.finite import NonFiniteWeights
 from text_retrieval.data.loaders import EvalSettings, RetrievalDataset
-from text_retrieval.evaluation.encoding import evaluation_encoding, with_export_lengths
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.retrieval.compression import Compression
 from text_retrieval.retrieval.corpus_cache import corpus_norms, encode_corpus
+from text_retrieval.retrieval.encoding import evaluation_encoding, with_export_lengths
 from text_retrieval.serving.faiss_store import FaissStore, build_faiss
 from text_retrieval.serving.lance_store import LanceStore, build_lance
 from text_retrieval.serving.layout import Layout, check_metric
-from text_retrieval.serving.manifest import IDS_FILE, NORMS_FILE, IndexManifest, encoder_identity
+from text_retrieval.serving.manifest import IDS_FILE, NORMS_FILE, STORES, Corpus, IndexManifest, encoder_identity
 
-__all__ = ["STORES", "Corpus", "build_served_index", "ServedIndex", "open_for_dataset"]
+__all__ = ["build_served_index", "ServedIndex", "open_for_dataset"]
 
-STORES = ("faiss", "lancedb")
 _CHUNK_ROWS = 65_536
-
-
-@dataclass
-class Corpus:
-    """The documents to index: a name (the corpus cache's), ids and texts in order, their fingerprint and source."""
-
-    name: str
-    ids: list[str]
-    texts: list[str]
-    fingerprint: str
-    source: str
 
 
 def _chunks(vectors: np.ndarray) -> Iterator[np.ndarray]:

@@ -1,0 +1,109 @@
+"""The image-text trainer's ``data`` section, plain data, and the checks it needs before any shard is
+read: the bundled set's sizes, and whether two splits share a shard. No torch, PIL or webdataset
+here, so the command line shows and checks the section before anything heavy loads; reading the
+shards is :mod:`clipmag.clip.data`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from clipmag.config.checks import NonNegativeInt, PositiveInt
+from clipmag.storage.shards import shard_fingerprint
+
+__all__ = ["ClipDataConfig", "DigitsSizes", "split_overlap"]
+
+
+@dataclass
+class DigitsSizes:
+    """The bundled set's sizes, one config section for the trainer (``data.bundled``) and the shard
+    builder (``--bundled-train`` ...): composites per split (each with several captions) and the
+    classification images per class. Every split is trained on, validated or tested, so none may be
+    empty: an empty split has no pair to score, and is refused here rather than deep inside a run."""
+
+    train: PositiveInt = 20000
+    val: PositiveInt = 500
+    test: PositiveInt = 1000
+    per_class: PositiveInt = 50
+
+    def __post_init__(self) -> None:
+        if self.val + self.test > 10**4:
+            raise ValueError(f"val + test = {self.val + self.test}: at most 10000 distinct four-digit composites exist")
+
+
+@dataclass
+class ClipDataConfig:
+    """Where batches come from. ``source=auto``: shards when ``train_shards`` is set, else the
+    bundled set (``bundled.py``), which needs nothing else.
+
+    ``train_shards`` / ``val_shards`` / ``test_shards``: a folder of ``*.tar`` or brace patterns
+    (``data/train-{000..009}.tar``, ``::`` joins several). Validation picks the best checkpoint;
+    the final numbers are on test, so the two must not share a shard. ``batch_size`` is per rank
+    and micro-batch. ``augment`` uses open_clip's training transform (random resized crop) for
+    shards, seeded per sample; the bundled set is always read un-augmented. ``workers``:
+    DataLoader processes per rank (resume with the value the run started with). ``classnames`` /
+    ``templates``: text files (one per line, templates with ``{c}``) that turn the ``cls`` field of
+    the test shards into a zero-shot classification task. ``bundled``: sizes of the bundled
+    splits (:class:`DigitsSizes`), built with ``bundled_seed``.
+    ``skip_broken_images``: a training image that does not decode is replaced by the next of its
+    shard that does (counted in results) instead of stopping the run; evaluation images are never
+    skipped (a test set must stay the same).
+    """
+
+    source: Literal["auto", "bundled", "shards"] = "auto"
+    batch_size: PositiveInt = 128
+    eval_batch_size: PositiveInt = 256
+    train_shards: str | None = None
+    val_shards: str | None = None
+    test_shards: str | None = None
+    classnames: str | None = None
+    templates: str | None = None
+    workers: NonNegativeInt = 0
+    skip_broken_images: bool = False
+    augment: bool = True
+    bundled: DigitsSizes = field(default_factory=DigitsSizes)
+    bundled_seed: int = 0
+
+
+_OVERLAP_HARM = {
+    ("train", "val"): "validation would score data the model trained on",
+    ("train", "test"): "the final numbers would score data the model trained on",
+    ("val", "test"): "validation would pick the checkpoint on the test data",
+}
+
+
+def split_overlap(splits: Mapping[str, Sequence[str]]) -> str | None:
+    """The problem with two splits (``train``, ``val``, ``test`` -> their paths, in that order) that
+    share a path, or None.
+
+    Validation picks the checkpoint and test gives the final numbers, so no two may hold the same
+    shard. Paths are compared resolved - ``..``, ``.`` and symbolic links followed - since
+    ``data/../data/test`` and ``data/test`` are one folder however the settings spell it. The config
+    compares the settings' folders (before any shard need exist), the task their shard files.
+    """
+    resolved = {split: {os.path.realpath(p): p for p in paths} for split, paths in splits.items()}
+    for (a, files_a), (b, files_b) in itertools.combinations(resolved.items(), 2):
+        shared = sorted(files_a.keys() & files_b.keys())
+        if shared:
+            spelled = {files_a[shared[0]], files_b[shared[0]]} - {shared[0]}
+            named = f" (given as {' and '.join(sorted(spelled))})" if spelled else ""
+            return f"data.{a}_shards and data.{b}_shards share {shared[0]}{named}: {_OVERLAP_HARM[a, b]}"
+    return _content_overlap(splits)
+
+
+def _content_overlap(splits: Mapping[str, Sequence[str]]) -> str | None:
+    """Two splits holding byte copies of one shard under different paths (files only: the config's
+    check runs before the shards exist)."""
+    prints = {split: {shard_fingerprint(p): p for p in paths if os.path.isfile(p)} for split, paths in splits.items()}
+    for (a, files_a), (b, files_b) in itertools.combinations(prints.items(), 2):
+        shared = sorted(files_a.keys() & files_b.keys())
+        if shared:
+            return (
+                f"data.{a}_shards and data.{b}_shards hold the same shard: {files_a[shared[0]]} and "
+                f"{files_b[shared[0]]} have the same content: {_OVERLAP_HARM[a, b]}"
+            )
+    return None
