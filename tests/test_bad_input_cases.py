@@ -143,3 +143,11 @@ def test_missing_evaluation_data_names_the_command_that_fetches_it(tmp_path, cap
     line = _one_error_line(capsys, main, ["--model", "all-MiniLM-L6-v2", "--data", str(missing)])
     command = f"python -m text_retrieval.data.download {kind} {name} {missing.parent}"
     assert line == f"error: evaluation data not found: {missing}; fetch it with: {command}"
+
+
+def test_the_loaders_name_every_sts_set_the_fetcher_downloads():
+    """The missing-data line names a fetch command for exactly the STS sets the fetcher knows."""
+    from text_retrieval.data.fetch import STS_SOURCES
+    from text_retrieval.data.loaders import FETCHED_STS
+
+    assert set(FETCHED_STS) == set(STS_SOURCES)

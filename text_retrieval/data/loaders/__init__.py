@@ -41,6 +41,10 @@ __all__ = [
     "read_qrels",
 ]
 
+# The STS sets text_retrieval.data.fetch downloads into this layout (its STS_SOURCES; a test keeps
+# the two equal: the fetcher imports these loaders, so they cannot import it back).
+FETCHED_STS = ("stsbenchmark", "sickr")
+
 DatasetKind = Literal["beir", "bright", "bright-collection", "bright-settings", "sts"]
 
 
@@ -53,11 +57,9 @@ def located(path: str | Path) -> Path:
 def fetch_hint(path: Path) -> str:
     """The command that fetches missing evaluation data: exactly, for a BEIR set under ``.../beir/NAME``
     or a known STS set under ``.../sts/NAME`` (the layout the downloader writes), else its usage."""
-    from text_retrieval.data.fetch import STS_SOURCES  # the fetchers read these loaders' layouts
-
     command = "python -m text_retrieval.data.download"
     kind = path.parent.name
-    if kind == "beir" or (kind == "sts" and path.name in STS_SOURCES):
+    if kind == "beir" or (kind == "sts" and path.name in FETCHED_STS):
         return f"fetch it with: {command} {kind} {path.name} {path.parent}"
     return f"a BEIR or STS set is fetched with: {command} beir|sts NAME ROOT (see {command} --help)"
 
