@@ -111,3 +111,18 @@ def test_evaluation_searches_the_compressed_documents_and_records_their_size(sig
     assert searched["compression"] == "binary+norm" and searched["bytes_per_vector"] == 6.0
     assert [list(kept[q]) for q in qrels] == [list(exact[q]) for q in qrels]
     assert [list(plain[q]) for q in qrels] != [list(exact[q]) for q in qrels]
+
+
+def test_int8_floor_gives_sentence_transformers_codes_and_int8_the_nearest_step():
+    quantization = pytest.importorskip("sentence_transformers.util.quantization")
+    rng = np.random.default_rng(3)
+    calibration, docs = rng.normal(size=(200, DIM)).astype(np.float32), rng.normal(size=(50, DIM)).astype(np.float32)
+    ranges = np.vstack([calibration.min(axis=0), calibration.max(axis=0)])
+    theirs = quantization.quantize_embeddings(docs, "uint8", ranges=ranges)
+    floor = Compression.parse("int8-floor").fit(calibration)
+    np.testing.assert_array_equal(floor.encode(docs).codes, theirs)
+    rebuilt = quantization._dequantize_embeddings(theirs, "uint8", ranges)  # their lower edge of the step
+    np.testing.assert_allclose(floor.reconstruct(docs), rebuilt, rtol=1e-5, atol=1e-6)
+    nearest = Compression.parse("int8").fit(calibration).encode(docs).codes.astype(int)
+    assert set(np.unique(nearest - theirs.astype(int))) == {0, 1}  # ours rounds up where theirs floors
+    assert floor.describe(DIM, floor.encode(docs))["bytes_per_vector"] == DIM

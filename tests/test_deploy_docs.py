@@ -9,7 +9,7 @@ import pytest
 from text_fixtures import REPO
 
 from clipmag.scoring.head_record import HeadRecord
-from clipmag_experiments.report.docs_deploy import BLOCKS
+from clipmag_experiments.report.docs_deploy import BLOCKS, VALUES
 from clipmag_experiments.report.docs_sync import docs_main, stale_marks
 from clipmag_experiments.report.stored import StoredResults
 from text_retrieval.model.card import write_model_card
@@ -110,3 +110,47 @@ def test_a_measurement_of_another_table_is_refused(tmp_path):
     (stored.root / "deploy" / "hybrid.json").write_text(json.dumps(_compression_record()), encoding="utf-8")
     with pytest.raises(ValueError, match=r"hybrid.json: holds the 'compression' table, not 'hybrid'"):
         BLOCKS["deploy-hybrid"](stored)
+
+
+def _ann_scale_record(recalls: dict[tuple[str, str], list[float]]) -> dict:
+    """A bench_ann_scale.py record whose HNSW rows at efSearch 16, 64, 256 have the given recalls."""
+    rows = []
+    for (head, layout), values in recalls.items():
+        for value, recall in zip((16, 64, 256), values):
+            rows.append({"head": head, "layout": layout, "method": "hnsw", "knob": "efSearch", "value": value})
+            rows[-1].update(recall=recall, M=32, efConstruction=40, build_s=1.0)
+        rows.append({"head": head, "layout": layout, "method": "ivf", "knob": "nprobe", "value": 4})
+        rows[-1].update(recall=0.5, nlist=1264, build_s=1.0)
+    code = {"commit": "0123456789abcdef0123", "dirty": False}
+    corpus = {"documents": 100_000, "queries": 1_000}
+    settings = {"docs": 100_000, "queries": 1_000, "max_length": 128}
+    record = {"benchmark": "ann_scale", "cpu": "AMD EPYC", "threads": 2, "settings": settings, "code": code}
+    return {**record, "model": "all-MiniLM-L6-v2", "corpus": corpus, "k": 10, "rows": rows}
+
+
+def test_ann_scale_table_and_its_advice_render_from_the_record(tmp_path):
+    recalls = {
+        ("cosine", "ip"): [0.96, 0.99, 1.0],
+        ("dot", "ip"): [0.90, 0.97, 1.0],
+        ("qnorm", "ip"): [0.90, 0.96, 1.0],
+        ("dot", "mips-l2"): [0.80, 0.90, 0.94],
+    }
+    root = tmp_path / "results"
+    (root / "deploy").mkdir(parents=True)
+    (root / "deploy" / "ann_scale.json").write_text(json.dumps(_ann_scale_record(recalls)), encoding="utf-8")
+    stored = StoredResults(root)
+    table = BLOCKS["deploy-ann-scale"](stored)
+    assert "| dot | ip | 0.900 | 0.970 | 1.000 | 0.500 |" in table and "100,000 functions" in table
+    assert "HNSW efSearch 16 | HNSW efSearch 64 | HNSW efSearch 256 | IVF nprobe 4 |" in table
+    assert "`python benchmarks/bench_ann_scale.py --docs 100000 --queries 1000`" in table and "AMD EPYC" in table
+    assert VALUES["ann-scale-knob"](stored, "hnsw/ip") == "efSearch 64"  # every dot-family head at 0.95
+    assert VALUES["ann-scale-knob"](stored, "hnsw/cosine") == "efSearch 16"
+    assert VALUES["ann-scale-knob"](stored, "hnsw/mips-l2") == "no efSearch measured (largest 256)"
+
+
+def test_ann_scale_blocks_say_how_to_measure_before_the_record_exists(tmp_path):
+    stored = StoredResults(tmp_path / "results")
+    assert "not measured yet (`python benchmarks/bench_ann_scale.py --output results/deploy/ann_scale.json`" in (
+        BLOCKS["deploy-ann-scale"](stored)
+    )
+    assert VALUES["ann-scale-knob"](stored, "ivf/ip") == "(not measured yet)"

@@ -20,7 +20,9 @@ from conftest import REPO, script_env
 
 from clipmag.registry import plugins
 
-LIBRARY = [p for root in ("clipmag", "clipmag_experiments", "text_retrieval") for p in sorted((REPO / root).rglob("*.py"))]
+LIBRARY = [
+    p for root in ("clipmag", "clipmag_experiments", "text_retrieval") for p in sorted((REPO / root).rglob("*.py"))
+]
 SCRIPTS = {e.name: e.value for e in distribution("clipmag").entry_points if e.group == "console_scripts"}
 TWIN_LINES = 6  # consecutive lines of code (imports, comments and blank lines aside)
 

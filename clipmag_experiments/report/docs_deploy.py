@@ -4,6 +4,9 @@
 ``hybrid.json`` (rows, commit, command, numerics); the page's ``<!-- results:deploy-compression -->``
 and ``<!-- results:deploy-hybrid -->`` blocks are these renderings, re-rendered and checked by
 ``clipmag-report docs`` like every other results table, so the page cannot drift from the files.
+``benchmarks/bench_ann_scale.py --output results/deploy/ann_scale.json`` writes the approximate-search
+record at scale (``deploy-ann-scale``, and the ``ann-scale-knob`` values of the advice beside it);
+until that file exists they say it is not measured and name the command.
 """
 
 from __future__ import annotations
@@ -15,7 +18,12 @@ from typing import Any
 from clipmag.results.provenance import describe_code
 from clipmag_experiments.report.stored import StoredResults
 
-__all__ = ["BLOCKS", "compression_table", "hybrid_table"]
+__all__ = ["BLOCKS", "VALUES", "ANN_SCALE_FILE", "ann_scale_table", "compression_table", "hybrid_table"]
+
+ANN_SCALE_FILE = "ann_scale.json"
+ANN_SCALE_COMMAND = "python benchmarks/bench_ann_scale.py --output results/deploy/ann_scale.json"
+RECALL_TARGET = 0.95  # the recall@10 the advice's search-time settings reach
+_NOT_MEASURED = f"not measured yet (`{ANN_SCALE_COMMAND}`, then `python scripts/report.py docs`)"
 
 
 def _measurement(stored: StoredResults, table: str) -> dict[str, Any]:
@@ -83,7 +91,74 @@ def hybrid_table(record: dict[str, Any]) -> str:
     return "\n".join([legend, "", *lines, "", f"BM25 alone: {'; '.join(alone)}.", "", _source(record)])
 
 
+def _ann_scale(stored: StoredResults) -> dict[str, Any] | None:
+    """The record ``results/deploy/ann_scale.json`` (``None`` before it is measured)."""
+    path = stored.root / "deploy" / ANN_SCALE_FILE
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text(encoding="utf-8"))
+    if record.get("benchmark") != "ann_scale":
+        raise ValueError(f"{path}: holds the {record.get('benchmark')!r} benchmark, not 'ann_scale'")
+    return record
+
+
+def ann_scale_table(record: dict[str, Any] | None) -> str:
+    """Recall@10 per head and layout, one column per efSearch (HNSW) and nprobe (IVF)."""
+    if record is None:
+        return f"HNSW and IVF recall@10 at scale: {_NOT_MEASURED}."
+    rows = record["rows"]
+    columns = list(dict.fromkeys((r["method"], r["knob"], r["value"]) for r in rows))
+    header = ["head", "stored as", *(f"{method.upper()} {knob} {value}" for method, knob, value in columns)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    found: dict[tuple, dict[tuple, float]] = {}
+    for r in rows:
+        found.setdefault((r["head"], r["layout"]), {})[(r["method"], r["knob"], r["value"])] = r["recall"]
+    for (head, layout), recalls in found.items():
+        lines.append(f"| {head} | {layout} | " + " | ".join(f"{recalls[c]:.3f}" for c in columns) + " |")
+    corpus, settings = record["corpus"], record["settings"]
+    first = next(r for r in rows if r["method"] == "ivf")
+    hnsw = next(r for r in rows if r["method"] == "hnsw")
+    command = f"python benchmarks/bench_ann_scale.py --docs {settings['docs']} --queries {settings['queries']}"
+    return "\n".join(
+        [
+            f"recall@{record['k']} against exact search, {corpus['documents']:,} functions and {corpus['queries']:,} "
+            f"docstring queries, {record['model']}, max length {settings['max_length']}; HNSW M = {hnsw['M']}, "
+            f"IVF {first['nlist']} lists:",
+            "",
+            *lines,
+            "",
+            f"Measured with `{command}` ({describe_code(record['code'])}; {record['cpu']}, "
+            f"{record['threads']} threads).",
+        ]
+    )
+
+
+def ann_scale_knob(stored: StoredResults, argument: str) -> str:
+    """``METHOD/LAYOUT``: the smallest efSearch (hnsw) or nprobe (ivf) at which every dot-family head
+    stored as LAYOUT (``ip``, ``mips-l2``; ``cosine``: the control) reaches ``RECALL_TARGET``."""
+    method, _, layout = argument.partition("/")
+    record = _ann_scale(stored)
+    if record is None:
+        return "(not measured yet)"
+    rows = [r for r in record["rows"] if r["method"] == method]
+    if layout == "cosine":
+        picked = [r for r in rows if r["head"] == "cosine"]
+    else:
+        picked = [r for r in rows if r["layout"] == layout and r["head"] != "cosine"]
+    if not picked:
+        raise KeyError(f"ann-scale-knob:{argument}: no {method} rows stored as {layout}")
+    reached = sorted(
+        value
+        for value in {r["value"] for r in picked}
+        if min(r["recall"] for r in picked if r["value"] == value) >= RECALL_TARGET
+    )
+    knob = picked[0]["knob"]
+    return f"{knob} {reached[0]}" if reached else f"no {knob} measured (largest {max(r['value'] for r in picked)})"
+
+
 BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     "deploy-compression": lambda stored: compression_table(_measurement(stored, "compression")),
     "deploy-hybrid": lambda stored: hybrid_table(_measurement(stored, "hybrid")),
+    "deploy-ann-scale": lambda stored: ann_scale_table(_ann_scale(stored)),
 }
+VALUES: dict[str, Callable[[StoredResults, str], str]] = {"ann-scale-knob": ann_scale_knob}

@@ -67,6 +67,7 @@ VALUES: dict[str, Callable[[StoredResults, str], str]] = {
     **docs_clip.VALUES,
     **docs_demo.VALUES,
     **docs_speed.VALUES,
+    **docs_deploy.VALUES,
 }
 
 _NAME = r"[\w-]+"

@@ -2,7 +2,8 @@
 compression level, the plain and the norm-keeping variant side by side.
 
 SciFact and Cranfield (test queries), all-MiniLM-L6-v2 and, with ``--export``, a fine-tuned
-dot-family export; levels: full fp32, ``truncate:256``, ``truncate:128``, ``int8`` and ``binary``
+dot-family export; levels: full fp32, ``truncate:256``, ``truncate:128``, ``int8`` (ours, to the
+nearest step), ``int8-floor`` (sentence-transformers' codes) and ``binary``
 (``text_retrieval/retrieval/compression.py``), each scored by eval_text.py's exact search over the
 reconstructed documents (``--compress``). Measure alone, on a quiet machine:
 
@@ -21,7 +22,7 @@ from clipmag.results.provenance import code_state
 from clipmag.scoring.heads import every_head
 from text_retrieval.retrieval.index import RetrievalSettings
 
-LEVELS = ("truncate:256", "truncate:128", "int8", "binary")
+LEVELS = ("truncate:256", "truncate:128", "int8", "int8-floor", "binary")
 
 
 def main() -> None:

@@ -84,7 +84,7 @@ class EvalTextConfig:
     encoding: EvalSettings = field(default_factory=EvalSettings)
     retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
     index: str | None = None  # a served index (scripts/index.py build) searched instead of the encoded corpus
-    index_store: Literal["auto", "faiss", "lancedb"] = "auto"
+    index_store: Literal["auto", "faiss", "lancedb", "qdrant"] = "auto"
 
     RENAMED_KEYS: ClassVar[dict[str, str]] = {"norm": "head.name"}
 

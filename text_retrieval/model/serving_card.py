@@ -35,7 +35,10 @@ ENGINE_SETTINGS = {
         '`"similarity": "cosine"`, or `"dot_product"` with unit-length documents and queries',
     ),
     "OpenSearch": ('`"space_type": "innerproduct"`', '`"space_type": "cosinesimil"`'),
-    "Vespa": ("`distance-metric: dotproduct`", "`distance-metric: angular` (`prenormalized-angular` for unit vectors)"),
+    "Vespa": (
+        "`distance-metric: dotproduct`",
+        "`distance-metric: angular` (`prenormalized-angular` only with unit documents and unit queries)",
+    ),
 }
 
 ANN_CAVEAT = (

@@ -7,11 +7,15 @@ compressed). Each level and why it interacts with magnitude:
 * ``truncate:K``: the first K dimensions (Matryoshka-style). The query is cut to K dimensions too,
   so the scores are the head's scores of the truncated vectors; a document's norm changes by its
   own amount (whatever its tail held).
-* ``int8``: sentence-transformers' ``quantize_embeddings`` semantics: per-dimension ranges
-  (minimum, maximum) taken from calibration embeddings - here the corpus itself, or a seeded
-  sample of ``CALIBRATION_ROWS`` of it - cut into 255 steps; a value is rounded to its nearest
-  step and clipped to the range, so the largest norms, whose coordinates lie outside the typical
-  range, are clipped.
+* ``int8``: our scalar quantiser, on sentence-transformers' ``quantize_embeddings`` ranges:
+  per-dimension ranges (minimum, maximum) taken from calibration embeddings - here the corpus
+  itself, or a seeded sample of ``CALIBRATION_ROWS`` of it - cut into 255 steps; a value is
+  rounded to its nearest step and clipped to the range, so the largest norms, whose coordinates
+  lie outside the typical range, are clipped.
+* ``int8-floor``: sentence-transformers' own codes (6.3.0, ``util/quantization.py``): the same
+  ranges, but a value is floored to the step below it (``np.floor``), and rebuilt at that step's
+  lower edge as its ``_dequantize_embeddings`` does, so every value moves down by half a step on
+  average.
 * ``binary``: the sign bits (``x > 0``), 1 bit a dimension, reconstructed as a +-1 vector and
   scored by the +-1 inner product with the float query (not Hamming distance, which would
   binarise the query too). Every reconstruction has norm sqrt(D): the document norm is gone, and
@@ -35,10 +39,11 @@ import numpy as np
 
 __all__ = ["Compression", "Codes", "COMPRESSIONS", "CALIBRATION_ROWS"]
 
-COMPRESSIONS = ("none", "truncate:K", "int8", "binary")  # each but none also as <level>+norm
+COMPRESSIONS = ("none", "truncate:K", "int8", "int8-floor", "binary")  # each but none also as <level>+norm
 CALIBRATION_ROWS = 100_000  # documents the int8 ranges come from at the most (a seeded sample)
 _LEVELS = 255  # int8 steps between a dimension's minimum and maximum
-_SPEC = re.compile(r"^(none|int8|binary|truncate:(\d+))(\+norm)?$")
+_SPEC = re.compile(r"^(none|int8-floor|int8|binary|truncate:(\d+))(\+norm)?$")
+_SCALAR = ("int8", "int8-floor")  # the per-dimension scalar quantisers, rounding and flooring
 _CHUNK_ROWS = 65_536
 
 
@@ -67,11 +72,11 @@ class Compression:
 
     @classmethod
     def parse(cls, spec: str) -> Compression:
-        """``none``, ``truncate:K``, ``int8`` or ``binary``, each but ``none`` optionally ``+norm``."""
+        """``none``, ``truncate:K``, ``int8``, ``int8-floor`` or ``binary``, each but ``none`` optionally ``+norm``."""
         match = _SPEC.match(str(spec).strip())
         if not match or (match.group(1) == "none" and match.group(3)) or match.group(2) == "0":
             raise ValueError(
-                f"compression {spec!r} unknown; valid: none, truncate:K (K > 0), int8, binary, "
+                f"compression {spec!r} unknown; valid: none, truncate:K (K > 0), int8, int8-floor, binary, "
                 "each but none with +norm to keep the norm (e.g. int8+norm)"
             )
         kind = "truncate" if match.group(2) else match.group(1)
@@ -93,7 +98,7 @@ class Compression:
     def fit(self, documents: np.ndarray, seed: int = 0) -> Compression:
         """Calibrate on ``documents`` (int8: the per-dimension ranges of at most ``CALIBRATION_ROWS``
         of them, seeded); the other levels need none. Returns self."""
-        if self.kind == "int8":
+        if self.kind in _SCALAR:
             rows = np.sort(np.random.default_rng(seed).permutation(len(documents))[:CALIBRATION_ROWS])
             sample = self._side(np.asarray(documents[rows], dtype=np.float32))
             low, high = sample.min(axis=0, initial=np.inf), sample.max(axis=0, initial=-np.inf)
@@ -102,7 +107,7 @@ class Compression:
 
     def encode(self, documents: np.ndarray) -> Codes:
         """The codes of ``documents`` (raw vectors), ``_CHUNK_ROWS`` rows at a time."""
-        if self.kind == "int8" and self.ranges is None:
+        if self.kind in _SCALAR and self.ranges is None:
             raise ValueError("int8 compression: call fit() on calibration documents before encode()")
         parts, norms = [], []
         for start in range(0, max(1, len(documents)), _CHUNK_ROWS):  # one (empty) chunk for an empty set
@@ -118,7 +123,7 @@ class Compression:
         if self.kind == "binary":
             bits = np.unpackbits(codes.codes, axis=1, count=width)
             rebuilt = bits.astype(np.float32) * 2 - 1
-        elif self.kind == "int8":
+        elif self.kind in _SCALAR:
             low, step = self.ranges  # type: ignore[misc]
             rebuilt = (low + codes.codes.astype(np.float32) * step).astype(np.float32)
         else:
@@ -148,7 +153,7 @@ class Compression:
 
     def _bytes(self, dim: int) -> float:
         width = self._width(dim)
-        code = {"truncate": 4 * width, "int8": width, "binary": -(-width // 8)}[self.kind]
+        code = {"truncate": 4 * width, "int8": width, "int8-floor": width, "binary": -(-width // 8)}[self.kind]
         return float(code + (4 if self.keep_norm else 0))
 
     def _side(self, rows: np.ndarray) -> np.ndarray:
@@ -161,8 +166,9 @@ class Compression:
     def _code(self, side: np.ndarray) -> np.ndarray:
         if self.kind == "binary":
             return np.packbits(side > 0, axis=1)
-        if self.kind == "int8":
+        if self.kind in _SCALAR:
             low, step = self.ranges  # type: ignore[misc]
             steps = np.divide(side - low, step, out=np.zeros_like(side), where=step > 0)
-            return np.clip(np.rint(steps), 0, _LEVELS).astype(np.uint8)
+            level = np.floor(steps) if self.kind == "int8-floor" else np.rint(steps)
+            return np.clip(level, 0, _LEVELS).astype(np.uint8)
         return np.ascontiguousarray(side, dtype=np.float32)

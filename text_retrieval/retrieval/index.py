@@ -54,7 +54,7 @@ class RetrievalSettings:
     measured: ``text_retrieval/retrieval/mips.py``); ``backend``: the exact backend (``auto``: timed
     per case); ``memory_gb``: the bound on the transformed corpus plus score buffers held at once
     (larger corpora are searched in chunks). ``compression``: how the documents are stored
-    (``none``, ``truncate:K``, ``int8``, ``binary``, each with ``+norm`` to keep the norm;
+    (``none``, ``truncate:K``, ``int8``, ``int8-floor``, ``binary``, each with ``+norm`` to keep the norm;
     ``text_retrieval/retrieval/compression.py``); ``hybrid``: ``none``, or BM25 fused with the dense
     run by ``rrf``, ``minmax`` or ``zscore`` (``text_retrieval/retrieval/fusion.py``).
     """

@@ -1,1 +1,1 @@
-"""Serving a text export: an index of its corpus in faiss and LanceDB that ranks as the export's head does."""
+"""Serving a text export: an index of its corpus in faiss, LanceDB and Qdrant that ranks as the export's head does."""

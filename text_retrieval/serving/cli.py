@@ -1,4 +1,4 @@
-"""Serve a text export: build an index of a corpus in faiss and LanceDB under the head the model
+"""Serve a text export: build an index of a corpus in faiss, LanceDB and Qdrant under the head the model
 was trained with, query it, and check that the served ranking is the one the evaluation measured.
 
 Examples:
@@ -10,12 +10,13 @@ Examples:
 
 ``build`` encodes ``--corpus`` (a BEIR folder or its corpus.jsonl) with ``--model`` under its own head
 (``--norm`` names another) as ``eval_text.py`` encodes it, and writes ``--output``: a faiss index
-(``--faiss flat``, ``hnsw`` or ``ivf``) and a LanceDB table (``--stores`` picks), the documents stored
-as the head needs them (``docs/deploy.md``), with ``manifest.json`` naming the model, its weights
-fingerprint, the head record, the corpus and the commit. ``--metric`` is ``ip`` (right for every
-head); ``cosine`` and ``l2`` are refused for a head that ranks by the document norm unless
-``--mips`` brings every document to one norm first. ``--compress`` stores the documents compressed
-(``truncate:K``, ``int8``, ``binary``, each with ``+norm`` to keep the norm).
+(``--faiss flat``, ``hnsw`` or ``ivf``), a LanceDB table and a Qdrant local-mode collection
+(``--stores`` picks), the documents stored as the head needs them (``docs/deploy.md``), with
+``manifest.json`` naming the model, its weights fingerprint, the head record, the corpus and the
+commit. ``--metric`` is ``ip`` (right for every head); ``cosine`` and ``l2`` are refused for a head
+that ranks by the document norm unless ``--mips`` brings every document to one norm first.
+``--compress`` stores the documents compressed (``truncate:K``, ``int8``, ``binary``, each with
+``+norm`` to keep the norm).
 
 ``query`` prints each query's top ``--top-k`` documents as JSON lines (``--output`` writes them to a
 file), with the index's model unless ``--model`` names another, which must be the same weights and
@@ -85,7 +86,7 @@ class QueryCommand:
     text: list[str] = field(default_factory=list)
     queries: str | None = None
     top_k: PositiveInt = 10
-    store: Literal["auto", "faiss", "lancedb"] = "auto"
+    store: Literal["auto", "faiss", "lancedb", "qdrant"] = "auto"
     model: str | None = None
     output: str | None = None
     batch_size: PositiveInt = 64

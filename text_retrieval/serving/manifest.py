@@ -26,7 +26,7 @@ FORMAT_VERSION = 1
 # What a query encoder must share with the one that encoded the documents (its query settings may differ).
 _CHECKED = ("weights", "head", "pooling", "document_prefix", "document_max_length")
 
-STORES = ("faiss", "lancedb")  # the vector stores an index folder can hold
+STORES = ("faiss", "lancedb", "qdrant")  # the vector stores an index folder can hold
 
 
 @dataclass

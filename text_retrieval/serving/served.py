@@ -7,6 +7,7 @@ A served index is a folder::
     norms.npy       each document's raw norm (the norm diagnostics of an evaluation through the index)
     index.faiss     the faiss index (flat, HNSW or IVF), when built
     lancedb/        the LanceDB table ``documents`` (id, vector), when built
+    qdrant/         the Qdrant local-mode collection ``documents`` (point id = position), when built
 
 The corpus is encoded exactly as ``eval_text.py`` encodes it (``encode_corpus`` under the same
 evaluation settings, so a corpus cache is shared), optionally compressed
@@ -40,6 +41,7 @@ from text_retrieval.serving.faiss_store import FaissStore, build_faiss
 from text_retrieval.serving.lance_store import LanceStore, build_lance
 from text_retrieval.serving.layout import Layout, check_metric
 from text_retrieval.serving.manifest import IDS_FILE, NORMS_FILE, STORES, Corpus, IndexManifest, encoder_identity
+from text_retrieval.serving.qdrant_store import QdrantStore, build_qdrant
 
 __all__ = ["build_served_index", "ServedIndex", "open_for_dataset"]
 
@@ -112,6 +114,8 @@ def build_served_index(
         written["faiss"] = build_faiss(layout.documents(_chunks(docs)), faiss_kind, dim, len(docs), metric, partial)
     if "lancedb" in stores:
         written["lancedb"] = build_lance(layout.documents(_chunks(docs)), corpus.ids, partial, metric)
+    if "qdrant" in stores:
+        written["qdrant"] = build_qdrant(layout.documents(_chunks(docs)), partial, dim, metric)
     (partial / IDS_FILE).write_text(json.dumps(corpus.ids) + "\n", encoding="utf-8")
     np.save(partial / NORMS_FILE, corpus_norms(raw).astype(np.float32))
     manifest = IndexManifest(
@@ -153,10 +157,13 @@ class ServedIndex:
         self.store_name = built[0] if store == "auto" else store
         if self.store_name not in built:
             raise ValueError(f"{self.folder}: no {self.store_name} store in this index (built: {', '.join(built)})")
+        metric = self.manifest.metric
         if self.store_name == "faiss":
-            self.store: FaissStore | LanceStore = FaissStore(self.folder, self.manifest.metric, self.ntotal)
+            self.store: FaissStore | LanceStore | QdrantStore = FaissStore(self.folder, metric, self.ntotal)
+        elif self.store_name == "lancedb":
+            self.store = LanceStore(self.folder, metric, self.ids)
         else:
-            self.store = LanceStore(self.folder, self.manifest.metric, self.ids)
+            self.store = QdrantStore(self.folder, metric, self.ntotal)
         self.described = {
             "method": "served index",
             "index": str(self.folder),
