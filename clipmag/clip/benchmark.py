@@ -103,14 +103,14 @@ def split_head_flag(argv: Sequence[str]) -> tuple[str, list[str]]:
         if flag in HEAD_FLAGS:
             value = inline if has_inline else next(words, "")
         elif flag == HEAD_KEY:
-            flag, value = "head.name=", inline
+            value = inline
         else:
             rest.append(word)
             continue
-        named[flag] = _head_word(flag.rstrip("="), value)
+        named[flag] = _head_word(flag, value)
     heads = set(named.values())
     if len(heads) > 1:
-        given = ", ".join(f"{flag} {value}" for flag, value in named.items())
+        given = ", ".join(f"{flag}{'=' if flag == HEAD_KEY else ' '}{value}" for flag, value in named.items())
         raise ConfigError(f"command line: {given} name different heads; give one")
     return (heads.pop() if heads else "model"), rest
 
