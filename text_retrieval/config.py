@@ -80,7 +80,7 @@ class TextDataConfig:
     ``train``: a shard folder/pattern (``scripts/make_text_shards.py``) for the ``infonce``
     objective, an STS file (text_a, text_b, score) for ``sts``; ``bundled`` uses the bundled
     default. ``workers``: DataLoader processes per rank. ``skip_corrupt``: every shard is checked
-    before training and a corrupt one is skipped (counted) instead of stopping the run. Evaluation
+    before training and a corrupt one is skipped instead of stopping the run. Evaluation
     entries are dataset paths (BEIR, BRIGHT, STS) or ``bundled:indomain``, ``bundled:outdomain``,
     ``bundled:sts``. ``validation`` runs during training (best checkpoint), ``test`` after it.
     Every rank reads its slice of the same global batch (``batch_size`` x ranks), so the order is
