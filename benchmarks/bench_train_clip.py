@@ -100,7 +100,7 @@ def bench_clipmag(pattern: str, args: argparse.Namespace, out: Path, precision: 
             sys.executable,
             "scripts/train_clip.py",
             "data.source=shards",
-            f"data.train_shards={pattern}",
+            f"data.train={pattern}",
             f"model.name={args.model}",
             f"data.batch_size={args.batch_size}",
             f"train.steps={args.steps}",
@@ -186,7 +186,7 @@ def step_flops(pattern: str, args: argparse.Namespace) -> int:
     from clipmag.config.build import build_config
     from clipmag.runtime.distributed import init_distributed
 
-    overrides = [f"model.name={args.model}", f"data.batch_size={args.batch_size}", f"data.train_shards={pattern}"]
+    overrides = [f"model.name={args.model}", f"data.batch_size={args.batch_size}", f"data.train={pattern}"]
     task = ClipTask(
         resolve(build_config(ClipConfig, overrides=[*overrides, "train.device=cpu"])), init_distributed("cpu")
     )

@@ -95,15 +95,16 @@ def our_config(
     """Our run: cosine head, InfoNCE q2d scale 20, AdamW, clip 1.0; nothing but training (``before``:
     with the ``--before`` train settings)."""
     length = args.max_length
-    model = {"name_or_path": args.model, "query_max_length": length, "document_max_length": length}
-    data = {"train": str(shards), "batch_size": args.batch_size, "num_workers": 0, "validation": [], "test": []}
+    model = {"name": args.model, "query_max_length": length, "document_max_length": length}
+    data = {"train": str(shards), "batch_size": args.batch_size, "workers": 0, "validation": [], "test": []}
     train = {"output_dir": str(output_dir), "steps": steps, "device": "cpu", "precision": precision, "seed": 0}
     quiet = {"eval_every": 0, "save_every": 0, "keep_best": False, "tensorboard": False, "progress": False}
     return build_config(
         TextConfig,
         base={
+            "objective": "infonce",
             "model": {**model, "pooling": "mean"},
-            "data": {**data, "objective": "infonce", "hard_negatives": 0},
+            "data": {**data, "hard_negatives": 0},
             "head": {"name": "cosine"},
             "loss": {"direction": "q2d", "scale": 20.0, "learnable_scale": False},
             "optim": {"lr": args.lr, "weight_decay": 0.01, "schedule": "cosine", "warmup_steps": 0},

@@ -82,7 +82,7 @@ def trainer_args(trainer: str, p: Profile, size: Size, out: Path, work: Path, te
     if trainer == "text":
         query, document = size.text_lengths
         data = {"batch_size": size.text_batch, "validation": "[]", "test": "[]", "bundled.root": work / "text-data"}
-        model = {"name_or_path": text_model, "query_max_length": query, "document_max_length": document}
+        model = {"name": text_model, "query_max_length": query, "document_max_length": document}
     else:
         data = {"batch_size": size.clip_batch, "bundled.train": size.clip_images, "bundled.val": 64}
         data |= {"bundled.test": 64, "bundled.per_class": 2}

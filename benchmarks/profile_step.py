@@ -171,7 +171,7 @@ def text_task(model: str, batch: int, lengths: tuple[int, int], precision: str, 
             build_config(
                 TextConfig,
                 base={
-                    "model": {"name_or_path": model, "query_max_length": lengths[0], "document_max_length": lengths[1]},
+                    "model": {"name": model, "query_max_length": lengths[0], "document_max_length": lengths[1]},
                     "data": {"train": str(shards), "batch_size": batch, "validation": [], "test": []},
                     "head": {"name": "cosine"},
                     "train": _quiet_train(out, steps, precision),

@@ -115,7 +115,7 @@ def test_a_sweep_protocol_stored_with_the_old_spelling_is_the_same_protocol(tmp_
 # The keys were renamed too: data.embedded.* -> data.bundled.*, embedded_seed/_root/_questions -> bundled_*.
 RENAMED_KEY_CASES = [
     (TextConfig, "data.embedded.root", "data.bundled.root", "runs/elsewhere", lambda c: c.data.bundled.root),
-    (TextConfig, "data.embedded.n_train", "data.bundled.n_train", "7", lambda c: c.data.bundled.n_train),
+    (TextConfig, "data.embedded.corpus_size", "data.bundled.corpus_size", "7", lambda c: c.data.bundled.corpus_size),
     (ClipConfig, "data.embedded.per_class", "data.bundled.per_class", "3", lambda c: c.data.bundled.per_class),
     (ClipConfig, "data.embedded_seed", "data.bundled_seed", "5", lambda c: c.data.bundled_seed),
     (RagConfig, "data.embedded_root", "data.bundled_root", "runs/rag-here", lambda c: c.data.bundled_root),
@@ -169,9 +169,9 @@ def test_a_saved_config_tree_with_an_old_key_rebuilds_in_the_new_spelling(cls, o
 
 def test_a_renamed_section_under_both_names_is_joined_or_refused_naming_the_key(tmp_path):
     path = tmp_path / "both.yaml"
-    path.write_text("data:\n  bundled: {n_train: 9}\n  embedded: {root: x}\n", encoding="utf-8")
+    path.write_text("data:\n  bundled: {train: 9}\n  embedded: {root: x}\n", encoding="utf-8")
     bundled = build_config(TextConfig, path).data.bundled
-    assert (bundled.root, bundled.n_train) == ("x", 9)
+    assert (bundled.root, bundled.train) == ("x", 9)
     path.write_text("data:\n  bundled: {root: y}\n  embedded: {root: x}\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"'data\.embedded\.root' and 'data\.bundled\.root' both given.*keep"):
         build_config(TextConfig, path)
@@ -213,7 +213,7 @@ def test_a_stored_cell_given_an_old_key_is_the_same_run_as_the_new_key(monkeypat
     monkeypatch.chdir(REPO)
     stored = json.loads((STORED_CELL / "cell.json").read_text(encoding="utf-8"))["argv"]
     old = run_identity(_stored_cell([*stored, "data.embedded.n_dev=50"]))
-    assert old == run_identity(_stored_cell([*stored, "data.bundled.n_dev=50"])) is not None
+    assert old == run_identity(_stored_cell([*stored, "data.bundled.val=50"])) is not None
     assert old != run_identity(_stored_cell(stored))
 
 

@@ -206,6 +206,16 @@ def test_head_model_classification_reads_class_norms_only_where_the_head_keeps_t
         assert scored["head"].startswith(name)
 
 
+def test_norm_scores_with_the_head_it_names_over_the_models_own(digits, exports, tmp_path):
+    """``--norm NAME`` (or ``head.name=NAME``), as in every clipmag tool, scores the qnorm export with
+    head NAME in its trained roles: what an export recording NAME scores."""
+    predictions, labels = written_out_predictions(exports["qnorm-image"], digits)
+    for name, words in (("dnorm", ["--norm", "dnorm"]), ("cosine", ["head.name=cosine"]), ("qnorm", ["--norm=qnorm"])):
+        scored = ours(digits, exports["qnorm-image"], "classification", tmp_path, *words)["metrics"]
+        assert abs(scored["acc1"] - float((predictions[name] == labels).float().mean())) <= 1e-6, name
+        assert scored["head"].startswith(name)
+
+
 def test_a_bad_head_flag_is_one_line():
     with pytest.raises(ConfigError, match="--head takes model or cosine, got 'dnorm'"):
         benchmark.split_head_flag(["eval", "--head", "dnorm"])

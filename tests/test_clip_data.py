@@ -215,7 +215,7 @@ def test_shard_stream_draws_a_caption_per_image_per_epoch(digit_shards, micro):
 
 def test_eval_set_keeps_every_caption_with_its_image(digit_shards, micro):
     _, preprocess_val, tokenizer = micro
-    data = read_eval_set(str(digit_shards / "test"), preprocess_val, tokenizer, "data.test_shards")
+    data = read_eval_set(str(digit_shards / "test"), preprocess_val, tokenizer, "data.test")
     captions = _keys_and_captions(digit_shards / "test")
     assert data.name == digit_shards.name and len(data.images) == 20 and len(data.texts) == 100
     for row, key in enumerate(captions):

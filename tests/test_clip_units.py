@@ -176,8 +176,8 @@ def test_objective_sets_direction_and_query_side():
     cfg = parse_args(["--objective", "i2t"])
     assert cfg.model.query_side == "image" and cfg.data.source == "bundled"
     assert parse_args(["--objective", "sym"]).model.query_side == "image"
-    cfg = parse_args(["--train-shards", "x/{0..1}.tar", "--val-shards", "x/val", "--test-shards", "x/test"])
-    assert cfg.data.source == "shards" and (cfg.data.val_shards, cfg.data.test_shards) == ("x/val", "x/test")
+    cfg = parse_args(["--train", "x/{0..1}.tar", "--validation", "x/val", "--test", "x/test"])
+    assert cfg.data.source == "shards" and (cfg.data.validation, cfg.data.test) == ("x/val", "x/test")
 
 
 @pytest.mark.parametrize(
@@ -188,9 +188,9 @@ def test_objective_sets_direction_and_query_side():
         (["data.batch_sz=4"], "unknown key 'data.batch_sz'"),
         (["--model", "ViT-Q-99"], "unknown open_clip architecture"),
         (["--model", "missing/model.json"], "JSON model config not found"),
-        (["data.source=shards"], "needs data.train_shards"),
-        (["--train-shards", "t", "--val-shards", "v", "--test-shards", "v"], "validation would pick the checkpoint"),
-        (["--test-shards", "data/test"], "data.test_shards is set but data.source=bundled"),
+        (["data.source=shards"], "needs data.train"),
+        (["--train", "t", "--validation", "v", "--test", "v"], "validation would pick the checkpoint"),
+        (["--test", "data/test"], "data.test is set but data.source=bundled"),
         (["data.bundled.val=5000", "data.bundled.test=5001"], "at most 10000 distinct"),
         (["--batch-size", "1"], "batch_size must be >= 2"),
         (["--bogus", "1"], "unknown flag --bogus"),

@@ -20,7 +20,7 @@ from text_retrieval.data.loaders import load_eval_datasets
 from text_retrieval.evaluation.evaluate import evaluate_paths
 from text_retrieval.evaluation.metrics import evaluate_run
 
-BUNDLED = {"n_train": 64, "n_test": 20, "n_dev": 10, "corpus_size": 60}
+BUNDLED = {"train": 64, "test": 20, "val": 10, "corpus_size": 60}  # data.bundled's sizes
 TOP_K = 100  # the depth of the trainer's test runs
 LENGTHS = {"query_max_length": 32, "document_max_length": 64}  # configs/text/default.yaml
 
@@ -48,7 +48,8 @@ def qnorm_run(tmp_path_factory):
                 "train.progress=false",
             ]
         )
-    paths = build_bundled(root, seed=0, **BUNDLED)  # the set the run built: returned at once
+    sizes = {"n_train": BUNDLED["train"], "n_test": BUNDLED["test"], "n_dev": BUNDLED["val"]}
+    paths = build_bundled(root, seed=0, corpus_size=BUNDLED["corpus_size"], **sizes)  # the run's set: returned at once
     (dataset,) = load_eval_datasets(paths["indomain"], split="test")
     return out, read_results(out / "results.json"), dataset
 

@@ -131,7 +131,7 @@ BATCH = {
 
 
 def _minilm_model(*overrides: str) -> nn.Module:
-    settings = [f"model.name_or_path={minilm_path()}", "data.test=[]", "train.device=cpu", *overrides]
+    settings = [f"model.name={minilm_path()}", "data.test=[]", "train.device=cpu", *overrides]
     task = TextRetrievalTask(parse_args(settings), DistributedContext(0, 1, 0, torch.device("cpu"), None))
     return task.build_model().train()
 

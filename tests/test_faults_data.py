@@ -198,23 +198,23 @@ def _clip_task(*overrides: str) -> ClipTask:
 def test_validation_on_the_test_shards_spelled_otherwise_is_refused(digits, tmp_path):
     train, val, test = (str(digits / split) for split in ("train", "val", "test"))
     other = f"{digits}/../{digits.name}/test"
-    with pytest.raises(ConfigError, match=rf"data.val_shards and data.test_shards share {test} \(given as .*/\.\./"):
-        parse_args([f"data.train_shards={train}", f"data.val_shards={other}", f"data.test_shards={test}"])
+    with pytest.raises(ConfigError, match=rf"data.validation and data.test share {test} \(given as .*/\.\./"):
+        parse_args([f"data.train={train}", f"data.validation={other}", f"data.test={test}"])
     (tmp_path / "linked").symlink_to(train)
-    with pytest.raises(ConfigError, match=rf"data.train_shards and data.test_shards share {train} \(given as .*linked"):
-        parse_args([f"data.train_shards={train}", f"data.test_shards={tmp_path / 'linked'}"])
+    with pytest.raises(ConfigError, match=rf"data.train and data.test share {train} \(given as .*linked"):
+        parse_args([f"data.train={train}", f"data.test={tmp_path / 'linked'}"])
     one_file = f"{digits}/../{digits.name}/train/shard-000001.tar"  # another folder spec, a shared shard file
-    with pytest.raises(ConfigError, match=r"data.train_shards and data.test_shards share .*train/shard-000001.tar"):
-        _clip_task(f"data.train_shards={train}", f"data.val_shards={val}", f"data.test_shards={one_file}")
-    task = _clip_task(f"data.train_shards={train}", f"data.val_shards={val}", f"data.test_shards={test}")
+    with pytest.raises(ConfigError, match=r"data.train and data.test share .*train/shard-000001.tar"):
+        _clip_task(f"data.train={train}", f"data.validation={val}", f"data.test={one_file}")
+    task = _clip_task(f"data.train={train}", f"data.validation={val}", f"data.test={test}")
     assert task.eval_specs == {"val": val, "test": test}
 
 
 def test_validation_on_a_byte_copy_of_the_test_shards_is_refused(digits, tmp_path):
     train, test = (str(digits / split) for split in ("train", "test"))
     copy = shutil.copytree(test, tmp_path / "val-copy")
-    with pytest.raises(ConfigError, match=r"data.val_shards and data.test_shards hold the same shard: .*val-copy/"):
-        _clip_task(f"data.train_shards={train}", f"data.val_shards={copy}", f"data.test_shards={test}")
+    with pytest.raises(ConfigError, match=r"data.validation and data.test hold the same shard: .*val-copy/"):
+        _clip_task(f"data.train={train}", f"data.validation={copy}", f"data.test={test}")
 
 
 # ---- a broken image in a shard ---------------------------------------------------------------------
@@ -254,7 +254,7 @@ def test_an_image_in_no_known_format_says_so(digits, tmp_path):
     image = _rewrite_first_image(folder / "shard-000000.tar", b"<html>not found</html>")
     _, _, preprocess, tokenizer = build_open_clip(ClipModelConfig(name="clipmag-micro"))
     with pytest.raises(ShardError, match=f"its image {image} \\(22 bytes\\) is not in an image format PIL reads"):
-        read_eval_set(str(folder), preprocess, tokenizer, "data.test_shards")
+        read_eval_set(str(folder), preprocess, tokenizer, "data.test")
 
 
 # ---- training data that is not shards ---------------------------------------------------------------
@@ -337,5 +337,5 @@ def test_skip_broken_images_replaces_the_sample_counts_it_and_keeps_batches_addr
     again = [b[0] for _, b in zip(range(3), stream().batches(0))]
     resumed = next(stream().batches(2))[0]
     assert torch.equal(again[0], images) and torch.equal(again[2], resumed)  # the same batches, resumed too
-    with pytest.raises(ShardError, match="data.skip_broken_images=true trains on without it"):
+    with pytest.raises(ShardError, match="data.skip_corrupt=true trains on without it"):
         next(ClipShardStream(str(folder), preprocess, tokenizer, 16, seed=0, workers=workers).batches(0))

@@ -158,7 +158,7 @@ def test_a_truncated_export_is_named_by_the_evaluation_and_by_a_trainer_starting
     evaluation = ["--model", str(export), "--data", str(text_root / "beir"), "--output", str(tmp_path / "eval")]
     line = error_line(run_python(EVAL_TEXT, evaluation, check=False))
     assert f"{weights}: truncated (" in line and "again" in line
-    start = text_args(text_root, tmp_path / "run", "train.steps=2", f"model.name_or_path={export}")
+    start = text_args(text_root, tmp_path / "run", "train.steps=2", f"model.name={export}")
     line = error_line(run_python(TEXT, start, check=False))
     assert f"{weights}: truncated (" in line
 
@@ -221,7 +221,7 @@ def test_a_second_ctrl_c_quits_at_once_in_one_line_and_the_checkpoint_before_sta
 @pytest.mark.slow
 def test_ctrl_c_stops_the_text_trainer_and_its_data_workers_at_a_step_boundary(text_root, tmp_path):
     out = tmp_path / "run"
-    proc = start_script(TEXT, text_args(text_root, out, "train.steps=40", "train.eval_every=0", "data.num_workers=1"))
+    proc = start_script(TEXT, text_args(text_root, out, "train.steps=40", "train.eval_every=0", "data.workers=1"))
     stderr, _ = interrupt_after(proc, out, 2)
     assert proc.returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
     step = latest_step(out)

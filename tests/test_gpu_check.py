@@ -74,7 +74,7 @@ def test_profiles_and_overrides(tmp_path):
     assert gpu_profile(1).backend == "none (one rank)" and cpu_profile(2).backend == "gloo"
     args = trainer_args("text", gpu, gpu.parity, tmp_path / "out", tmp_path, "model-folder")
     assert "data.batch_size=16" in args and "train.precision=bf16" in args and "train.device=cuda" in args
-    assert "model.name_or_path=model-folder" in args and "train.log_every=1" in args
+    assert "model.name=model-folder" in args and "train.log_every=1" in args
     clip = trainer_args("clip", gpu, gpu.throughput, tmp_path / "out", tmp_path, "unused")
     assert "data.batch_size=1024" in clip and "train.steps=300" in clip
     assert not any(a.startswith("model.") for a in clip)  # the CLIP default architecture

@@ -7,23 +7,50 @@ import logging
 import re
 
 import pytest
+import tomllib
+from conftest import REPO
 
 from clipmag.clip import cli as clip_cli
+from clipmag.clip.benchmark import benchmark_values, split_head_flag
 from clipmag.clip.config import SHORTHANDS as CLIP_FLAGS
 from clipmag.clip.config import ClipConfig
 from clipmag.config.build import key_type
 from clipmag.errors import ConfigError
 from clipmag.results.record import read_results
-from clipmag.train.trainer_flags import SHARED_TRAINER_FLAGS
+from clipmag.train.trainer_flags import FRONT_END_VALUES, SHARED_TRAINER_FLAGS
 from text_retrieval import cli as text_cli
 from text_retrieval.config import TEXT_SHORTHANDS as TEXT_FLAGS
 from text_retrieval.config import TextConfig
 from text_retrieval.evaluation.cli import parse_args as parse_eval
+from text_retrieval.predict.cli import parse_args as parse_predict
 from text_retrieval.rag.cli import parse_args as parse_rag
 from text_retrieval.retrieval.mine_cli import parse_args as parse_mine
+from text_retrieval.serving.cli import parse_args as parse_index
 
 EVAL = ["--model", "m", "--data", "d"]
 MINE = ["--model", "m", "--data", "d", "--output", "out"]
+
+# Every console script that scores with a head: its parse-and-resolve step (runs nothing), the words it
+# needs beside the head, and the head the parsed command resolves to.
+HEAD_TOOLS = {
+    "clipmag-train-text": (text_cli.parse_args, [], lambda cfg: cfg.head.name),
+    "clipmag-train-clip": (clip_cli.parse_args, [], lambda cfg: cfg.head.name),
+    "clipmag-eval-text": (parse_eval, EVAL, lambda cfg: cfg.head.name),
+    "clipmag-eval-rag": (parse_rag, [], lambda cfg: cfg.head.name),  # compares heads: a list
+    "clipmag-eval-clip-benchmark": (split_head_flag, ["eval", "--no_amp"], lambda split: split[0]),
+    "clipmag-mine-negatives": (parse_mine, MINE, lambda cfg: cfg.head.name),
+    "clipmag-index": (parse_index, ["build", "--model", "m", "--corpus", "c"], lambda cfg: cfg.head.name),
+}
+# The console scripts that take no head, and why.
+HEADLESS_TOOLS = {
+    "clipmag-predict-norm": "predicts which head suits a model, scoring with its own dot head",
+    "clipmag-make-text-shards": "writes training data",
+    "clipmag-make-clip-shards": "writes training data",
+    "clipmag-sweep": "runs the trainers, whose heads its YAML sets",
+    "clipmag-report": "reads stored results",
+    "clipmag-rerun-cell": "re-runs a sweep cell as it was configured",
+    "clipmag-demo": "runs the trainers and evaluators with their defaults",
+}
 
 
 def _deprecations(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -40,11 +67,44 @@ def test_norm_sets_head_name_in_every_tool():
     assert parse_rag(["head.name=[qnorm, model]"]).head.name == ["qnorm", "model"]
 
 
+def test_every_console_script_is_listed_as_taking_a_head_or_not():
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert set(scripts) == set(HEAD_TOOLS) | set(HEADLESS_TOOLS)
+
+
+@pytest.mark.parametrize("tool", sorted(HEAD_TOOLS))
+def test_norm_and_head_name_resolve_to_the_same_head_in_every_tool(tool):
+    parse, needed, head = HEAD_TOOLS[tool]
+    by_flag = head(parse([*needed, "--norm", "qnorm"]))
+    assert by_flag == head(parse([*needed, "head.name=qnorm"])) == head(parse([*needed, "--norm=qnorm"]))
+    assert by_flag == (["qnorm"] if tool == "clipmag-eval-rag" else "qnorm")
+
+
+def test_a_tool_without_a_head_refuses_the_head_flag():
+    with pytest.raises(ConfigError, match="unknown flag --norm"):
+        parse_predict(["--model", "m", "--norm", "qnorm"])
+
+
+def test_the_clip_benchmark_wrapper_keeps_its_head_flags_from_clip_benchmarks_prefixes():
+    """CLIP-benchmark's parser would read ``--norm`` as its ``--normalize``: ours is taken out first,
+    and a flag that only begins one of CLIP-benchmark's is refused rather than abbreviated."""
+    values = benchmark_values(["eval", "--norm", "dnorm", "--no_amp"])
+    assert values["head"] == "dnorm" and values["normalize"] is True and values["amp"] is False
+    assert benchmark_values(["eval", "--head", "cosine"])["head"] == "cosine"
+    with pytest.raises(ConfigError, match="--normal is not a flag of CLIP-benchmark, which would read it as --normal"):
+        benchmark_values(["eval", "--normal", "x"])
+    with pytest.raises(ConfigError, match="--head cosine, --norm dnorm name different heads"):
+        split_head_flag(["--head", "cosine", "--norm", "dnorm"])
+    with pytest.raises(ConfigError, match="--norm takes cosine or dot"):
+        split_head_flag(["--norm", "model"])
+
+
 @pytest.mark.parametrize(
     ("parse", "argv", "old", "expected"),
     [
         (parse_eval, [*EVAL, "norm=dot"], "norm", "dot"),
         (parse_mine, [*MINE, "norm=qnorm"], "norm", "qnorm"),
+        (parse_index, ["build", "norm=dnorm"], "norm", "dnorm"),
         (parse_rag, ["retrieval.norms=[cosine, dot]"], "retrieval.norms", ["cosine", "dot"]),
     ],
 )
@@ -74,7 +134,8 @@ def test_both_trainers_take_the_shared_flags_for_keys_of_one_type():
     assert {"seed", "precision"} <= set(SHARED_TRAINER_FLAGS)
     for flag, key in SHARED_TRAINER_FLAGS.items():
         assert TEXT_FLAGS[flag] == CLIP_FLAGS[flag] == key
-        assert key_type(TextConfig, key) == key_type(ClipConfig, key), key
+        if flag not in FRONT_END_VALUES:
+            assert key_type(TextConfig, key) == key_type(ClipConfig, key), key
 
 
 @pytest.mark.parametrize("parse", [text_cli.parse_args, clip_cli.parse_args])

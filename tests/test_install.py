@@ -84,7 +84,7 @@ def test_packaged_configs_resolve_and_load(installed, tmp_path):
         "from clipmag_experiments.sweep.run import load_sweep_config as load;"
         "print(len(load('configs/sweeps/demo.yaml').groups));"
         "from text_retrieval.cli import parse_args;"
-        "print(parse_args(['--config', 'configs/text/sts.yaml']).data.objective)"
+        "print(parse_args(['--config', 'configs/text/sts.yaml']).objective)"
     )
     out = _run([str(installed / "bin" / "python"), "-c", code], cwd=tmp_path, env=_clean_env()).stdout.split()
     assert out == ["clipmag-tiny", "3", "sts"]

@@ -207,7 +207,7 @@ def test_the_command_writes_shards_the_trainer_reads_with_hard_negatives(tmp_pat
         positives.setdefault(s["query"], set()).add(s["positive"])
     assert all(len(s["negatives"]) == 2 and not positives[s["query"]] & set(s["negatives"]) for s in mined)
 
-    overrides = [("model.name_or_path", minilm_path()), ("data.train", str(out)), ("data.hard_negatives", 2),
+    overrides = [("model.name", minilm_path()), ("data.train", str(out)), ("data.hard_negatives", 2),
                  ("data.batch_size", 4), ("data.validation", []), ("data.test", []), ("model.query_max_length", 32),
                  ("model.document_max_length", 32)]  # fmt: skip
     cfg = resolve_text_config(build_config(TextConfig, None, overrides))

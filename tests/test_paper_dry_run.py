@@ -104,8 +104,8 @@ def test_plan_overrides_the_paper_sweeps_and_covers_every_paper_config(tmp_path,
     assert len(cells) == 10 and {c.seed for c in cells} == {0}
     assert len([c for s in plan(PARTS, full=True) for c in expand(s.cfg)]) == 20 + 4 + 6  # every head, one seed
     text = {c.group: c for c in cells if c.kind == "text"}
-    assert "model.name_or_path=models/Shitao/RetroMAE" in text["retromae"].argv
-    assert "model.name_or_path=models/Qwen/Qwen3-8B-Base" in text["qwen3"].argv  # trained under FSDP by its config
+    assert "model.name=models/Shitao/RetroMAE" in text["retromae"].argv
+    assert "model.name=models/Qwen/Qwen3-8B-Base" in text["qwen3"].argv  # trained under FSDP by its config
     assert "model.name=clipmag-tiny" in next(c for c in cells if c.kind == "clip").argv
     sts = next(c for c in cells if c.group == "sts-contriever")
     assert sts.argv[sts.argv.index("--model") + 1] == "models/facebook/contriever"
@@ -130,7 +130,7 @@ def test_trainer_names_a_missing_test_set_before_its_first_step(tmp_path, monkey
     download.main(["bright", "data/bright", "--snapshot", "raw/bright", "--tasks", "pony"])
     assert detect_kind("configs/eval/bright_official.yaml") == "bright-settings"  # packaged, from any folder
     assert [d.task for d in load_eval_datasets("configs/eval/bright_official.yaml")] == ["pony"]
-    args = [f"model.name_or_path={write_tiny_encoder(tmp_path / 'bert')}", "data.train=data/m/shards"]
+    args = [f"model.name={write_tiny_encoder(tmp_path / 'bert')}", "data.train=data/m/shards"]
     args += ["data.validation=[data/m/dev]", "data.test=[configs/eval/bright_official.yaml,data/beir/nowhere]"]
     with pytest.raises(FileNotFoundError, match=r"data\.test 'data/beir/nowhere': evaluation data not found"):
         train_main([*args, "train.device=cpu", "train.output_dir=run", "train.steps=2"])

@@ -27,7 +27,7 @@ def tiny(tmp_path_factory):
 
 
 def _args(model, *extra):
-    return [f"model.name_or_path={model}", "data.batch_size=4", "data.hard_negatives=1", "train.steps=10", *extra]
+    return [f"model.name={model}", "data.batch_size=4", "data.hard_negatives=1", "train.steps=10", *extra]
 
 
 def test_meta_counts_equal_the_real_model(tiny):

@@ -18,9 +18,7 @@ from text_retrieval.task import TextRetrievalTask
 
 
 def _task(train, *overrides: str) -> TextRetrievalTask:
-    cfg = build_config(
-        TextConfig, None, ["data.objective=sts", f"data.train={train}", "data.validation=[]", *overrides]
-    )
+    cfg = build_config(TextConfig, None, ["objective=sts", f"data.train={train}", "data.validation=[]", *overrides])
     return TextRetrievalTask(cfg, DistributedContext(0, 1, 0, torch.device("cpu"), None))
 
 

@@ -40,7 +40,7 @@ def test_last_token_pooling_appends_eos_once(decoder_setup):
 
 def test_random_init_is_seeded_and_fresh(decoder_setup):
     def build(*overrides: str) -> dict[str, torch.Tensor]:
-        args = [f"model.name_or_path={decoder_setup / 'decoder'}", "data.validation=[]", *overrides]
+        args = [f"model.name={decoder_setup / 'decoder'}", "data.validation=[]", *overrides]
         task = TextRetrievalTask(
             build_config(TextConfig, None, args), DistributedContext(0, 1, 0, torch.device("cpu"), None)
         )

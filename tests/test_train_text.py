@@ -174,9 +174,7 @@ def test_bad_shards_fail_clearly(tiny_setup, tmp_path):
     (corrupt / "shard-000001.tar").write_bytes(b"\x00garbage" * 100)
     proc = _run(_args(tiny_setup, tmp_path / "b", f"data.train={corrupt}"), check=False)
     assert proc.returncode != 0 and "shard-000001.tar" in proc.stderr
-    proc = _run(
-        _args(tiny_setup, tmp_path / "c", f"data.train={corrupt}", "data.allow_corrupt_shards=true", "train.steps=2")
-    )
+    proc = _run(_args(tiny_setup, tmp_path / "c", f"data.train={corrupt}", "data.skip_corrupt=true", "train.steps=2"))
     assert "skipped 1 of 4 shards" in proc.stderr
 
 

@@ -121,7 +121,7 @@ def tiny_train_args(model: Path, root: Path, out: Path, *extra: str) -> list[str
     """Text-trainer arguments for a tiny model on :func:`write_code_search_set`'s data in ``root``:
     6 steps of 8 pairs on CPU, validated every 3 steps and tested on the BEIR set; ``extra`` wins."""
     return [
-        f"model.name_or_path={model}",
+        f"model.name={model}",
         f"data.train={root / 'shards'}",
         f"data.validation=[{root / 'beir'}]",
         "data.validation_split=dev",

@@ -1,9 +1,9 @@
 """Fine-tune a text encoder for dense retrieval (or STS) under a similarity head: cosine, dot, qnorm,
 dnorm or learnable. The run trains with InfoNCE on in-batch (and hard) negatives, validates and
 checkpoints as it goes, exports the model with its head, tests the export and writes
-``results.json`` into the output folder. Without arguments it is the bundled default
-(``configs/text/default.yaml``: MiniLM on Python stdlib code search, about a minute on two CPU
-cores); ``--config FILE`` changes the keys the file holds and flags or ``key=value`` the keys they
+``results.json`` into the output folder. Without arguments it is the bundled default (the
+config's defaults: MiniLM on Python stdlib code search, about a minute on two CPU cores);
+``--config FILE`` changes the keys the file holds and flags or ``key=value`` the keys they
 name, so a file or flag that sets the head changes the head and nothing else.
 
 Examples:
@@ -19,26 +19,16 @@ from typing import TYPE_CHECKING, Any
 
 from clipmag.config.command_line import parse_cli
 from clipmag.config.entry import run_entry_point
-from clipmag.registry.config_packages import config_path
 from text_retrieval.config import TEXT_SHORTHANDS, TextConfig, resolve_text_config
 
 if TYPE_CHECKING:
     from clipmag.train.cost import CellCost
 
-DEFAULT_CONFIG = "configs/text/default.yaml"
-
 
 def parse_args(argv: Sequence[str]) -> TextConfig:
-    """``[--config YAML] [--flag value ...] [key=value ...]``, each layer over the packaged defaults
-    (``configs/text/default.yaml``), resolved and checked."""
-    return parse_cli(
-        TextConfig,
-        argv,
-        TEXT_SHORTHANDS,
-        default_config=config_path(DEFAULT_CONFIG),
-        description=__doc__,
-        resolve=resolve_text_config,
-    )
+    """``[--config YAML] [--flag value ...] [key=value ...]``, each layer over the config's defaults,
+    resolved and checked."""
+    return parse_cli(TextConfig, argv, TEXT_SHORTHANDS, description=__doc__, resolve=resolve_text_config)
 
 
 def cell_cost(argv: Sequence[str], world_size: int) -> CellCost:

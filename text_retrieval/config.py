@@ -1,4 +1,15 @@
-"""The text trainer's configuration: model and data sections next to the shared core sections."""
+"""The text trainer's configuration: model and data sections next to the shared core sections.
+
+The defaults are the dataclass defaults, as the image-text trainer's are: the bundled run (the
+packaged all-MiniLM-L6-v2 fine-tuned on Python stdlib code search, tested in domain on held-out
+stdlib modules and out of domain on scikit-learn), sized to finish in about a minute on two CPU
+cores - short sequences, 30 steps of 16 pairs, a smoke-scale fine-tune rather than the paper's 32k
+steps of 256. A ``--config`` file layers over them, changing only the keys it holds; the paper
+configs set every key in which their recipe differs. Both trainers spell a shared setting alike
+(``model.name``, ``objective``, ``data.train`` / ``validation`` / ``test``, ``data.workers``,
+``data.skip_corrupt``, ``data.bundled.train`` / ``val`` / ``test``); the old spellings are read
+through :data:`clipmag.config.spellings.TRAINER_KEYS`.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 from clipmag.config.checks import Fraction, NonNegativeInt, PositiveFloat, PositiveInt
-from clipmag.config.spellings import BUNDLED_RENAME
+from clipmag.config.spellings import BUNDLED_RENAME, TRAINER_FLAGS, TRAINER_KEYS
 from clipmag.errors import ConfigError
 from clipmag.scoring.head_config import HeadConfig
 from clipmag.scoring.loss_config import LossConfig, resolve_loss
@@ -20,10 +31,8 @@ POOLINGS = ("mean", "cls", "last", "splade")
 PoolingName = Literal[POOLINGS]  # type: ignore[valid-type]
 TEXT_INFONCE_SCALE = 20.0  # the paper's InfoNCE scale for every head (tau 0.05)
 
-# The trainers' shared flags (clipmag.train.trainer_flags) and this trainer's own.
-TEXT_SHORTHANDS = trainer_flags(
-    model="model.name_or_path", objective="data.objective", no_fast_dropout="train.fast_dropout=false"
-)
+# The trainers' flags (clipmag.train.trainer_flags); this trainer has none of its own.
+TEXT_SHORTHANDS = trainer_flags()
 
 
 @dataclass
@@ -42,13 +51,13 @@ class TextModelConfig:
     makes a run the same on any number of ranks (docs/cluster.md).
     """
 
-    name_or_path: str = "all-MiniLM-L6-v2"
+    name: str = "all-MiniLM-L6-v2"
     init: Literal["pretrained", "random"] = "pretrained"
     pooling: PoolingName | None = None
     query_prefix: str = ""
     document_prefix: str = ""
-    query_max_length: PositiveInt = 64
-    document_max_length: PositiveInt = 128
+    query_max_length: PositiveInt = 32
+    document_max_length: PositiveInt = 64
     dropout: Fraction | None = None
 
 
@@ -58,9 +67,9 @@ class BundledDataConfig:
     shares ``root`` must use the same sizes, or the set is rebuilt; evaluation is sized for CPUs."""
 
     root: str = "runs/data/text-bundled"
-    n_train: PositiveInt = 2500
-    n_test: PositiveInt = 150
-    n_dev: PositiveInt = 100
+    train: PositiveInt = 2500
+    val: PositiveInt = 100
+    test: PositiveInt = 150
     corpus_size: PositiveInt = 400
 
 
@@ -68,8 +77,10 @@ class BundledDataConfig:
 class TextDataConfig:
     """Training data and evaluation sets.
 
-    ``train``: a shard folder/pattern (``scripts/make_text_shards.py``) for ``infonce``, an STS file
-    (text_a, text_b, score) for ``sts``; ``bundled`` uses the bundled default. Evaluation
+    ``train``: a shard folder/pattern (``scripts/make_text_shards.py``) for the ``infonce``
+    objective, an STS file (text_a, text_b, score) for ``sts``; ``bundled`` uses the bundled
+    default. ``workers``: DataLoader processes per rank. ``skip_corrupt``: every shard is checked
+    before training and a corrupt one is skipped instead of stopping the run. Evaluation
     entries are dataset paths (BEIR, BRIGHT, STS) or ``bundled:indomain``, ``bundled:outdomain``,
     ``bundled:sts``. ``validation`` runs during training (best checkpoint), ``test`` after it.
     Every rank reads its slice of the same global batch (``batch_size`` x ranks), so the order is
@@ -79,15 +90,14 @@ class TextDataConfig:
     objective regresses onto ``(gold - lo) / (hi - lo)`` and a score outside the range is an error.
     """
 
-    objective: Literal["infonce", "sts"] = "infonce"
     train: str = "bundled"
-    batch_size: PositiveInt = 32
+    batch_size: PositiveInt = 16
     hard_negatives: NonNegativeInt = 0
-    num_workers: NonNegativeInt = 0
-    allow_corrupt_shards: bool = False
+    workers: NonNegativeInt = 0
+    skip_corrupt: bool = False
     sts_scale: PositiveFloat | None = None
     sts_range: tuple[float, float] | None = None
-    validation: list[str] = field(default_factory=lambda: ["bundled:indomain"])
+    validation: list[str] = field(default_factory=list)
     validation_split: str = "dev"
     test: list[str] = field(default_factory=lambda: ["bundled:indomain", "bundled:outdomain"])
     test_split: str = "test"
@@ -105,14 +115,21 @@ class TextDataConfig:
 
 @dataclass
 class TextConfig:
+    """One text run: the objective (``infonce`` for retrieval, ``sts`` for an MSE regression onto
+    gold similarities), the encoder, the data and the shared head / loss / optimizer / loop sections."""
+
+    objective: Literal["infonce", "sts"] = "infonce"
     model: TextModelConfig = field(default_factory=TextModelConfig)
     data: TextDataConfig = field(default_factory=TextDataConfig)
     head: HeadConfig = field(default_factory=HeadConfig)
     loss: LossConfig = field(default_factory=LossConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    train: TrainLoopConfig = field(default_factory=lambda: TrainLoopConfig(output_dir="runs/text/default"))
+    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=5e-5))
+    train: TrainLoopConfig = field(
+        default_factory=lambda: TrainLoopConfig(output_dir="runs/text/default", steps=30, log_every=5, save_every=15)
+    )
 
-    RENAMED_KEYS: ClassVar[dict[str, str]] = {"data.embedded": "data.bundled"}
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"data.embedded": "data.bundled", **TRAINER_KEYS}
+    RENAMED_FLAGS: ClassVar[dict[str, str]] = TRAINER_FLAGS
     RENAMED_VALUES: ClassVar[dict[str, dict[str, str]]] = {
         f"data.{key}": BUNDLED_RENAME for key in ("train", "validation", "test")
     }
@@ -121,7 +138,7 @@ class TextConfig:
 def resolve_text_config(cfg: TextConfig) -> TextConfig:
     """Derive what ``auto`` leaves open (the loss direction is the paper's ``q2d``, InfoNCE's starting
     scale the paper's 20); refuse an InfoNCE batch without a second candidate per query."""
-    if cfg.data.objective == "infonce" and (problem := in_batch_problem(cfg.data.batch_size, cfg.data.hard_negatives)):
+    if cfg.objective == "infonce" and (problem := in_batch_problem(cfg.data.batch_size, cfg.data.hard_negatives)):
         raise ConfigError(problem)
     if cfg.loss.direction == "auto":
         cfg = dataclasses.replace(cfg, loss=dataclasses.replace(cfg.loss, direction="q2d"))

@@ -26,13 +26,13 @@ __all__ = ["text_cell_cost"]
 def text_cell_cost(cfg: TextConfig, world_size: int) -> CellCost:
     m, d = cfg.model, cfg.data
     longest = " ".join(["retrieval"] * (max(m.query_max_length, m.document_max_length) + 8))
-    sides = {"query": 2 * d.batch_size} if d.objective == "sts" else {"query": d.batch_size}
-    if d.objective != "sts":
+    sides = {"query": 2 * d.batch_size} if cfg.objective == "sts" else {"query": d.batch_size}
+    if cfg.objective != "sts":
         sides["document"] = d.batch_size * (1 + d.hard_negatives)
 
     def build() -> TextEncoder:
         return TextEncoder.from_pretrained(
-            m.name_or_path,
+            m.name,
             head=build_head(cfg.head),  # the run's own head, as the trainer builds it
             pooling=m.pooling,
             random_init_seed=0,

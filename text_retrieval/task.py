@@ -54,7 +54,7 @@ class TextRetrievalTask:
 
     def __init__(self, cfg: TextConfig, ctx: dist_utils.DistributedContext) -> None:
         self.cfg, self.ctx = cfg, ctx
-        self.primary_metric = "spearman" if cfg.data.objective == "sts" else "NDCG@10"
+        self.primary_metric = "spearman" if cfg.objective == "sts" else "NDCG@10"
         self._bundled: dict[str, Path] | None = None
         self._refuse_validation_on_test_data()
         self.test_sets = self._load_test_sets()  # first: a missing or broken test set is named at once
@@ -102,7 +102,7 @@ class TextRetrievalTask:
         """Build the bundled default once (rank 0 first, the others wait and reuse it)."""
         if self._bundled is None:
             e = self.cfg.data.bundled
-            kwargs = dict(n_train=e.n_train, n_test=e.n_test, n_dev=e.n_dev, corpus_size=e.corpus_size, seed=0)
+            kwargs = dict(n_train=e.train, n_test=e.test, n_dev=e.val, corpus_size=e.corpus_size, seed=0)
             if self.ctx.is_main:
                 self._bundled = build_bundled(e.root, **kwargs)
             dist_utils.barrier()
@@ -113,7 +113,7 @@ class TextRetrievalTask:
     def resolve(self, spec: str) -> Path:
         """A dataset path, or ``bundled:<name>`` for a part of the bundled default."""
         if spec == "bundled":
-            spec = BUNDLED_PREFIX + ("sts_train" if self.cfg.data.objective == "sts" else "train")
+            spec = BUNDLED_PREFIX + ("sts_train" if self.cfg.objective == "sts" else "train")
         if not spec.startswith(BUNDLED_PREFIX):
             return Path(spec)
         name = spec[len(BUNDLED_PREFIX) :]
@@ -144,9 +144,9 @@ class TextRetrievalTask:
         d, rank, world = self.cfg.data, self.ctx.rank, self.ctx.world_size
         seed = self.cfg.train.seed
         train = self.resolve(d.train)
-        if d.objective == "sts":
+        if self.cfg.objective == "sts":
             return _pair_batches(self.sts_train_pairs(train), d.batch_size, seed, rank, world, start_step)
-        stream = TextShardStream(train, d.batch_size, seed, rank, world, d.num_workers, d.allow_corrupt_shards)
+        stream = TextShardStream(train, d.batch_size, seed, rank, world, d.workers, d.skip_corrupt)
         _check_batch_fits(stream.num_samples, d.batch_size, world, train)
         return stream.batches(start_step)
 
@@ -154,7 +154,7 @@ class TextRetrievalTask:
     def build_encoder(self) -> TextEncoder:
         m = self.cfg.model
         encoder = TextEncoder.from_pretrained(
-            m.name_or_path,
+            m.name,
             head=build_head(self.cfg.head),
             random_init_seed=self.cfg.train.seed if m.init == "random" else None,
             pooling=m.pooling,
@@ -164,7 +164,7 @@ class TextRetrievalTask:
             document_max_length=m.document_max_length,
             dropout=m.dropout,
         )
-        check_dropout_off(encoder.model, m.dropout, m.name_or_path)
+        check_dropout_off(encoder.model, m.dropout, m.name)
         pooler = getattr(encoder.model, "pooler", None)
         if isinstance(pooler, nn.Module):
             # BERT's pooler never feeds our pooling; frozen, DDP does not wait for its gradients.
@@ -182,7 +182,7 @@ class TextRetrievalTask:
             use_fast_dropout(encoder.model)
         sts_scale = self.cfg.data.sts_scale or default_sts_scale(encoder.head)
         loss = loss_from_config(self.cfg.loss)
-        return BiEncoder(encoder, loss, self.cfg.data.objective, self.cfg.data.hard_negatives, sts_scale)
+        return BiEncoder(encoder, loss, self.cfg.objective, self.cfg.data.hard_negatives, sts_scale)
 
     # ---- evaluation and export ---------------------------------------------------------------
     def evaluate_sets(
@@ -251,7 +251,7 @@ class TextRetrievalTask:
         return model.encoder
 
     def run_identity(self) -> dict[str, Any]:
-        return {"objective": self.cfg.data.objective, "model": self.cfg.model.name_or_path}
+        return {"objective": self.cfg.objective, "model": self.cfg.model.name}
 
     def describe_export(self, export: Path, record: HeadRecord, results: dict[str, Any]) -> None:
         """The export's model card gets the training data and the test metrics (from memory: the

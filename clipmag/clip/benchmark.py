@@ -4,16 +4,19 @@ tasks, templates and metrics, and its JSON output) on an exported clipmag image-
 checkpoints (``--model`` is only a label in the output file name). CLIP-benchmark itself
 L2-normalises both towers' features, so its own numbers are cosine whatever head the model was
 trained with; ``--head model`` (the default) scores zero-shot classification and retrieval with
-the model's head record instead, ``--head cosine`` with cosine, both through
-:mod:`clipmag.clip.benchmark_scoring`. Its other tasks (linear probe, captioning, ...) do not score
-pairs and run unchanged. Its ``acc5`` is NaN for datasets with fewer than five classes.
+the model's head record instead, ``--norm NAME`` (or ``head.name=NAME``, as in every clipmag tool)
+with the head NAME and ``--head cosine`` with cosine, all through
+:mod:`clipmag.clip.benchmark_scoring`. CLIP-benchmark's flags are written in full: a flag that only
+begins one of them (``--norm`` would be its ``--normalize``) is refused. Its other tasks (linear
+probe, captioning, ...) do not score pairs and run unchanged. Its ``acc5`` is NaN for datasets
+with fewer than five classes.
 
 Examples:
     clipmag-eval-clip-benchmark eval --model_type clipmag --model tiny --pretrained runs/clip/export \
         --dataset wds/digits_retrieval --dataset_root runs/shards/wds/{dataset} --task zeroshot_retrieval
     clipmag-eval-clip-benchmark eval --model_type clipmag --model tiny --pretrained runs/clip/export \
         --dataset wds/digits_classification --dataset_root runs/shards/wds/{dataset} --num_workers 0 --no_amp \
-        --head cosine
+        --norm dnorm
 
 CLIP-benchmark picks a loader from ``clip_benchmark.models.TYPE2FUNC`` by ``--model_type`` (the
 argparse choices come from ``MODEL_TYPES``); ``register()`` adds ours to both.
@@ -29,6 +32,7 @@ while several are given is refused before anything runs, since every result woul
 
 from __future__ import annotations
 
+import argparse
 import copy
 import inspect
 import sys
@@ -40,15 +44,17 @@ import torch
 
 from clipmag.config.entry import run_entry_point
 from clipmag.errors import ConfigError
+from clipmag.scoring.heads import HEAD_NAMES
 from clipmag.storage.naming import distinct_labels, model_label, slug
 
 from .benchmark_scoring import HEAD_CHOICES, head_aware
 
 MODEL_TYPE = "clipmag"
 HEAD_USAGE = (
-    "clipmag: --head model|cosine (default model) scores CLIP-benchmark's zero-shot classification and "
-    "retrieval with the model's head record (in its trained roles; a class embedding is its prompts' mean "
-    "direction times their mean norm) or with cosine; every other option is CLIP-benchmark's."
+    "clipmag: CLIP-benchmark's zero-shot classification and retrieval are scored with the model's head record "
+    "(--head model, the default; in its trained roles; a class embedding is its prompts' mean direction times "
+    "their mean norm), or with the head --norm NAME (or head.name=NAME) names, as in every clipmag tool; "
+    "--head cosine is --norm cosine. Every other option is CLIP-benchmark's, written in full."
 )
 
 
@@ -72,20 +78,68 @@ def register() -> None:
         cb_models.MODEL_TYPES.append(MODEL_TYPE)
 
 
+# Our words in a CLIP-benchmark command line: the flags, and the key a ``key=value`` word sets.
+HEAD_FLAGS = ("--head", "--norm")
+HEAD_KEY = "head.name"
+
+
+def _head_word(flag: str, value: str) -> str:
+    """The head one of our words names: ``model`` (the model's own) or a head's name."""
+    choices = HEAD_CHOICES if flag == "--head" else HEAD_NAMES
+    if value not in choices:
+        raise ConfigError(f"command line: {flag} takes {' or '.join(choices)}, got {value!r}")
+    return value
+
+
 def split_head_flag(argv: Sequence[str]) -> tuple[str, list[str]]:
-    """Our ``--head VALUE`` (or ``--head=VALUE``) out of ``argv``: (head, CLIP-benchmark's arguments)."""
-    head, rest, words = "model", [], iter(argv)
+    """Our head words out of ``argv``: (head, CLIP-benchmark's arguments). ``--norm NAME`` and
+    ``head.name=NAME`` score with head NAME, as in every other clipmag tool; ``--head cosine`` is
+    ``--norm cosine`` and ``--head model`` (the default) the model's own head. Two words naming
+    different heads are refused."""
+    named: dict[str, str] = {}
+    rest, words = [], iter(argv)
     for word in words:
-        if word == "--head":
-            head = next(words, "")
-        elif word.startswith("--head="):
-            head = word.partition("=")[2]
+        flag, has_inline, inline = word.partition("=")
+        if flag in HEAD_FLAGS:
+            value = inline if has_inline else next(words, "")
+        elif flag == HEAD_KEY:
+            value = inline
         else:
             rest.append(word)
             continue
-        if head not in HEAD_CHOICES:
-            raise ConfigError(f"command line: --head takes {' or '.join(HEAD_CHOICES)}, got {head!r}")
-    return head, rest
+        named[flag] = _head_word(flag, value)
+    heads = set(named.values())
+    if len(heads) > 1:
+        given = ", ".join(f"{flag}{'=' if flag == HEAD_KEY else ' '}{value}" for flag, value in named.items())
+        raise ConfigError(f"command line: {given} name different heads; give one")
+    return (heads.pop() if heads else "model"), rest
+
+
+def refuse_abbreviations(parser: argparse.ArgumentParser, words: Sequence[str]) -> None:
+    """Refuse a flag that is not one of ``parser``'s (or its sub-commands') but begins one: argparse
+    would read it as that flag (``--norm`` as ``--normalize``), and a flag the user meant for another
+    tool would change a setting without a word."""
+    options = _option_strings(parser)
+    for word in words:
+        flag = word.partition("=")[0]
+        if not flag.startswith("--") or flag in options:
+            continue
+        longer = sorted(option for option in options if option.startswith(flag))
+        if longer:
+            raise ConfigError(
+                f"command line: {flag} is not a flag of CLIP-benchmark, which would read it as {longer[0]}; "
+                "write its flags in full (clipmag's head flags: --norm NAME, head.name=NAME, --head model|cosine)"
+            )
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """Every option string of ``parser`` and of its sub-commands' parsers."""
+    options = set(parser._option_string_actions)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                options |= _option_strings(sub)
+    return options
 
 
 def output_templates(pretrained: Sequence[str], template: str) -> list[str]:
@@ -108,7 +162,7 @@ def output_templates(pretrained: Sequence[str], template: str) -> list[str]:
 
 def run_cli(argv: Sequence[str]) -> None:
     """Run ``clip_benchmark`` with ``argv`` (as after the program name), ``clipmag`` models allowed and
-    zero-shot tasks scored with ``--head``; an evaluation of several ``--pretrained`` runs one of them
+    zero-shot tasks scored with the head our words name; an evaluation of several ``--pretrained`` runs one of them
     at a time, each to its own files."""
     head, rest = split_head_flag(argv)
     register()
@@ -122,6 +176,7 @@ def run_cli(argv: Sequence[str]) -> None:
         parser, base = cli.get_parser_args()
     finally:
         sys.argv = saved
+    refuse_abbreviations(parser, rest)
     if not hasattr(base, "which"):
         parser.print_help()
         return
@@ -134,7 +189,7 @@ def run_cli(argv: Sequence[str]) -> None:
         runs = [copy.copy(base) for _ in base.pretrained]
         for run, pretrained, output in zip(runs, base.pretrained, outputs):
             run.pretrained, run.output = [pretrained], output
-    print(f"clipmag: zero-shot tasks scored with --head {head}", flush=True)
+    print(f"clipmag: zero-shot tasks scored with the head {head}", flush=True)
     with torch.no_grad(), head_aware(cli, head):
         for run in runs:
             cli.main_eval(run)
@@ -149,9 +204,11 @@ def benchmark_values(argv: Sequence[str]) -> dict[str, Any]:
     saved = sys.argv
     sys.argv = ["clip_benchmark", *(rest if rest and rest[0] in ("eval", "build") else ["eval", *rest])]
     try:
-        return {"head": head, **vars(cli.get_parser_args()[1])}
+        parser, values = cli.get_parser_args()
     finally:
         sys.argv = saved
+    refuse_abbreviations(parser, rest)
+    return {"head": head, **vars(values)}
 
 
 def main(argv: Sequence[str]) -> None:

@@ -1,4 +1,4 @@
-"""CLIP-benchmark's zero-shot tasks scored with a model's head (``clipmag-eval-clip-benchmark --head``).
+"""CLIP-benchmark's zero-shot tasks scored with a model's head (``clipmag-eval-clip-benchmark --head``, ``--norm``).
 
 CLIP-benchmark's ``cli.run`` calls ``zeroshot_classification.evaluate`` and
 ``zeroshot_retrieval.evaluate`` on the modules it imported. ``head_aware(cli, head)`` puts the two
@@ -11,7 +11,7 @@ dump. The metrics are its functions too (``accuracy``, ``average_precision_per_c
 Two things differ from CLIP-benchmark, and only in what the scores are:
 
 * Features stay raw and the scores are ``ClipMagModel.similarity``: the head chosen (the model's,
-  or cosine) in the roles the model was trained with (``query_side``). Retrieval ranks the one
+  or the one ``--norm`` names) in the roles the model was trained with (``query_side``). Retrieval ranks the one
   [images x texts] matrix along rows (its text retrieval, our I->T) and columns (its image
   retrieval, our T->I), as :mod:`clipmag.clip.evaluate` does.
 * A class is a text: classification ranks class embeddings for each image exactly as I->T
@@ -41,18 +41,19 @@ from clipmag.storage.safe_load import load_weights_only
 
 from .evaluate import class_embeddings
 
-HEAD_CHOICES = ("model", "cosine")
+HEAD_CHOICES = ("model", "cosine")  # what ``--head`` takes; ``--norm`` / ``head.name`` take any head
 Scorer = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def scorer(model: Any, head: str) -> tuple[Scorer, str]:
-    """``(image features, text features) -> [N_images, N_texts]`` scores and what they are."""
+    """``(image features, text features) -> [N_images, N_texts]`` scores and what they are: ``head``
+    is ``model`` (the model's own head) or the name of a head to score with instead."""
     similarity = getattr(model, "similarity", None)
-    cosine = build_head("cosine")
-    if similarity is None:
-        return cosine.score, "cosine (the model has no head record)"
-    if head == "cosine":
-        return partial(similarity, head=cosine), f"cosine (the model's head: {model.head.name})"
+    if similarity is None:  # open_clip's own model: trained with cosine, the image side as query
+        chosen = build_head("cosine" if head == "model" else head)
+        return chosen.score, f"{chosen.name} (the model has no head record)"
+    if head != "model":
+        return partial(similarity, head=build_head(head)), f"{head} (the model's head: {model.head.name})"
     return similarity, f"{model.head.name} (query side {model.query_side})"
 
 

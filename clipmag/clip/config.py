@@ -20,7 +20,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from clipmag.config.spellings import BUNDLED_RENAME
+from clipmag.config.spellings import BUNDLED_RENAME, TRAINER_FLAGS, TRAINER_KEYS
 from clipmag.errors import ConfigError
 from clipmag.scoring.head_config import HeadConfig
 from clipmag.scoring.loss_config import LossConfig, resolve_loss
@@ -32,17 +32,11 @@ from .data_config import ClipDataConfig, split_overlap
 from .model_config import ClipModelConfig, is_our_architecture, lock_problems
 
 Objective = Literal["sym", "i2t", "t2i"]
-# The trainers' shared flags (clipmag.train.trainer_flags) and this trainer's own; ``--siglip`` and
-# the locks are open_clip's switches (the sigmoid loss, locked towers as in LiT).
+# The trainers' shared flags (clipmag.train.trainer_flags) and this trainer's own: the open_clip
+# weights, the query tower and the locks (frozen towers as in LiT).
 SHORTHANDS = trainer_flags(
-    model="model.name",
-    objective="objective",
     pretrained="model.pretrained",
     query_side="model.query_side",
-    train_shards="data.train_shards",
-    val_shards="data.val_shards",
-    test_shards="data.test_shards",
-    siglip="loss.kind=siglip",
     lock_image="model.lock_image",
     lock_text="model.lock_text",
 )
@@ -71,7 +65,9 @@ class ClipConfig:
     RENAMED_KEYS: ClassVar[dict[str, str]] = {
         "data.embedded": "data.bundled",
         "data.embedded_seed": "data.bundled_seed",
+        **TRAINER_KEYS,
     }
+    RENAMED_FLAGS: ClassVar[dict[str, str]] = TRAINER_FLAGS
     RENAMED_VALUES: ClassVar[dict[str, dict[str, str]]] = {"data.source": BUNDLED_RENAME}
 
 
@@ -88,10 +84,10 @@ def _derived(key: str, given: str, derived: str, objective: str, problems: list[
 def _data_problems(d: ClipDataConfig) -> list[str]:
     """What is wrong with the data section for its source."""
     problems = []
-    if d.source == "shards" and not d.train_shards:
-        problems.append("data.source=shards needs data.train_shards (a folder of shards, or data/train-{000..009}.tar)")
-    given = [k for k in ("train_shards", "val_shards", "test_shards") if getattr(d, k)]
-    overlap = split_overlap({k.removesuffix("_shards"): [getattr(d, k)] for k in given})
+    if d.source == "shards" and not d.train:
+        problems.append("data.source=shards needs data.train (a folder of shards, or data/train-{000..009}.tar)")
+    given = [k for k in ("train", "validation", "test") if getattr(d, k)]
+    overlap = split_overlap({k: [getattr(d, k)] for k in given})
     if d.source == "shards" and overlap:
         problems.append(overlap)
     if d.source == "bundled" and given:
@@ -108,7 +104,7 @@ def resolve(cfg: ClipConfig) -> ClipConfig:
         side = _derived("model.query_side", side, QUERY_SIDE[cfg.objective], cfg.objective, problems)
     elif side == "auto":
         side = "image"
-    source = cfg.data.source if cfg.data.source != "auto" else ("shards" if cfg.data.train_shards else "bundled")
+    source = cfg.data.source if cfg.data.source != "auto" else ("shards" if cfg.data.train else "bundled")
     try:
         loss = resolve_loss(dataclasses.replace(cfg.loss, direction=direction), infonce_scale=CLIP_INFONCE_SCALE)
     except ConfigError as err:

@@ -81,7 +81,7 @@ def _has_image_and_caption(sample: dict[str, Any]) -> bool:
     return "txt" in sample and any(ext in sample for ext in IMAGE_EXTENSIONS)
 
 
-def validate_shards(spec: str, what: str = "data.train_shards") -> list[str]:
+def validate_shards(spec: str, what: str = "data.train") -> list[str]:
     """Resolve ``spec`` and check that every shard is a tar with an image-caption sample, so that a
     bad path fails before the model is built rather than inside a DataLoader worker."""
     paths = shard_paths(spec, what)

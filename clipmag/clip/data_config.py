@@ -37,10 +37,10 @@ class DigitsSizes:
 
 @dataclass
 class ClipDataConfig:
-    """Where batches come from. ``source=auto``: shards when ``train_shards`` is set, else the
-    bundled set (``bundled.py``), which needs nothing else.
+    """Where batches come from. ``source=auto``: shards when ``train`` is set, else the bundled set
+    (``bundled.py``), which needs nothing else.
 
-    ``train_shards`` / ``val_shards`` / ``test_shards``: a folder of ``*.tar`` or brace patterns
+    ``train`` / ``validation`` / ``test``: a folder of ``*.tar`` or brace patterns
     (``data/train-{000..009}.tar``, ``::`` joins several). Validation picks the best checkpoint;
     the final numbers are on test, so the two must not share a shard. ``batch_size`` is per rank
     and micro-batch. ``augment`` uses open_clip's training transform (random resized crop) for
@@ -49,36 +49,36 @@ class ClipDataConfig:
     ``templates``: text files (one per line, templates with ``{c}``) that turn the ``cls`` field of
     the test shards into a zero-shot classification task. ``bundled``: sizes of the bundled
     splits (:class:`DigitsSizes`), built with ``bundled_seed``.
-    ``skip_broken_images``: a training image that does not decode is replaced by the next of its
-    shard that does (counted in results) instead of stopping the run; evaluation images are never
-    skipped (a test set must stay the same).
+    ``skip_corrupt``: a training image that does not decode is replaced by the next of its shard
+    that does (counted in results) instead of stopping the run; evaluation images are never skipped
+    (a test set must stay the same). The text trainer spells these settings alike.
     """
 
     source: Literal["auto", "bundled", "shards"] = "auto"
     batch_size: PositiveInt = 128
     eval_batch_size: PositiveInt = 256
-    train_shards: str | None = None
-    val_shards: str | None = None
-    test_shards: str | None = None
+    train: str | None = None
+    validation: str | None = None
+    test: str | None = None
     classnames: str | None = None
     templates: str | None = None
     workers: NonNegativeInt = 0
-    skip_broken_images: bool = False
+    skip_corrupt: bool = False
     augment: bool = True
     bundled: DigitsSizes = field(default_factory=DigitsSizes)
     bundled_seed: int = 0
 
 
 _OVERLAP_HARM = {
-    ("train", "val"): "validation would score data the model trained on",
+    ("train", "validation"): "validation would score data the model trained on",
     ("train", "test"): "the final numbers would score data the model trained on",
-    ("val", "test"): "validation would pick the checkpoint on the test data",
+    ("validation", "test"): "validation would pick the checkpoint on the test data",
 }
 
 
 def split_overlap(splits: Mapping[str, Sequence[str]]) -> str | None:
-    """The problem with two splits (``train``, ``val``, ``test`` -> their paths, in that order) that
-    share a path, or None.
+    """The problem with two splits (their ``data`` keys ``train``, ``validation``, ``test`` -> their
+    paths, in that order) that share a path, or None.
 
     Validation picks the checkpoint and test gives the final numbers, so no two may hold the same
     shard. Paths are compared resolved - ``..``, ``.`` and symbolic links followed - since
@@ -91,7 +91,7 @@ def split_overlap(splits: Mapping[str, Sequence[str]]) -> str | None:
         if shared:
             spelled = {files_a[shared[0]], files_b[shared[0]]} - {shared[0]}
             named = f" (given as {' and '.join(sorted(spelled))})" if spelled else ""
-            return f"data.{a}_shards and data.{b}_shards share {shared[0]}{named}: {_OVERLAP_HARM[a, b]}"
+            return f"data.{a} and data.{b} share {shared[0]}{named}: {_OVERLAP_HARM[a, b]}"
     return _content_overlap(splits)
 
 
@@ -103,7 +103,7 @@ def _content_overlap(splits: Mapping[str, Sequence[str]]) -> str | None:
         shared = sorted(files_a.keys() & files_b.keys())
         if shared:
             return (
-                f"data.{a}_shards and data.{b}_shards hold the same shard: {files_a[shared[0]]} and "
+                f"data.{a} and data.{b} hold the same shard: {files_a[shared[0]]} and "
                 f"{files_b[shared[0]]} have the same content: {_OVERLAP_HARM[a, b]}"
             )
     return None

@@ -17,7 +17,7 @@ split (``restval`` joins train); a captions file is split at random by image, se
 OUT/{train,val,test}/shard-*.tar (+ sizes.json; one sample per image holding all its captions),
 OUT/splits.json (which image went where, and by which rule) and, in CLIP-benchmark's wds layout,
 OUT/wds/<name>_retrieval from the test split (+ <name>_classification when classes are given).
-Train with ``data.train_shards=OUT/train data.val_shards=OUT/val data.test_shards=OUT/test``.
+Train with ``--train OUT/train --validation OUT/val --test OUT/test``.
 """
 
 from __future__ import annotations

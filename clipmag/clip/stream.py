@@ -12,7 +12,7 @@ A whole shard's raw bytes are held in memory while it is read (COCO: about 160 M
 images), so write shards in a shuffled order: the in-shard permutation is the only shuffle.
 
 A training image that does not decode stops the run with one line naming shard, sample and fault,
-unless ``skip_broken`` (``data.skip_broken_images``): then the sample's place in the batch goes to
+unless ``skip_broken`` (``data.skip_corrupt``): then the sample's place in the batch goes to
 the next sample of the same shard that decodes, so batches keep their size and a resumed run sees
 the same batches; each skip is a warning, and the count (over every DataLoader worker) goes into
 the run's results.
@@ -72,7 +72,7 @@ class ClipShardStream(AddressableShardStream):
         sizes = shard_sizes(shards)
         empty = [p for p, n in zip(shards, sizes) if n < 1]
         if empty:
-            raise ShardError(f"data.train_shards: sizes.json declares no samples for {empty[0]}, which holds some")
+            raise ShardError(f"data.train: sizes.json declares no samples for {empty[0]}, which holds some")
         super().__init__(shards, sizes, batch_size, seed, **placement)
         self.preprocess, self.tokenizer = preprocess, tokenizer
         self.skip_broken = skip_broken
@@ -98,10 +98,10 @@ class ClipShardStream(AddressableShardStream):
                 return decode_sample(raw[(j + offset) % len(raw)])
             except ShardError as err:
                 if not self.skip_broken:
-                    raise ShardError(f"{err}; data.skip_broken_images=true trains on without it") from None
+                    raise ShardError(f"{err}; data.skip_corrupt=true trains on without it") from None
                 with self._skipped.get_lock():
                     self._skipped.value += 1
-                logger.warning("skipped a broken training image (data.skip_broken_images): %s", err)
+                logger.warning("skipped a broken training image (data.skip_corrupt): %s", err)
         raise ShardError(f"shard {raw[j].get('__url__', '?')}: no sample of it decodes")
 
     def _prepared(

@@ -3,7 +3,7 @@ batches (bundled digits or WebDataset shards), head-aware evaluation, export and
 
 Validation (``evaluate``, which picks the best checkpoint) runs on the validation split and the final
 numbers (``test``) on the test split: the bundled set has both, shards name them
-``data.val_shards`` and ``data.test_shards``. Both score every caption of every image
+``data.validation`` and ``data.test``. Both score every caption of every image
 (``clipmag.clip.evaluate``). The test numbers are filed under the data's name: ``digits`` for the
 bundled set, the shard folder's otherwise (``data/coco/test`` -> ``coco``).
 """
@@ -118,18 +118,18 @@ class ClipTask:
 
     def _load_shards(self) -> None:
         d = self.cfg.data
-        self.eval_specs = {"val": d.val_shards, "test": d.test_shards}
-        specs = {"train": d.train_shards, **self.eval_specs}
-        overlap = split_overlap({s: shard_paths(spec, f"data.{s}_shards") for s, spec in specs.items() if spec})
+        self.eval_specs = {"val": d.validation, "test": d.test}
+        specs = {"train": d.train, "validation": d.validation, "test": d.test}
+        overlap = split_overlap({key: shard_paths(spec, f"data.{key}") for key, spec in specs.items() if spec})
         if overlap:
             raise ConfigError(overlap)
         self.stream = ClipShardStream(
-            d.train_shards,
+            d.train,
             self.preprocess_train if d.augment else self.preprocess_val,
             self.tokenizer,
             d.batch_size,
             self.cfg.train.seed,
-            skip_broken=d.skip_broken_images,
+            skip_broken=d.skip_corrupt,
             rank=self.ctx.rank,
             world_size=self.ctx.world_size,
             workers=d.workers,
@@ -146,10 +146,11 @@ class ClipTask:
         after the last, and a broken image or caption must not cost a whole training. Rank 0, which
         evaluates, keeps them; the other ranks decode every sample too, so every rank stops on a fault."""
         for split, spec in self.eval_specs.items():
+            key = f"data.{'validation' if split == 'val' else split}"
             if spec and self.ctx.is_main:
-                self.eval_sets[split] = read_eval_set(spec, self.preprocess_val, self.tokenizer, f"data.{split}_shards")
+                self.eval_sets[split] = read_eval_set(spec, self.preprocess_val, self.tokenizer, key)
             elif spec:
-                check_eval_set(spec, f"data.{split}_shards")
+                check_eval_set(spec, key)
 
     def _zero_shot(self, test: EvalSet) -> ZeroShot | None:
         if self.zero_shot is None and self.classes is not None and bool((test.labels >= 0).all()):
@@ -221,7 +222,7 @@ class ClipTask:
         every query's outcome (``per_query``: the report's query-level tests)."""
         data = self.eval_sets.get("test")
         if data is None:
-            logger.warning("no test split (data.test_shards): results.json gets no test numbers")
+            logger.warning("no test split (data.test): results.json gets no test numbers")
             return {}
         features = self._features(model, data)
         metrics: dict[str, Any] = retrieval_metrics(model, *features, data.image_of_text)

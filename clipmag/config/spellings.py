@@ -14,6 +14,12 @@ what it renamed in class attributes:
 * ``RENAMED_VALUES``: dotted key -> ``{old word: new word}``; a value that is the old word, or starts
   with ``old:``, is rewritten to the new one (a list value item by item).
 
+The two trainers once spelled one setting two ways (the text trainer's ``model.name_or_path`` and
+``data.objective``, the image-text trainer's ``data.train_shards``, ...); :data:`TRAINER_KEYS` and
+:data:`TRAINER_FLAGS` list the old spellings of both with the one name each has now, and both
+trainers' config classes read every one of them, so an old spelling of either trainer names the
+key in the other too.
+
 So a run given either spelling resolves to the same config, and its identity is the same. Stored
 records (a sweep's protocol, results written before the rename) keep the old words; code that
 compares a stored config with a new one compares their :func:`current_spelling` instead.
@@ -30,6 +36,8 @@ from clipmag.runtime.logs import logger
 
 __all__ = [
     "BUNDLED_RENAME",
+    "TRAINER_KEYS",
+    "TRAINER_FLAGS",
     "current_key",
     "current_flag",
     "renamed_keys_tree",
@@ -42,18 +50,39 @@ BUNDLED_RENAME = {"embedded": "bundled"}
 # The old word as a whole word or a part of a name (``embedded_seed``, ``--embedded-train``).
 _OLD_WORD = re.compile(r"(?<![A-Za-z0-9])(" + "|".join(map(re.escape, BUNDLED_RENAME)) + r")(?![A-Za-z0-9])")
 
+# One name per setting in both trainers: each old spelling (of either trainer) -> the key both use.
+TRAINER_KEYS = {
+    "model.name_or_path": "model.name",
+    "data.objective": "objective",
+    "data.train_shards": "data.train",
+    "data.val_shards": "data.validation",
+    "data.test_shards": "data.test",
+    "data.num_workers": "data.workers",
+    "data.allow_corrupt_shards": "data.skip_corrupt",
+    "data.skip_broken_images": "data.skip_corrupt",
+    "data.bundled.n_train": "data.bundled.train",
+    "data.bundled.n_dev": "data.bundled.val",
+    "data.bundled.n_test": "data.bundled.test",
+}
+# The flags of the renamed data keys (``_`` for ``-``), old -> new.
+TRAINER_FLAGS = {"train_shards": "train", "val_shards": "validation", "test_shards": "test"}
+# An old trainer key as a ``key=value`` word, and an old flag as a whole word.
+_OLD_KEY = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, TRAINER_KEYS)) + r")(?==)")
+_OLD_FLAG = {f"--{old.replace('_', '-')}": f"--{new.replace('_', '-')}" for old, new in TRAINER_FLAGS.items()}
+
 
 def current_key(cls: type, key: str, source: str) -> str:
     """The name dotted ``key`` has now: with the part ``cls`` renamed (``RENAMED_KEYS``: the key itself
     or a section above it) in its new name, and one warning line naming ``source`` and both names;
-    else ``key`` itself."""
+    else ``key`` itself. A key renamed twice (``data.embedded.n_train``: its section, then itself)
+    takes both renames."""
     for old, new in getattr(cls, "RENAMED_KEYS", {}).items():
         if key == old or key.startswith(old + "."):
             renamed = new + key[len(old) :]
             logger.warning(
                 "%s: key '%s' is deprecated, it is now '%s' (the old name still works for now)", source, key, renamed
             )
-            return renamed
+            return current_key(cls, renamed, source)
     return key
 
 
@@ -159,9 +188,15 @@ def current_spelling(tree: Any) -> Any:
     """A copy of a JSON-like ``tree`` (a stored config, a sweep's argument lists) with every renamed
     word in its new spelling, in keys and values, for comparing a stored record with a new one: the
     two spellings of one setting compare equal (only the renamed word is rewritten, wherever it
-    stands: ``data.embedded_seed=1`` reads ``data.bundled_seed=1``)."""
+    stands: ``data.embedded_seed=1`` reads ``data.bundled_seed=1``), and every old trainer key given
+    as ``key=value`` or flag given as a word in the name both trainers use (``data.objective=sts``
+    reads ``objective=sts``, ``--train-shards`` reads ``--train``)."""
     if isinstance(tree, str):
-        return _OLD_WORD.sub(lambda m: BUNDLED_RENAME[m.group(1)], tree)
+        word = _OLD_WORD.sub(lambda m: BUNDLED_RENAME[m.group(1)], tree)
+        flag, equals, value = word.partition("=")
+        if flag in _OLD_FLAG:
+            return _OLD_FLAG[flag] + equals + value
+        return _OLD_KEY.sub(lambda m: TRAINER_KEYS[m.group(1)], word)
     if isinstance(tree, Mapping):
         return {current_spelling(key): current_spelling(value) for key, value in tree.items()}
     if isinstance(tree, (list, tuple)):

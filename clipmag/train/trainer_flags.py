@@ -1,35 +1,51 @@
 """The command-line flags both trainers share, and the checks of their values beyond the key types.
 
 Each flag is a shorthand for one dotted key and means the same in the text and the image-text
-trainer: the keys live in the shared sections (``head``, ``loss``, ``optim``, ``train``) or, for
-``--batch-size``, in both front ends' ``data`` section, so their types and ranges are alike too.
-``--model`` and ``--objective`` are shared by name: each front end points them at the keys its
-config calls its model and its objective. A flag for a new shared key goes into
-``SHARED_TRAINER_FLAGS``; a front end's own shorthands are passed to :func:`trainer_flags`.
+trainer: both trainers spell a shared setting alike (``model.name``, ``objective``, ``data.train``,
+...; the old spellings are :data:`clipmag.config.spellings.TRAINER_KEYS`), and the keys live in the
+shared sections (``head``, ``loss``, ``optim``, ``train``) or in both front ends' ``model`` and
+``data`` sections, so their types and ranges are alike where the setting is. A flag for a shared
+key goes into ``SHARED_TRAINER_FLAGS``, never into one trainer alone; a front end's own shorthands
+(keys the other trainer has not) are passed to :func:`trainer_flags`.
 """
 
 from __future__ import annotations
 
-__all__ = ["SHARED_TRAINER_FLAGS", "trainer_flags", "in_batch_problem"]
+__all__ = ["SHARED_TRAINER_FLAGS", "FRONT_END_VALUES", "trainer_flags", "in_batch_problem"]
 
 SHARED_TRAINER_FLAGS: dict[str, str] = {
+    "model": "model.name",
+    "objective": "objective",
+    "train": "data.train",
+    "validation": "data.validation",
+    "test": "data.test",
     "norm": "head.name",
     "direction": "loss.direction",
+    "siglip": "loss.kind=siglip",
     "batch_size": "data.batch_size",
     "steps": "train.steps",
     "lr": "optim.lr",
     "seed": "train.seed",
     "precision": "train.precision",
+    "no_fast_dropout": "train.fast_dropout=false",
     "output": "train.output_dir",
     "resume": "train.resume",
     "overwrite": "train.overwrite",
 }
 
+# The shared flags whose values are each front end's own (its models, its objectives, its data: a
+# text trainer's test sets are a list, an image-text trainer's test shards one pattern); every other
+# shared flag sets a key of one type and range in both.
+FRONT_END_VALUES = ("model", "objective", "train", "validation", "test")
 
-def trainer_flags(model: str, objective: str, **own: str) -> dict[str, str]:
-    """A trainer's flags (flag -> dotted key): ``--model`` and ``--objective`` set the keys ``model``
-    and ``objective`` name, the shared flags their keys, and ``own`` the front end's other flags."""
-    return {"model": model, "objective": objective, **SHARED_TRAINER_FLAGS, **own}
+
+def trainer_flags(**own: str) -> dict[str, str]:
+    """A trainer's flags (flag -> dotted key, or the one ``key=value`` a switch stands for): the
+    shared flags, then ``own``, the front end's flags for keys only it has."""
+    shared = sorted(set(own) & set(SHARED_TRAINER_FLAGS))
+    if shared:
+        raise ValueError(f"trainer_flags: --{shared[0]} is a shared flag; a front end does not set it again")
+    return {**SHARED_TRAINER_FLAGS, **own}
 
 
 def in_batch_problem(batch_size: int, hard_negatives: int = 0) -> str | None:

@@ -54,7 +54,6 @@ SUBSET = {
 }
 STEPS = ["train.steps=2", "train.eval_every=1", "train.save_every=1", "train.log_every=1", "data.batch_size=8"]
 SHORT_ARGS = {"text": STEPS, "clip": [*STEPS, "data.eval_batch_size=64"]}
-MODEL_KEYS = {"text": ("model", "name_or_path"), "clip": ("model", "name")}
 CONFIG_PATTERNS = ("sweeps/paper_*.yaml", "text/paper_*.yaml", "rag/paper_*.yaml", "eval/*.yaml", "clip/coco.yaml")
 
 
@@ -93,9 +92,8 @@ def _with_standin(group: SweepGroup) -> SweepGroup:
     if group.models:
         entries = [split_model_entry(entry) for entry in group.models]
         return dataclasses.replace(group, models=[f"{label}={standin_model(path)}" for label, path in entries])
-    section, key = MODEL_KEYS[group.kind]
-    name = load_yaml(group.config)[section][key]
-    return dataclasses.replace(group, args=[*group.args, f"{section}.{key}={standin_model(name)}"])
+    name = load_yaml(group.config)["model"]["name"]  # both trainers' model key
+    return dataclasses.replace(group, args=[*group.args, f"model.name={standin_model(name)}"])
 
 
 def _rag_evaluations() -> list[SweepEvaluation]:

@@ -32,7 +32,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from clipmag.config.checks import PositiveInt
 from clipmag.config.command_line import field_flags, help_text, parse_cli
@@ -40,7 +40,7 @@ from clipmag.config.entry import run_entry_point
 from clipmag.errors import ConfigError
 from clipmag.runtime.logs import setup_logging
 from clipmag.runtime.precision_setting import PRECISIONS
-from clipmag.scoring.head_config import HeadName
+from clipmag.scoring.head_config import HeadChoice
 from text_retrieval.config import PoolingName
 from text_retrieval.data.loaders import EvalSettings
 from text_retrieval.data.loaders.beir import corpus_fingerprint, read_corpus, read_queries
@@ -58,12 +58,13 @@ StoreName = Literal[STORES]  # type: ignore[valid-type]
 
 @dataclass
 class BuildCommand:
-    """``build``: encode a corpus with a model under its head and write a served index."""
+    """``build``: encode a corpus with a model under its head and write a served index; ``head.name``
+    (``--norm``) scores with another head than the model's own, as in every other tool."""
 
     model: str = ""
     corpus: str = ""
     output: str = ""
-    norm: HeadName | None = None
+    head: HeadChoice = field(default_factory=HeadChoice)
     pooling: PoolingName | None = None
     stores: list[StoreName] = field(default_factory=lambda: list(STORES))
     faiss: Literal["flat", "hnsw", "ivf"] = "flat"
@@ -76,6 +77,8 @@ class BuildCommand:
     precision: Literal[PRECISIONS] = "auto"  # type: ignore[valid-type]
     overwrite: bool = False
     quiet: bool = False
+
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {"norm": "head.name"}
 
 
 @dataclass
@@ -97,6 +100,12 @@ class QueryCommand:
 COMMANDS = {"build": BuildCommand, "query": QueryCommand}
 
 
+def command_flags(command: type) -> dict[str, str]:
+    """A command's flags: every top-level key, and ``--norm`` for ``head.name`` where it takes a head."""
+    flags = {name: key for name, key in field_flags(command).items() if name != "head"}
+    return {**flags, "norm": "head.name"} if "head" in field_flags(command) else flags
+
+
 def read_corpus_source(path: str | Path) -> Corpus:
     """A BEIR folder's corpus (named by the folder, as ``eval_text.py`` names it) or a corpus.jsonl[.gz]."""
     path = Path(path)
@@ -115,7 +124,7 @@ def _build(cfg: BuildCommand) -> dict[str, Any]:
     from text_retrieval.model.encoder import TextEncoder  # torch, transformers, faiss: only to run a command
     from text_retrieval.serving.served import build_served_index
 
-    encoder = TextEncoder.from_pretrained(cfg.model, norm=cfg.norm, pooling=cfg.pooling, precision=cfg.precision)
+    encoder = TextEncoder.from_pretrained(cfg.model, norm=cfg.head.name, pooling=cfg.pooling, precision=cfg.precision)
     settings = EvalSettings(query_max_length=cfg.max_length, document_max_length=cfg.max_length)
     manifest = build_served_index(
         encoder,
@@ -186,17 +195,23 @@ def _query(cfg: QueryCommand) -> list[dict[str, Any]]:
     return lines
 
 
+def parse_args(argv: Sequence[str]) -> BuildCommand | QueryCommand:
+    """``build ...`` or ``query ...`` -> that command's checked config (runs nothing)."""
+    if not argv or argv[0] not in COMMANDS:
+        given = repr(argv[0]) if argv else "nothing"
+        raise ConfigError(f"command line: {given} is not a command; valid: {', '.join(COMMANDS)}")
+    command = COMMANDS[argv[0]]
+    return parse_cli(command, argv[1:], command_flags(command), description=__doc__)
+
+
 def main(argv: Sequence[str]) -> Any:
     """``build ...`` or ``query ...``; ``--help`` lists both commands' flags."""
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         for name, command in COMMANDS.items():
-            print(f"\n{name}:\n" + help_text(command(), field_flags(command)))
+            print(f"\n{name}:\n" + help_text(command(), command_flags(command)))
         raise SystemExit(0)
-    if argv[0] not in COMMANDS:
-        raise ConfigError(f"command line: {argv[0]!r} is not a command; valid: {', '.join(COMMANDS)}")
-    command = COMMANDS[argv[0]]
-    cfg = parse_cli(command, argv[1:], field_flags(command), description=__doc__)
+    cfg = parse_args(argv)
     setup_logging(level=logging.WARNING if cfg.quiet else logging.INFO)
     return _build(cfg) if isinstance(cfg, BuildCommand) else _query(cfg)
 
