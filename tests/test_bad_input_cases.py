@@ -36,7 +36,7 @@ def test_a_run_that_never_started_leaves_no_run_folder(tmp_path, capsys):
     from text_retrieval.cli import main
 
     run = tmp_path / "run"
-    argv = [f"model.name_or_path={tmp_path / 'no-such-model'}", f"train.output_dir={run}", "train.device=cpu"]
+    argv = [f"model.name={tmp_path / 'no-such-model'}", f"train.output_dir={run}", "train.device=cpu"]
     line = _one_error_line(capsys, main, argv)
     assert "no-such-model" in line
     assert not run.exists()
@@ -48,7 +48,7 @@ def test_a_run_into_an_existing_folder_that_never_started_leaves_it_as_it_was(tm
     run = tmp_path / "run"
     run.mkdir()
     (run / "notes.txt").write_text("mine\n")
-    _one_error_line(capsys, main, [f"model.name_or_path={tmp_path / 'no-such-model'}", f"train.output_dir={run}"])
+    _one_error_line(capsys, main, [f"model.name={tmp_path / 'no-such-model'}", f"train.output_dir={run}"])
     assert sorted(p.name for p in run.iterdir()) == [".clipmag.lock", "notes.txt"]
 
 
