@@ -16,6 +16,7 @@ from clipmag_experiments.report.collect import (
     CellResult,
     bright_means,
     bright_suites,
+    caption_clusters,
     document_norm_samples,
     evaluation_rows,
     find_cells,
@@ -214,7 +215,7 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report", allo
         "bright": aggregate(bright_means(tasks, suites), BRIGHT),
         "bright_tasks": aggregate(tasks, BRIGHT),
         "sts": aggregate(rows, STS),
-        "clip": with_query_tests(aggregate(rows, CLIP_METRICS), per_query),
+        "clip": with_query_tests(aggregate(rows, CLIP_METRICS), per_query, caption_clusters(cells)),
         "diagnostics": aggregate(rows, DIAGNOSTICS),
         "evaluations": with_query_tests(aggregate(attached, attached_metrics), outcomes),
     }

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from clipmag.results.significance import with_family_holm
 from clipmag_experiments.report.curves import pairs_seen
 from clipmag_experiments.report.docs_positive import (
     DATASETS,
@@ -59,11 +60,22 @@ def _pairs(sweep: StoredSweep, row: StartRow) -> int:
 
 
 def _rows(sweep: StoredSweep) -> list[tuple[StartRow, int]]:
-    """(row, pairs seen) of every finished compared group: by test set, start, then budget."""
+    """(row, pairs seen) of every finished compared group: by test set, start, then budget; each
+    comparison with its Holm over the whole table (``p_family``), the family the sweep's verdict
+    rests on (every magnitude head at every budget, start and test set)."""
     groups = _finished(sweep)
     rows = [r for r in sweep.start_rows if r.group in groups]
     rows.sort(key=lambda r: (order(r.dataset, list(DATASETS)), order(r.start, STARTS), groups.index(r.group)))
+    tested = [r.heads[h] for r in rows for h in HEADS[1:] if h in r.heads and r.heads[h].comparison is not None]
+    for head, comparison in zip(tested, with_family_holm([h.comparison for h in tested])):
+        head.comparison = comparison  # the same family every time: rendering twice changes nothing
     return [(r, _pairs(sweep, r)) for r in rows]
+
+
+def family_size(stored: StoredResults, argument: str = "") -> str:
+    """How many tests the budget table's whole-table Holm corrects over."""
+    rows = _rows(stored.sweep(SWEEP))
+    return str(sum(1 for r, _ in rows for h in HEADS[1:] if h in r.heads and r.heads[h].comparison is not None))
 
 
 def _unfinished_note(sweep: StoredSweep) -> list[str]:
@@ -146,4 +158,8 @@ BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     "budget-lr-grid": lambda stored: lr_grid_table(stored.sweep(SWEEP), SELECTION_GROUP),
     "budget-scale-grid": lambda stored: scale_grid_table(stored.sweep(SWEEP), SELECTION_GROUP),
 }
-VALUES: dict[str, Callable[[StoredResults, str], str]] = {"budget-runs": runs, "budget-hours": hours}
+VALUES: dict[str, Callable[[StoredResults, str], str]] = {
+    "budget-runs": runs,
+    "budget-hours": hours,
+    "budget-family": family_size,
+}

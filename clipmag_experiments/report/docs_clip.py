@@ -11,20 +11,43 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from clipmag_experiments.report.collect import CLIP_METRICS, query_outcomes, tidy_rows
+from clipmag_experiments.report.collect import CLIP_METRICS, caption_clusters, query_outcomes, tidy_rows
 from clipmag_experiments.report.stored import StoredResults
-from clipmag_experiments.report.tables import aggregate, to_markdown, with_query_tests
+from clipmag_experiments.report.tables import (
+    TableRow,
+    aggregate,
+    tested,
+    to_markdown,
+    with_query_tests,
+    with_table_holm,
+)
 
 __all__ = ["BLOCKS", "VALUES"]
 
 SWEEP = "clip_losses"
 
 
+def tested_table(stored: StoredResults) -> list[TableRow]:
+    """Every group's CLIP metrics per head with the query-level tests (text -> image with the image
+    as the unit) and Holm over the whole table; computed once per store (the tests take seconds)."""
+    sweep = stored.sweep(SWEEP)
+
+    def compute() -> list[TableRow]:
+        cells = sweep.cells
+        rows = aggregate(tidy_rows(cells), CLIP_METRICS)
+        return with_table_holm(with_query_tests(rows, query_outcomes(cells), caption_clusters(cells)))
+
+    return sweep.derived("tested-table", compute)
+
+
 def clip_table(stored: StoredResults) -> str:
     """Every group's CLIP metrics per head, as the sweep report tabulates them."""
-    cells = stored.sweep(SWEEP).cells
-    table = with_query_tests(aggregate(tidy_rows(cells), CLIP_METRICS), query_outcomes(cells))
-    return to_markdown(table).rstrip("\n")
+    return to_markdown(tested_table(stored)).rstrip("\n")
+
+
+def family_size(stored: StoredResults, argument: str = "") -> str:
+    """How many tests the CLIP table's whole-table Holm corrects over."""
+    return str(tested(tested_table(stored)))
 
 
 def runs(stored: StoredResults, argument: str = "") -> str:
@@ -38,4 +61,8 @@ def minutes(stored: StoredResults, argument: str = "") -> str:
 
 
 BLOCKS: dict[str, Callable[[StoredResults], str]] = {"clip-losses": clip_table}
-VALUES: dict[str, Callable[[StoredResults, str], str]] = {"clip-runs": runs, "clip-minutes": minutes}
+VALUES: dict[str, Callable[[StoredResults, str], str]] = {
+    "clip-runs": runs,
+    "clip-minutes": minutes,
+    "clip-family": family_size,
+}
