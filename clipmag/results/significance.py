@@ -57,6 +57,7 @@ __all__ = [
     "p_text",
     "paired_seed_p",
     "seed_averaged",
+    "verdict",
     "with_family_holm",
 ]
 
@@ -334,6 +335,11 @@ def mark(comparison: Comparison | None) -> str:
     if comparison is None or not comparison.significant:
         return ""
     return "▲" if comparison.difference > 0 else "▼"
+
+
+def verdict(comparison: Comparison | None) -> str:
+    """The mark in the manuals' words: ``above`` / ``below`` the baseline, or ``level`` (no mark)."""
+    return {"▲": "above", "▼": "below", "": "level"}[mark(comparison)]
 
 
 def family_mark(comparison: Comparison | None) -> str:
