@@ -268,6 +268,9 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report", allo
         "evaluations": "Each run's export retrieves with its own head; the question is the unit of the p-value "
         "(McNemar's exact test on 0/1 outcomes with one seed, the randomisation test on per-question seed means "
         "with several), Holm-corrected over the heads.",
+        "clip": "Text -> image rows are tested over images, not captions: the captions of one image all search "
+        "for it, so the signs flip per image and the interval resamples images (captions grouped by the test "
+        "set's layout, each image's captions in a row).",
     }
     starts = start_rows(cells)
     for heading, key in sections:
