@@ -10,9 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from clipmag.errors import ConfigError
 from clipmag.results.record import build_results, write_results
 from clipmag.scoring.head_record import HeadRecord
+from clipmag_experiments.report import docs_budget_values
 from clipmag_experiments.report.docs_budget import BLOCKS, VALUES
+from clipmag_experiments.report.docs_sync import marks
 from clipmag_experiments.report.stored import StoredResults
 
 BATCH = 64
@@ -80,3 +83,59 @@ def test_the_time_table_sums_each_groups_cells(stored):
     assert table.splitlines()[-1].startswith("| all | 27 |")
     assert VALUES["budget-runs"](stored, "").startswith("27 runs at ")
     assert VALUES["budget-hours"](stored, "") == "1.9 hours"  # 111.2 + 2.7 minutes
+
+
+def test_the_prose_words_are_the_tables_marks_and_a_contradicting_sentence_is_stale(stored):
+    verdicts = docs_budget_values.VALUES
+    assert verdicts["budget-verdicts"](stored, "stdlib/splade/dnorm") == "above, above, above"
+    assert verdicts["budget-verdicts"](stored, "stdlib/splade/qnorm") == "level, level, level"
+    assert verdicts["budget-verdict"](stored, "stdlib/splade/dnorm/middle") == "above"
+    lead = [100 * GAIN["dnorm"] * np.log2(s / 9 + 1) for s in STEPS.values()]
+    assert verdicts["budget-change"](stored, "stdlib/splade/dnorm/smallest/largest") == f"{lead[2] - lead[0]:+.2f}"
+    assert verdicts["budget-difference"](stored, "stdlib/splade/dnorm/largest") == f"{lead[2]:+.2f}"
+    # every dnorm gain survives Holm over the table's 6 tests; qnorm equals cosine everywhere
+    assert verdicts["budget-tests"](stored, "") == "6"
+    assert verdicts["budget-survivors"](stored, "") == "3 of 6"
+    assert verdicts["budget-table-starts"](stored, "above") == "3, all from splade"
+    assert verdicts["budget-table-marked"](stored, "below") == "none"
+    assert "p_all=" in BLOCKS["budget"](stored) and "▲†" in BLOCKS["budget"](stored)
+    sentence = "dnorm is <!-- value:budget-verdicts:stdlib/splade/dnorm -->{}<!-- /value --> on stdlib"
+    assert [m.name for m in stale_marks_of(sentence.format("level, above, above"), stored)] == [
+        "budget-verdicts:stdlib/splade/dnorm"
+    ]
+    assert stale_marks_of(sentence.format("above, above, above"), stored) == []
+    with pytest.raises(ConfigError, match="budget 'biggest': one of smallest, middle, largest"):
+        marks("<!-- value:budget-verdict:stdlib/splade/dnorm/biggest -->x<!-- /value -->", "m.md", stored)
+
+
+def stale_marks_of(text: str, stored: StoredResults) -> list:
+    return [m for m in marks(text, "manual.md", stored) if m.written != m.rendered]
+
+
+def test_the_plan_table_counts_what_each_cell_trained_at_the_stated_rates(stored):
+    """A continued cell counts only the pairs it added to the cell it continues."""
+    (stored.root / "budget" / "sweep.json").write_text(
+        json.dumps({"starts": [{"config": {"plan": {"cpu_pairs_per_second": {"splade": 30}}}}]})
+    )
+    for earlier, group in zip(STEPS, list(STEPS)[1:]):
+        for cell_file in (stored.root / "budget" / group).rglob("cell.json"):
+            cell = json.loads(cell_file.read_text())
+            cell["continues"] = f"runs/budget/{earlier}/splade/{cell['head']}/seed{cell['seed']}"
+            cell_file.write_text(json.dumps(cell))
+    stored = StoredResults(stored.root)
+    pairs = {group: 9 * (steps - before) * BATCH for (group, steps), before in zip(STEPS.items(), (0, 9, 42))}
+    lines = BLOCKS["budget-plan"](stored).splitlines()
+    for group, n in pairs.items():
+        assert f"| {group} | {n:,} | {n / 30 / 3600:.2f} |" in lines
+    assert lines[-1] == f"| total | {sum(pairs.values()):,} | {sum(pairs.values()) / 30 / 3600:.2f} |"
+    assert VALUES["budget-plan-hours"](stored, "") == f"{sum(pairs.values()) / 30 / 3600:.2f}"
+    assert VALUES["budget-plan-rates"](stored, "") == "splade 30"
+
+
+def test_the_stored_plan_is_the_one_the_plan_command_printed_before_the_run():
+    """`clipmag-sweep plan` on configs/sweeps/budget.yaml printed these figures before the run; the
+    stored cells give them back (18 cells a budget group, each adding its budget minus the one below)."""
+    table = BLOCKS["budget-plan"](StoredResults(Path(__file__).resolve().parents[1] / "results"))
+    assert f"| code-search-12544 | {18 * (12544 - 2688):,} | 1.33 |" in table
+    assert f"| scifact-9216 | {18 * (9216 - 2048):,} | 0.97 |" in table
+    assert table.splitlines()[-1] == "| total | 440,064 | 3.31 |"

@@ -20,11 +20,13 @@ from clipmag.results.significance import (
     compare_with_baseline,
     detectable_difference,
     difference_text,
+    family_mark,
     holm,
     mark,
     mcnemar_p,
     paired_query_p,
     paired_seed_p,
+    with_family_holm,
 )
 from clipmag.scoring.head_record import HeadRecord
 from clipmag_experiments.report import build_report
@@ -191,3 +193,85 @@ def test_drawing_the_flips_in_batches_gives_the_p_of_one_draw_of_all():
     )
     assert FLIP_VALUES_PER_BATCH // 3000 < RESAMPLES  # several batches here
     assert paired_query_p(a, b) == float(whole.pvalue)
+
+
+def test_ties_count_in_without_moving_p_and_the_interval_and_mde_average_over_them():
+    """A zero difference adds 0 to every flipped mean, so the exact randomisation distribution with
+    the ties counted in (every sign pattern of all 12 queries enumerated) gives the p of the 8
+    differing queries alone; the effect, its interval and the MDE are over all 12."""
+    differing = [0.3, 0.1, -0.05, 0.2, 0.15, 0.4, -0.1, 0.25]
+    d = differing + [0.0] * 4
+    assert paired_query_p(d, [0.0] * 12) == pytest.approx(_exact_sign_flip_p(d)) == _exact_sign_flip_p(differing)
+    systems = {
+        "cosine": {0: {f"q{i:02d}": 0.5 for i in range(12)}},
+        "dot": {0: {f"q{i:02d}": 0.5 + x for i, x in enumerate(d)}},
+    }
+    (comparison,) = compare_with_baseline(systems, "cosine").values()
+    assert comparison.n_queries == 12 and comparison.difference == pytest.approx(np.mean(d))
+    assert comparison.detectable == pytest.approx(detectable_difference(d)) != detectable_difference(differing)
+
+
+def _exact_cluster_p(d: list[float], clusters: list[str]) -> float:
+    """Every sign pattern of the clusters enumerated, each flipping all of its queries together."""
+    names = sorted(set(clusters))
+    d = np.asarray(d, dtype=float)
+    observed = abs(d.mean())
+    flips = []
+    for signs in itertools.product((-1, 1), repeat=len(names)):
+        sign_of = dict(zip(names, signs))
+        flips.append(abs(np.mean([x * sign_of[c] for x, c in zip(d, clusters)])))
+    return float(np.mean(np.array(flips) >= observed - 1e-12))
+
+
+def test_queries_sharing_a_target_flip_together():
+    """Five captions of one image move together: the test flips images, not captions."""
+    clusters = [f"image-{i // 3}" for i in range(15)]  # 5 images, 3 captions each
+    a = [1, 1, 1, 1, 1, 0, 1, 1, 1, 0, 0, 0, 1, 1, 0]
+    b = [0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0]
+    d = list(np.subtract(a, b, dtype=float))
+    assert paired_query_p(a, b, clusters) == pytest.approx(_exact_cluster_p(d, clusters))
+    # the clustered p is far larger than McNemar's over the captions as if independent
+    assert paired_query_p(a, b, clusters) > 0.05 > paired_query_p(a, b)
+    # every query its own cluster: the test over queries, unchanged
+    assert paired_query_p(a, b, [f"q{i}" for i in range(15)]) == paired_query_p(a, b)
+    with pytest.raises(ValueError, match="3 cluster labels for 15 differences"):
+        paired_query_p(a, b, clusters[:3])
+
+
+def test_the_clustered_interval_and_mde_widen_with_the_correlation_the_queries_share():
+    """Captions of one image scored alike: 200 images x 5 captions carry the information of 200
+    queries, so the MDE is sqrt(5) times the one that counts 1,000 independent queries, and the
+    cluster bootstrap's interval is wider by about as much."""
+    rng = np.random.default_rng(6)
+    per_image = np.repeat(rng.normal(0.02, 0.3, 200), 5)
+    queries = [f"text-{i:04d}" for i in range(1000)]
+    clusters = {q: f"image-{i // 5}" for i, q in enumerate(queries)}
+    systems = {"cosine": {0: dict.fromkeys(queries, 0.5)}, "dot": {0: dict(zip(queries, 0.5 + per_image))}}
+    flat = compare_with_baseline(systems, "cosine")["dot"]
+    grouped = compare_with_baseline(systems, "cosine", clusters)["dot"]
+    assert grouped.n_units == 200 and flat.n_units is None and grouped.n_queries == flat.n_queries == 1000
+    assert grouped.difference == pytest.approx(flat.difference)
+    assert grouped.detectable == pytest.approx(np.sqrt(5) * flat.detectable, rel=0.01)
+    widths = [c.ci_high - c.ci_low for c in (flat, grouped)]
+    assert widths[1] / widths[0] == pytest.approx(np.sqrt(5), rel=0.1)
+    image_means = per_image[::5]
+    assert grouped.p == pytest.approx(paired_query_p(image_means, np.zeros(200)))
+    # one query per cluster: the cluster-robust MDE is the textbook one
+    assert detectable_difference(per_image, clusters=queries) == detectable_difference(per_image)
+
+
+def test_the_whole_table_holm_corrects_over_every_test_and_marks_only_what_survives_it():
+    rng = np.random.default_rng(7)
+    queries = [f"q{i:03d}" for i in range(200)]
+    base = {0: {q: float(rng.random()) for q in queries}}
+    shifted = {
+        h: {0: {q: v + shift + float(rng.normal(0, 0.2)) for q, v in base[0].items()}}
+        for h, shift in (("dot", 0.06), ("qnorm", -0.3), ("dnorm", 0.0))
+    }
+    rows = [compare_with_baseline({"cosine": base, **shifted}, "cosine")]
+    comparisons = [c for row in rows for c in row.values()]
+    family = with_family_holm(comparisons)
+    assert [c.p_family for c in family] == holm([c.p for c in comparisons])
+    assert all(f.p_family >= c.p_holm for c, f in zip(comparisons, family))
+    assert [family_mark(c) for c in comparisons] == ["", "", ""]  # no family computed: no mark
+    assert family_mark(family[1]) == "†" and mark(family[1]) == "▼"

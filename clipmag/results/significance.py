@@ -1,9 +1,14 @@
 """Paired significance tests of several heads against one baseline, the way IR and ML reviewers test.
 
-**The unit is the query.** Each head and the baseline score the same queries, so the test looks at
-how the two differ query by query. With several training seeds, each query's score is first
-averaged over the seeds both ran: the seeds' differences on one query are correlated, so pooling
-every (seed, query) pair would count each query once per seed and make p-values too small.
+**The unit is the query**, or the target several queries share. Each head and the baseline score
+the same queries, so the test looks at how the two differ query by query. With several training
+seeds, each query's score is first averaged over the seeds both ran: the seeds' differences on one
+query are correlated, so pooling every (seed, query) pair would count each query once per seed and
+make p-values too small. For the same reason, where several queries share one target (CLIP's text
+-> image direction: five captions of each test image, all searching for it) their differences are
+correlated too, and the unit is the target: the caller passes each query's cluster, the test flips
+the sign of each cluster's summed difference, the interval resamples clusters and the MDE takes the
+cluster-robust standard error (:func:`cluster_sums`).
 
 * The primary test is a paired two-sided randomisation test over queries (sign flips of the
   per-query differences, the test Smucker, Allan and Carterette recommend for IR;
@@ -17,7 +22,9 @@ every (seed, query) pair would count each query once per seed and make p-values 
   run a hundred families), and only a corrected p below ``ALPHA`` earns a mark.
 * Beside it, the paper's test: a paired t-test over the seeds' mean scores.
 * The effect is the mean per-query difference with a 95% percentile-bootstrap interval over
-  queries (``scipy.stats.bootstrap``, seeded).
+  queries, or over clusters where queries share a target (``scipy.stats.bootstrap``, seeded).
+* A claim about a whole table rests on all of its tests at once: :func:`with_family_holm` adds
+  Holm's correction over every comparison given (``p_family``), beside the per-row one.
 * Beside every "no difference", the power: the smallest true mean difference the test detects
   with 80% power (:func:`detectable_difference`), so a reader sees how large a gain could have
   hidden in a comparison that found none.
@@ -28,8 +35,8 @@ scipy is imported by the functions that test, so the commands that only name the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -40,15 +47,20 @@ __all__ = [
     "QUERY_TEST",
     "SEED_TEST",
     "Comparison",
+    "cluster_sums",
     "compare_with_baseline",
     "detectable_difference",
     "difference_text",
+    "family_mark",
     "holm",
     "mark",
     "mcnemar_p",
     "paired_query_p",
+    "p_text",
     "paired_seed_p",
     "seed_averaged",
+    "verdict",
+    "with_family_holm",
 ]
 
 ALPHA = 0.05
@@ -73,6 +85,9 @@ POWER_NOTE = (
 
 # one system's scores: seed -> query id -> score
 PerQuery = Mapping[int, Mapping[str, float]]
+# query id -> the unit it shares with other queries (the image a caption describes); a query not
+# named is a unit of its own
+Clusters = Mapping[str, str]
 
 
 def mcnemar_p(a: Sequence[float], b: Sequence[float]) -> float:
@@ -90,21 +105,37 @@ def _mean_difference(d: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.mean(d, axis=axis)
 
 
-def paired_query_p(a: Sequence[float], b: Sequence[float]) -> float:
-    """Two-sided p-value that ``a`` and ``b`` (one value per query, same order) differ.
+def cluster_sums(differences: Sequence[float], clusters: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
+    """Each cluster's summed difference and its number of queries, clusters in order of first sight.
 
-    McNemar's exact test when every value is 0 or 1, else the sign-flip randomisation test of the
-    mean difference. 1.0 when the two never differ."""
+    A cluster's queries move together, so the cluster is what the tests treat as independent: its
+    sum is what a sign flip flips and what the bootstrap resamples (with its size, so the resampled
+    statistic stays the mean over queries)."""
+    d = np.asarray(differences, dtype=float)
+    labels = list(clusters)
+    if len(labels) != d.size:
+        raise ValueError(f"paired test: {len(labels)} cluster labels for {d.size} differences; give one per query")
+    index = {label: i for i, label in enumerate(dict.fromkeys(labels))}
+    inverse = np.array([index[label] for label in labels], dtype=int)
+    return np.bincount(inverse, weights=d, minlength=len(index)), np.bincount(inverse, minlength=len(index))
+
+
+def _clustered(clusters: Sequence[Hashable] | None) -> bool:
+    """Whether some cluster holds more than one query (else the query is the unit, as without)."""
+    return clusters is not None and len(set(clusters)) < len(clusters)
+
+
+def _sign_flip_p(values: np.ndarray) -> float:
+    """Two-sided sign-flip randomisation p of the mean of ``values`` (one per independent unit).
+
+    A unit whose value is exactly 0 adds 0 under every flip, so the flipped means with it are those
+    without it scaled by the same factor, and p is the same whether it is counted or dropped: it is
+    dropped, which only saves work (and keeps few units exactly enumerable). Values are rounded so
+    that float noise in the last bits cannot move one across a tie of the randomisation
+    distribution."""
     from scipy import stats
 
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if x.shape != y.shape:
-        raise ValueError(f"paired test: {x.size} values against {y.size}; both sides need one per query")
-    if np.isin(x, (0.0, 1.0)).all() and np.isin(y, (0.0, 1.0)).all():
-        return mcnemar_p(x, y)
-    # Rounded so that float noise in the last bits cannot move a difference across a tie of the
-    # randomisation distribution; a query both score alike adds 0 under every flip: dropped.
-    d = np.round(x - y, DIGITS)
+    d = np.round(values, DIGITS)
     d = d[d != 0]
     if d.size < 2:
         return 1.0  # none differ, or one: its two sign flips are equally extreme
@@ -119,6 +150,29 @@ def paired_query_p(a: Sequence[float], b: Sequence[float]) -> float:
         batch=max(1, FLIP_VALUES_PER_BATCH // d.size),
     )
     return float(result.pvalue)
+
+
+def paired_query_p(a: Sequence[float], b: Sequence[float], clusters: Sequence[Hashable] | None = None) -> float:
+    """Two-sided p-value that ``a`` and ``b`` (one value per query, same order) differ.
+
+    Without ``clusters`` (or with every query its own), McNemar's exact test when every value is 0
+    or 1, else the sign-flip randomisation test of the mean difference. With ``clusters`` (one
+    label per query; queries sharing a target share a label) the signs flip per cluster, on each
+    cluster's summed difference: the randomisation test of the mean over queries when the cluster,
+    not the query, is the independent unit. 1.0 when the two never differ.
+
+    Ties (queries, or clusters, both sides score alike) are counted in and change nothing: they add
+    0 to the statistic under every flip, so p is the one of the differing units alone (exactly so
+    for McNemar's test, whose concordant pairs are its ties); the effect, its interval and the MDE
+    of :func:`compare_with_baseline` average over every query, ties included."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.shape != y.shape:
+        raise ValueError(f"paired test: {x.size} values against {y.size}; both sides need one per query")
+    if _clustered(clusters):
+        return _sign_flip_p(cluster_sums(np.round(x - y, DIGITS), clusters)[0])
+    if np.isin(x, (0.0, 1.0)).all() and np.isin(y, (0.0, 1.0)).all():
+        return mcnemar_p(x, y)
+    return _sign_flip_p(x - y)
 
 
 def paired_seed_p(values: Mapping[int, float], baseline: Mapping[int, float]) -> float | None:
@@ -152,25 +206,33 @@ def seed_averaged(system: PerQuery, seeds: Sequence[int], queries: Sequence[str]
     return np.array([np.mean([system[s][q] for s in seeds]) for q in queries], dtype=float)
 
 
-def _bootstrap_interval(d: np.ndarray) -> tuple[float, float]:
+def _ratio_of_sums(sums: np.ndarray, sizes: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.sum(sums, axis=axis) / np.sum(sizes, axis=axis)
+
+
+def _bootstrap_interval(d: np.ndarray, clusters: Sequence[Hashable] | None = None) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of the mean difference: queries resampled, or whole
+    clusters (each with its queries) where queries share a target."""
     from scipy import stats
 
     if d.size < 2 or np.all(d == d[0]):
         return float(d.mean()), float(d.mean())
-    result = stats.bootstrap(
-        (d,),
-        np.mean,
-        confidence_level=0.95,
-        n_resamples=BOOTSTRAP_RESAMPLES,
-        method="percentile",
-        rng=np.random.default_rng(SEED),
-    )
+    common = dict(confidence_level=0.95, n_resamples=BOOTSTRAP_RESAMPLES, method="percentile")
+    if _clustered(clusters):
+        sums, sizes = cluster_sums(d, clusters)
+        result = stats.bootstrap(
+            (sums, sizes), _ratio_of_sums, paired=True, vectorized=True, rng=np.random.default_rng(SEED), **common
+        )
+    else:
+        result = stats.bootstrap((d,), np.mean, rng=np.random.default_rng(SEED), **common)
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def detectable_difference(differences: Sequence[float], family: int = 1) -> float:
+def detectable_difference(
+    differences: Sequence[float], family: int = 1, clusters: Sequence[Hashable] | None = None
+) -> float:
     """The smallest true mean difference the query-level test finds with ``POWER`` (80%), from the
-    per-query differences it tested: ``(z_{1 - a/2} + z_power) * sd / sqrt(n)``.
+    per-query differences it tested: ``(z_{1 - a/2} + z_power) * se``, with ``se = sd / sqrt(n)``.
 
     Why this form: under sign flips the mean of ``n`` differences has variance ``sum(d^2) / n^2``,
     which for the hundreds of queries of a test set is the paired z-test's ``sd^2 / n`` up to the
@@ -181,14 +243,22 @@ def detectable_difference(differences: Sequence[float], family: int = 1) -> floa
     the time (checked in the tests). ``a`` is ``ALPHA / family``: in a Holm family of ``family``
     comparisons one true difference among nulls is found only when its p passes the first step,
     ``ALPHA / family``, so that level decides the power. ``sd`` is the sample SD of the tested
-    differences (seeds averaged per query); 0.0 for fewer than two queries."""
+    differences (seeds averaged per query, ties counted); 0.0 for fewer than two queries.
+
+    With ``clusters``, the test flips ``G`` cluster sums ``S_g`` of ``n_g`` queries each, and ``se``
+    is the cluster-robust ``sqrt(G / (G - 1) * sum((S_g - n_g * mean)^2)) / n``, which is
+    ``sd / sqrt(n)`` again when every cluster holds one query."""
     from scipy import stats
 
     d = np.asarray(differences, dtype=float)
     if d.size < 2:
         return 0.0
     z = stats.norm.ppf(1 - ALPHA / (2 * max(1, family))) + stats.norm.ppf(POWER)
-    return float(z * d.std(ddof=1) / np.sqrt(d.size))
+    if not _clustered(clusters):
+        return float(z * d.std(ddof=1) / np.sqrt(d.size))
+    sums, sizes = cluster_sums(d, clusters)
+    spread = np.sum((sums - sizes * d.mean()) ** 2) * sums.size / (sums.size - 1)
+    return float(z * np.sqrt(spread) / d.size)
 
 
 @dataclass(frozen=True)
@@ -204,6 +274,8 @@ class Comparison:
     p_holm: float  # corrected over the heads compared with the same baseline
     p_seeds: float | None  # the paper's paired t-test over seed means
     detectable: float = float("nan")  # the smallest difference found with 80% power (detectable_difference)
+    n_units: int | None = None  # the clusters the test flipped, where queries share a target; None: the queries
+    p_family: float | None = None  # Holm over every comparison a claim rests on (with_family_holm)
 
     @property
     def significant(self) -> bool:
@@ -217,11 +289,15 @@ def _seed_means(system: PerQuery, seeds: Sequence[int], queries: Sequence[str]) 
     return {s: float(np.mean([system[s][q] for q in queries])) for s in seeds}
 
 
-def compare_with_baseline(systems: Mapping[str, PerQuery], baseline: str) -> dict[str, Comparison]:
+def compare_with_baseline(
+    systems: Mapping[str, PerQuery], baseline: str, clusters: Clusters | None = None
+) -> dict[str, Comparison]:
     """Every system other than ``baseline`` compared with it over the seeds and queries both scored.
 
     A system sharing no seed or no query with the baseline is left out. The Holm family is the
-    systems compared here (one table row: the heads of one start on one test set)."""
+    systems compared here (one table row: the heads of one start on one test set). ``clusters``
+    names the target each query shares with others (a caption's image): the tests then take the
+    cluster as the unit (:func:`paired_query_p`)."""
     base = systems.get(baseline)
     if base is None:
         return {}
@@ -233,16 +309,31 @@ def compare_with_baseline(systems: Mapping[str, PerQuery], baseline: str) -> dic
         queries = sorted(set.intersection(*(set(system[s]) & set(base[s]) for s in seeds))) if seeds else []
         if not queries:
             continue
+        labels = [clusters.get(q, q) for q in queries] if clusters else None
         ours, theirs = seed_averaged(system, seeds, queries), seed_averaged(base, seeds, queries)
         d = ours - theirs
         p_seeds = paired_seed_p(_seed_means(system, seeds, queries), _seed_means(base, seeds, queries))
-        raw[name] = (len(queries), len(seeds), float(d.mean()), *_bootstrap_interval(d), paired_query_p(ours, theirs))
-        raw[name] += (p_seeds, d)
+        interval = _bootstrap_interval(d, labels)
+        units = len(set(labels)) if _clustered(labels) else None
+        raw[name] = (len(queries), len(seeds), float(d.mean()), *interval, paired_query_p(ours, theirs, labels))
+        raw[name] += (p_seeds, d, labels, units)
     adjusted = dict(zip(raw, holm([r[5] for r in raw.values()])))
     return {
-        name: Comparison(n, k, diff, low, high, p, adjusted[name], p_seeds, detectable_difference(d, len(raw)))
-        for name, (n, k, diff, low, high, p, p_seeds, d) in raw.items()
+        name: Comparison(
+            n, k, diff, low, high, p, adjusted[name], p_seeds, detectable_difference(d, len(raw), labels), units
+        )
+        for name, (n, k, diff, low, high, p, p_seeds, d, labels, units) in raw.items()
     }
+
+
+def with_family_holm(comparisons: Sequence[Comparison]) -> list[Comparison]:
+    """The same comparisons, each with ``p_family``: Holm's correction over all of them.
+
+    The per-row correction guards a sentence about one row; a sentence about a whole table (the
+    budget sweep's verdict rests on its every test) needs the correction over the whole table,
+    which only a p small enough to survive every test of it passes."""
+    adjusted = holm([c.p for c in comparisons])
+    return [replace(c, p_family=p) for c, p in zip(comparisons, adjusted)]
 
 
 def difference_text(comparison: Comparison) -> str:
@@ -256,3 +347,20 @@ def mark(comparison: Comparison | None) -> str:
     if comparison is None or not comparison.significant:
         return ""
     return "▲" if comparison.difference > 0 else "▼"
+
+
+def verdict(comparison: Comparison | None) -> str:
+    """The mark in the manuals' words: ``above`` / ``below`` the baseline, or ``level`` (no mark)."""
+    return {"▲": "above", "▼": "below", "": "level"}[mark(comparison)]
+
+
+def family_mark(comparison: Comparison | None) -> str:
+    """``†`` beside ▲ / ▼ when the difference also survives Holm over the whole family (``p_family``)."""
+    if comparison is None or comparison.p_family is None or comparison.p_family >= ALPHA:
+        return ""
+    return "†"
+
+
+def p_text(p: float, name: str = "p") -> str:
+    """``p<0.001`` or ``p=0.012``: a p-value as the manuals print it."""
+    return f"{name}<0.001" if p < 0.001 else f"{name}={p:.3f}"

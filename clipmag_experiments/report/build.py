@@ -16,6 +16,7 @@ from clipmag_experiments.report.collect import (
     CellResult,
     bright_means,
     bright_suites,
+    caption_clusters,
     document_norm_samples,
     evaluation_rows,
     find_cells,
@@ -215,7 +216,7 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report", allo
         "bright": aggregate(bright_means(tasks, suites), BRIGHT),
         "bright_tasks": aggregate(tasks, BRIGHT),
         "sts": aggregate(rows, STS),
-        "clip": with_query_tests(aggregate(rows, CLIP_METRICS), per_query),
+        "clip": with_query_tests(aggregate(rows, CLIP_METRICS), per_query, caption_clusters(cells)),
         "diagnostics": aggregate(rows, DIAGNOSTICS),
         "evaluations": with_query_tests(aggregate(attached, attached_metrics), outcomes),
     }
@@ -268,6 +269,9 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report", allo
         "evaluations": "Each run's export retrieves with its own head; the question is the unit of the p-value "
         "(McNemar's exact test on 0/1 outcomes with one seed, the randomisation test on per-question seed means "
         "with several), Holm-corrected over the heads.",
+        "clip": "Text -> image rows are tested over images, not captions: the captions of one image all search "
+        "for it, so the signs flip per image and the interval resamples images (captions grouped by the test "
+        "set's layout, each image's captions in a row).",
     }
     starts = start_rows(cells)
     for heading, key in sections:

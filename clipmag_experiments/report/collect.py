@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from clipmag.errors import ConfigError
 from clipmag.registry.evaluations import get_evaluation
 from clipmag.results.record import RESULTS_FILE, read_results
 from clipmag.scoring.head_record import HeadRecord
@@ -221,3 +222,39 @@ def document_norm_samples(cells: list[CellResult]) -> dict[tuple[str, str], dict
                     {"relevant": effect["relevant_norms"], "nonrelevant": effect["nonrelevant_norms"]},
                 )
     return out
+
+
+# (group, model, dataset) -> query id -> the unit it shares with other queries
+QueryClusters = dict[tuple[str, str, str], dict[str, str]]
+
+
+def caption_clusters(cells: list[CellResult]) -> QueryClusters:
+    """For each CLIP test set, the image each text -> image query (``text-<row>``) searches for.
+
+    A CLIP test set holds several captions of each image, all searching for that one image, so
+    their outcomes are correlated and the image is the unit of the tests. A run's ``per_query``
+    does not record a caption's image; the grouping comes from the test set's layout instead: the
+    evaluation flattens each image's captions in image order (``clipmag.clip.data.flatten_captions``)
+    and every image of the bundled digits and of COCO-style sets has the same number of captions, so
+    caption ``row`` belongs to image ``row // (n_texts / n_images)``. A test set whose counts do not
+    divide has no such layout and is refused, not grouped wrongly."""
+    clusters: QueryClusters = {}
+    for c in cells:
+        if c.cell.get("kind") != "clip":
+            continue
+        model = c.cell.get("model") or "default"
+        for dataset, result in c.results["metrics"].items():
+            images, texts = int(result.get("n_images", 0)), int(result.get("n_texts", 0))
+            if not images or not isinstance(result.get("per_query"), dict):
+                continue
+            if texts % images:
+                raise ConfigError(
+                    f"{c.directory / RESULTS_FILE}: {dataset} has {texts} captions of {images} images, not the same "
+                    "number per image, so its captions cannot be grouped by image; test a set with equal caption counts"
+                )
+            per_image = texts // images
+            queries = (q for q in result["per_query"] if q.startswith("text-"))
+            clusters[(c.cell["group"], model, dataset)] = {
+                q: f"captions of image-{int(q.removeprefix('text-')) // per_image}" for q in queries
+            }
+    return clusters

@@ -11,10 +11,15 @@ out of a table, which says so in its last line.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
+from clipmag.results.significance import with_family_holm
+from clipmag_experiments.design.protocol import PROTOCOL_FILE
+from clipmag_experiments.report.collect import CellResult
 from clipmag_experiments.report.curves import pairs_seen
 from clipmag_experiments.report.docs_positive import (
     DATASETS,
@@ -28,7 +33,7 @@ from clipmag_experiments.report.docs_positive import (
 from clipmag_experiments.report.starts import StartRow
 from clipmag_experiments.report.stored import StoredResults, StoredSweep
 
-__all__ = ["BLOCKS", "VALUES", "SWEEP", "BUDGETS"]
+__all__ = ["BLOCKS", "VALUES", "SWEEP", "BUDGETS", "HEADS", "table_rows"]
 
 SWEEP = "budget"
 HEADS = ("cosine", "qnorm", "dnorm")
@@ -58,11 +63,16 @@ def _pairs(sweep: StoredSweep, row: StartRow) -> int:
     return seen.pop()
 
 
-def _rows(sweep: StoredSweep) -> list[tuple[StartRow, int]]:
-    """(row, pairs seen) of every finished compared group: by test set, start, then budget."""
+def table_rows(sweep: StoredSweep) -> list[tuple[StartRow, int]]:
+    """(row, pairs seen) of every finished compared group: by test set, start, then budget; each
+    comparison with its Holm over the whole table (``p_family``), the family the sweep's verdict
+    rests on (every magnitude head at every budget, start and test set)."""
     groups = _finished(sweep)
     rows = [r for r in sweep.start_rows if r.group in groups]
     rows.sort(key=lambda r: (order(r.dataset, list(DATASETS)), order(r.start, STARTS), groups.index(r.group)))
+    tested = [r.heads[h] for r in rows for h in HEADS[1:] if h in r.heads and r.heads[h].comparison is not None]
+    for head, comparison in zip(tested, with_family_holm([h.comparison for h in tested])):
+        head.comparison = comparison  # the same family every time: rendering twice changes nothing
     return [(r, _pairs(sweep, r)) for r in rows]
 
 
@@ -85,7 +95,7 @@ def budget_table(stored: StoredResults) -> str:
         "| test set | start | pairs seen (epochs) | " + " | ".join(HEADS) + " | d after (" + " / ".join(HEADS) + ") |",
         "|---" * (len(HEADS) + 4) + "|",
     ]
-    for row, pairs in _rows(sweep):
+    for row, pairs in table_rows(sweep):
         epochs = pairs / TRAINING_PAIRS[_task(row.group)]
         cells = " | ".join(head_cell(row, h, spread=True, tests=p_and_t) for h in HEADS)
         label = DATASETS.get(row.dataset, row.dataset)
@@ -98,7 +108,7 @@ def gap_table(stored: StoredResults) -> str:
     at the smallest, middle and largest budget, per start and test set."""
     sweep = stored.sweep(SWEEP)
     found: dict[tuple[str, str, str], dict[int, str]] = {}
-    for row, _ in _rows(sweep):
+    for row, _ in table_rows(sweep):
         position = BUDGETS[_task(row.group)].index(row.group)
         for head in HEADS[1:]:
             c = row.heads[head].comparison if head in row.heads else None
@@ -112,14 +122,19 @@ def gap_table(stored: StoredResults) -> str:
     return "\n".join(lines + _unfinished_note(sweep))
 
 
+def _groups(sweep: StoredSweep) -> list[str]:
+    """The stored groups in the sweep's order: the dev grids, then each task's budgets."""
+    known = ["lr-grid", "scale-grid", *(g for groups in BUDGETS.values() for g in groups)]
+    return sorted({c.cell["group"] for c in sweep.cells}, key=lambda g: order(g, known))
+
+
 def time_table(stored: StoredResults) -> str:
     """What each group cost, measured: its cells' training and testing seconds (a continued cell
     counts only the steps it added), in minutes."""
     sweep = stored.sweep(SWEEP)
     lines = ["| group | cells | training | testing |", "|---" * 4 + "|"]
     total = np.zeros(2)
-    known = ["lr-grid", "scale-grid", *(g for groups in BUDGETS.values() for g in groups)]
-    for group in sorted({c.cell["group"] for c in sweep.cells}, key=lambda g: order(g, known)):
+    for group in _groups(sweep):
         cells = sweep.group(group)
         seconds = np.array([[c.results["timings"][k] for k in ("train_seconds", "test_seconds")] for c in cells])
         spent = seconds.sum(axis=0)
@@ -127,6 +142,55 @@ def time_table(stored: StoredResults) -> str:
         lines.append(f"| `{group}` | {len(cells)} | {spent[0] / 60:.1f} min | {spent[1] / 60:.1f} min |")
     lines.append(f"| all | {len(sweep.cells)} | {total[0] / 60:.1f} min | {total[1] / 60:.1f} min |")
     return "\n".join(lines)
+
+
+def _stated_rates(sweep: StoredSweep) -> dict[str, float]:
+    """The training throughputs (pairs/s per start) the sweep's plan stated, from its ``sweep.json``."""
+    record = json.loads((sweep.folder / PROTOCOL_FILE).read_text(encoding="utf-8"))
+    stated = record["starts"][-1]["config"]["plan"]["cpu_pairs_per_second"]
+    return {model: float(rate) for model, rate in stated.items()}
+
+
+def _pairs_added(sweep: StoredSweep, cell: CellResult) -> int:
+    """The pairs a cell trained itself: a continued cell counts only what it added to the one it continues."""
+    continued = cell.cell.get("continues")
+    if not continued:
+        return pairs_seen(cell)
+    place = Path(continued).parts[-4:]  # group / model / head / seed
+    earlier = next(c for c in sweep.cells if c.directory.relative_to(sweep.folder).parts[-4:] == place)
+    return pairs_seen(cell) - pairs_seen(earlier)
+
+
+def _plan(sweep: StoredSweep) -> dict[str, tuple[int, float]]:
+    """Per group (in the sweep's order): the pairs its cells trained and their CPU-hours at the
+    throughputs the sweep stated."""
+    rates = _stated_rates(sweep)
+    plan = {}
+    for group in _groups(sweep):
+        pairs = [(_pairs_added(sweep, c), rates[c.cell["model"]]) for c in sweep.group(group)]
+        plan[group] = (sum(p for p, _ in pairs), sum(p / rate / 3600 for p, rate in pairs))
+    return plan
+
+
+def plan_table(stored: StoredResults) -> str:
+    """What the plan (``clipmag-sweep plan``) puts the training at: per group the pairs its cells
+    train and their CPU-hours at the sweep's stated throughputs, from the stored cells and
+    ``sweep.json`` (the plan itself needs the models; these are its figures without them)."""
+    plan = _plan(stored.sweep(SWEEP))
+    lines = ["| group | pairs trained | CPU-hours |", "|---" * 3 + "|"]
+    lines += [f"| {group} | {pairs:,} | {hours:.2f} |" for group, (pairs, hours) in plan.items()]
+    total = np.sum(list(plan.values()), axis=0)
+    return "\n".join([*lines, f"| total | {int(total[0]):,} | {total[1]:.2f} |"])
+
+
+def plan_hours(stored: StoredResults, argument: str = "") -> str:
+    """The plan's training CPU-hours over every group."""
+    return f"{sum(hours for _, hours in _plan(stored.sweep(SWEEP)).values()):.2f}"
+
+
+def plan_rates(stored: StoredResults, argument: str = "") -> str:
+    """The training throughputs the sweep stated: ``splade 30, minilm-dot 48`` (pairs/s)."""
+    return ", ".join(f"{model} {rate:g}" for model, rate in _stated_rates(stored.sweep(SWEEP)).items())
 
 
 def runs(stored: StoredResults, argument: str = "") -> str:
@@ -143,7 +207,13 @@ BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     "budget": budget_table,
     "budget-gap": gap_table,
     "budget-time": time_table,
+    "budget-plan": plan_table,
     "budget-lr-grid": lambda stored: lr_grid_table(stored.sweep(SWEEP), SELECTION_GROUP),
     "budget-scale-grid": lambda stored: scale_grid_table(stored.sweep(SWEEP), SELECTION_GROUP),
 }
-VALUES: dict[str, Callable[[StoredResults, str], str]] = {"budget-runs": runs, "budget-hours": hours}
+VALUES: dict[str, Callable[[StoredResults, str], str]] = {
+    "budget-runs": runs,
+    "budget-hours": hours,
+    "budget-plan-hours": plan_hours,
+    "budget-plan-rates": plan_rates,
+}

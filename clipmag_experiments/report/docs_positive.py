@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from clipmag.results.significance import difference_text, mark
+from clipmag.results.significance import Comparison, difference_text, family_mark, mark, p_text
 from clipmag_experiments.report.starts import StartRow
 from clipmag_experiments.report.stored import StoredResults, StoredSweep
 from clipmag_experiments.report.verdicts import PredictorCase, predictor_cases
@@ -76,7 +76,7 @@ def head_cell(row: StartRow, head: str, spread: bool, tests: Callable | None = N
     text = (f"**{text}**" if best else text) + _chosen(row, head)
     c = result.comparison
     if c is not None:
-        text += f" {mark(c)}" if mark(c) else ""
+        text += f" {mark(c)}{family_mark(c)}" if mark(c) else ""
         text += f" ({difference_text(c)}{tests(c) if tests else ''})"
     return text
 
@@ -98,9 +98,10 @@ def positive_regime(stored: StoredResults) -> str:
     return "\n".join(lines)
 
 
-def p_and_t(c) -> str:
-    p = "p<0.001" if c.p_holm < 0.001 else f"p={c.p_holm:.3f}"
-    return f", {p}" + (f", t={c.p_seeds:.2g}" if c.p_seeds is not None else "")
+def p_and_t(c: Comparison) -> str:
+    """The row's Holm p, the whole table's where one was computed (``p_all``), the seed t-test's p."""
+    family = f", {p_text(c.p_family, 'p_all')}" if c.p_family is not None else ""
+    return f", {p_text(c.p_holm)}{family}" + (f", t={c.p_seeds:.2g}" if c.p_seeds is not None else "")
 
 
 def demo_code_search(stored: StoredResults) -> str:

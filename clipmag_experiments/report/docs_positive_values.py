@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from clipmag.results.significance import mark
+from clipmag.results.significance import Comparison, family_mark, mark, with_family_holm
 from clipmag_experiments.report.docs_positive import DATASETS, SETTINGS, SWEEP, ordered_rows, predictor_scores
 from clipmag_experiments.report.starts import HeadResult, StartRow
 from clipmag_experiments.report.stored import StoredResults
@@ -97,6 +97,39 @@ def below_count(stored: StoredResults, argument: str) -> str:
     rows = ordered_rows(stored.sweep(SWEEP), SETTINGS[SETTING_KEYS[argument]])
     compared = sum(1 for r in rows for x in r.heads.values() if x.comparison is not None)
     return f"{len(_marked(stored, argument, '▼'))} of {compared}"
+
+
+def _table_holm(stored: StoredResults, setting: str) -> list[tuple[StartRow, str, Comparison]]:
+    """(row, head, comparison with ``p_family``) of the setting's every comparison with cosine: Holm
+    over the whole setting's table, what a sentence about the table as a whole rests on."""
+    rows = ordered_rows(stored.sweep(SWEEP), SETTINGS[SETTING_KEYS[setting]])
+    tested = [(r, h, x.comparison) for r in rows for h, x in r.heads.items() if x.comparison is not None]
+    return [(r, h, c) for (r, h, _), c in zip(tested, with_family_holm([c for _, _, c in tested]))]
+
+
+def table_above(stored: StoredResults, argument: str) -> str:
+    """``scale20`` or ``dev``: the heads above cosine under Holm over the setting's whole table, or none."""
+    found = [
+        f"{r.start}'s {h} on {DATASETS[r.dataset].split(' (')[0]}"
+        for r, h, c in _table_holm(stored, argument)
+        if family_mark(c) and c.difference > 0
+    ]
+    return ", ".join(found) if found else "none"
+
+
+def table_below(stored: StoredResults, argument: str) -> str:
+    """``scale20`` or ``dev``: how many comparisons stay below cosine under Holm over the setting's table."""
+    tested = _table_holm(stored, argument)
+    return f"{sum(1 for _, _, c in tested if family_mark(c) and c.difference < 0)} of {len(tested)}"
+
+
+def below_by_start(stored: StoredResults, argument: str) -> str:
+    """``SETTING/TASK``: the ▼ of the setting's table on the task's test sets, per start
+    (``splade 4, minilm-dot 2, minilm 0``)."""
+    setting, task = _parts(argument, 2, "pr-below-by")
+    rows = [r for r in ordered_rows(stored.sweep(SWEEP), SETTINGS[SETTING_KEYS[setting]]) if r.dataset in TASKS[task]]
+    starts = dict.fromkeys(r.start for r in rows)
+    return ", ".join(f"{s} {sum(len(r.marked('▼')) for r in rows if r.start == s)}" for s in starts)
 
 
 def unmarked_gains(stored: StoredResults, argument: str) -> str:
@@ -259,6 +292,9 @@ VALUES: dict[str, Callable[[StoredResults, str], str]] = {
     "pr-above": above,
     "pr-below-count": below_count,
     "pr-unmarked-gains": unmarked_gains,
+    "pr-table-above": table_above,
+    "pr-table-below": table_below,
+    "pr-below-by": below_by_start,
     "pr-start-below": start_below,
     "pr-start-seed-t": start_seed_t,
     "pr-mde": detectable,

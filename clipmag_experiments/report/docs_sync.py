@@ -27,6 +27,7 @@ from clipmag.config.command_line import field_flags, parse_cli
 from clipmag.errors import ConfigError
 from clipmag_experiments.report import (
     docs_budget,
+    docs_budget_values,
     docs_clip,
     docs_demo,
     docs_deploy,
@@ -64,6 +65,7 @@ VALUES: dict[str, Callable[[StoredResults, str], str]] = {
     **docs_positive_values.VALUES,
     **docs_hard_negatives.VALUES,
     **docs_budget.VALUES,
+    **docs_budget_values.VALUES,
     **docs_clip.VALUES,
     **docs_demo.VALUES,
     **docs_speed.VALUES,

@@ -13,9 +13,18 @@ from pathlib import Path
 
 import numpy as np
 
-from clipmag.results.significance import Comparison, compare_with_baseline, difference_text, mark, paired_seed_p
+from clipmag.results.significance import (
+    Comparison,
+    compare_with_baseline,
+    difference_text,
+    family_mark,
+    mark,
+    p_text,
+    paired_seed_p,
+    with_family_holm,
+)
 from clipmag.scoring.head_config import HEAD_NAMES
-from clipmag_experiments.report.collect import QuestionOutcomes, Row
+from clipmag_experiments.report.collect import QueryClusters, QuestionOutcomes, Row
 
 BASELINE = "cosine"
 LOWER_IS_BETTER = {"asymmetry_gap"}
@@ -82,12 +91,15 @@ def aggregate(rows: list[Row], metrics: tuple[str, ...]) -> list[TableRow]:
     return table
 
 
-def with_query_tests(table: list[TableRow], outcomes: QuestionOutcomes) -> list[TableRow]:
+def with_query_tests(
+    table: list[TableRow], outcomes: QuestionOutcomes, clusters: QueryClusters | None = None
+) -> list[TableRow]:
     """Give each cell with per-query scores its query-level comparison against cosine.
 
     The family Holm corrects is the row: every head compared with cosine on that test set and
     metric. Rows without per-query outcomes (STS; CLIP metrics a run keeps no outcome of, e.g. R@10)
-    keep only the seed-level t-test."""
+    keep only the seed-level t-test. ``clusters`` (:func:`~clipmag_experiments.report.collect.caption_clusters`)
+    makes the image, not the caption, the unit where captions share one."""
     for row in table:
         systems = {
             name: {
@@ -97,9 +109,24 @@ def with_query_tests(table: list[TableRow], outcomes: QuestionOutcomes) -> list[
             for name in row.cells
             if (runs := outcomes.get((row.group, row.model, row.dataset, name)))
         }
-        for name, comparison in compare_with_baseline(systems, BASELINE).items():
+        shared = (clusters or {}).get((row.group, row.model, row.dataset))
+        for name, comparison in compare_with_baseline(systems, BASELINE, shared).items():
             row.cells[name].comparison = comparison
     return table
+
+
+def with_table_holm(table: list[TableRow]) -> list[TableRow]:
+    """Every query-level comparison of ``table`` with Holm over all of them (``p_family``), for a
+    claim about the whole table rather than one row."""
+    cells = [cell for row in table for cell in row.cells.values() if cell.comparison is not None]
+    for cell, comparison in zip(cells, with_family_holm([c.comparison for c in cells])):
+        cell.comparison = comparison
+    return table
+
+
+def tested(table: list[TableRow]) -> int:
+    """How many query-level comparisons ``table`` holds (the size of its whole-table Holm family)."""
+    return sum(1 for row in table for cell in row.cells.values() if cell.comparison is not None)
 
 
 def _fmt(cell: Cell | None, scale: float) -> str:
@@ -110,10 +137,11 @@ def _fmt(cell: Cell | None, scale: float) -> str:
     if cell.n > 1:
         text += f" ± {cell.std * scale:.{digits}f}"
     if mark(cell.comparison):
-        text += f" {mark(cell.comparison)}"
+        text += f" {mark(cell.comparison)}{family_mark(cell.comparison)}"
     if cell.change_vs_baseline is not None:
         c = cell.comparison
-        tests = [difference_text(c), f"p={c.p_holm:.3f}"] if c else []
+        tests = [difference_text(c), p_text(c.p_holm)] if c else []
+        tests += [p_text(c.p_family, "p_all")] if c and c.p_family is not None else []
         tests += [f"t={cell.p_seeds:.3f}"] if cell.p_seeds is not None else []
         text += f" ({', '.join([f'{cell.change_vs_baseline:+.0%}', *tests])})"
     return f"**{text}**" if cell.best else text
