@@ -234,15 +234,17 @@ def build_pypi_pairs(
     *,
     cache: str | Path,
     pins_file: str | Path = PINS_FILE,
-    n_dev: int = 500,
-    n_test: int = 500,
-    corpus_size: int = 2000,
+    n_dev: int = 200,
+    n_test: int = 300,
+    corpus_size: int = 1000,
     seed: int = 0,
+    min_train_pairs: int = 1,
     held_out: Mapping[str, Path] | None = None,
 ) -> dict[str, Path]:
     """Build (or reuse) the set under ``root`` (module docstring); returns the paths ``pairs``,
     ``shards``, ``dev``, ``test`` and ``manifest``. ``held_out`` maps names to source trees whose
-    functions are kept out (default: :func:`default_held_out_trees`)."""
+    functions are kept out (default: :func:`default_held_out_trees`); fewer than ``min_train_pairs``
+    training pairs is an error, so a run of that many pairs never repeats one."""
     root, cache = Path(root), Path(cache)
     pins = read_pins(pins_file)
     held_out = dict(held_out) if held_out is not None else default_held_out_trees()
@@ -278,8 +280,11 @@ def build_pypi_pairs(
     logger.info("PyPI pairs: holding out %s", ", ".join(sorted(held_out)))
     kept, counts = _distinct(functions, _held_out_keys(held_out))
     by_split = {split: [f for p in ordered if p.split == split for f in kept[p.name]] for split in SPLITS}
-    if not by_split["train"]:
-        raise UserError(f"{pins_file}: no training pair is left; pin train packages with docstrings")
+    if len(by_split["train"]) < min_train_pairs:
+        raise UserError(
+            f"{pins_file}: {len(by_split['train']):,} training pairs are left, fewer than the {min_train_pairs:,} "
+            "asked for (min_train_pairs: a run longer than the set would repeat pairs); pin more train packages"
+        )
     train = sorted(by_split["train"], key=lambda f: f.doc_id)
     random.Random(f"{seed}:train").shuffle(train)
     rows = [{"query": f.summary, "positive": f.code, "doc_id": f.doc_id} for f in train]
@@ -311,15 +316,17 @@ def build_pypi_pairs(
 @dataclass
 class PypiPairsCommand:
     """ROOT: the output folder; ``cache``: where the wheels and their unpacked sources are kept;
-    ``pins``: the pin file (default: the one shipped beside this module)."""
+    ``pins``: the pin file (unset: ``pypi_pins.json`` beside this module). The dev and test sets are
+    sized for evaluation on CPUs: the dev set is read at every evaluated checkpoint."""
 
     root: str = ""
     cache: str = "runs/data/pypi-wheels"
-    pins: str = str(PINS_FILE)
-    n_dev: PositiveInt = 500
-    n_test: PositiveInt = 500
-    corpus_size: PositiveInt = 2000
+    pins: str | None = None
+    n_dev: PositiveInt = 200
+    n_test: PositiveInt = 300
+    corpus_size: PositiveInt = 1000
     seed: int = 0
+    min_train_pairs: PositiveInt = 1
 
 
 def main(argv: Sequence[str]) -> None:
@@ -330,11 +337,12 @@ def main(argv: Sequence[str]) -> None:
     paths = build_pypi_pairs(
         cmd.root,
         cache=cmd.cache,
-        pins_file=cmd.pins,
+        pins_file=cmd.pins or PINS_FILE,
         n_dev=cmd.n_dev,
         n_test=cmd.n_test,
         corpus_size=cmd.corpus_size,
         seed=cmd.seed,
+        min_train_pairs=cmd.min_train_pairs,
     )
     print(f"PyPI pairs -> {paths['shards']}, dev {paths['dev']}, test {paths['test']} (manifest {paths['manifest']})")
 
