@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib
 from collections import defaultdict
+from functools import cache
+from pathlib import Path
 
 from clipmag.registry.config_packages import config_path
 from clipmag_experiments.sweep import run as sweep
@@ -14,10 +16,17 @@ from text_retrieval.data.bundled.pypi_pairs import PypiPairsCommand
 
 COMPARED = ["code-search-2560", "code-search-25600", "code-search-25600-learned", "scifact-2560"]
 PYPI_TRAIN = "runs/data/pypi-pairs/train/shards"
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _config():
     return sweep.load_sweep_config(config_path("configs/sweeps/fair_fight.yaml"))
+
+
+@cache
+def _resolved() -> list:
+    """Every cell with its resolved text-trainer config (parsed once for the tests below)."""
+    return [(cell, parse_train_args(cell.argv)) for cell in sweep.expand(_config())]
 
 
 def test_the_config_loads_and_expands_to_the_compared_groups():
@@ -57,8 +66,7 @@ def test_runs_decay_at_their_own_end_choose_checkpoints_on_dev_and_never_repeat_
     floor = int(args[args.index("--min-train-pairs") + 1])  # the builder refuses a smaller set
     assert "min_train_pairs" in PypiPairsCommand.__dataclass_fields__
     largest = 0
-    for cell in sweep.expand(cfg):
-        run = parse_train_args(cell.argv)
+    for cell, run in _resolved():
         assert run.optim.schedule == "linear" and run.data.batch_size == 64
         pairs = run.train.steps * run.data.batch_size
         if run.data.train == PYPI_TRAIN:
@@ -71,3 +79,20 @@ def test_runs_decay_at_their_own_end_choose_checkpoints_on_dev_and_never_repeat_
         else:  # the selection grids read the dev set and nothing else
             assert run.data.test == ["runs/data/pypi-pairs/beir/dev"] and run.data.test_split == "dev"
     assert largest >= 25_000
+
+
+def test_the_documented_plan_is_the_plans_arithmetic():
+    """docs/experiments.md's table for this sweep: pairs per group (steps x batch of every cell, grid
+    extensions included) and CPU-hours at the sweep's stated throughputs, as `clipmag-sweep plan` sums them."""
+    cfg = _config()
+    rates = cfg.plan.cpu_pairs_per_second
+    pairs, hours = defaultdict(int), defaultdict(float)
+    for cell, run in _resolved():
+        pairs[cell.group] += run.train.steps * run.data.batch_size
+        hours[cell.group] += run.train.steps * run.data.batch_size / rates[cell.model] / 3600
+    text = (REPO / "docs" / "experiments.md").read_text(encoding="utf-8")
+    section = text[text.index("## The fair fight") :]
+    section = section[section.index("plan --config configs/sweeps/fair_fight.yaml") :]
+    for group in pairs:
+        assert f"| {group} | {pairs[group]:,} | {hours[group]:.2f} |" in section
+    assert f"| total | {sum(pairs.values()):,} | {sum(hours.values()):.2f} |" in section
