@@ -54,7 +54,7 @@ from clipmag.runtime.logs import setup_logging
 from clipmag.storage.files import write_text_atomic
 from text_retrieval.data.bundled.build import STDLIB_EXCLUDED, sample_functions, write_beir
 from text_retrieval.data.bundled.extract import CodeFunction, extract_functions, installed_package_dir
-from text_retrieval.data.bundled.package_pairs import default_held_out
+from text_retrieval.data.bundled.package_pairs import built_with, default_held_out
 from text_retrieval.data.training.shards import write_text_shards
 
 logger = logging.getLogger("clipmag")
@@ -264,13 +264,9 @@ def build_pypi_pairs(
         "test": root / "beir" / "test",
         "manifest": root / "manifest.json",
     }
-    if paths["manifest"].is_file():
-        try:
-            if json.loads(paths["manifest"].read_text(encoding="utf-8")).get("key") == key:
-                logger.info("PyPI pairs up to date in %s", root)
-                return paths
-        except json.JSONDecodeError:
-            pass
+    if built_with(paths["manifest"], key):
+        logger.info("PyPI pairs up to date in %s", root)
+        return paths
     paths["manifest"].unlink(missing_ok=True)  # absent until the build completes
     ordered = sorted(pins, key=lambda p: (SPLITS.index(p.split), p.name))
     functions = {}
