@@ -77,7 +77,7 @@ def test_runs_decay_at_their_own_end_choose_checkpoints_on_dev_and_never_repeat_
             assert run.data.validation_split == "dev" and run.data.validation[0] not in run.data.test
             assert run.train.steps % run.train.eval_every == 0
         else:  # the selection grids read the dev set and nothing else
-            assert run.data.test == ["runs/data/pypi-pairs/beir/dev"] and run.data.test_split == "dev"
+            assert run.data.test == ["runs/data/pypi-pairs/pypi-dev"] and run.data.test_split == "dev"
     assert largest >= 25_000
 
 

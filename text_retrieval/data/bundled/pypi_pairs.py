@@ -20,8 +20,8 @@ the split the whole package goes to: ``train``, ``dev`` or ``test``). ``build_py
    training package is what goes) and drops a summary shared by two functions everywhere, so every
    pair is distinct in both its query and its document and no pair crosses a split.
 
-It writes ``train/pairs.jsonl`` and ``train/shards/`` (shuffled with ``seed``), ``beir/dev`` and
-``beir/test`` (BEIR layout: ``n_dev`` / ``n_test`` queries drawn with ``seed`` from the split's
+It writes ``train/pairs.jsonl`` and ``train/shards/`` (shuffled with ``seed``), ``pypi-dev/`` and
+``pypi-test/`` (BEIR layout: ``n_dev`` / ``n_test`` queries drawn with ``seed`` from the split's
 pairs, a corpus of their code plus the split's other functions up to ``corpus_size``) and
 ``manifest.json`` (the pins and their sha256, per-package counts of what was kept and dropped and
 why, and the sha256 of the training pairs). The same pins, held-out trees and settings give
@@ -38,9 +38,6 @@ import json
 import logging
 import random
 import re
-import subprocess
-import sys
-import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +52,7 @@ from clipmag.storage.files import write_text_atomic
 from text_retrieval.data.bundled.build import STDLIB_EXCLUDED, sample_functions, write_beir
 from text_retrieval.data.bundled.extract import CodeFunction, extract_functions, installed_package_dir
 from text_retrieval.data.bundled.package_pairs import built_with, default_held_out
+from text_retrieval.data.bundled.pinned_wheels import PINS_FILE, SPLITS, fetch_wheel, read_pins, unpack_sources
 from text_retrieval.data.training.shards import write_text_shards
 
 logger = logging.getLogger("clipmag")
@@ -62,8 +60,6 @@ logger = logging.getLogger("clipmag")
 __all__ = ["PINS_FILE", "STAGE1_PACKAGES", "PypiPairsCommand", "build_pypi_pairs", "read_pins", "main"]
 
 PYPI_PAIRS_VERSION = 1  # bump whenever a change alters the files written
-PINS_FILE = Path(__file__).with_name("pypi_pins.json")
-SPLITS = ("dev", "test", "train")  # the reading order: a code copy stays in the evaluation split
 SAMPLES_PER_SHARD = 1000
 # minilm-dot's continued-pretraining packages (the stage-1 prepare step of positive_regime.yaml and
 # budget.yaml): held out, so no start has trained on a pair of this set
@@ -83,45 +79,8 @@ STAGE1_PACKAGES = (
     "rich",
     "pydantic",
 )
-# one wheel per pin whatever machine builds the set: the interpreter and platform the pins name
-PIP_TARGET = ["--platform", "manylinux_2_17_x86_64", "--python-version", "3.11", "--implementation", "cp"]
-PIP_TARGET += ["--abi", "cp311", "--only-binary", ":all:", "--no-deps"]
-
 _COMMENT_LINE = re.compile(r"^\s*#.*$", re.MULTILINE)
 _NOT_WORD = re.compile(r"[^\w\s]")
-
-
-@dataclass(frozen=True)
-class Pin:
-    """One wheel: its distribution ``name`` and ``version``, the ``file`` pip fetches, its ``sha256``
-    and the ``split`` the whole package goes to."""
-
-    name: str
-    version: str
-    file: str
-    sha256: str
-    split: str
-
-
-def read_pins(path: str | Path = PINS_FILE) -> list[Pin]:
-    """The pins of ``path``; a malformed entry is one error naming the file and the entry."""
-    path = Path(path)
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8"))["packages"]
-        pins = [Pin(**entry) for entry in entries]
-    except (OSError, KeyError, TypeError, json.JSONDecodeError) as err:
-        raise UserError(
-            f"{path}: expected {{'packages': [{{name, version, file, sha256, split}}, ...]}} ({err})"
-        ) from None
-    for pin in pins:
-        if pin.split not in SPLITS:
-            raise UserError(f"{path}: package {pin.name} has split {pin.split!r}; expected one of {', '.join(SPLITS)}")
-    names = [pin.name for pin in pins]
-    if len(set(names)) != len(names):
-        raise UserError(
-            f"{path}: a package is pinned twice ({', '.join(sorted({n for n in names if names.count(n) > 1}))})"
-        )
-    return pins
 
 
 def code_key(code: str) -> str:
@@ -132,45 +91,6 @@ def code_key(code: str) -> str:
 def summary_key(summary: str) -> str:
     """The summary case-folded, without punctuation, on single spaces."""
     return " ".join(_NOT_WORD.sub(" ", summary.casefold()).split())
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def fetch_wheel(pin: Pin, cache: Path) -> Path:
-    """The pinned wheel in ``cache``, downloaded when absent; a sha256 other than the pin's is refused."""
-    path = cache / pin.file
-    if not path.is_file():
-        cache.mkdir(parents=True, exist_ok=True)
-        logger.info("downloading %s==%s", pin.name, pin.version)
-        cmd = [sys.executable, "-m", "pip", "download", *PIP_TARGET, "--dest", str(cache), f"{pin.name}=={pin.version}"]
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if done.returncode != 0 or not path.is_file():
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise UserError(f"pip download {pin.name}=={pin.version} did not give {pin.file}: {last}")
-    actual = _sha256(path)
-    if actual != pin.sha256:
-        raise UserError(f"{path}: sha256 {actual} is not the pinned {pin.sha256}; delete the file and build again")
-    return path
-
-
-def unpack_sources(wheel: Path, into: Path) -> Path:
-    """The ``.py`` files of ``wheel`` under ``into`` (written once; the wheel's sha256 names the folder)."""
-    done = into / ".unpacked"
-    if not done.is_file():
-        with zipfile.ZipFile(wheel) as archive:
-            for member in sorted(archive.namelist()):
-                if member.endswith(".py") and ".." not in Path(member).parts and not member.startswith("/"):
-                    target = into / member
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(archive.read(member))
-        done.write_text(wheel.name + "\n")
-    return into
 
 
 def _held_out_keys(trees: Mapping[str, Path]) -> tuple[set[str], set[str]]:
@@ -260,8 +180,8 @@ def build_pypi_pairs(
     paths = {
         "pairs": root / "train" / "pairs.jsonl",
         "shards": root / "train" / "shards",
-        "dev": root / "beir" / "dev",
-        "test": root / "beir" / "test",
+        "dev": root / "pypi-dev",
+        "test": root / "pypi-test",
         "manifest": root / "manifest.json",
     }
     if built_with(paths["manifest"], key):
