@@ -110,6 +110,9 @@ def test_the_best_validation_step_is_what_gets_exported(tmp_path):
     latest = load_checkpoint(tmp_path / "checkpoints" / "latest.pt")
     exported = torch.load(tmp_path / "export" / "model.pt", weights_only=True)["state_dict"]
     assert best["step"] == 4 and latest["step"] == 8
+    curve = latest["dev_curve"]  # every evaluated step's score, kept for the results record
+    assert [point["step"] for point in curve] == [2, 4, 6, 8]
+    assert max(curve, key=lambda point: point["accuracy"])["step"] == best["step"]
     assert all(torch.equal(exported[k], best["state_dict"][k]) for k in exported)
     assert not all(torch.equal(exported[k], latest["state_dict"][k]) for k in exported)
 

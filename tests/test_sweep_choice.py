@@ -9,7 +9,7 @@ import pytest
 import toy_frontend
 
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
-from clipmag_experiments.design.grid import VariantChoice
+from clipmag_experiments.design.grid import GridExtension, VariantChoice
 from clipmag_experiments.slurm.jobs import SweepUnfinished
 from clipmag_experiments.sweep import run as sweep
 
@@ -125,3 +125,45 @@ def test_a_chosen_cell_that_is_an_earlier_run_takes_its_results_instead_of_train
         (runs / "final" / "default" / "cosine" / f"seed{seed}" / "results.json").unlink()
     sweep.run_sweep(cfg)
     assert len(toy_frontend.CALLS) == calls + 2  # asked not to share: trained
+
+
+def _scale(value: int) -> sweep.SweepVariant:
+    return sweep.SweepVariant(name=f"scale{value}", args=[f"loss.scale={value}"])
+
+
+def test_a_choice_on_a_grid_edge_runs_the_extension_and_chooses_again(tmp_path, toy_kind):
+    """Best scales: cosine 20 (inside once 50 ran), qnorm 5 (inside once 2 ran), dot 1 (two steps out)."""
+    heads = ["cosine", "dot", "qnorm"]
+    extend = GridExtension(low=[_scale(2), _scale(1)], high=[_scale(50), _scale(100)])
+    grid = sweep.SweepGroup(name="scale-grid", kind="toy", heads=heads, variants=[_scale(5), _scale(20)], extend=extend)
+    final = sweep.SweepGroup(
+        name="final", kind="toy", heads=heads, args=["a=1"], choose_variant=VariantChoice("scale-grid")
+    )
+    sweep.run_sweep(sweep.SweepConfig(output_dir=str(tmp_path / "runs"), groups=[grid, final]))
+    grid_runs = {
+        (c[c.index("--norm") + 1], next(a for a in c if a.startswith("loss.scale=")))
+        for c in toy_frontend.CALLS
+        if "a=1" not in c
+    }
+    assert {s for h, s in grid_runs if h == "cosine"} == {"loss.scale=5", "loss.scale=20", "loss.scale=50"}
+    assert {s for h, s in grid_runs if h == "qnorm"} == {"loss.scale=5", "loss.scale=20", "loss.scale=2"}
+    assert {s for h, s in grid_runs if h == "dot"} == {f"loss.scale={s}" for s in (5, 20, 2, 1)}
+    runs = tmp_path / "runs"
+    chosen = {
+        h: json.loads((runs / "final" / "default" / h / "seed0" / "cell.json").read_text())["chosen"] for h in heads
+    }
+    assert chosen["cosine"]["variant"] == "scale20" and chosen["cosine"]["extended"] == ["scale50"]
+    assert chosen["qnorm"]["variant"] == "scale5" and chosen["qnorm"]["grid"] == ["scale2", "scale5", "scale20"]
+    assert chosen["dot"]["variant"] == "scale1" and chosen["dot"]["extended"] == ["scale2", "scale1"]
+    assert chosen["dot"]["args"] == ["loss.scale=1"]
+    unneeded = json.loads((runs / "scale-grid" / "default" / "cosine-scale100" / "seed0" / "cell.json").read_text())
+    assert unneeded["extends"] == {"edge": "high", "step": 2}
+    assert not (runs / "scale-grid" / "default" / "cosine-scale100" / "seed0" / "results.json").exists()
+
+
+def test_a_choice_must_read_what_the_extension_reads(tmp_path, toy_kind):
+    extend = GridExtension(high=[_scale(50)], metric="MRR@10")
+    grid = sweep.SweepGroup(name="scale-grid", kind="toy", heads=["cosine"], variants=SCALES, extend=extend)
+    final = sweep.SweepGroup(name="final", kind="toy", heads=["cosine"], choose_variant=VariantChoice("scale-grid"))
+    with pytest.raises(ValueError, match="choose by what the extension reads"):
+        sweep.expand(sweep.SweepConfig(output_dir=str(tmp_path / "runs"), groups=[grid, final]))

@@ -185,3 +185,17 @@ def test_a_batch_larger_than_the_training_set_is_refused(tiny_setup, tmp_path):
         ValueError, match=r"40 training pairs are fewer than one global batch of 64 \(data.batch_size=64"
     ):
         main(_args(tiny_setup, tmp_path / "big", "data.batch_size=64"))
+
+
+def test_a_learned_scale_trains_and_the_tested_checkpoint_is_the_best_on_dev(tiny_setup, tmp_path):
+    """CLIP's trainable logit scale under any head, and results.json's record of the dev choice."""
+    out = tmp_path / "run"
+    _run(_args(tiny_setup, out, "--norm", "qnorm", "loss.learnable_scale=true", "optim.scale_lr=0.1"))
+    results = read_results(out / "results.json")
+    assert results["head"]["scale"] != pytest.approx(20.0) and 1.0 <= results["head"]["scale"] <= 100.0
+    checkpoint = results["checkpoint"]
+    assert checkpoint["selection"] == "best" and "highest validation NDCG@10" in checkpoint["rule"]
+    curve = checkpoint["dev_curve"]
+    assert [point["step"] for point in curve] == [3, 6]  # every eval_every steps and at the end
+    assert checkpoint["step"] == max(curve, key=lambda point: point["NDCG@10"])["step"]
+    assert checkpoint["value"] == max(point["NDCG@10"] for point in curve)

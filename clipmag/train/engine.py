@@ -86,6 +86,7 @@ class Trainer(RunCheckpoints):
         )
         self.step, self.samples_seen = 0, 0
         self.best: float | None = None
+        self.dev_curve: list[dict[str, float]] = []
         self.tested: dict[str, Any] = {}
         self.identity = step_identity(
             to_dict(full_config),
@@ -128,6 +129,8 @@ class Trainer(RunCheckpoints):
 
     def _maybe_keep_best(self, metrics: dict[str, float]) -> None:
         key = self.task.primary_metric
+        if key and key in metrics:
+            self.dev_curve.append({"step": self.step, key: metrics[key]})
         if not (self.loop.keep_best and key and key in metrics):
             return
         if self.best is None or metrics[key] > self.best:

@@ -52,6 +52,7 @@ class RunCheckpoints:
     step: int
     samples_seen: int
     best: float | None
+    dev_curve: list[dict[str, float]]  # the primary validation metric at every evaluated step
     writer: MetricsWriter | None
     prepared: bool
 
@@ -76,6 +77,7 @@ class RunCheckpoints:
             "identity": self.identity,
             "rng": rng,
             "best": self.best,
+            "dev_curve": self.dev_curve,
         }
 
     def state(self, rng: list[dict[str, Any]]) -> dict[str, Any]:
@@ -149,6 +151,7 @@ class RunCheckpoints:
         self.train_step.scaler.load_state_dict(ckpt["scaler"])
         ckpt_io.restore_rng_state(dropout.resumed_rng_state(ckpt["rng"], self.ctx, self.model))
         self.step, self.samples_seen, self.best = ckpt["step"], ckpt["samples_seen"], ckpt.get("best")
+        self.dev_curve = list(ckpt.get("dev_curve", []))
         if self.writer is not None:
             self.writer.truncate_after(self.step)
         logger.info("resumed from %s at step %d (%d samples seen)", path, self.step, self.samples_seen)
@@ -179,4 +182,17 @@ class RunCheckpoints:
         self.tested_model.load_state_dict(ckpt["state_dict"])
         logger.info("testing the best checkpoint: step %d, %s %.4f", ckpt["step"], self.task.primary_metric, self.best)
         metric = self.task.primary_metric
-        return {"selection": "best", "path": str(best), "step": ckpt["step"], "metric": metric, "value": self.best}
+        every = f"every {self.loop.eval_every} steps and " if self.loop.eval_every else ""
+        rule = (
+            f"the checkpoint with the highest validation {metric} of those evaluated ({every}at the end; a tie keeps "
+            "the earlier), its weights tested"
+        )
+        return {
+            "selection": "best",
+            "path": str(best),
+            "step": ckpt["step"],
+            "metric": metric,
+            "value": self.best,
+            "rule": rule,
+            "dev_curve": self.dev_curve,
+        }

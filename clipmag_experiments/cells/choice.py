@@ -11,15 +11,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-import numpy as np
-
 from clipmag.results.record import RESULTS_FILE, read_results
+from clipmag_experiments.cells.extension import walk_grid
 from clipmag_experiments.design.grid import Cell
 
-__all__ = ["choose_variant"]
+__all__ = ["choose_variant", "extension_needed", "selection_score"]
 
 
-def _score(candidate: Cell, metric: str, dataset: str | None) -> float:
+def selection_score(candidate: Cell, metric: str, dataset: str | None) -> float:
     path = candidate.directory / RESULTS_FILE
     if not path.is_file():
         raise FileNotFoundError(
@@ -36,30 +35,56 @@ def _score(candidate: Cell, metric: str, dataset: str | None) -> float:
     return float(value)
 
 
+def extension_needed(cell: Cell, metric: str, dataset: str | None, cells: Sequence[Cell]) -> str | None:
+    """Why the grid-extension ``cell`` is not run now (None: its grid's walk needs it next)."""
+    walk = walk_grid(
+        cells,
+        cell.group,
+        cell.model,
+        cell.head,
+        lambda c: selection_score(c, metric, dataset),
+        lambda c: (c.directory / RESULTS_FILE).is_file(),
+    )
+    if walk.needed == cell.variant:
+        return None
+    if walk.needed is None:
+        return f"not needed: the best of the grid read ({walk.best} of {', '.join(walk.order)}) is inside it"
+    return f"not needed yet: the walk needs {walk.needed} first"
+
+
 def choose_variant(cell: Cell, cells: Sequence[Cell]) -> Cell:
     """``cell`` with the arguments of its best candidate variant in place (unchanged without a choice).
 
     The chosen arguments go before the cell's own variant's, so a group may both choose (a learning
     rate, from another group) and list variants (the scales of a grid). A candidate that chose its
     own arguments in turn is resolved first, so a choice carries everything its candidate ran with
-    (the learning rate a scale grid took, with the scale)."""
+    (the learning rate a scale grid took, with the scale). A grid with an extension is read as far
+    as its walk went (:mod:`clipmag_experiments.cells.extension`); an extension the walk still needs
+    is an error, as an unfinished grid is."""
     choice = cell.choice
     if choice is None:
         return cell
     head = choice.head or cell.head
-    candidates = [c for c in cells if c.group == choice.group and c.model == cell.model and c.head == head]
-    if not candidates:
-        raise ValueError(
-            f"sweep cell {cell.label}: group {choice.group!r} has no cells for model {cell.model}, head {head}"
+    walk = walk_grid(
+        cells,
+        choice.group,
+        cell.model,
+        head,
+        lambda c: selection_score(c, choice.metric, choice.dataset),
+        lambda c: (c.directory / RESULTS_FILE).is_file(),
+    )
+    if walk.needed is not None:
+        raise FileNotFoundError(
+            f"sweep cell {cell.label}: the best of group {choice.group!r} ({walk.best}) is on its edge and its "
+            f"extension {walk.needed} has not run: choosing a variant needs its group finished first"
         )
-    variants = list(dict.fromkeys(c.variant for c in candidates))
-    scores = {
-        str(v): float(np.mean([_score(c, choice.metric, choice.dataset) for c in candidates if c.variant == v]))
-        for v in variants
-    }
-    best = max(variants, key=lambda v: (scores[str(v)], -variants.index(v)))  # a tie goes to the first listed
-    args = choose_variant(next(c for c in candidates if c.variant == best), cells).variant_args
-    chosen = {"from": choice.group, "variant": best, "by": choice.metric, "dataset": choice.dataset}
-    chosen |= {"head": head, "args": list(args), "scores": scores}
+    best = next(
+        c
+        for c in cells
+        if c.group == choice.group and c.model == cell.model and c.head == head and str(c.variant) == walk.best
+    )
+    args = choose_variant(best, cells).variant_args
+    chosen = {"from": choice.group, "variant": best.variant, "by": choice.metric, "dataset": choice.dataset}
+    chosen |= {"head": head, "args": list(args), "scores": walk.scores, "grid": walk.order, "extended": walk.extended}
     argv = [*cell.argv[: cell.variant_at], *args, *cell.argv[cell.variant_at :]]
     return dataclasses.replace(cell, argv=argv, variant_args=[*args, *cell.variant_args], chosen=chosen)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from clipmag.errors import ConfigError
 from clipmag.results.significance import ALPHA, POWER, QUERY_TEST
@@ -32,6 +32,9 @@ class ComparisonProtocol:
     compares each group's heads within the group."""
 
     groups: list[str] = field(default_factory=list)
+    # Holm's family: the heads of one row (one group, start and test set), or every comparison of
+    # every compared group at once (the whole table: stricter, one claim over the whole sweep)
+    holm: Literal["row", "table"] = "row"
 
 
 def check_comparison(protocol: ComparisonProtocol, groups: Sequence[Any]) -> None:
@@ -66,7 +69,12 @@ def comparison_statement(protocol: ComparisonProtocol, groups: Sequence[Any]) ->
         "baseline": BASELINE,
         "groups": {name: _selection(by_name[name]) for name in protocol.groups},
         "test": QUERY_TEST,
-        "family": f"the heads compared with {BASELINE} on one model and test set (Holm's correction)",
+        "family": (
+            f"every comparison with {BASELINE} of every compared group, start and test set (Holm's correction)"
+            if protocol.holm == "table"
+            else f"the heads compared with {BASELINE} on one model and test set (Holm's correction)"
+        ),
+        "holm": protocol.holm,
         "alpha": ALPHA,
         "power": f"the smallest difference found with {POWER:.0%} power, and the 95% interval, beside every test",
     }

@@ -64,6 +64,22 @@ class VariantChoice:
 
 
 @dataclass
+class GridExtension:
+    """Variants a selection grid tries only when its best lies on an edge: ``low`` beyond the first
+    listed variant, ``high`` beyond the last, each in order outward (``variants`` must be listed in
+    order, e.g. rising scales). When the best of the grid run so far is its first (last) variant,
+    the next ``low`` (``high``) variant runs and the choice is made again, until the best is inside
+    or the extension is spent (:mod:`clipmag_experiments.cells.extension`); an extension not needed
+    never runs."""
+
+    low: list[SweepVariant] = field(default_factory=list)
+    high: list[SweepVariant] = field(default_factory=list)
+    # what the edge test reads: every group choosing from this grid must choose by the same
+    metric: str = "NDCG@10"
+    dataset: str | None = None
+
+
+@dataclass
 class SweepGroup:
     """One grid. ``heads`` and ``variants`` multiply; leave one empty to use only the other.
     ``requires``: paths the group reads; when one is absent the group is skipped with a line.
@@ -91,6 +107,8 @@ class SweepGroup:
     choose_variant: VariantChoice | None = None
     # an earlier group whose finished cells this group's cells continue (continuation.py)
     continue_from: str | None = None
+    # variants beyond the grid's edges, run only when the grid's best is on that edge (extension.py)
+    extend: GridExtension | None = None
     # keys of the sweep's ``slurm`` section this group's jobs ask otherwise (launcher: slurm)
     slurm: dict[str, Any] = field(default_factory=dict)
 
@@ -136,6 +154,7 @@ class Cell:
     same_run_as: str | None = None  # the folder of the finished cell whose run this one is (same_run.py)
     continue_from: str | None = None  # the group whose cell of the same place this one continues
     continues: str | None = None  # the folder of that cell, once its checkpoint was taken (continuation.py)
+    extends: tuple[str, int] | None = None  # ("low" or "high", 1-based step outward) of a grid extension
 
     @property
     def label(self) -> str:
@@ -157,6 +176,7 @@ class Cell:
             "sweep_config_sha256": self.sweep_sha256,
             **({"same_run_as": self.same_run_as} if self.same_run_as else {}),
             **({"continues": self.continues} if self.continues else {}),
+            **({"extends": {"edge": self.extends[0], "step": self.extends[1]}} if self.extends else {}),
         }
 
     def write_description(self) -> None:
@@ -198,6 +218,20 @@ def _check_order(group: SweepGroup, cfg: SweepConfig) -> None:
     names = [g.name for g in cfg.groups]
     _check_earlier(group, names, "choose_variant.group", group.choose_variant and group.choose_variant.group)
     _check_earlier(group, names, "continue_from", group.continue_from)
+    choice = group.choose_variant
+    grid = next((g for g in cfg.groups if choice and g.name == choice.group), None)
+    if choice and grid and grid.extend and (choice.metric, choice.dataset) != (grid.extend.metric, grid.extend.dataset):
+        raise ValueError(
+            f"sweep group {group.name!r}: choose_variant reads {choice.metric} on "
+            f"{choice.dataset or 'the only test set'}, but group {grid.name!r} extends its grid by "
+            f"{grid.extend.metric} on "
+            f"{grid.extend.dataset or 'the only test set'}; choose by what the extension reads"
+        )
+    if group.extend and cfg.launcher == "slurm":
+        raise ValueError(
+            f"sweep group {group.name!r}: extend runs a variant only after the grid's choice; "
+            "run this sweep with launcher inprocess or torchrun"
+        )
     if group.continue_from and cfg.launcher == "slurm":
         raise ValueError(
             f"sweep group {group.name!r}: continue_from needs each cell to start after the one it continues; "
@@ -213,6 +247,18 @@ def split_model_entry(entry: str) -> tuple[str, str]:
     return entry, entry
 
 
+def _extension_variants(group: SweepGroup) -> list[tuple[SweepVariant, tuple[str, int]]]:
+    """The group's extension variants after its grid, each with its edge and step outward."""
+    if group.extend is None:
+        return []
+    if not group.variants:
+        raise ValueError(f"sweep group {group.name!r}: extend needs variants, the grid it extends")
+    names = [v.name for v in group.variants + group.extend.low + group.extend.high]
+    if len(set(names)) != len(names):
+        raise ValueError(f"sweep group {group.name!r}: variant names repeat across the grid and its extension")
+    return [(v, (edge, i)) for edge in ("low", "high") for i, v in enumerate(getattr(group.extend, edge), 1)]
+
+
 def expand(cfg: SweepConfig) -> list[Cell]:
     """Every cell of every group, in a stable order."""
     cells: list[Cell] = []
@@ -222,7 +268,8 @@ def expand(cfg: SweepConfig) -> list[Cell]:
         if group.kind not in FRONT_ENDS:
             raise ValueError(f"sweep group {group.name!r}: unknown kind {group.kind!r}; valid: {', '.join(FRONT_ENDS)}")
         _check_evaluations(group)
-        variants = group.variants or [SweepVariant(name="")]
+        variants = [(v, None) for v in group.variants or [SweepVariant(name="")]]
+        variants += _extension_variants(group)
         heads = group.heads or [None]
         models = group.models or [None]
         _check_order(group, cfg)
@@ -236,7 +283,7 @@ def expand(cfg: SweepConfig) -> list[Cell]:
         for entry in models:
             label, model = split_model_entry(entry) if entry else (None, None)
             for head in heads:
-                for variant in variants:
+                for variant, extends in variants:
                     for seed in group.seeds:
                         name = "-".join(x for x in (head, variant.name) if x) or "default"
                         directory = (
@@ -268,6 +315,7 @@ def expand(cfg: SweepConfig) -> list[Cell]:
                                 variant_at,
                                 group.choose_variant,
                                 continue_from=group.continue_from,
+                                extends=extends,
                             )
                         )
     return cells

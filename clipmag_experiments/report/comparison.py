@@ -9,10 +9,11 @@ and the MDE. Nothing here compares across groups, so no setting is picked on tes
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
-from clipmag.results.significance import difference_text, mark
+from clipmag.results.significance import difference_text, holm, mark
 from clipmag_experiments.design.protocol import read_protocol
 from clipmag_experiments.report.starts import StartRow
 
@@ -35,6 +36,21 @@ def _row_line(row: StartRow) -> str:
     return f"- `{row.group}` / `{row.start}` on {row.dataset}: " + "; ".join(parts) + "."
 
 
+def _holm_over_table(rows: list[StartRow]) -> list[StartRow]:
+    """The rows with every comparison's corrected p taken over all of them (the protocol's whole-table family)."""
+    compared = [(r, name) for r in rows for name, head in r.heads.items() if head.comparison is not None]
+    adjusted = iter(holm([r.heads[name].comparison.p for r, name in compared]))  # type: ignore[union-attr]
+    out = []
+    for row in rows:
+        heads = {}
+        for name, head in row.heads.items():
+            if head.comparison is not None:
+                head = dataclasses.replace(head, comparison=dataclasses.replace(head.comparison, p_holm=next(adjusted)))
+            heads[name] = head
+        out.append(dataclasses.replace(row, heads=heads))
+    return out
+
+
 def comparison_section(runs_dir: Path, rows: list[StartRow]) -> list[str]:
     """Markdown lines: the protocol's statement, then its comparisons row by row."""
     statement = protocol_comparison(runs_dir)
@@ -53,6 +69,8 @@ def comparison_section(runs_dir: Path, rows: list[StartRow]) -> list[str]:
         "",
     ]
     compared = [r for r in rows if r.group in groups]
+    if statement.get("holm") == "table":
+        compared = _holm_over_table(compared)
     missing = sorted(set(groups) - {r.group for r in compared})
     lines += [_row_line(r) for r in compared]
     if missing:

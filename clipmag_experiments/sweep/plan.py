@@ -10,6 +10,8 @@ under FSDP (sharded over the cell's ranks). Activations are not in the memory co
 the batch, the lengths and activation checkpointing.
 
 A cell that continues an earlier group's cell (``continue_from``) is priced for the steps it adds.
+A grid extension's cells (``extend``) are priced as if every choice landed on an edge, and their
+CPU-hours are named apart, so the total is an upper bound.
 Where the sweep states the training throughput of its models on a CPU (``plan.cpu_pairs_per_second``,
 pairs per second per model label, measured), the plan adds CPU-hours: the pairs a cell trains
 (steps x global batch) at its model's rate, and a total per group - training only; loading models
@@ -121,6 +123,7 @@ def plan_sweep(cfg: SweepConfig, device: Device, utilisation: float, only: Seque
     cache: dict[tuple, CellCost | None] = {}
     pairs: dict[str, int] = defaultdict(int)
     cpu_hours: dict[str, float] = defaultdict(float)
+    extension_hours = 0.0  # grid extensions run only when a choice lands on an edge
     total = 0.0
     cells = expand(cfg)
 
@@ -140,6 +143,7 @@ def plan_sweep(cfg: SweepConfig, device: Device, utilisation: float, only: Seque
         if cell.model in rates:
             pairs[cell.group] += cost.steps * cost.global_batch
             cpu_hours[cell.group] += cost.steps * cost.global_batch / rates[cell.model] / 3600
+            extension_hours += cost.steps * cost.global_batch / rates[cell.model] / 3600 if cell.extends else 0.0
         hours = cost.gpu_hours(device, utilisation)
         total += hours
         state = BYTES_PER_PARAMETER * cost.parameters
@@ -150,4 +154,9 @@ def plan_sweep(cfg: SweepConfig, device: Device, utilisation: float, only: Seque
     lines += ["", f"total: {total:.1f} GPU-hours on {device.name}"]
     if cfg.plan.cpu_pairs_per_second:
         lines += _cpu_summary(pairs, cpu_hours, cfg.plan.cpu_pairs_per_second)
+        if extension_hours:
+            lines.append(
+                f"of which grid extensions: {extension_hours:.2f} CPU-hours, run only when a choice lands on a grid "
+                f"edge: without them {sum(cpu_hours.values()) - extension_hours:.2f} CPU-hours"
+            )
     return "\n".join(lines)

@@ -45,7 +45,7 @@ from clipmag.results.record import RESULTS_FILE
 from clipmag.runtime.logs import caller_logging_kept, logger, release_held_log
 from clipmag.storage.folder_lock import FolderLock
 from clipmag.train.run import EXPORT_DIR
-from clipmag_experiments.cells.choice import choose_variant
+from clipmag_experiments.cells.choice import choose_variant, extension_needed
 from clipmag_experiments.cells.continuation import continue_cell
 from clipmag_experiments.cells.finished import unfinished_reason
 from clipmag_experiments.cells.same_run import finished_twin, share_results
@@ -222,8 +222,13 @@ def _run_cells(cells: Sequence[Cell], every_cell: Sequence[Cell], cfg: SweepConf
 def _run_one(cell: Cell, every_cell: Sequence[Cell], cfg: SweepConfig, place: str) -> None:
     """Run ``cell`` unless it is finished, then its unfinished evaluations."""
     reason = unfinished_reason(cell)
+    skip = _unneeded_extension(cell, every_cell, cfg) if reason is not None else None
     if reason is None:
         logger.info("%s %s: finished earlier, skipped", place, cell.label)
+    elif skip is not None:
+        cell.write_description()
+        logger.info("%s %s: grid extension %s", place, cell.label, skip)
+        return
     else:
         if (cell.directory / RESULTS_FILE).exists():
             logger.warning("%s %s: not finished (%s): running it again", place, cell.label, reason)
@@ -241,6 +246,15 @@ def _run_one(cell: Cell, every_cell: Sequence[Cell], cfg: SweepConfig, place: st
             run_cell(cell, cfg.launcher, cfg.nproc_per_node)
             logger.info("%s %s: done in %.0f s", place, cell.label, time.perf_counter() - start)
     run_evaluations(cell)
+
+
+def _unneeded_extension(cell: Cell, every_cell: Sequence[Cell], cfg: SweepConfig) -> str | None:
+    """Why a grid-extension cell does not run (None: it runs, or is no extension)."""
+    if cell.extends is None:
+        return None
+    extend = next(g.extend for g in cfg.groups if g.name == cell.group)
+    assert extend is not None
+    return extension_needed(cell, extend.metric, extend.dataset, every_cell)
 
 
 def _from(cell: Cell) -> str:

@@ -99,21 +99,21 @@ def split_modules(
     return test, dev
 
 
-def _sample(items: list[CodeFunction], n: int, seed: int, tag: str) -> list[CodeFunction]:
+def sample_functions(items: list[CodeFunction], n: int, seed: int, tag: str) -> list[CodeFunction]:
     items = sorted(items, key=lambda f: f.doc_id)
     if len(items) <= n:
         return items
     return random.Random(f"{seed}:{tag}").sample(items, n)
 
 
-def _write_beir(
+def write_beir(
     folder: Path, splits: dict[str, list[CodeFunction]], pool: list[CodeFunction], corpus_size: int, seed: int
 ) -> dict[str, int]:
     """A BEIR folder whose queries are the given functions' summaries, and whose corpus is their
     code plus distractors drawn from ``pool``."""
     positives = {fn.doc_id for fns in splits.values() for fn in fns}
     others = [fn for fn in pool if fn.doc_id not in positives]
-    distractors = _sample(others, max(0, corpus_size - len(positives)), seed, f"{folder.name}:corpus")
+    distractors = sample_functions(others, max(0, corpus_size - len(positives)), seed, f"{folder.name}:corpus")
     corpus = sorted([fn for fns in splits.values() for fn in fns] + distractors, key=lambda f: f.doc_id)
     write_text_atomic(folder / "corpus.jsonl", _jsonl({"_id": f.doc_id, "title": "", "text": f.code} for f in corpus))
     queries = sorted((fn for fns in splits.values() for fn in fns), key=lambda f: f.doc_id)
@@ -238,12 +238,12 @@ def build_bundled(
     test_mods, dev_mods = split_modules(functions, n_test, n_dev, max_module_queries, seed)
     held = test_mods | dev_mods
     held_fns = [f for f in functions if f.module in held]
-    test_q = _sample([f for f in held_fns if f.summary and f.module in test_mods], n_test, seed, "test")
-    dev_q = _sample([f for f in held_fns if f.summary and f.module in dev_mods], n_dev, seed, "dev")
-    counts = _write_beir(paths["indomain"], {"test": test_q, "dev": dev_q}, held_fns, corpus_size, seed)
+    test_q = sample_functions([f for f in held_fns if f.summary and f.module in test_mods], n_test, seed, "test")
+    dev_q = sample_functions([f for f in held_fns if f.summary and f.module in dev_mods], n_dev, seed, "dev")
+    counts = write_beir(paths["indomain"], {"test": test_q, "dev": dev_q}, held_fns, corpus_size, seed)
     counts = {f"indomain_{k}": v for k, v in counts.items()}
 
-    train = _sample([f for f in functions if f.summary and f.module not in held], n_train, seed, "train")
+    train = sample_functions([f for f in functions if f.summary and f.module not in held], n_train, seed, "train")
     rows = [{"query": f.summary, "positive": f.code, "doc_id": f.doc_id} for f in train]
     write_text_atomic(paths["train_pairs"], _jsonl(rows))
     counts["train_pairs"] = len(rows)
@@ -252,11 +252,11 @@ def build_bundled(
         counts["train_shards"] = len(shards)
 
     ood = extract_functions(ood_root, prefix=ood_root.name + "/")
-    ood_q = _sample([f for f in ood if f.summary], n_test, seed, "outdomain")
+    ood_q = sample_functions([f for f in ood if f.summary], n_test, seed, "outdomain")
     counts.update(
         {
             f"outdomain_{k}": v
-            for k, v in _write_beir(paths["outdomain"], {"test": ood_q}, ood, corpus_size, seed).items()
+            for k, v in write_beir(paths["outdomain"], {"test": ood_q}, ood, corpus_size, seed).items()
         }
     )
     counts.update(build_sts(paths["sts"], seed))

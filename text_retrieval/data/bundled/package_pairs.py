@@ -49,7 +49,14 @@ from text_retrieval.data.training.shards import write_text_shards
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["PackagePairsCommand", "build_package_pairs", "default_held_out", "main", "PACKAGE_PAIRS_VERSION"]
+__all__ = [
+    "PackagePairsCommand",
+    "build_package_pairs",
+    "built_with",
+    "default_held_out",
+    "main",
+    "PACKAGE_PAIRS_VERSION",
+]
 
 PACKAGE_PAIRS_VERSION = 1  # bump whenever a change alters the files written
 SAMPLES_PER_SHARD = 1000
@@ -67,6 +74,16 @@ def default_held_out() -> dict[str, Path]:
         "stdlib": Path(sysconfig.get_paths()["stdlib"]),
         "sklearn": installed_package_dir("sklearn", "package pairs"),
     }
+
+
+def built_with(manifest: Path, key: Mapping[str, Any]) -> bool:
+    """Whether ``manifest`` records a finished build of the same ``key`` (a build writes it last)."""
+    if not manifest.is_file():
+        return False
+    try:
+        return json.loads(manifest.read_text(encoding="utf-8")).get("key") == key
+    except json.JSONDecodeError:
+        return False
 
 
 def _code_key(fn: CodeFunction) -> str:
@@ -154,13 +171,9 @@ def build_package_pairs(
         "seed": seed,
     }
     paths = {"pairs": root / "pairs.jsonl", "shards": root / "shards", "manifest": root / "manifest.json"}
-    if paths["manifest"].is_file():
-        try:
-            if json.loads(paths["manifest"].read_text(encoding="utf-8")).get("key") == key:
-                logger.info("package pairs up to date in %s", root)
-                return paths
-        except json.JSONDecodeError:
-            pass
+    if built_with(paths["manifest"], key):
+        logger.info("package pairs up to date in %s", root)
+        return paths
     paths["manifest"].unlink(missing_ok=True)  # absent until the build completes
     logger.info("building package pairs in %s from %s", root, ", ".join(packages))
     pairs, counts = _collect(packages, dirs, *_held_out_keys(held_out))
