@@ -13,7 +13,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from clipmag.results.significance import difference_text, holm, mark
+from clipmag.results.significance import difference_text, mark, with_family_holm
 from clipmag_experiments.design.protocol import read_protocol
 from clipmag_experiments.report.starts import StartRow
 
@@ -37,15 +37,17 @@ def _row_line(row: StartRow) -> str:
 
 
 def _holm_over_table(rows: list[StartRow]) -> list[StartRow]:
-    """The rows with every comparison's corrected p taken over all of them (the protocol's whole-table family)."""
+    """The rows with every comparison's corrected p taken over all of them (the protocol's whole-table
+    family, :func:`with_family_holm`): the marks then rest on the family the protocol names."""
     compared = [(r, name) for r in rows for name, head in r.heads.items() if head.comparison is not None]
-    adjusted = iter(holm([r.heads[name].comparison.p for r, name in compared]))  # type: ignore[union-attr]
+    corrected = iter(with_family_holm([r.heads[name].comparison for r, name in compared]))  # type: ignore[misc]
     out = []
     for row in rows:
         heads = {}
         for name, head in row.heads.items():
             if head.comparison is not None:
-                head = dataclasses.replace(head, comparison=dataclasses.replace(head.comparison, p_holm=next(adjusted)))
+                family = next(corrected)
+                head = dataclasses.replace(head, comparison=dataclasses.replace(family, p_holm=family.p_family))
             heads[name] = head
         out.append(dataclasses.replace(row, heads=heads))
     return out
