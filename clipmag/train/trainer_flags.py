@@ -4,7 +4,7 @@ Each flag is a shorthand for one dotted key and means the same in the text and t
 trainer: the keys live in the shared sections (``head``, ``loss``, ``optim``, ``train``) or, for
 ``--batch-size``, in both front ends' ``data`` section, so their types and ranges are alike too.
 ``--model`` and ``--objective`` are shared by name: each front end points them at the keys its
-config calls its model and its objective. A flag for a new shared key goes into
+config calls its model and its objective (if it has a choice of either). A flag for a new shared key goes into
 ``SHARED_TRAINER_FLAGS``; a front end's own shorthands are passed to :func:`trainer_flags`.
 """
 
@@ -26,10 +26,12 @@ SHARED_TRAINER_FLAGS: dict[str, str] = {
 }
 
 
-def trainer_flags(model: str, objective: str, **own: str) -> dict[str, str]:
+def trainer_flags(model: str | None = None, objective: str | None = None, **own: str) -> dict[str, str]:
     """A trainer's flags (flag -> dotted key): ``--model`` and ``--objective`` set the keys ``model``
-    and ``objective`` name, the shared flags their keys, and ``own`` the front end's other flags."""
-    return {"model": model, "objective": objective, **SHARED_TRAINER_FLAGS, **own}
+    and ``objective`` name, the shared flags their keys, and ``own`` the front end's other flags. A
+    front end with no choice of model or of objective names no key, and has no such flag."""
+    chosen = {flag: key for flag, key in (("model", model), ("objective", objective)) if key is not None}
+    return {**chosen, **SHARED_TRAINER_FLAGS, **own}
 
 
 def in_batch_problem(batch_size: int, hard_negatives: int = 0) -> str | None:
