@@ -19,12 +19,11 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from clipmag.errors import ConfigError
-from clipmag.runtime import distributed as dist_utils
 from clipmag.runtime.distributed import DistributedContext
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import loss_from_config
+from clipmag.train.batching import SeededBatches
 
 from .config import BagConfig
 from .model import BagOfWords
@@ -69,12 +68,11 @@ class BagTask:
         parts: dict[str, list[tuple[str, str]]] = {"validation": pairs[0::5], "test": pairs[1::5]}
         parts["train"] = [pair for i, pair in enumerate(pairs) if i % 5 > 1]
         self.splits: dict[str, Split] = {name: self._encode(rows) for name, rows in parts.items()}
-        global_batch = cfg.data.batch_size * ctx.world_size
-        if global_batch > len(parts["train"]):
-            raise ConfigError(
-                f"data.batch_size: {global_batch} rows a step over all ranks, but data.modules give only "
-                f"{len(parts['train'])} training pairs: lower the batch size or add modules"
-            )
+        # each micro-batch drawn for the global batch, this rank's slice of it: exact resume, and the
+        # same batches on any number of ranks; too few pairs for one global batch is refused here
+        self.batches = SeededBatches(
+            len(parts["train"]), cfg.data.batch_size, cfg.train.seed, ctx.rank, ctx.world_size, "data.modules' pairs"
+        )
 
     def _encode(self, pairs: list[tuple[str, str]]) -> Split:
         m = self.cfg.model
@@ -82,8 +80,9 @@ class BagTask:
 
     # ---- the loop's Task -----------------------------------------------------------------------
     def build_model(self) -> BagOfWords:
-        torch.manual_seed(self.cfg.train.seed)  # the same starting weights on every rank
-        return BagOfWords(self.cfg.model, build_head(self.cfg.head), loss_from_config(self.cfg.loss))
+        with torch.random.fork_rng():  # the same starting weights on every rank, whatever ran before
+            torch.manual_seed(self.cfg.train.seed)
+            return BagOfWords(self.cfg.model, build_head(self.cfg.head), loss_from_config(self.cfg.loss))
 
     def run_identity(self) -> dict[str, Any]:
         return {"model": "bag-of-words", "modules": list(self.cfg.data.modules)}
@@ -92,18 +91,9 @@ class BagTask:
         return self.cfg.data.batch_size
 
     def train_batches(self, start_step: int) -> Iterator[Split]:
-        """Micro-batch ``i`` is drawn from (seed, i) for the global batch, then this rank's rows are
-        taken: exact resume from any micro-batch, and the same batches on any number of ranks."""
-        train, size = self.splits["train"], self.cfg.data.batch_size
-        rank, rows = dist_utils.get_rank(), len(self.splits["train"]["query"])
-        index = start_step
-        while True:
-            generator = torch.Generator().manual_seed(self.cfg.train.seed * 1_000_003 + index)
-            chosen = torch.randperm(rows, generator=generator)[: size * self.ctx.world_size][
-                rank * size : (rank + 1) * size
-            ]
-            yield {side: ids[chosen] for side, ids in train.items()}
-            index += 1
+        train = self.splits["train"]
+        for rows in self.batches.stream(start_step):
+            yield {side: ids[torch.from_numpy(rows)] for side, ids in train.items()}
 
     def evaluate(self, model: BagOfWords) -> dict[str, float]:
         return ranking_metrics(model, self.splits["validation"])
