@@ -14,32 +14,9 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from docs_blocks import PAGES, REPO, shell_blocks
 
-REPO = Path(__file__).resolve().parents[1]
-DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```(bash|sh|shell)?\s*$")
 DOTTED = re.compile(r"^'?\"?([a-z_]+(?:\.[a-z_]+)+)=")
-
-
-def fenced_commands(path: Path) -> list[tuple[int, str]]:
-    """(line number, command) of every command line in the file's shell blocks (continuations joined)."""
-    commands, fenced, block, pending, start = [], False, False, "", 0
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.startswith("```"):  # a fence opens a block (a shell block when FENCE matches) or closes it
-            fenced = not fenced
-            block = fenced and bool(FENCE.match(line))
-            continue
-        if not block:
-            continue
-        text = line.split("  #", 1)[0].rstrip() if not line.lstrip().startswith("#") else ""
-        if not pending:
-            start = number
-        pending += " " + text.rstrip("\\").strip()
-        if not text.endswith("\\"):
-            if pending.strip():
-                commands.append((start, pending.strip()))
-            pending = ""
-    return commands
 
 
 def _argv(command: str) -> list[str]:
@@ -70,9 +47,9 @@ def help_text(target: str) -> str:
 
 def _cases() -> list[tuple[str, str]]:
     return [
-        (f"{path.relative_to(REPO)}:{number}", command)
-        for path in DOCS
-        for number, command in fenced_commands(path)
+        (f"{block.page}:{number}", command)
+        for block in shell_blocks()
+        for number, command in block.commands
         if command.split()[0] in ("python", "torchrun", "make")
     ]
 
@@ -121,7 +98,7 @@ def _anchors(page: Path) -> set[str]:
 
 
 def test_every_link_to_a_section_of_a_manual_finds_its_heading():
-    for page in DOCS:
+    for page in PAGES:
         for target, anchor in re.findall(r"\]\(([\w./-]*\.md)#([\w-]+)\)", page.read_text(encoding="utf-8")):
             linked = (page.parent / target).resolve()
             assert linked.is_file(), f"{page.name} links {target}, which does not exist"

@@ -112,9 +112,13 @@ def test_a_new_run_in_a_finished_runs_folder_is_refused_and_leaves_it_untouched(
         toy(out, "head.name=dot", "train.seed=1")
     message = str(err.value)
     assert "--resume latest" in message and "--overwrite" in message
+    # a different head cannot continue the run there: the new folder is named first, as the way out
+    assert message.split(": use ", 1)[1].startswith("--output NEW_FOLDER (train.output_dir) to start this run")
     assert str(out) in message and "head cosine, seed 0" in message and "checkpoints/latest.pt" in message
     assert isinstance(err.value, USER_ERRORS)  # one `error:` line from the entry points
     assert snapshot(out) == before
+    toy(tmp_path / "new", "head.name=dot", "train.seed=1")  # the way out the message names first
+    assert steps(tmp_path / "new") == list(range(1, 9))
 
 
 def test_overwrite_replaces_the_old_run_and_says_what_it_removed(tmp_path, clipmag_log):
@@ -154,7 +158,7 @@ def test_resume_finds_results_but_no_checkpoint_and_overwrite_contradicts_resume
     toy(out)
     shutil.rmtree(out / "checkpoints")  # a finished run whose checkpoints were deleted to save space
     before = snapshot(out)
-    with pytest.raises(RunFolderInUse, match="no checkpoints/latest.pt to continue from: use --overwrite"):
+    with pytest.raises(RunFolderInUse, match="no checkpoints/latest.pt to continue from: use --output NEW_FOLDER"):
         toy(out, "train.resume=latest")
     with pytest.raises(ConfigError, match="train.overwrite and train.resume=latest contradict each other"):
         toy(out, "train.resume=latest", "train.overwrite=true")

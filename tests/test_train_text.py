@@ -146,6 +146,16 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tiny_setup, tmp_path):
     assert again["NDCG@10"] == pytest.approx(full["NDCG@10"], abs=1e-6)
 
 
+def test_validation_is_logged_only_when_it_has_metrics(tiny_setup, tmp_path):
+    """A run without validation sets (configs/text/default.yaml) evaluates to no metrics: it logs no
+    empty ``eval:`` line; with a validation set the line names its metrics."""
+    bare = _run(_args(tiny_setup, tmp_path / "bare", "data.validation=[]", "train.steps=3"))
+    validated = _run(_args(tiny_setup, tmp_path / "validated", "train.steps=3"))
+    assert "step 3/3 loss" in bare.stderr and " eval:" not in bare.stderr + bare.stdout
+    (line,) = [row for row in validated.stderr.splitlines() if "step 3 eval: " in row]
+    assert "NDCG@10 " in line
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [

@@ -119,11 +119,9 @@ class Trainer(RunCheckpoints):
                 self.whole.cpu()
             if self.writer is not None and metrics:
                 self.writer.write(self.step, "eval", metrics)
-            logger.info(
-                "step %d eval: %s",
-                self.step,
-                ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float)),
-            )
+            shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if isinstance(v, float))
+            if shown:  # a task without validation sets (the text trainer's default) evaluates to {}
+                logger.info("step %d eval: %s", self.step, shown)
         dist_utils.barrier()
         return metrics
 

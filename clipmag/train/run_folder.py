@@ -38,7 +38,13 @@ EVIDENCE = RUN_FILES[:6]
 FINISHED = ("results.json", "export")
 # What a run killed before its first latest.pt leaves; a resume restarts it and clears them.
 PROGRESS_FILES = (f"{CHECKPOINT_DIR}/{BEST}", "metrics.jsonl", "tensorboard")
-OPTIONS = "--resume latest (train.resume=latest) to continue it, or --overwrite (train.overwrite=true) to replace it"
+# What a refused run may do instead; a new folder comes first, as the one choice open to any run (a
+# different head or seed cannot continue the run that is there).
+NEW_FOLDER = "--output NEW_FOLDER (train.output_dir) to start this run in a new folder"
+OPTIONS = (
+    f"{NEW_FOLDER}, --resume latest (train.resume=latest) to continue the run that is there, or --overwrite "
+    "(train.overwrite=true) to replace it"
+)
 
 
 class RunFolderInUse(ConfigError):
@@ -144,7 +150,9 @@ def plan_run_folder(loop: TrainLoopConfig, resume_path: Path | None) -> FolderPl
         return FolderPlan(folder, remove, f"train.overwrite: replacing the run in {folder} ({run})")
     held = f"{folder} holds a run ({run}; {', '.join(found)})"
     if loop.resume == "latest" and any(name in found for name in FINISHED):
-        raise RunFolderInUse(f"{held} but no {CHECKPOINT_DIR}/{LATEST} to continue from: use --overwrite to replace it")
+        raise RunFolderInUse(
+            f"{held} but no {CHECKPOINT_DIR}/{LATEST} to continue from: use {NEW_FOLDER}, or --overwrite to replace it"
+        )
     if loop.resume == "latest":  # killed before its first latest.pt: nothing to continue, so it restarts
         remove = _present(folder, PROGRESS_FILES)
         refuse_removal_outside(folder, remove)
@@ -155,7 +163,7 @@ def plan_run_folder(loop: TrainLoopConfig, resume_path: Path | None) -> FolderPl
         )
     if resume_path is not None:
         raise RunFolderInUse(
-            f"{held}; resuming from {resume_path} would mix two runs in it: choose a new train.output_dir, or "
-            "--overwrite to replace the run"
+            f"{held}; resuming from {resume_path} would mix two runs in it: use {NEW_FOLDER}, or --overwrite to "
+            "replace the run"
         )
     raise RunFolderInUse(f"{held}: use {OPTIONS}")

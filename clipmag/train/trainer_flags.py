@@ -11,6 +11,8 @@ key goes into ``SHARED_TRAINER_FLAGS``, never into one trainer alone; a front en
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 __all__ = ["SHARED_TRAINER_FLAGS", "FRONT_END_VALUES", "trainer_flags", "in_batch_problem"]
 
 SHARED_TRAINER_FLAGS: dict[str, str] = {
@@ -39,13 +41,17 @@ SHARED_TRAINER_FLAGS: dict[str, str] = {
 FRONT_END_VALUES = ("model", "objective", "train", "validation", "test")
 
 
-def trainer_flags(**own: str) -> dict[str, str]:
+def trainer_flags(without: Sequence[str] = (), **own: str) -> dict[str, str]:
     """A trainer's flags (flag -> dotted key, or the one ``key=value`` a switch stands for): the
-    shared flags, then ``own``, the front end's flags for keys only it has."""
+    shared flags, then ``own``, the front end's flags for keys only it has. ``without`` names the
+    shared flags of :data:`FRONT_END_VALUES` a front end has no key for (one with no choice of model
+    or of objective, say): it has no such flag, rather than one that sets a key it lacks."""
     shared = sorted(set(own) & set(SHARED_TRAINER_FLAGS))
     if shared:
         raise ValueError(f"trainer_flags: --{shared[0]} is a shared flag; a front end does not set it again")
-    return {**SHARED_TRAINER_FLAGS, **own}
+    if unknown := sorted(set(without) - set(FRONT_END_VALUES)):
+        raise ValueError(f"trainer_flags: --{unknown[0]} sets a key every front end has; it cannot be left out")
+    return {**{flag: key for flag, key in SHARED_TRAINER_FLAGS.items() if flag not in without}, **own}
 
 
 def in_batch_problem(batch_size: int, hard_negatives: int = 0) -> str | None:

