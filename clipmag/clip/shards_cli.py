@@ -23,7 +23,7 @@ Train with ``data.train_shards=OUT/train data.val_shards=OUT/val data.test_shard
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -91,8 +91,10 @@ def _bundled_splits(args: ClipShardsCommand) -> tuple[Splits, list[Sample], dict
     sets = args.bundled_sizes.build(args.seed)
 
     def as_samples(split: bundled.CompositeSplit, tag: str) -> list[Sample]:
+        # ``split.captions`` writes every caption of the split: taken once, not once per sample
+        captions = split.captions
         labels = [None if label < 0 else int(label) for label in split.labels.tolist()]
-        return [Sample(f"{tag}{i:07d}", split.pil(i), split.captions[i], labels[i]) for i in range(len(split))]
+        return [Sample(f"{tag}{i:07d}", split.pil(i), captions[i], labels[i]) for i in range(len(split))]
 
     splits = {
         "train": as_samples(sets.train, "tr"),
@@ -160,6 +162,14 @@ def _record(splits: Splits, how: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _reported(samples: Sequence[Sample], split: str, every: int) -> Iterator[Sample]:
+    """``samples`` as they are written, with a line after every shard: a long build shows it moves."""
+    for i, sample in enumerate(samples, 1):
+        yield sample
+        if i % every == 0 or i == len(samples):
+            print(f"{split}: {i}/{len(samples)} images written", flush=True)
+
+
 def main(argv: Sequence[str]) -> Path:
     """Write the shards, the split record and the benchmark sets; returns the output folder."""
     args = parse_args(argv)
@@ -180,7 +190,7 @@ def main(argv: Sequence[str]) -> Path:
     for split, samples in splits.items():
         _clear(out / split, args.overwrite)
         if samples:
-            write_shards(samples, out / split, args.shard_size)
+            write_shards(_reported(samples, split, args.shard_size), out / split, args.shard_size)
     (out / "splits.json").write_text(json.dumps(_record(splits, how), indent=1) + "\n", encoding="utf-8")
     if splits["test"]:
         wds = out / "wds"
