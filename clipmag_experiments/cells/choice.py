@@ -3,12 +3,16 @@
 
 The choice is made when the cell is about to run, from the finished cells of the selection group
 with the same model and head, and written into the cell's ``cell.json`` (variant, metric, dataset
-and every candidate's mean score), so the report and a reader can see what was chosen and why.
+and every candidate's mean score), so the report and a reader can see what was chosen and why. A
+grid lists its variants in order (scales from small to large), so a choice of its first or last
+variant may have an optimum beyond it: ``at_grid_edge`` in ``cell.json`` says so, and a warning line
+names the cell and the grid to widen.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,6 +21,8 @@ from clipmag.results.record import RESULTS_FILE, read_results
 from clipmag_experiments.design.grid import Cell
 
 __all__ = ["choose_variant"]
+
+logger = logging.getLogger("clipmag")
 
 
 def _score(candidate: Cell, metric: str, dataset: str | None) -> float:
@@ -60,6 +66,16 @@ def choose_variant(cell: Cell, cells: Sequence[Cell]) -> Cell:
     best = max(variants, key=lambda v: (scores[str(v)], -variants.index(v)))  # a tie goes to the first listed
     args = choose_variant(next(c for c in candidates if c.variant == best), cells).variant_args
     chosen = {"from": choice.group, "variant": best, "by": choice.metric, "dataset": choice.dataset}
-    chosen |= {"head": head, "args": list(args), "scores": scores}
+    at_edge = len(variants) > 1 and variants.index(best) in (0, len(variants) - 1)
+    chosen |= {"head": head, "args": list(args), "scores": scores, "at_grid_edge": at_edge}
+    if at_edge:
+        logger.warning(
+            "sweep cell %s: variant %s of group %r is at the edge of its grid (%s); the best setting may lie "
+            "beyond it: widen the grid",
+            cell.label,
+            best,
+            choice.group,
+            ", ".join(map(str, variants)),
+        )
     argv = [*cell.argv[: cell.variant_at], *args, *cell.argv[cell.variant_at :]]
     return dataclasses.replace(cell, argv=argv, variant_args=[*args, *cell.variant_args], chosen=chosen)
