@@ -103,11 +103,14 @@ def class_name(subgroup: str) -> str:
 
 
 def texts_of(emoji: Emoji, annotations: dict[str, dict[str, tuple[str | None, list[str]]]]) -> list[str]:
-    """Every text of an emoji: its English name, name with keywords, subgroup line, other names."""
+    """Every text of an emoji: its English name, the name with its subgroup, the name with its
+    subgroup and keywords, its names in ``EXTRA_LANGUAGES``. Two English texts of three name the
+    subgroup, as a caption names what a photo shows: that is what zero-shot over subgroups reads."""
     key = emoji.sequence.replace(VARIATION_SELECTOR, "")
     name, words = annotations["en"].get(key, (None, []))
     name = name or emoji.name
-    out = [name, f"{name}: {', '.join(words)}" if words else None, f"a {class_name(emoji.subgroup)} emoji: {name}"]
+    kind = f"a {class_name(emoji.subgroup)} emoji"
+    out = [name, f"{kind}: {name}", f"{name}, {kind}: {', '.join(words)}" if words else None]
     out += [annotations[lang].get(key, (None, []))[0] for lang in EXTRA_LANGUAGES]
     return list(dict.fromkeys(t for t in out if t))
 
@@ -181,14 +184,16 @@ def build_emoji(
     cache: Path | None, image_size: int, val_fraction: float, test_fraction: float, seed: int, limit: int | None
 ) -> EmojiSet:
     """Fetch the pinned packages (once; :func:`clipmag.clip.debian.unpacked`) and draw the set.
-    ``limit`` keeps that many base emoji (a seeded choice; every class stays named) for a small set."""
+    ``limit`` keeps that many base emoji with their variants (a seeded choice; every class stays named)
+    for a small set."""
     pins = load_pins()
     root = {name: unpacked(pins[name], cache) for name in PACKAGES}
     emoji = read_emoji_test(root["unicode-data"] / EMOJI_TEST)
     classnames = [class_name(s) for s in dict.fromkeys(e.subgroup for e in emoji)]
     label = {name: i for i, name in enumerate(classnames)}
     if limit is not None:
-        kept = set(split_by_base(emoji, 0.0, min(1.0, limit / len(emoji)), seed + 1)["test"])
+        n_bases = len({e.base for e in emoji})
+        kept = set(split_by_base(emoji, 0.0, min(1.0, limit / n_bases), seed + 1)["test"])
         emoji = [e for e in emoji if e in kept]
     annotations = {lang: read_annotations(root["unicode-cldr-core"], lang) for lang in ("en", *EXTRA_LANGUAGES)}
     noto = Renderer(root["fonts-noto-color-emoji"] / NOTO, NOTO_SIZE, color=True)
@@ -212,7 +217,7 @@ def build_emoji(
     versions = {name: pins[name].version for name in PACKAGES}
     rule = (
         f"random by base emoji (skin-tone variants together): val {val_fraction}, test {test_fraction}, seed {seed}"
-        + (f"; {limit} emoji kept" if limit is not None else "")
+        + (f"; {limit} base emoji kept" if limit is not None else "")
     )
     return EmojiSet(
         splits, shifted, classnames, list(TEMPLATES), {"source": f"debian packages {versions}", "rule": rule}
