@@ -5,7 +5,8 @@ model section: which open_clip towers, from which weights), ``towers`` (a tower 
 model, locked towers), ``model`` (open_clip + head + loss, open_clip-compatible checkpoints and
 export), ``data`` (data settings, shard checks, sample decoding, evaluation sets), ``stream``
 (training batches of shards, resumable by counts), ``bundled`` (the offline composite-digits
-set), ``config`` (the run's settings and their resolution), ``task`` (the engine task), ``cli``
+set), ``emoji`` / ``debian`` (the emoji set, drawn from pinned Debian packages), ``config`` (the
+run's settings and their resolution), ``task`` (the engine task), ``cli``
 (the command line), ``evaluate`` (head-aware retrieval in the COCO protocol, and zero-shot),
 ``benchmark`` / ``benchmark_scoring`` (CLIP-benchmark on our checkpoints, scored with the model's
 head), ``sources`` / ``download`` / ``shards`` / ``shards_cli`` (captions files, COCO and
