@@ -154,7 +154,8 @@ class Renderer:
         return self.font.getlength(sequence) <= 1.2 * self.advance
 
     def image(self, sequence: str, size: int) -> Image.Image:
-        left, top, right, bottom = self.font.getbbox(sequence)
+        """``sequence`` drawn with a margin, on white, ``size`` pixels square."""
+        *_, right, bottom = self.font.getbbox(sequence)
         canvas = Image.new("RGBA", (right + 4, bottom + 4), (0, 0, 0, 0))
         ImageDraw.Draw(canvas).text((2, 2), sequence, font=self.font, fill="black", embedded_color=self.color)
         return _on_white(canvas, size)
