@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Literal
 from clipmag.config.checks import Fraction, PositiveInt
 from clipmag.config.command_line import field_flags, parse_cli, require_one_of
 from clipmag.config.entry import run_entry_point
+from clipmag.errors import UserError
 from clipmag.storage.user_files import non_blank_lines
 
 from . import bundled, sources
@@ -154,7 +155,7 @@ def _folder_splits(args: ClipShardsCommand) -> tuple[Splits, dict[str, Any]]:
 def _clear(directory: Path, overwrite: bool) -> None:
     old = sorted(directory.glob("*.tar"))
     if old and not overwrite:
-        raise FileExistsError(f"{directory} already holds {len(old)} shards; pass --overwrite to replace them")
+        raise UserError(f"{directory} already holds {len(old)} shards; pass --overwrite to replace them")
     for path in old:
         path.unlink()
 
