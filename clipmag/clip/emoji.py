@@ -103,14 +103,13 @@ def class_name(subgroup: str) -> str:
 
 
 def texts_of(emoji: Emoji, annotations: dict[str, dict[str, tuple[str | None, list[str]]]]) -> list[str]:
-    """Every text of an emoji: its English name, the name with its subgroup, the name with its
-    subgroup and keywords, its names in ``EXTRA_LANGUAGES``. Two English texts of three name the
-    subgroup, as a caption names what a photo shows: that is what zero-shot over subgroups reads."""
+    """Every text of an emoji: its English name, the name with its CLDR keywords, a line naming its
+    subgroup (what zero-shot over subgroups reads, as a caption names what a photo shows), its
+    names in ``EXTRA_LANGUAGES``."""
     key = emoji.sequence.replace(VARIATION_SELECTOR, "")
     name, words = annotations["en"].get(key, (None, []))
     name = name or emoji.name
-    kind = f"a {class_name(emoji.subgroup)} emoji"
-    out = [name, f"{kind}: {name}", f"{name}, {kind}: {', '.join(words)}" if words else None]
+    out = [name, f"{name}: {', '.join(words)}" if words else None, f"a {class_name(emoji.subgroup)} emoji: {name}"]
     out += [annotations[lang].get(key, (None, []))[0] for lang in EXTRA_LANGUAGES]
     return list(dict.fromkeys(t for t in out if t))
 
