@@ -23,6 +23,7 @@ from clipmag.clip.model import build_open_clip
 from clipmag.clip.model_config import ClipModelConfig
 from clipmag.clip.stream import ClipShardStream
 from clipmag.clip.task import ClipTask
+from clipmag.errors import UserError
 from clipmag.runtime.distributed import DistributedContext
 from clipmag.storage.shards import read_samples
 
@@ -76,7 +77,7 @@ def test_captions_file_is_grouped_per_image_and_split_by_image(tmp_path):
     )
     benchmark = _keys_and_captions(out / "wds" / "data_retrieval" / "test")
     assert benchmark == keys["test"]  # CLIP-benchmark's copy holds every caption of every test image
-    with pytest.raises(FileExistsError, match="--overwrite"):
+    with pytest.raises(UserError, match="--overwrite"):  # one line from the console script, no traceback
         shards_cli.main(argv)
     (tmp_path / "bad.tsv").write_text("img1.png\ta\t1\nimg2.png\tb\t2\nimg1.png\tc\t2\n")
     with pytest.raises(ValueError, match=r"bad.tsv:3: img1.png has class 2, but line 1 gave it class 1"):
@@ -241,3 +242,20 @@ def test_bundled_batches_draw_captions_per_epoch_resume_and_split_across_ranks()
     assert sum(len(c) > 1 for c in drawn.values()) > 20  # most images got another caption in another epoch
     two = [_take(task(4, r, 2).train_batches(0), 15) for r in (0, 1)]
     assert _same(straight, [tuple(torch.cat(p) for p in zip(a, b)) for a, b in zip(*two)])
+
+
+@pytest.mark.parametrize("n_train", [40, 160])
+def test_bundled_shard_build_writes_each_caption_once(tmp_path, monkeypatch, capsys, n_train):
+    """The builder is linear in its input: every composite's captions are written exactly once
+    (taking them from the whole split per sample made the build quadratic), and it reports each
+    shard as it goes."""
+    from clipmag.clip import bundled
+
+    calls = []
+    real = bundled.captions_for
+    monkeypatch.setattr(bundled, "captions_for", lambda digits: calls.append(1) or real(digits))
+    sizes = ["--bundled-train", str(n_train), "--bundled-val", "8", "--bundled-test", "12", "--bundled-per-class", "2"]
+    shards_cli.main(["--output", str(tmp_path / "digits"), "--bundled", *sizes, "--shard-size", "20"])
+    assert len(calls) == n_train + 8 + 12 + 10 * 2
+    lines = capsys.readouterr().out.splitlines()
+    assert f"train: 20/{n_train} images written" in lines and f"train: {n_train}/{n_train} images written" in lines

@@ -47,6 +47,9 @@ def test_each_head_runs_with_the_scale_its_dev_cells_chose(tmp_path, toy_kind):
         "scale20",
     }
     assert cell["chosen"]["scores"]["scale1"] > cell["chosen"]["scores"]["scale20"]
+    assert cell["chosen"]["at_grid_edge"] is True  # scale1 is the grid's first: the optimum may be smaller
+    middle = json.loads((tmp_path / "runs" / "final" / "default" / "qnorm" / "seed0" / "cell.json").read_text())
+    assert middle["chosen"]["variant"] == "scale5" and middle["chosen"]["at_grid_edge"] is False
 
 
 def test_a_choice_needs_an_earlier_group(tmp_path, toy_kind):

@@ -6,6 +6,7 @@ built), ``towers`` (a tower from another model, locked towers), ``model`` (open_
 loss, open_clip-compatible checkpoints and export), ``data_config`` (the data settings, the
 split check), ``data`` (shard checks, sample decoding, evaluation sets), ``stream`` (training
 batches of shards, resumable by counts), ``bundled`` (the offline composite-digits set),
+``emoji`` / ``debian`` (the emoji set, drawn from pinned Debian packages),
 ``config`` (the run's settings and their resolution), ``task`` (the engine task), ``cli`` (the
 command line), ``evaluate`` (head-aware retrieval in the COCO protocol, and zero-shot),
 ``benchmark`` / ``benchmark_scoring`` (CLIP-benchmark on our checkpoints, scored with the

@@ -1,6 +1,7 @@
 r"""Build the image-text trainer's data: images with their captions -> train / val / test WebDataset
 shards and CLIP-benchmark sets, split by image, from a captions file, a Karpathy split file (COCO,
-Flickr30k; ``--download`` fetches them first) or the bundled composite digits.
+Flickr30k; ``--download`` fetches them first), the bundled composite digits or the emoji set (pinned
+Debian packages, fetched once into a cache).
 
 Examples:
     python scripts/make_clip_shards.py --output data/mine --images photos/ --captions captions.tsv \
@@ -10,6 +11,7 @@ Examples:
     python scripts/make_clip_shards.py --output data/coco --images data/raw/coco --download coco   # fetch first
     python scripts/make_clip_shards.py --output data/flickr30k --images data/raw/flickr30k --download flickr30k
     python scripts/make_clip_shards.py --output data/digits --bundled       # the composite digits
+    python scripts/make_clip_shards.py --output data/emoji --emoji --val-fraction 0.1 --test-fraction 0.2
 
 captions.tsv: ``filename<TAB>caption[<TAB>class index]`` per line; an image with several captions
 appears on several lines. A Karpathy split file (COCO, Flickr30k) brings its own train / val / test
@@ -23,7 +25,7 @@ Train with ``--train OUT/train --validation OUT/val --test OUT/test``.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -31,24 +33,31 @@ from typing import Any, ClassVar, Literal
 from clipmag.config.checks import Fraction, PositiveInt
 from clipmag.config.command_line import field_flags, parse_cli, require_one_of
 from clipmag.config.entry import run_entry_point
+from clipmag.errors import UserError
 from clipmag.storage.user_files import non_blank_lines
 
 from . import sources
 from .data_config import DigitsSizes
 from .download import download
+from .emoji import build_emoji
 from .shards import Sample, caption_text, write_benchmark_classification, write_benchmark_retrieval, write_shards
 
 Splits = dict[str, list[Sample]]
-SOURCES = ("captions", "karpathy", "download", "bundled")
+SOURCES = ("captions", "karpathy", "download", "bundled", "emoji")
+SHIFTED_NAME = "symbola"  # the emoji set's shifted domain: its test emoji drawn in black outlines
 
 
 @dataclass
 class ClipShardsCommand:
     """What to write. One source: ``captions`` (``filename<TAB>caption[<TAB>class]`` per line, one
     line per caption), ``karpathy`` (a Karpathy split file), ``download`` (fetch into ``images``, then
-    as ``karpathy``) or ``bundled`` (the composite digits). ``images``: the image folder; ``name``:
-    the benchmark set's name (default: digits, or the output folder's name); the fractions split a
-    captions file's images; ``overwrite`` replaces shards an earlier run left in ``output``."""
+    as ``karpathy``), ``bundled`` (the composite digits) or ``emoji`` (Noto emoji with Unicode and
+    CLDR texts from pinned Debian packages, :mod:`clipmag.clip.emoji`). ``images``: the image folder;
+    ``name``: the benchmark set's name (default: digits, emoji, or the output folder's name); the
+    fractions split a captions file's images or the emoji set's base emoji; ``overwrite`` replaces
+    shards an earlier run left in ``output``. ``emoji_size``: the side of an emoji image in pixels;
+    ``emoji_limit``: about that many base emoji, for a small set; ``deb_cache``: where the Debian
+    packages are kept (default ``~/.cache/clipmag/debian``)."""
 
     output: str = ""
     images: str | None = None
@@ -56,6 +65,7 @@ class ClipShardsCommand:
     karpathy: str | None = None
     download: Literal["coco", "flickr30k"] | None = None
     bundled: bool = False
+    emoji: bool = False
     name: str | None = None
     val_fraction: Fraction = 0.05
     test_fraction: Fraction = 0.1
@@ -64,6 +74,9 @@ class ClipShardsCommand:
     templates: str | None = None
     seed: int = 0
     overwrite: bool = False
+    emoji_size: PositiveInt = 64
+    emoji_limit: PositiveInt | None = None
+    deb_cache: str | None = None
     bundled_sizes: DigitsSizes = field(default_factory=DigitsSizes)
 
     RENAMED_KEYS: ClassVar[dict[str, str]] = {"embedded": "bundled", "embedded_sizes": "bundled_sizes"}
@@ -93,8 +106,10 @@ def _bundled_splits(args: ClipShardsCommand) -> tuple[Splits, list[Sample], dict
     sets = bundled.build_sized(args.bundled_sizes, args.seed)
 
     def as_samples(split: bundled.CompositeSplit, tag: str) -> list[Sample]:
+        # ``split.captions`` writes every caption of the split: taken once, not once per sample
+        captions = split.captions
         labels = [None if label < 0 else int(label) for label in split.labels.tolist()]
-        return [Sample(f"{tag}{i:07d}", split.pil(i), split.captions[i], labels[i]) for i in range(len(split))]
+        return [Sample(f"{tag}{i:07d}", split.pil(i), captions[i], labels[i]) for i in range(len(split))]
 
     splits = {
         "train": as_samples(sets.train, "tr"),
@@ -142,7 +157,7 @@ def _folder_splits(args: ClipShardsCommand) -> tuple[Splits, dict[str, Any]]:
 def _clear(directory: Path, overwrite: bool) -> None:
     old = sorted(directory.glob("*.tar"))
     if old and not overwrite:
-        raise FileExistsError(f"{directory} already holds {len(old)} shards; pass --overwrite to replace them")
+        raise UserError(f"{directory} already holds {len(old)} shards; pass --overwrite to replace them")
     for path in old:
         path.unlink()
 
@@ -162,39 +177,79 @@ def _record(splits: Splits, how: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def main(argv: Sequence[str]) -> Path:
-    """Write the shards, the split record and the benchmark sets; returns the output folder."""
-    args = parse_args(argv)
-    out = Path(args.output)
-    classified: list[Sample] = []
-    classnames = templates = None
+def _reported(samples: Sequence[Sample], split: str, every: int) -> Iterator[Sample]:
+    """``samples`` as they are written, with a line after every shard: a long build shows it moves."""
+    for i, sample in enumerate(samples, 1):
+        yield sample
+        if i % every == 0 or i == len(samples):
+            print(f"{split}: {i}/{len(samples)} images written", flush=True)
+
+
+@dataclass
+class Built:
+    """What a source gives the writer: the splits, how they were made, the benchmark sets' name,
+    the zero-shot classes (none for a source without them) and a shifted domain's test images."""
+
+    splits: Splits
+    how: dict[str, Any]
+    name: str
+    classnames: list[str] | None = None
+    templates: list[str] | None = None
+    classified: list[Sample] = field(default_factory=list)
+    shifted: list[Sample] = field(default_factory=list)
+
+
+def _built(args: ClipShardsCommand, out: Path) -> Built:
     if args.bundled:
         from . import bundled
 
         splits, classified, how = _bundled_splits(args)
-        name = args.name or "digits"
-        classnames, templates = list(bundled.CLASSNAMES), list(bundled.TEMPLATES)
-    else:
-        splits, how = _folder_splits(args)
-        name = args.name or out.name
-        if args.classnames and args.templates:
-            classnames = non_blank_lines(args.classnames, "--classnames")
-            templates = non_blank_lines(args.templates, "--templates")
-            classified = [s for s in splits["test"] if s.label is not None]
+        return Built(splits, how, args.name or "digits", list(bundled.CLASSNAMES), list(bundled.TEMPLATES), classified)
+    if args.emoji:
+        cache = Path(args.deb_cache) if args.deb_cache else None
+        made = build_emoji(cache, args.emoji_size, args.val_fraction, args.test_fraction, args.seed, args.emoji_limit)
+        name = args.name or "emoji"
+        return Built(made.splits, made.record, name, made.classnames, made.templates, made.splits["test"], made.shifted)
+    splits, how = _folder_splits(args)
+    built = Built(splits, how, args.name or out.name)
+    if args.classnames and args.templates:
+        built.classnames = non_blank_lines(args.classnames, "--classnames")
+        built.templates = non_blank_lines(args.templates, "--templates")
+        built.classified = [s for s in splits["test"] if s.label is not None]
+    return built
+
+
+def _write_benchmarks(
+    built: Built, test: list[Sample], classified: list[Sample], name: str, wds: Path, args: ClipShardsCommand
+) -> None:
+    """CLIP-benchmark's retrieval set of ``test`` and, with classes, the classification set of ``classified``."""
+    for task in ("retrieval", "classification"):
+        _clear(wds / f"{name}_{task}" / "test", args.overwrite)
+    write_benchmark_retrieval(test, wds / f"{name}_retrieval", args.shard_size)
+    if built.classnames and built.templates and classified:
+        write_benchmark_classification(
+            classified, wds / f"{name}_classification", built.classnames, built.templates, args.shard_size
+        )
+
+
+def main(argv: Sequence[str]) -> Path:
+    """Write the shards, the split record and the benchmark sets; returns the output folder."""
+    args = parse_args(argv)
+    out = Path(args.output)
+    built = _built(args, out)
+    splits = built.splits
     for split, samples in splits.items():
         _clear(out / split, args.overwrite)
         if samples:
-            write_shards(samples, out / split, args.shard_size)
-    (out / "splits.json").write_text(json.dumps(_record(splits, how), indent=1) + "\n", encoding="utf-8")
+            write_shards(_reported(samples, split, args.shard_size), out / split, args.shard_size)
+    (out / "splits.json").write_text(json.dumps(_record(splits, built.how), indent=1) + "\n", encoding="utf-8")
+    if built.classnames and built.templates:  # what the trainer's data.classnames / data.templates read
+        (out / "classnames.txt").write_text("\n".join(built.classnames) + "\n", encoding="utf-8")
+        (out / "templates.txt").write_text("\n".join(built.templates) + "\n", encoding="utf-8")
     if splits["test"]:
-        wds = out / "wds"
-        for task in ("retrieval", "classification"):
-            _clear(wds / f"{name}_{task}" / "test", args.overwrite)
-        write_benchmark_retrieval(splits["test"], wds / f"{name}_retrieval", args.shard_size)
-        if classnames and templates and classified:
-            write_benchmark_classification(
-                classified, wds / f"{name}_classification", classnames, templates, args.shard_size
-            )
+        _write_benchmarks(built, splits["test"], built.classified, built.name, out / "wds", args)
+    if built.shifted:
+        _write_benchmarks(built, built.shifted, built.shifted, f"{built.name}_{SHIFTED_NAME}", out / "wds", args)
     counts = ", ".join(f"{len(v)} {k}" for k, v in splits.items())
     print(f"wrote {counts} images to {out} (split record: {out / 'splits.json'}); CLIP-benchmark sets in {out / 'wds'}")
     return out

@@ -3,12 +3,16 @@
 
 The choice is made when the cell is about to run, from the finished cells of the selection group
 with the same model and head, and written into the cell's ``cell.json`` (variant, metric, dataset
-and every candidate's mean score), so the report and a reader can see what was chosen and why.
+and every candidate's mean score), so the report and a reader can see what was chosen and why. A
+grid lists its variants in order (scales from small to large), so a choice of its first or last
+variant may have an optimum beyond it: ``at_grid_edge`` in ``cell.json`` says so, and a warning line
+names the cell and the grid to widen.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Sequence
 
 from clipmag.results.record import RESULTS_FILE, read_results
@@ -16,6 +20,8 @@ from clipmag_experiments.cells.extension import walk_grid
 from clipmag_experiments.design.grid import Cell
 
 __all__ = ["choose_variant", "extension_needed", "selection_score"]
+
+logger = logging.getLogger("clipmag")
 
 
 def selection_score(candidate: Cell, metric: str, dataset: str | None) -> float:
@@ -85,6 +91,18 @@ def choose_variant(cell: Cell, cells: Sequence[Cell]) -> Cell:
     )
     args = choose_variant(best, cells).variant_args
     chosen = {"from": choice.group, "variant": best.variant, "by": choice.metric, "dataset": choice.dataset}
+    # At an end of the grid as walked (every declared extension spent): the optimum may lie beyond.
+    at_edge = len(walk.order) > 1 and walk.best in (walk.order[0], walk.order[-1])
     chosen |= {"head": head, "args": list(args), "scores": walk.scores, "grid": walk.order, "extended": walk.extended}
+    chosen["at_grid_edge"] = at_edge
+    if at_edge:
+        logger.warning(
+            "sweep cell %s: variant %s of group %r is at the edge of its grid (%s); the best setting may lie "
+            "beyond it: widen the grid",
+            cell.label,
+            walk.best,
+            choice.group,
+            ", ".join(walk.order),
+        )
     argv = [*cell.argv[: cell.variant_at], *args, *cell.argv[cell.variant_at :]]
     return dataclasses.replace(cell, argv=argv, variant_args=[*args, *cell.variant_args], chosen=chosen)

@@ -1,0 +1,224 @@
+"""The emoji image-text set: Noto colour emoji with their Unicode names, CLDR keywords and names in
+other languages, a zero-shot task over the CLDR emoji subgroups, and a monochrome font as a shifted
+domain. Every part is a pinned Debian package (:mod:`clipmag.clip.debian`); no one in this project
+drew, named or grouped an emoji.
+
+Why this set (docs/clip.md, "The emoji set"): the digits' ten classes are at their ceiling, so
+heads cannot differ on zero-shot there. Here an image is one emoji (``fonts-noto-color-emoji``,
+rendered with Pillow at the font's bitmap size, 109, on white), its texts are its English name from
+``emoji-test.txt`` (``unicode-data``), its English keywords and its names in ``EXTRA_LANGUAGES`` from
+CLDR's annotations (``unicode-cldr-core``), and a line naming its subgroup; the zero-shot classes
+are the ~100 subgroups of ``emoji-test.txt`` (``face-smiling``, ``animal-mammal``, ...), scored on
+held-out emoji. Skin-tone variants of one emoji differ only in colour, so the split is by *base*
+emoji (the sequence without skin-tone modifiers): a base and all its variants land in one split,
+and no test image is a recoloured training image. The shifted domain draws the test emoji that
+``fonts-symbola`` covers (one code point, black outlines) for the same two tasks.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+from clipmag.errors import UserError
+
+from .debian import load_pins, unpacked
+from .shards import Sample
+
+PACKAGES = ("fonts-noto-color-emoji", "fonts-symbola", "unicode-cldr-core", "unicode-data")
+EMOJI_TEST = "usr/share/unicode/emoji/emoji-test.txt"
+NOTO = "usr/share/fonts/truetype/noto/NotoColorEmoji.ttf"
+SYMBOLA = "usr/share/fonts/truetype/ancient-scripts/Symbola_hint.ttf"
+ANNOTATIONS = ("usr/share/unicode/cldr/common/annotations", "usr/share/unicode/cldr/common/annotationsDerived")
+NOTO_SIZE = 109  # the size of the font's embedded colour bitmaps, the only size a CBDT font draws
+SYMBOLA_SIZE = 96
+EXTRA_LANGUAGES = ("de", "es", "fr")
+SKIN_TONES = frozenset(chr(c) for c in range(0x1F3FB, 0x1F400))
+VARIATION_SELECTOR = "\ufe0f"
+SKIPPED_GROUPS = ("Component",)  # bare skin-tone swatches and hair parts, not emoji of their own
+TEMPLATES = ("a {c} emoji", "an emoji of the kind {c}", "{c}")
+_LINE = re.compile(r"^([0-9A-F ]+?)\s*;\s*fully-qualified\s*#\s*\S+\s+E\d+\.\d+\s+(.+)$")
+
+
+@dataclass(frozen=True)
+class Emoji:
+    """One fully-qualified emoji of ``emoji-test.txt``: its characters, English name and subgroup."""
+
+    sequence: str
+    name: str
+    group: str
+    subgroup: str
+
+    @property
+    def base(self) -> str:
+        """The sequence without skin tones or variation selectors: what its variants share."""
+        return "".join(c for c in self.sequence if c not in SKIN_TONES and c != VARIATION_SELECTOR)
+
+
+def read_emoji_test(path: Path) -> list[Emoji]:
+    """The fully-qualified emoji of ``emoji-test.txt`` in its order, without ``SKIPPED_GROUPS``."""
+    out, group, subgroup = [], "", ""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# group:"):
+            group = line.split(":", 1)[1].strip()
+        elif line.startswith("# subgroup:"):
+            subgroup = line.split(":", 1)[1].strip()
+        elif (found := _LINE.match(line)) and group not in SKIPPED_GROUPS:
+            sequence = "".join(chr(int(code, 16)) for code in found.group(1).split())
+            out.append(Emoji(sequence, found.group(2).strip(), group, subgroup))
+    if not out:
+        raise UserError(f"{path}: no fully-qualified emoji; the unicode-data package is not what was pinned")
+    return out
+
+
+def read_annotations(cldr: Path, language: str) -> dict[str, tuple[str | None, list[str]]]:
+    """CLDR's annotations of ``language`` (its derived file included): emoji without variation
+    selectors -> (spoken name or None, keywords)."""
+    names: dict[str, str] = {}
+    keywords: dict[str, list[str]] = {}
+    for folder in ANNOTATIONS:
+        path = cldr / folder / f"{language}.xml"
+        if not path.is_file():
+            continue
+        for node in ElementTree.parse(path).getroot().iter("annotation"):
+            key, text = node.get("cp", "").replace(VARIATION_SELECTOR, ""), (node.text or "").strip()
+            if not text or text == "↑↑↑":  # CLDR's mark for "inherit from the parent locale"
+                continue
+            if node.get("type") == "tts":
+                names[key] = text
+            else:
+                keywords[key] = [k.strip() for k in text.split("|") if k.strip()]
+    return {key: (names.get(key), keywords.get(key, [])) for key in names.keys() | keywords.keys()}
+
+
+def class_name(subgroup: str) -> str:
+    """A subgroup as words: ``animal-mammal`` -> ``animal mammal``."""
+    return subgroup.replace("-", " ")
+
+
+def texts_of(emoji: Emoji, annotations: dict[str, dict[str, tuple[str | None, list[str]]]]) -> list[str]:
+    """Every text of an emoji: its English name, the name with its CLDR keywords, a line naming its
+    subgroup (what zero-shot over subgroups reads, as a caption names what a photo shows), its
+    names in ``EXTRA_LANGUAGES``."""
+    key = emoji.sequence.replace(VARIATION_SELECTOR, "")
+    name, words = annotations["en"].get(key, (None, []))
+    name = name or emoji.name
+    out = [name, f"{name}: {', '.join(words)}" if words else None, f"a {class_name(emoji.subgroup)} emoji: {name}"]
+    out += [annotations[lang].get(key, (None, []))[0] for lang in EXTRA_LANGUAGES]
+    return list(dict.fromkeys(t for t in out if t))
+
+
+def split_by_base(
+    emoji: Sequence[Emoji], val_fraction: float, test_fraction: float, seed: int
+) -> dict[str, list[Emoji]]:
+    """A seeded train / val / test split of the base emoji, each with all its skin-tone variants."""
+    bases = list(dict.fromkeys(e.base for e in emoji))
+    order = [bases[i] for i in np.random.default_rng(seed).permutation(len(bases))]
+    n_test, n_val = round(len(bases) * test_fraction), round(len(bases) * val_fraction)
+    side = {b: "test" for b in order[:n_test]} | {b: "val" for b in order[n_test : n_test + n_val]}
+    out: dict[str, list[Emoji]] = {"train": [], "val": [], "test": []}
+    for e in emoji:
+        out[side.get(e.base, "train")].append(e)
+    return out
+
+
+def _on_white(glyph: Image.Image, size: int) -> Image.Image:
+    """A drawn glyph cropped to its ink, centred on a white square, scaled to ``size``."""
+    box = glyph.getbbox()
+    if box is None:
+        raise UserError("an emoji drew nothing; the font package is not what was pinned")
+    glyph = glyph.crop(box)
+    side = max(glyph.size)
+    square = Image.new("RGBA", (side, side), (255, 255, 255, 255))
+    square.alpha_composite(glyph, ((side - glyph.width) // 2, (side - glyph.height) // 2))
+    return square.convert("RGB").resize((size, size), Image.Resampling.LANCZOS)
+
+
+class Renderer:
+    """Draws emoji with one font: Noto's colour bitmaps, or Symbola's black outlines."""
+
+    def __init__(self, font: Path, size: int, color: bool) -> None:
+        self.font, self.color = ImageFont.truetype(str(font), size), color
+        self.advance = self.font.getlength("\U0001f600")
+
+    def draws_as_one(self, sequence: str) -> bool:
+        """Whether the font draws ``sequence`` as one glyph (a flag or a ZWJ family is one only
+        with Pillow's raqm layout)."""
+        return self.font.getlength(sequence) <= 1.2 * self.advance
+
+    def image(self, sequence: str, size: int) -> Image.Image:
+        """``sequence`` drawn with a margin, on white, ``size`` pixels square."""
+        *_, right, bottom = self.font.getbbox(sequence)
+        canvas = Image.new("RGBA", (right + 4, bottom + 4), (0, 0, 0, 0))
+        ImageDraw.Draw(canvas).text((2, 2), sequence, font=self.font, fill="black", embedded_color=self.color)
+        return _on_white(canvas, size)
+
+
+def symbola_covers(font: Path) -> frozenset[str]:
+    """The single characters Symbola has a glyph for."""
+    from fontTools.ttLib import TTFont
+
+    with TTFont(str(font), lazy=True) as tt:
+        return frozenset(chr(code) for code in tt.getBestCmap())
+
+
+@dataclass
+class EmojiSet:
+    """What the shard builder writes: the three splits, the zero-shot images (the test split),
+    the shifted domain's test images, the classes and templates, and how the split was made."""
+
+    splits: dict[str, list[Sample]]
+    shifted: list[Sample]
+    classnames: list[str]
+    templates: list[str]
+    record: dict[str, object]
+
+
+def build_emoji(
+    cache: Path | None, image_size: int, val_fraction: float, test_fraction: float, seed: int, limit: int | None
+) -> EmojiSet:
+    """Fetch the pinned packages (once; :func:`clipmag.clip.debian.unpacked`) and draw the set.
+    ``limit`` keeps that many base emoji with their variants (a seeded choice; every class stays named)
+    for a small set."""
+    pins = load_pins()
+    root = {name: unpacked(pins[name], cache) for name in PACKAGES}
+    emoji = read_emoji_test(root["unicode-data"] / EMOJI_TEST)
+    classnames = [class_name(s) for s in dict.fromkeys(e.subgroup for e in emoji)]
+    label = {name: i for i, name in enumerate(classnames)}
+    if limit is not None:
+        n_bases = len({e.base for e in emoji})
+        kept = set(split_by_base(emoji, 0.0, min(1.0, limit / n_bases), seed + 1)["test"])
+        emoji = [e for e in emoji if e in kept]
+    annotations = {lang: read_annotations(root["unicode-cldr-core"], lang) for lang in ("en", *EXTRA_LANGUAGES)}
+    noto = Renderer(root["fonts-noto-color-emoji"] / NOTO, NOTO_SIZE, color=True)
+    if not noto.draws_as_one("\U0001f1e9\U0001f1ea"):
+        raise UserError("this Pillow draws a flag as two letters: it lacks raqm layout; install a Pillow wheel with it")
+    by_split = split_by_base(emoji, val_fraction, test_fraction, seed)
+
+    def sample(e: Emoji, renderer: Renderer, tag: str) -> Sample:
+        key = f"{tag}-" + "-".join(f"{ord(c):x}" for c in e.sequence)
+        return Sample(
+            key, renderer.image(e.sequence, image_size), texts_of(e, annotations), label[class_name(e.subgroup)]
+        )
+
+    splits = {split: [sample(e, noto, "noto") for e in part] for split, part in by_split.items()}
+    symbola_path = root["fonts-symbola"] / SYMBOLA
+    covered = symbola_covers(symbola_path)
+    symbola = Renderer(symbola_path, SYMBOLA_SIZE, color=False)
+    shifted = [
+        sample(e, symbola, "symbola") for e in by_split["test"] if e.sequence.replace(VARIATION_SELECTOR, "") in covered
+    ]
+    versions = {name: pins[name].version for name in PACKAGES}
+    rule = (
+        f"random by base emoji (skin-tone variants together): val {val_fraction}, test {test_fraction}, seed {seed}"
+        + (f"; {limit} base emoji kept" if limit is not None else "")
+    )
+    return EmojiSet(
+        splits, shifted, classnames, list(TEMPLATES), {"source": f"debian packages {versions}", "rule": rule}
+    )

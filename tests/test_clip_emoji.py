@@ -1,0 +1,96 @@
+"""The emoji image-text set, built small from the pinned Debian packages (fetched with apt-get into
+the user cache on first use; skipped, saying why, only where no Debian mirror answers): split by
+base emoji, several texts per image, CLIP-benchmark's own reader takes its zero-shot and retrieval
+sets and the shifted domain's, and a package whose hash is not the pinned one is refused."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from clip_benchmark.datasets.builder import build_dataset
+from PIL import Image
+
+from clipmag.clip import debian, emoji, shards_cli
+from clipmag.errors import UserError
+
+SKIN_AND_SELECTOR = {f"{c:x}" for c in range(0x1F3FB, 0x1F400)} | {"fe0f"}
+
+
+def base_key(key: str) -> str:
+    """A sample key (``noto-1f44b-1f3fb``) as its base emoji's code points."""
+    return "-".join(code for code in key.split("-")[1:] if code not in SKIN_AND_SELECTOR)
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("emoji")
+    args = ["--emoji", "--output", str(out), "--emoji-limit", "100", "--emoji-size", "32"]
+    try:
+        shards_cli.main([*args, "--val-fraction", "0.1", "--test-fraction", "0.3", "--shard-size", "50"])
+    except debian.PackageUnavailable as err:
+        pytest.skip(f"the pinned Debian packages cannot be fetched here: {err}")
+    return out
+
+
+def test_splits_share_no_base_emoji_and_every_image_has_several_texts(small):
+    record = json.loads((small / "splits.json").read_text())
+    bases = {split: {base_key(k) for k in keys} for split, keys in record["images"].items()}
+    assert all(bases[split] for split in ("train", "val", "test"))
+    assert not (bases["train"] & bases["val"] or bases["train"] & bases["test"] or bases["val"] & bases["test"])
+    counts = record["counts"]
+    assert sum(c["captions"] for c in counts.values()) >= 3 * sum(c["images"] for c in counts.values())
+    assert "unicode-data" in record["source"] and "seed 0" in record["rule"]
+
+
+def test_clip_benchmark_reads_zero_shot_and_retrieval_sets(small):
+    classes = (small / "classnames.txt").read_text().splitlines()
+    assert len(classes) >= 50 and "animal mammal" in classes and "face smiling" in classes
+    test_keys = set(json.loads((small / "splits.json").read_text())["images"]["test"])
+    zero_shot = build_dataset("wds/emoji_classification", root=f"{small}/wds/emoji_classification", transform=None)
+    assert zero_shot.classes == classes and zero_shot.templates == list(emoji.TEMPLATES)
+    labels = [label for _, label in zero_shot]
+    assert len(labels) == len(test_keys) and all(0 <= label < len(classes) for label in labels)
+    retrieval = build_dataset(
+        "wds/emoji_retrieval", root=f"{small}/wds/emoji_retrieval", transform=None, task="zeroshot_retrieval"
+    )
+    image, texts = next(iter(retrieval))
+    assert isinstance(image, Image.Image) and image.size == (32, 32) and len(texts) >= 3
+    shifted = build_dataset(
+        "wds/emoji_symbola_classification", root=f"{small}/wds/emoji_symbola_classification", transform=None
+    )
+    drawn = [np.asarray(image) for image, _ in shifted]  # Symbola draws black outlines: every pixel grey
+    assert drawn and all((a[..., 0] == a[..., 1]).all() and (a[..., 1] == a[..., 2]).all() for a in drawn)
+    shifted_keys = json.loads((small / "wds/emoji_symbola_retrieval/test/sizes.json").read_text())
+    assert sum(shifted_keys.values()) == len(drawn) < len(test_keys)
+
+
+def test_texts_are_names_keywords_subgroup_and_other_languages():
+    pins = debian.load_pins()
+    try:
+        cldr = debian.unpacked(pins["unicode-cldr-core"])
+    except debian.PackageUnavailable as err:
+        pytest.skip(f"the pinned Debian packages cannot be fetched here: {err}")
+    annotations = {lang: emoji.read_annotations(cldr, lang) for lang in ("en", *emoji.EXTRA_LANGUAGES)}
+    wave = emoji.Emoji("\U0001f44b\U0001f3fb", "waving hand: light skin tone", "People & Body", "hand-fingers-open")
+    texts = emoji.texts_of(wave, annotations)
+    assert texts[:3] == [
+        "waving hand: light skin tone",
+        "waving hand: light skin tone: hand, light skin tone, wave, waving",
+        "a hand fingers open emoji: waving hand: light skin tone",
+    ]
+    assert len(texts) == 3 + len(emoji.EXTRA_LANGUAGES) and wave.base == "\U0001f44b"
+
+
+def test_a_package_that_is_not_the_pinned_one_is_refused(tmp_path):
+    pin = debian.load_pins()["fonts-symbola"]
+    wrong = replace(pin, sha256="0" * 64)
+    try:
+        with pytest.raises(UserError, match=f"{pin.file}: sha256 {pin.sha256}, pinned 0000"):
+            debian.unpacked(wrong, tmp_path)
+    except debian.PackageUnavailable as err:
+        pytest.skip(f"the pinned Debian packages cannot be fetched here: {err}")
+    assert not (tmp_path / pin.file).exists() and not (tmp_path / f"{pin.name}_{pin.version}").exists()

@@ -1,0 +1,44 @@
+"""The emoji sweep's protocol as its header documents it, before any run: every temperature (and
+SigLIP's learning rate) chosen on the validation split by selection cells that never read the test
+split, the 48 compared cells testing on the test split at the chosen settings, and the comparison
+naming exactly those four groups."""
+
+from __future__ import annotations
+
+from clipmag.clip.cli import parse_args
+from clipmag.registry.config_packages import config_path
+from clipmag_experiments.sweep import run as sweep
+
+SELECTION = {"infonce-sym-scale", "infonce-i2t-scale", "siglip-lr", "siglip-scale"}
+COMPARED = {"infonce-sym": "infonce-sym-scale", "infonce-i2t": "infonce-i2t-scale", "siglip": "siglip-scale"}
+COMPARED["lit"] = "infonce-sym-scale"
+
+
+def test_the_emoji_sweep_chooses_on_validation_and_compares_on_test():
+    path = config_path("configs/sweeps/clip_emoji.yaml")
+    cfg = sweep.load_sweep_config(path)
+    build, tower = cfg.prepare
+    assert build.module == "clipmag.clip.shards_cli" and "--emoji" in build.args
+    assert parse_args(tower.args).data.test_shards == "data/emoji/test"
+    cells = sweep.expand(cfg)
+    sweep.check_cells(cells, str(path))  # every cell parses with the CLIP trainer's own config
+    assert cfg.comparison.groups == list(COMPARED)
+    by_group = {g.name: g for g in cfg.groups}
+    for name, selection in COMPARED.items():
+        assert (
+            by_group[name].choose_variant.group == selection and by_group[name].choose_variant.metric == "mean_r1_head"
+        )
+    assert by_group["siglip-scale"].choose_variant.head == "cosine"  # SigLIP's rate, chosen on cosine alone
+    final = [c for c in cells if c.group in COMPARED]
+    assert len(final) == 4 * 4 * 3 and {c.seed for c in final} == {0, 1, 2}
+    for cell in cells:
+        run = parse_args(cell.argv)
+        assert run.model.name == "clipmag-tiny" and run.model.query_side == "image" and run.train.precision == "fp32"
+        assert run.data.train_shards == "data/emoji/train" and not run.data.augment
+        if cell.group in SELECTION:
+            assert run.data.test_shards == "data/emoji/val" and run.data.val_shards is None, cell.label
+        else:
+            assert (run.data.val_shards, run.data.test_shards) == ("data/emoji/val", "data/emoji/test"), cell.label
+        assert run.train.steps == (800 if run.loss.kind == "siglip" else 400), cell.label
+    scales = {c.variant for c in cells if c.group == "infonce-sym-scale"}
+    assert scales == {"scale5", "scale14", "scale40"}  # brackets CLIP's 1/0.07
