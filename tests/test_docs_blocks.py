@@ -88,6 +88,29 @@ BLOCKS: dict[tuple[str, str], str] = {
     ): GPU,
     ("docs/cluster.md", "scripts/slurm_cluster.sh start"): "starts a SLURM cluster as root",
     ("docs/deploy.md", "python -m text_retrieval.data.download beir scifact data/beir"): DOWNLOAD,
+    ("docs/deploy.md", "python benchmarks/bench_ann_scale.py --output results/deploy/ann_scale.json"): BENCHMARK,
+    (
+        "docs/clip.md",
+        "python scripts/make_clip_shards.py --output data/emoji --emoji --val-fraction 0.1 --test-fraction 0.2",
+    ): "fetches four Debian packages, then a CLIP training of minutes; tests/test_clip_emoji.py builds a small set",
+    (
+        "docs/clip.md",
+        "python scripts/eval_clip_benchmark.py eval --model_type clipmag --model tiny --pretrained "
+        "runs/clip/emoji/export",
+    ): "needs the emoji block's export (runs/clip/emoji), which is not run here",
+    (
+        "docs/clip.md",
+        "python scripts/sweep.py plan --config configs/sweeps/clip_emoji.yaml",
+    ): "the whole emoji sweep, about an hour alone",
+    (
+        "docs/experiments.md",
+        "python scripts/sweep.py plan --config configs/sweeps/fair_fight.yaml",
+    ): QUICK,
+    (
+        "docs/experiments.md",
+        "python -m text_retrieval.data.bundled.pypi_pairs runs/data/pypi-pairs --cache runs/data/pypi-wheels "
+        "--min-train-pairs 25600",
+    ): "downloads 46 pinned wheels from PyPI, then the fair-fight sweep, hours alone",
     ("docs/deploy.md", "python results/deploy/measure_compression.py --export runs/text/dot-for-ann/export"): BENCHMARK,
     ("docs/deploy.md", "python results/deploy/measure_hybrid.py --export runs/text/dot-for-ann/export"): BENCHMARK,
     (
