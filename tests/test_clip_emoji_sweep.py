@@ -19,7 +19,7 @@ def test_the_emoji_sweep_chooses_on_validation_and_compares_on_test():
     cfg = sweep.load_sweep_config(path)
     build, tower = cfg.prepare
     assert build.module == "clipmag.clip.shards_cli" and "--emoji" in build.args
-    assert parse_args(tower.args).data.test_shards == "data/emoji/test"
+    assert parse_args(tower.args).data.test == "data/emoji/test"
     cells = sweep.expand(cfg)
     sweep.check_cells(cells, str(path))  # every cell parses with the CLIP trainer's own config
     assert cfg.comparison.groups == list(COMPARED)
@@ -34,11 +34,11 @@ def test_the_emoji_sweep_chooses_on_validation_and_compares_on_test():
     for cell in cells:
         run = parse_args(cell.argv)
         assert run.model.name == "clipmag-tiny" and run.model.query_side == "image" and run.train.precision == "fp32"
-        assert run.data.train_shards == "data/emoji/train" and not run.data.augment
+        assert run.data.train == "data/emoji/train" and not run.data.augment
         if cell.group in SELECTION:
-            assert run.data.test_shards == "data/emoji/val" and run.data.val_shards is None, cell.label
+            assert run.data.test == "data/emoji/val" and run.data.validation is None, cell.label
         else:
-            assert (run.data.val_shards, run.data.test_shards) == ("data/emoji/val", "data/emoji/test"), cell.label
+            assert (run.data.validation, run.data.test) == ("data/emoji/val", "data/emoji/test"), cell.label
         assert run.train.steps == (800 if run.loss.kind == "siglip" else 400), cell.label
     scales = {c.variant for c in cells if c.group == "infonce-sym-scale"}
     assert scales == {"scale5", "scale14", "scale40"}  # brackets CLIP's 1/0.07
