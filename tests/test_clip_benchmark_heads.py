@@ -150,6 +150,14 @@ def random_features(
         return model, model.encode_image(data.images), model.encode_text(data.tokens), data.image_of_text
 
 
+def ranks_alike(own: torch.Tensor, cosine: torch.Tensor, dim: int, tolerance: float = 1e-5) -> bool:
+    """Whether ``own`` ranks along ``dim`` as ``cosine`` does: cosine's scores, read in own's order, never
+    rise by more than float rounding. (Comparing the two argsorts instead fails on near-ties, whose order
+    one rounding step can swap, and the matmul kernels round differently on different CPUs.)"""
+    in_own_order = cosine.gather(dim, own.argsort(dim, descending=True))
+    return bool((in_own_order.diff(dim=dim) <= tolerance).all())
+
+
 @pytest.mark.parametrize(
     ("head", "query_side"), [("qnorm", "image"), ("qnorm", "text"), ("dnorm", "image"), ("dnorm", "text")]
 )
@@ -167,8 +175,8 @@ def test_a_one_side_head_ranks_the_side_it_normalises_as_cosine_does(digits, hea
         model, images, texts, owner = random_features(seed, digits / "test", head, query_side)
         own, cosine = model.similarity(images, texts), model.similarity(images, texts, build_head("cosine"))
         ranked = {dim: (own.argsort(dim, descending=True), cosine.argsort(dim, descending=True)) for dim in (0, 1)}
-        assert torch.equal(*ranked[normalised_dim])
-        assert not torch.equal(*ranked[1 - normalised_dim])
+        assert ranks_alike(own, cosine, normalised_dim)
+        assert not ranks_alike(own, cosine, 1 - normalised_dim)
         assert F.cosine_similarity(images[:, None], images[None], dim=-1).mean() > 0.9  # images point one way
         hits.append(recall_hits(own, owner, (1, 5, 10)))
         orders.append(ranked[1 - normalised_dim][0])

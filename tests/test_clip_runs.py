@@ -145,7 +145,7 @@ def test_results_and_clip_benchmark_cli_agree_on_the_multi_caption_test_split(tm
         args += ["--dataset", f"wds/{name}", "--dataset_root", f"{digit_shards}/wds/{{dataset}}", "--task", task]
         args += ["--output", str(out), "--num_workers", "0", "--no_amp", "--batch_size", "64", "--head", head, *extra]
         bench = run_python(REPO / "scripts" / "eval_clip_benchmark.py", args, timeout=180)
-        assert f"scored with --head {head}" in bench.stdout
+        assert f"scored with the head {head}" in bench.stdout
         benchmark[head].update(json.loads(out.read_text())["metrics"])
     for head, scoring in (("cosine", "cosine"), ("model", "head")):
         for k in (1, 5, 10):  # CLIP-benchmark's text retrieval is our I->T, its image retrieval our T->I
