@@ -8,7 +8,7 @@ Examples:
         [--val-fraction 0.05] [--test-fraction 0.1] [--classnames classes.txt --templates templates.txt]
     python scripts/make_clip_shards.py --output data/coco --images data/raw/coco \
         --karpathy data/raw/coco/dataset_coco.json
-    python scripts/make_clip_shards.py --output data/coco --images data/raw/coco --download coco   # fetch first (or flickr30k)
+    python scripts/make_clip_shards.py --output data/coco --images data/raw/coco --download coco   # or flickr30k
     python scripts/make_clip_shards.py --output data/digits --bundled       # the composite digits
     python scripts/make_clip_shards.py --output data/emoji --emoji --val-fraction 0.1 --test-fraction 0.2
 
