@@ -77,7 +77,10 @@ def test_text_run_stopped_on_two_ranks_resumes_on_one_to_the_uninterrupted_losse
     assert on_two_ranks == pytest.approx(uninterrupted[: len(on_two_ranks)], abs=1e-6)  # two ranks of 8 = one of 16
     resumed = run_python(TRAIN_TEXT, _text_args(text_setup, stopped, 16, "train.resume=latest"))
     assert f"resuming on 1 rank(s) a checkpoint of 2: {SAME_STEPS}" in resumed.stderr
-    assert _losses(stopped) == pytest.approx(uninterrupted, abs=1e-6)
+    # Two ranks differ from one only in the all-reduce's float32 summation order, whose last-bit
+    # rounding compounds over the steps (about 1e-6 by step 15 on some CPUs' kernels); a wrong data
+    # order, RNG state or optimizer state would move the losses by 1e-2 and more.
+    assert _losses(stopped) == pytest.approx(uninterrupted, rel=1e-5)
 
 
 # ---- the generic loop: what a resume on another number of ranks says --------------------------------
