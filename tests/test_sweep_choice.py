@@ -4,6 +4,7 @@ dev split): the choice is the best mean score, made when the cell runs, recorded
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import toy_frontend
@@ -50,6 +51,15 @@ def test_each_head_runs_with_the_scale_its_dev_cells_chose(tmp_path, toy_kind):
     assert cell["chosen"]["at_grid_edge"] is True  # scale1 is the grid's first: the optimum may be smaller
     middle = json.loads((tmp_path / "runs" / "final" / "default" / "qnorm" / "seed0" / "cell.json").read_text())
     assert middle["chosen"]["variant"] == "scale5" and middle["chosen"]["at_grid_edge"] is False
+
+
+def test_a_choice_can_read_the_candidates_validation_scores(tmp_path, toy_kind):
+    """``dataset: validation`` reads what each run kept for its checkpoint (the toy's dev split
+    disagrees with its test set, so each head takes the scale that test would rank last)."""
+    sweep.run_sweep(_config(tmp_path, VariantChoice(group="scale-grid", dataset="validation")))
+    cosine = json.loads((tmp_path / "runs" / "final" / "default" / "cosine" / "seed0" / "cell.json").read_text())
+    assert cosine["chosen"]["variant"] == "scale1" and cosine["chosen"]["dataset"] == "validation"
+    assert cosine["chosen"]["scores"]["scale1"] == pytest.approx(1.0 - (0.5 - 0.01 * abs(math.log(1 / 20))))
 
 
 def test_a_choice_needs_an_earlier_group(tmp_path, toy_kind):

@@ -46,7 +46,7 @@ def main(argv: Sequence[str]) -> None:
         HeadRecord({"name": opts["norm"]}),
         {"path": str(out)},
         {"toy": {"NDCG@10": score, "MRR@10": score - 0.1}},
-        {},
+        {"NDCG@10": 1.0 - score},  # the dev split disagrees with test: a choice shows which it read
         {},
     )
     for export in EXPORT:

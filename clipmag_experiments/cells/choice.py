@@ -19,7 +19,9 @@ from clipmag.results.record import RESULTS_FILE, read_results
 from clipmag_experiments.cells.extension import walk_grid
 from clipmag_experiments.design.grid import Cell
 
-__all__ = ["choose_variant", "extension_needed", "selection_score"]
+__all__ = ["VALIDATION", "choose_variant", "extension_needed", "selection_score"]
+
+VALIDATION = "validation"  # the ``dataset`` of a choice read from the run's own validation scores
 
 logger = logging.getLogger("clipmag")
 
@@ -30,7 +32,15 @@ def selection_score(candidate: Cell, metric: str, dataset: str | None) -> float:
         raise FileNotFoundError(
             f"sweep cell {candidate.label} has no {RESULTS_FILE}: choosing a variant needs its group finished first"
         )
-    metrics = read_results(path)["metrics"]
+    results = read_results(path)
+    if dataset == VALIDATION:
+        value = results["validation"].get(metric)
+        if not isinstance(value, (int, float)):
+            raise ValueError(
+                f"{path}: no validation {metric!r} to choose a variant by; the run kept {sorted(results['validation'])}"
+            )
+        return float(value)
+    metrics = results["metrics"]
     if dataset is None:
         if len(metrics) != 1:
             raise ValueError(f"{path}: {len(metrics)} test sets ({', '.join(metrics)}); name one in choose_variant")

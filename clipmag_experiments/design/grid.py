@@ -52,7 +52,9 @@ class SweepEvaluation:
 class VariantChoice:
     """Take each cell's variant from an earlier group: per model and head, the variant of group
     ``group`` whose cells scored the highest mean ``metric`` on ``dataset`` (its only test set when
-    unset). The earlier group is the selection run (a dev split, e.g. a scale grid); the protocol
+    unset; ``validation``: the validation scores each candidate kept with its chosen checkpoint, so
+    the selection cells may be the compared cells' own seed-0 runs, which ``same_run`` then reuses).
+    The earlier group is the selection run (a dev split, e.g. a scale grid); the protocol
     is the rule, fixed before either group runs, and the choice it makes is recorded in
     ``cell.json``. Ties go to the variant listed first. ``head``: choose from that head's cells for
     every head (the paper's learning rate, chosen on cosine alone); unset, each head from its own."""
