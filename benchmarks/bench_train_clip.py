@@ -60,8 +60,8 @@ from harness import (
     write_record,
 )
 
-from clipmag.clip import bundled, shards
-from clipmag.clip.model_config import MODEL_CONFIG_DIR
+from image_text import bundled, shards
+from image_text.model_config import MODEL_CONFIG_DIR
 
 OPEN_CLIP_LAUNCH = (
     "import sys, open_clip; open_clip.add_model_config(sys.argv[1]); "
@@ -181,10 +181,10 @@ def bench_open_clip(csv: str, args: argparse.Namespace, out: Path, precision: st
 
 def step_flops(pattern: str, args: argparse.Namespace) -> int:
     """FLOPs of one clipmag training step (forward + backward) on a batch of the benchmark's shards."""
-    from clipmag.clip.config import ClipConfig, resolve
-    from clipmag.clip.task import ClipTask
     from clipmag.config.build import build_config
     from clipmag.runtime.distributed import init_distributed
+    from image_text.config import ClipConfig, resolve
+    from image_text.task import ClipTask
 
     overrides = [f"model.name={args.model}", f"data.batch_size={args.batch_size}", f"data.train={pattern}"]
     task = ClipTask(

@@ -54,9 +54,9 @@ from gpu_model import FLOP_BATCHES, flops_per_sample, without_dropout
 from gpu_profiles import SCRIPTS, Profile, cpu_profile, gpu_profile, trainer_args
 from harness import ROOT, cpu_name
 
-from clipmag.clip.model_config import ClipModelConfig
 from clipmag.config.entry import run_entry_point
 from clipmag.runtime.logs import read_metrics
+from image_text.model_config import ClipModelConfig
 
 SCIFACT = Path(os.environ.get("CLIPMAG_SHARED_DATA", ROOT.parent / "shared" / "data")) / "beir" / "scifact"
 SCIFACT_NDCG, SCIFACT_TOLERANCE = 0.6451, 0.002

@@ -32,8 +32,8 @@ def flops_per_sample(trainer: str, argv: Sequence[str], device: torch.device) ->
 
         task = TextRetrievalTask(parse_args(argv), ctx)
     else:
-        from clipmag.clip.cli import parse_args
-        from clipmag.clip.task import ClipTask
+        from image_text.cli import parse_args
+        from image_text.task import ClipTask
 
         task = ClipTask(parse_args(argv), ctx)
     flops = _count(task, device)

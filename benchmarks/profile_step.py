@@ -185,8 +185,8 @@ def text_task(model: str, batch: int, lengths: tuple[int, int], precision: str, 
 
 def clip_task(model: str, batch: int, precision: str, out: Path, steps: int) -> Callable:
     """A factory of the CLIP trainer's task on the bundled digits set."""
-    from clipmag.clip.config import ClipConfig, resolve
-    from clipmag.clip.task import ClipTask
+    from image_text.config import ClipConfig, resolve
+    from image_text.task import ClipTask
 
     def make() -> tuple[Any, Any]:
         cfg = resolve(

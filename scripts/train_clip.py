@@ -12,7 +12,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from clipmag.clip.cli import entry  # noqa: E402
+from image_text.cli import entry  # noqa: E402
 
 if __name__ == "__main__":
     entry()

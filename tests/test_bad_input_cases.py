@@ -78,7 +78,7 @@ def test_every_prepare_step_is_checked_before_any_runs(tmp_path):
 
 @pytest.mark.parametrize("split", ["train", "val", "test"])
 def test_an_empty_bundled_clip_split_is_refused_naming_its_key(split):
-    from clipmag.clip.cli import parse_args
+    from image_text.cli import parse_args
 
     with pytest.raises(ConfigError, match=rf"key 'data.bundled.{split}' expects int >= 1, got 0"):
         parse_args([f"data.bundled.{split}=0"])
@@ -120,9 +120,9 @@ def test_loading_a_clip_export_does_not_say_its_weights_are_random(tmp_path, cap
 
     import torch
 
-    from clipmag.clip.model import ClipMagModel, ClipModelConfig, build_open_clip, export_open_clip, load_clipmag
     from clipmag.scoring.heads import build_head
     from clipmag.scoring.losses import InfoNCE
+    from image_text.model import ClipMagModel, ClipModelConfig, build_open_clip, export_open_clip, load_clipmag
 
     clip, _, _, _ = build_open_clip(ClipModelConfig(name="clipmag-micro"))
     model = ClipMagModel(clip, build_head("dnorm"), InfoNCE(10.0), "image", "clipmag-micro")

@@ -12,8 +12,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from clipmag.clip import shards_cli as clip_shards
-from clipmag.clip.config import ClipConfig
 from clipmag.config.build import build_config, config_from_dict, to_dict
 from clipmag.config.spellings import current_spelling
 from clipmag.errors import ConfigError
@@ -21,6 +19,8 @@ from clipmag_experiments.cells.same_run import run_identity
 from clipmag_experiments.design.grid import Cell
 from clipmag_experiments.design.protocol import read_protocol, record_start
 from clipmag_experiments.sweep import run as sweep
+from image_text import shards_cli as clip_shards
+from image_text.config import ClipConfig
 from text_retrieval.config import TextConfig
 from text_retrieval.data import shards_cli as text_shards
 from text_retrieval.predict.config import PredictConfig

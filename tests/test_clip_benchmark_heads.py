@@ -2,7 +2,7 @@
 the offline digits sets (its own ``wds`` reader), scored with the model's head.
 
 Under ``--head cosine`` the numbers are plain CLIP-benchmark's (its command line with our loader and
-its own scoring, on the same export); under ``--head model`` retrieval is ``clipmag.clip.evaluate``'s
+its own scoring, on the same export); under ``--head model`` retrieval is ``image_text.evaluate``'s
 on the same split, and classification is the argmax of the head over class embeddings (mean prompt
 direction times mean prompt norm) in the model's trained roles, where qnorm with the image as the
 query re-weights classes by their text norms and dnorm does not. A one-side head ranks the side it
@@ -23,14 +23,14 @@ from clip_benchmark.datasets.builder import build_dataset
 from clip_fixtures import write_digit_shards
 from conftest import REPO, run_python
 
-from clipmag.clip import benchmark
-from clipmag.clip.data import read_eval_set
-from clipmag.clip.evaluate import recall_hits, retrieval_metrics
-from clipmag.clip.model import ClipMagModel, ClipModelConfig, build_open_clip, load_clipmag
 from clipmag.errors import ConfigError
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE
+from image_text import benchmark
+from image_text.data import read_eval_set
+from image_text.evaluate import recall_hits, retrieval_metrics
+from image_text.model import ClipMagModel, ClipModelConfig, build_open_clip, load_clipmag
 
 TRAIN = [
     "model.name=clipmag-micro",

@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 from clip_benchmark.metrics.zeroshot_classification import zero_shot_classifier
 
-from clipmag.clip.benchmark_scoring import _classifier
-from clipmag.clip.model import ClipMagModel, ClipModelConfig, build_open_clip
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE
+from image_text.benchmark_scoring import _classifier
+from image_text.model import ClipMagModel, ClipModelConfig, build_open_clip
 
 CLASSNAMES = ["face smiling", "animal mammal", "transport air", "flag"]
 TEMPLATES = ["a {c} emoji", "an emoji of the kind {c}", "{c}"]

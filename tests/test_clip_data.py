@@ -16,16 +16,16 @@ import torch
 from clip_fixtures import write_digit_shards
 from PIL import Image
 
-from clipmag.clip import download, shards_cli, sources
-from clipmag.clip.cli import parse_args
-from clipmag.clip.data import read_eval_set
-from clipmag.clip.model import build_open_clip
-from clipmag.clip.model_config import ClipModelConfig
-from clipmag.clip.stream import ClipShardStream
-from clipmag.clip.task import ClipTask
 from clipmag.errors import UserError
 from clipmag.runtime.distributed import DistributedContext
 from clipmag.storage.shards import read_samples
+from image_text import download, shards_cli, sources
+from image_text.cli import parse_args
+from image_text.data import read_eval_set
+from image_text.model import build_open_clip
+from image_text.model_config import ClipModelConfig
+from image_text.stream import ClipShardStream
+from image_text.task import ClipTask
 
 
 def _png(seed: int, ext: str = "PNG") -> bytes:
@@ -249,7 +249,7 @@ def test_bundled_shard_build_writes_each_caption_once(tmp_path, monkeypatch, cap
     """The builder is linear in its input: every composite's captions are written exactly once
     (taking them from the whole split per sample made the build quadratic), and it reports each
     shard as it goes."""
-    from clipmag.clip import bundled
+    from image_text import bundled
 
     calls = []
     real = bundled.captions_for

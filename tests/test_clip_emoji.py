@@ -14,8 +14,8 @@ import pytest
 from clip_benchmark.datasets.builder import build_dataset
 from PIL import Image
 
-from clipmag.clip import debian, emoji, shards_cli
 from clipmag.errors import UserError
+from image_text import debian, emoji, shards_cli
 
 SKIN_AND_SELECTOR = {f"{c:x}" for c in range(0x1F3FB, 0x1F400)} | {"fe0f"}
 

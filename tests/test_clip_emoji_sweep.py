@@ -5,9 +5,9 @@ naming exactly those four groups."""
 
 from __future__ import annotations
 
-from clipmag.clip.cli import parse_args
 from clipmag.registry.config_packages import config_path
 from clipmag_experiments.sweep import run as sweep
+from image_text.cli import parse_args
 
 SELECTION = {"infonce-sym-scale", "infonce-i2t-scale", "siglip-lr", "siglip-scale"}
 COMPARED = {"infonce-sym": "infonce-sym-scale", "infonce-i2t": "infonce-i2t-scale", "siglip": "siglip-scale"}
@@ -18,7 +18,7 @@ def test_the_emoji_sweep_chooses_on_validation_and_compares_on_test():
     path = config_path("configs/sweeps/clip_emoji.yaml")
     cfg = sweep.load_sweep_config(path)
     build, tower = cfg.prepare
-    assert build.module == "clipmag.clip.shards_cli" and "--emoji" in build.args
+    assert build.module == "image_text.shards_cli" and "--emoji" in build.args
     assert parse_args(tower.args).data.test == "data/emoji/test"
     cells = sweep.expand(cfg)
     sweep.check_cells(cells, str(path))  # every cell parses with the CLIP trainer's own config

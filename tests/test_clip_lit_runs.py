@@ -13,18 +13,18 @@ import torch
 from clip_fixtures import write_digit_shards
 from safetensors.torch import load_file
 
-from clipmag.clip import benchmark
-from clipmag.clip.architecture import build_open_clip
-from clipmag.clip.cli import main
-from clipmag.clip.model import ClipMagModel, export_open_clip, load_clipmag
-from clipmag.clip.model_config import ClipModelConfig
-from clipmag.clip.weights import WEIGHTS_FILE
 from clipmag.results.record import read_results
 from clipmag.scoring.head_config import HEAD_NAMES
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE, SigLIP
 from clipmag.train.resume_check import ResumeMismatch
+from image_text import benchmark
+from image_text.architecture import build_open_clip
+from image_text.cli import main
+from image_text.model import ClipMagModel, export_open_clip, load_clipmag
+from image_text.model_config import ClipModelConfig
+from image_text.weights import WEIGHTS_FILE
 
 pytestmark = pytest.mark.slow
 COMMON = [

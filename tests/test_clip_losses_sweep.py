@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clipmag.clip.cli import parse_args
 from clipmag.registry.config_packages import config_path
 from clipmag_experiments.sweep import run as sweep
+from image_text.cli import parse_args
 
 
 def test_the_clip_losses_sweep_expands_as_documented():
@@ -17,7 +17,7 @@ def test_the_clip_losses_sweep_expands_as_documented():
     (step,) = cfg.prepare
     source = parse_args(step.args)
     tower = Path(source.train.output_dir) / "export"
-    assert step.module == "clipmag.clip.cli" and step.creates == str(tower / "open_clip_model.safetensors")
+    assert step.module == "image_text.cli" and step.creates == str(tower / "open_clip_model.safetensors")
     assert (source.head.name, source.objective, source.train.seed, source.loss.kind) == ("cosine", "sym", 0, "infonce")
 
     cells = sweep.expand(cfg)

@@ -23,9 +23,9 @@ import torch
 from clip_fixtures import write_digit_shards
 from conftest import REPO, run_python, script_env
 
-from clipmag.clip.model import load_clipmag
 from clipmag.results.record import read_results
 from clipmag.scoring.head_record import HeadRecord
+from image_text.model import load_clipmag
 
 MICRO = [
     "model.name=clipmag-micro",

@@ -9,16 +9,16 @@ import json
 import pytest
 import torch
 
-from clipmag.clip.architecture import build_open_clip
-from clipmag.clip.cli import parse_args
-from clipmag.clip.model import ClipMagModel, export_open_clip
-from clipmag.clip.model_config import MODEL_CONFIG_DIR, ClipModelConfig
-from clipmag.clip.towers import tower_keys
 from clipmag.errors import ConfigError
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE
 from clipmag.train.optim_config import OptimConfig
 from clipmag.train.optimizer import build_optimizer
+from image_text.architecture import build_open_clip
+from image_text.cli import parse_args
+from image_text.model import ClipMagModel, export_open_clip
+from image_text.model_config import MODEL_CONFIG_DIR, ClipModelConfig
+from image_text.towers import tower_keys
 
 
 def micro(seed: int, **settings) -> torch.nn.Module:

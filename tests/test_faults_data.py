@@ -19,16 +19,16 @@ from bright_fixtures import download_all_settings, write_hub_tree
 from clip_fixtures import write_digit_shards
 from text_fixtures import minilm_encoder, write_code_search_set
 
-from clipmag.clip.cli import parse_args
-from clipmag.clip.data import read_eval_set
-from clipmag.clip.model import build_open_clip
-from clipmag.clip.model_config import ClipModelConfig
-from clipmag.clip.stream import ClipShardStream
-from clipmag.clip.task import ClipTask
 from clipmag.errors import ConfigError
 from clipmag.runtime.distributed import DistributedContext
 from clipmag.scoring.heads import build_head
 from clipmag.storage.shards import ShardError, write_tar_shards
+from image_text.cli import parse_args
+from image_text.data import read_eval_set
+from image_text.model import build_open_clip
+from image_text.model_config import ClipModelConfig
+from image_text.stream import ClipShardStream
+from image_text.task import ClipTask
 from text_retrieval.data.loaders import EvalSettings, RetrievalDataset, load_eval_datasets
 from text_retrieval.data.shards_cli import main as make_shards_main
 from text_retrieval.data.training.shards import TextShardStream

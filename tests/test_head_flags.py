@@ -10,14 +10,14 @@ import pytest
 import tomllib
 from conftest import REPO
 
-from clipmag.clip import cli as clip_cli
-from clipmag.clip.benchmark import benchmark_values, split_head_flag
-from clipmag.clip.config import SHORTHANDS as CLIP_FLAGS
-from clipmag.clip.config import ClipConfig
 from clipmag.config.build import key_type
 from clipmag.errors import ConfigError
 from clipmag.results.record import read_results
 from clipmag.train.trainer_flags import FRONT_END_VALUES, SHARED_TRAINER_FLAGS
+from image_text import cli as clip_cli
+from image_text.benchmark import benchmark_values, split_head_flag
+from image_text.config import SHORTHANDS as CLIP_FLAGS
+from image_text.config import ClipConfig
 from text_retrieval import cli as text_cli
 from text_retrieval.config import TEXT_SHORTHANDS as TEXT_FLAGS
 from text_retrieval.config import TextConfig

@@ -10,12 +10,12 @@ import open_clip
 import pytest
 import torch
 
-from clipmag.clip.model import ClipMagModel, build_open_clip, export_open_clip
-from clipmag.clip.model_config import ClipModelConfig
 from clipmag.hub import main, push_export
 from clipmag.scoring.head_record import HEAD_FILE
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE
+from image_text.model import ClipMagModel, build_open_clip, export_open_clip
+from image_text.model_config import ClipModelConfig
 
 
 @pytest.fixture(scope="module")

@@ -27,11 +27,6 @@ from conftest import REPO
 from test_train_text import tiny_setup  # noqa: F401  (the tiny BERT fixture, found by name)
 from text_fixtures import tiny_train_args
 
-from clipmag.clip import benchmark
-from clipmag.clip import cli as clip_cli
-from clipmag.clip.cli import parse_args as parse_clip_args
-from clipmag.clip.model import ClipMagModel, ClipModelConfig, build_open_clip, export_open_clip, load_clipmag
-from clipmag.clip.weights import LEGACY_WEIGHTS_FILE, WEIGHTS_FILE
 from clipmag.config.entry import run_entry_point
 from clipmag.runtime.logs import read_metrics
 from clipmag.scoring.heads import build_head
@@ -40,6 +35,11 @@ from clipmag.storage.folder_lock import LOCK_FILE
 from clipmag.storage.safe_load import UnsafeFileError
 from clipmag.train.checkpoint import load_checkpoint
 from clipmag.train.sharded_reading import CheckedReader, check_metadata, load_checked
+from image_text import benchmark
+from image_text import cli as clip_cli
+from image_text.cli import parse_args as parse_clip_args
+from image_text.model import ClipMagModel, ClipModelConfig, build_open_clip, export_open_clip, load_clipmag
+from image_text.weights import LEGACY_WEIGHTS_FILE, WEIGHTS_FILE
 from text_retrieval import cli as text_cli
 from text_retrieval.cli import parse_args as parse_text_args
 from text_retrieval.model.encoder import TextEncoder

@@ -10,8 +10,8 @@ from conftest import REPO, run_python
 from text_fixtures import tiny_train_args, write_code_search_set, write_tiny_bert
 from transformers import AutoModel, AutoTokenizer
 
-from clipmag.clip.weights import write_weights
 from clipmag.storage.finite import NonFiniteWeights
+from image_text.weights import write_weights
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.serving.cli import main as index_main
 

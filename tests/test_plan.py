@@ -115,7 +115,7 @@ def test_the_clip_count_builds_nothing_real():
     """open_clip moves a model to its device argument; the count names the meta device to it."""
     import open_clip
 
-    from clipmag.clip.cli import cell_cost as clip_cell_cost
+    from image_text.cli import cell_cost as clip_cell_cost
 
     plain = clip_cell_cost(["model.name=clipmag-micro", "train.steps=2"], world_size=1)
     recomputed = clip_cell_cost(["model.name=clipmag-micro", "train.gradient_checkpointing=true"], world_size=1)

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from clipmag.results.marks import difference_text, mark
 from clipmag.results.record import build_results, write_results
-from clipmag.results.significance import difference_text, holm, mark, paired_query_p
+from clipmag.results.significance import holm, paired_query_p
 from clipmag.scoring.head_record import HeadRecord
 from clipmag_experiments.design.comparison import ComparisonProtocol
 from clipmag_experiments.design.grid import SweepConfig, SweepGroup

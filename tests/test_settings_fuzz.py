@@ -40,12 +40,12 @@ class Tool:
 
 
 def _tools() -> dict[str, Tool]:
-    from clipmag.clip import cli as clip_cli
-    from clipmag.clip import shards_cli as clip_shards
     from clipmag.registry.config_packages import config_path
     from clipmag_experiments import cli as experiments
     from clipmag_experiments.sweep import rerun
     from clipmag_experiments.sweep.run import SweepConfig
+    from image_text import cli as clip_cli
+    from image_text import shards_cli as clip_shards
     from text_retrieval import cli as text_cli
     from text_retrieval.data import shards_cli as text_shards
     from text_retrieval.evaluation import cli as eval_text

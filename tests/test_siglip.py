@@ -16,14 +16,14 @@ import torch.nn.functional as F
 from open_clip.loss import SigLipLoss
 from toy_task import TwoTower, global_batch
 
-from clipmag.clip.cli import parse_args
-from clipmag.clip.model import ClipMagModel, ClipModelConfig, build_open_clip, export_open_clip, load_clipmag
 from clipmag.errors import ConfigError
 from clipmag.runtime import precision
 from clipmag.scoring.head_record import HEAD_FILE, HeadRecord
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import SigLIP
 from clipmag.train.grad_cache import cached_backward
+from image_text.cli import parse_args
+from image_text.model import ClipMagModel, ClipModelConfig, build_open_clip, export_open_clip, load_clipmag
 
 
 def _features(n: int = 6, dim: int = 5, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

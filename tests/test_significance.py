@@ -12,6 +12,7 @@ import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
+from clipmag.results.marks import difference_text, family_mark, mark
 from clipmag.results.record import build_results, write_results
 from clipmag.results.significance import (
     FLIP_VALUES_PER_BATCH,
@@ -19,10 +20,7 @@ from clipmag.results.significance import (
     SEED,
     compare_with_baseline,
     detectable_difference,
-    difference_text,
-    family_mark,
     holm,
-    mark,
     mcnemar_p,
     paired_query_p,
     paired_seed_p,

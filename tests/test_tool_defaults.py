@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from clipmag.clip.cli import parse_args as parse_clip
+from image_text.cli import parse_args as parse_clip
 from text_retrieval.cli import parse_args as parse_text
 
 # pyproject.toml's [project.scripts], as installed
@@ -85,8 +85,8 @@ def test_the_text_trainers_packaged_defaults_are_its_defaults(tmp_path):
             parse_text,
             ["--config", "configs/text/sts.yaml", "--norm", "dot", "train.steps=4"],
         ),
-        ("clipmag.clip.cli:entry", parse_clip, []),
-        ("clipmag.clip.cli:entry", parse_clip, ["--objective", "i2t", "--norm", "qnorm"]),
+        ("image_text.cli:entry", parse_clip, []),
+        ("image_text.cli:entry", parse_clip, ["--objective", "i2t", "--norm", "qnorm"]),
     ],
 )
 def test_help_lists_the_values_the_same_arguments_run_with(entry, parse, argv, monkeypatch):

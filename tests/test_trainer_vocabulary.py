@@ -17,12 +17,12 @@ import pytest
 import yaml
 from conftest import REPO
 
-from clipmag.clip import cli as clip_cli
-from clipmag.clip.config import SHORTHANDS as CLIP_FLAGS
-from clipmag.clip.config import ClipConfig
 from clipmag.config.build import build_config, config_from_dict, key_type, load_yaml, to_dict
 from clipmag.config.checks import config_fields, list_types
 from clipmag.config.spellings import TRAINER_FLAGS, TRAINER_KEYS, current_spelling
+from image_text import cli as clip_cli
+from image_text.config import SHORTHANDS as CLIP_FLAGS
+from image_text.config import ClipConfig
 from text_retrieval import cli as text_cli
 from text_retrieval.config import TEXT_SHORTHANDS as TEXT_FLAGS
 from text_retrieval.config import TextConfig

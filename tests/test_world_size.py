@@ -17,13 +17,13 @@ import torch
 from conftest import REPO, run_python, start_script
 from text_fixtures import tiny_train_args, write_code_search_set, write_tiny_bert
 
-from clipmag.clip.model import build_open_clip
-from clipmag.clip.model_config import ClipModelConfig
 from clipmag.config.build import build_config, to_dict
 from clipmag.errors import ConfigError
 from clipmag.runtime.logs import read_metrics
 from clipmag.train.dropout import active_dropout, set_layer_dropout
 from clipmag.train.resume_check import config_identity
+from image_text.model import build_open_clip
+from image_text.model_config import ClipModelConfig
 from text_retrieval.config import TextConfig
 from text_retrieval.model.encoder import TextEncoder
 

@@ -1,11 +1,12 @@
 """Configs shipped inside the packages, so an installed clipmag finds them from any directory.
 
-Each package keeps its configs in its own ``configs`` folder: the core's ``clipmag/configs`` holds
-the sweeps and the image-text front end's configs, and a front end registers its own folder
-(``register_config_package``, from its plugin: the text front end's ``text/``, ``rag/``, ``eval/``).
+The core ships none: it names no front end, and every config names one. Each package above it
+keeps its configs in its own ``configs`` folder and registers it (``register_config_package``): a
+front end from its plugin (the text front end's ``text/``, ``rag/``, ``eval/``, the image-text
+front end's ``clip/``), the sweeps' package (``clipmag_experiments``: ``sweeps/``) when imported.
 A checkout shows them together as ``configs/``. A config path given by a user is read as is when it
 exists; otherwise a path written relative to the configs folder (``configs/text/default.yaml`` or
-``text/default.yaml``) is looked up in every registered package, the core's first.
+``text/default.yaml``) is looked up in every registered package, in the order they registered.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from clipmag.registry.plugins import load_plugins
 __all__ = ["PACKAGED_ROOT", "packaged_configs", "register_config_package", "config_path"]
 
 PACKAGED_ROOT = "configs"
-_CONFIG_PACKAGES = ["clipmag"]
+_CONFIG_PACKAGES: list[str] = []
 
 
-def packaged_configs(package: str = "clipmag") -> Path:
+def packaged_configs(package: str) -> Path:
     """The folder of a package's packaged configs."""
     return Path(str(resources.files(package).joinpath(PACKAGED_ROOT)))
 

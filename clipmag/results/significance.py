@@ -29,8 +29,9 @@ cluster-robust standard error (:func:`cluster_sums`).
   with 80% power (:func:`detectable_difference`), so a reader sees how large a gain could have
   hidden in a comparison that found none.
 
-scipy is imported by the functions that test, so the commands that only name the tests (a sweep's
-``--help``) start without it.
+How a comparison is written in the tables and the manuals (marks, verdicts, p-values) is
+:mod:`clipmag.results.marks`. scipy is imported by the functions that test, so the commands that
+only name the tests (a sweep's ``--help``) start without it.
 """
 
 from __future__ import annotations
@@ -43,23 +44,15 @@ import numpy as np
 __all__ = [
     "ALPHA",
     "POWER",
-    "POWER_NOTE",
-    "QUERY_TEST",
-    "SEED_TEST",
     "Comparison",
     "cluster_sums",
     "compare_with_baseline",
     "detectable_difference",
-    "difference_text",
-    "family_mark",
     "holm",
-    "mark",
     "mcnemar_p",
     "paired_query_p",
-    "p_text",
     "paired_seed_p",
     "seed_averaged",
-    "verdict",
     "with_family_holm",
 ]
 
@@ -73,16 +66,6 @@ FLIP_VALUES_PER_BATCH = 4_000_000
 BOOTSTRAP_RESAMPLES = 10_000
 DIGITS = 10
 SEED = 0
-QUERY_TEST = (
-    "paired two-sided randomisation test over queries (per-query scores averaged over seeds; McNemar's exact "
-    "test for 0/1 outcomes), Holm-corrected over the heads compared with cosine, alpha 0.05"
-)
-SEED_TEST = "paired t-test over seed means (the paper's test)"
-POWER_NOTE = (
-    "MDE: the smallest difference x100 the query-level test would find with 80% power at the row's Holm "
-    "level, so a difference the test does not find could still be as large as the MDE"
-)
-
 # one system's scores: seed -> query id -> score
 PerQuery = Mapping[int, Mapping[str, float]]
 # query id -> the unit it shares with other queries (the image a caption describes); a query not
@@ -334,33 +317,3 @@ def with_family_holm(comparisons: Sequence[Comparison]) -> list[Comparison]:
     which only a p small enough to survive every test of it passes."""
     adjusted = holm([c.p for c in comparisons])
     return [replace(c, p_family=p) for c, p in zip(comparisons, adjusted)]
-
-
-def difference_text(comparison: Comparison) -> str:
-    """``Δ -4.71 [-6.76, -2.75], MDE 2.21`` (x100): the effect, its interval and what the test could find."""
-    c = comparison
-    return f"Δ {100 * c.difference:+.2f} [{100 * c.ci_low:+.2f}, {100 * c.ci_high:+.2f}], MDE {100 * c.detectable:.2f}"
-
-
-def mark(comparison: Comparison | None) -> str:
-    """▲ / ▼ when the corrected query-level test says above / below the baseline, else nothing."""
-    if comparison is None or not comparison.significant:
-        return ""
-    return "▲" if comparison.difference > 0 else "▼"
-
-
-def verdict(comparison: Comparison | None) -> str:
-    """The mark in the manuals' words: ``above`` / ``below`` the baseline, or ``level`` (no mark)."""
-    return {"▲": "above", "▼": "below", "": "level"}[mark(comparison)]
-
-
-def family_mark(comparison: Comparison | None) -> str:
-    """``†`` beside ▲ / ▼ when the difference also survives Holm over the whole family (``p_family``)."""
-    if comparison is None or comparison.p_family is None or comparison.p_family >= ALPHA:
-        return ""
-    return "†"
-
-
-def p_text(p: float, name: str = "p") -> str:
-    """``p<0.001`` or ``p=0.012``: a p-value as the manuals print it."""
-    return f"{name}<0.001" if p < 0.001 else f"{name}={p:.3f}"

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from clipmag.errors import ConfigError
-from clipmag.results.significance import ALPHA, POWER, QUERY_TEST
+from clipmag.results.marks import QUERY_TEST
+from clipmag.results.significance import ALPHA, POWER
 
 __all__ = ["BASELINE", "ComparisonProtocol", "check_comparison", "comparison_statement"]
 

@@ -159,7 +159,7 @@ def coverage(sweeps: Sequence[PlannedSweep], parts: Sequence[str]) -> dict[str, 
 def paper_configs() -> list[str]:
     """Every packaged paper config, named as the sweeps name them (``configs/<folder>/<file>``)."""
     found = []
-    for package in ("clipmag", "text_retrieval"):
+    for package in ("clipmag_experiments", "text_retrieval", "image_text"):
         root = packaged_configs(package)
         found += [f"configs/{p.relative_to(root)}" for pattern in CONFIG_PATTERNS for p in root.glob(pattern)]
     return sorted(found)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from clipmag.registry.evaluations import EVALUATIONS
-from clipmag.results.significance import POWER_NOTE, QUERY_TEST, SEED_TEST, mark
+from clipmag.results.marks import POWER_NOTE, QUERY_TEST, SEED_TEST, mark
 from clipmag_experiments.report import plots
 from clipmag_experiments.report.collect import (
     CLIP_METRICS,

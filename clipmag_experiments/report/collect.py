@@ -234,7 +234,7 @@ def caption_clusters(cells: list[CellResult]) -> QueryClusters:
     A CLIP test set holds several captions of each image, all searching for that one image, so
     their outcomes are correlated and the image is the unit of the tests. A run's ``per_query``
     does not record a caption's image; the grouping comes from the test set's layout instead: the
-    evaluation flattens each image's captions in image order (``clipmag.clip.data.flatten_captions``)
+    evaluation flattens each image's captions in image order (``image_text.data.flatten_captions``)
     and every image of the bundled digits and of COCO-style sets has the same number of captions, so
     caption ``row`` belongs to image ``row // (n_texts / n_images)``. A test set whose counts do not
     divide has no such layout and is refused, not grouped wrongly."""

@@ -13,7 +13,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from clipmag.results.significance import difference_text, mark, with_family_holm
+from clipmag.results.marks import difference_text, mark
+from clipmag.results.significance import with_family_holm
 from clipmag_experiments.design.protocol import read_protocol
 from clipmag_experiments.report.starts import StartRow
 

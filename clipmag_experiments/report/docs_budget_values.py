@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from clipmag.results.significance import Comparison, family_mark
-from clipmag.results.significance import verdict as verdict_of
+from clipmag.results.marks import family_mark
+from clipmag.results.marks import verdict as verdict_of
+from clipmag.results.significance import Comparison
 from clipmag_experiments.report.docs_budget import BUDGETS, HEADS, SWEEP, table_rows
 from clipmag_experiments.report.docs_positive import DATASETS
 from clipmag_experiments.report.starts import HeadResult, StartRow

@@ -14,7 +14,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from clipmag.results.significance import Comparison, compare_with_baseline, difference_text, mark
+from clipmag.results.marks import difference_text, mark
+from clipmag.results.significance import Comparison, compare_with_baseline
 from clipmag_experiments.report.stored import StoredResults
 
 __all__ = ["BLOCKS", "VALUES"]

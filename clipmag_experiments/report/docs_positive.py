@@ -12,7 +12,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from clipmag.results.significance import Comparison, difference_text, family_mark, mark, p_text
+from clipmag.results.marks import difference_text, family_mark, mark, p_text
+from clipmag.results.significance import Comparison
 from clipmag_experiments.report.starts import StartRow
 from clipmag_experiments.report.stored import StoredResults, StoredSweep
 from clipmag_experiments.report.verdicts import PredictorCase, predictor_cases

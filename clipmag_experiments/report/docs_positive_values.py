@@ -12,7 +12,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from clipmag.results.significance import Comparison, family_mark, mark, with_family_holm
+from clipmag.results.marks import family_mark, mark
+from clipmag.results.significance import Comparison, with_family_holm
 from clipmag_experiments.report.docs_positive import DATASETS, SETTINGS, SWEEP, ordered_rows, predictor_scores
 from clipmag_experiments.report.starts import HeadResult, StartRow
 from clipmag_experiments.report.stored import StoredResults

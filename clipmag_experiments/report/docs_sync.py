@@ -29,6 +29,7 @@ from clipmag_experiments.report import (
     docs_budget,
     docs_budget_values,
     docs_clip,
+    docs_compression_values,
     docs_demo,
     docs_deploy,
     docs_hard_negatives,
@@ -70,6 +71,7 @@ VALUES: dict[str, Callable[[StoredResults, str], str]] = {
     **docs_demo.VALUES,
     **docs_speed.VALUES,
     **docs_deploy.VALUES,
+    **docs_compression_values.VALUES,
 }
 
 _NAME = r"[\w-]+"

@@ -25,11 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from clipmag.results.significance import (
-    Comparison,
-    compare_with_baseline,
-    mark,
-)
+from clipmag.results.marks import mark
+from clipmag.results.significance import Comparison, compare_with_baseline
 from clipmag.scoring.head_config import HEAD_NAMES
 from clipmag_experiments.report.collect import CellResult
 

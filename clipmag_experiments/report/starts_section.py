@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from clipmag.results.significance import POWER_NOTE, QUERY_TEST, SEED_TEST, difference_text, mark
+from clipmag.results.marks import POWER_NOTE, QUERY_TEST, SEED_TEST, difference_text, mark
 from clipmag_experiments.report.collect import CellResult, learnable_trajectories
 from clipmag_experiments.report.starts import StartRow
 from clipmag_experiments.report.verdicts import predictor_cases, scorecards

@@ -13,16 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from clipmag.results.significance import (
-    Comparison,
-    compare_with_baseline,
-    difference_text,
-    family_mark,
-    mark,
-    p_text,
-    paired_seed_p,
-    with_family_holm,
-)
+from clipmag.results.marks import difference_text, family_mark, mark, p_text
+from clipmag.results.significance import Comparison, compare_with_baseline, paired_seed_p, with_family_holm
 from clipmag.scoring.head_config import HEAD_NAMES
 from clipmag_experiments.report.collect import QueryClusters, QuestionOutcomes, Row
 

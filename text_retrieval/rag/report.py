@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clipmag.results.significance import Comparison, compare_with_baseline, mark
+from clipmag.results.marks import mark
+from clipmag.results.significance import Comparison, compare_with_baseline
 from text_retrieval.rag.config import ACCURACY_AT
 
 __all__ = ["Row", "comparison_table", "read_row", "question_outcomes", "QUESTIONS_SUFFIX"]

@@ -1,6 +1,6 @@
 """The emoji image-text set: Noto colour emoji with their Unicode names, CLDR keywords and names in
 other languages, a zero-shot task over the CLDR emoji subgroups, and a monochrome font as a shifted
-domain. Every part is a pinned Debian package (:mod:`clipmag.clip.debian`); no one in this project
+domain. Every part is a pinned Debian package (:mod:`image_text.debian`); no one in this project
 drew, named or grouped an emoji.
 
 Why this set (docs/clip.md, "The emoji set"): the digits' ten classes are at their ceiling, so
@@ -200,7 +200,7 @@ class EmojiSet:
 def build_emoji(
     cache: Path | None, image_size: int, val_fraction: float, test_fraction: float, seed: int, limit: int | None
 ) -> EmojiSet:
-    """Fetch the pinned packages (once; :func:`clipmag.clip.debian.unpacked`) and draw the set.
+    """Fetch the pinned packages (once; :func:`image_text.debian.unpacked`) and draw the set.
     ``limit`` keeps that many base emoji with their variants (a seeded choice; every class stays named)
     for a small set."""
     pins = load_pins()

@@ -14,7 +14,7 @@ into it too, so open_clip consumers see the temperature the model was trained wi
 is open_clip's ``logit_bias`` in the same way (added to an architecture that has none, and written
 into the export's ``open_clip_config.json`` as ``init_logit_bias`` so open_clip builds it). Only a
 learnable head adds keys (``clipmag_head.raw_q`` / ``raw_d``); ``export_open_clip`` leaves them out
-and writes the head to ``clipmag_head.json`` beside the weights (safetensors: :mod:`clipmag.clip.weights`).
+and writes the head to ``clipmag_head.json`` beside the weights (safetensors: :mod:`image_text.weights`).
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ import open_clip
 import torch
 from torch import nn
 
-from clipmag.clip.card import CARD_FILE, clip_model_card
 from clipmag.scoring.diagnostics import magnitude_summary
 from clipmag.scoring.head_record import HEAD_FILE, HeadRecord
 from clipmag.scoring.heads import SimilarityHead, build_head
 from clipmag.scoring.loss_config import SIGLIP_BIAS
 from clipmag.scoring.losses import ContrastiveLoss, InfoNCE, SigLIP
+from image_text.card import CARD_FILE, clip_model_card
 
 from .architecture import build_open_clip, resolve_model_name
 from .attention import text_tower, tower_attention, tower_lengths

@@ -51,7 +51,7 @@ class ClipShardsCommand:
     """What to write. One source: ``captions`` (``filename<TAB>caption[<TAB>class]`` per line, one
     line per caption), ``karpathy`` (a Karpathy split file), ``download`` (fetch into ``images``, then
     as ``karpathy``), ``bundled`` (the composite digits) or ``emoji`` (Noto emoji with Unicode and
-    CLDR texts from pinned Debian packages, :mod:`clipmag.clip.emoji`). ``images``: the image folder;
+    CLDR texts from pinned Debian packages, :mod:`image_text.emoji`). ``images``: the image folder;
     ``name``: the benchmark set's name (default: digits, emoji, or the output folder's name); the
     fractions split a captions file's images or the emoji set's base emoji; ``overwrite`` replaces
     shards an earlier run left in ``output``. ``emoji_size``: the side of an emoji image in pixels;

@@ -1,9 +1,9 @@
-"""The open_clip model the ``model`` section (:mod:`clipmag.clip.model_config`) names, built.
+"""The open_clip model the ``model`` section (:mod:`image_text.model_config`) names, built.
 
 ``build_open_clip`` makes the towers: the architecture (open_clip's, one of ours in
 ``configs/clip/models``, or a JSON file), the weights of ``model.pretrained``, then one tower's
 weights from another model (``model.image_init`` / ``model.text_init``) and the locks
-(``model.lock_image`` / ``model.lock_text``) of :mod:`clipmag.clip.towers`.
+(``model.lock_image`` / ``model.lock_text``) of :mod:`image_text.towers`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ L2-normalises both towers' features, so its own numbers are cosine whatever head
 trained with; ``--head model`` (the default) scores zero-shot classification and retrieval with
 the model's head record instead, ``--norm NAME`` (or ``head.name=NAME``, as in every clipmag tool)
 with the head NAME and ``--head cosine`` with cosine, all through
-:mod:`clipmag.clip.benchmark_scoring`. CLIP-benchmark's flags are written in full: a flag that only
+:mod:`image_text.benchmark_scoring`. CLIP-benchmark's flags are written in full: a flag that only
 begins one of them (``--norm`` would be its ``--normalize``) is refused. Its other tasks (linear
 probe, captioning, ...) do not score pairs and run unchanged. Its ``acc5`` is NaN for datasets
 with fewer than five classes.

@@ -4,7 +4,7 @@ batches (bundled digits or WebDataset shards), head-aware evaluation, export and
 Validation (``evaluate``, which picks the best checkpoint) runs on the validation split and the final
 numbers (``test``) on the test split: the bundled set has both, shards name them
 ``data.validation`` and ``data.test``. Both score every caption of every image
-(``clipmag.clip.evaluate``). The test numbers are filed under the data's name: ``digits`` for the
+(``image_text.evaluate``). The test numbers are filed under the data's name: ``digits`` for the
 bundled set, the shard folder's otherwise (``data/coco/test`` -> ``coco``).
 """
 

@@ -1,6 +1,6 @@
 """Which open_clip model a run trains and where its weights come from: the ``model`` section, plain
 data (no torch, no open_clip), so a command line can show and check it before anything heavy loads.
-:mod:`clipmag.clip.architecture` builds what it names.
+:mod:`image_text.architecture` builds what it names.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Literal
 from clipmag.config.checks import Fraction, NonNegativeInt
 from clipmag.registry.config_packages import packaged_configs
 
-MODEL_CONFIG_DIR = packaged_configs() / "clip" / "models"  # our open_clip architectures (clipmag-tiny, ...)
+MODEL_CONFIG_DIR = packaged_configs("image_text") / "clip" / "models"  # our open_clip architectures (clipmag-tiny, ...)
 
 
 @dataclass

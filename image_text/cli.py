@@ -9,7 +9,7 @@ few minutes on two CPU cores); ``--config FILE`` changes the keys the file holds
 Examples:
     clipmag-train-clip --norm qnorm --objective i2t --output runs/clip/i2t_qnorm
     clipmag-train-clip --config configs/clip/coco.yaml --resume latest
-    torchrun --nproc_per_node=2 -m clipmag.clip.cli --norm dnorm --batch-size 128
+    torchrun --nproc_per_node=2 -m image_text.cli --norm dnorm --batch-size 128
 """
 
 from __future__ import annotations
@@ -54,5 +54,5 @@ def entry() -> None:
     run_entry_point(main)
 
 
-if __name__ == "__main__":  # torchrun -m clipmag.clip.cli
+if __name__ == "__main__":  # torchrun -m image_text.cli
     entry()

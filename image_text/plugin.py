@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from clipmag.registry.config_packages import register_config_package
 from clipmag.registry.front_ends import register_front_end
 
 
 def register() -> None:
-    register_front_end("clip", "clipmag.clip.cli")
+    register_front_end("clip", "image_text.cli")
+    register_config_package("image_text")  # configs/clip
