@@ -6,9 +6,9 @@ settings, every run validating as it trains, and the comparison naming exactly t
 
 from __future__ import annotations
 
-from image_text.cli import parse_args
 from clipmag.registry.config_packages import config_path
 from clipmag_experiments.sweep import run as sweep
+from image_text.cli import parse_args
 
 COMPARED = {"infonce-sym": "infonce-sym-scale", "infonce-i2t": "infonce-i2t-scale", "siglip": "siglip-scale"}
 COMPARED["lit"] = "infonce-sym-scale"

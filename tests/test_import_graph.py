@@ -15,7 +15,7 @@ from pathlib import Path
 
 from conftest import REPO
 
-PACKAGES = ("clipmag", "clipmag_experiments", "text_retrieval")
+PACKAGES = ("clipmag", "clipmag_experiments", "text_retrieval", "image_text")
 
 
 def _module_name(path: Path) -> str:

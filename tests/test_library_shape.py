@@ -21,7 +21,9 @@ from conftest import REPO, script_env
 from clipmag.registry import plugins
 
 LIBRARY = [
-    p for root in ("clipmag", "clipmag_experiments", "text_retrieval") for p in sorted((REPO / root).rglob("*.py"))
+    p
+    for root in ("clipmag", "clipmag_experiments", "text_retrieval", "image_text")
+    for p in sorted((REPO / root).rglob("*.py"))
 ]
 SCRIPTS = {e.name: e.value for e in distribution("clipmag").entry_points if e.group == "console_scripts"}
 TWIN_LINES = 6  # consecutive lines of code (imports, comments and blank lines aside)
@@ -73,7 +75,9 @@ def test_the_plugin_docstring_names_the_entry_point_group_it_defines():
 
 def test_research_configs_name_the_paths_the_download_commands_write():
     configs = sorted(
-        p for package in ("clipmag", "text_retrieval") for p in (REPO / package / "configs").rglob("*.yaml")
+        p
+        for package in ("clipmag_experiments", "text_retrieval", "image_text")
+        for p in (REPO / package / "configs").rglob("*.yaml")
     )
     assert len(configs) > 20
     elsewhere = [str(p.relative_to(REPO)) for p in configs if "shared/data" in p.read_text()]

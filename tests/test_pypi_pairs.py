@@ -118,7 +118,7 @@ def test_a_pinned_package_may_not_be_a_held_out_tree(tmp_path, small):
 def test_the_held_out_starts_are_the_stage1_packages_of_the_sweeps():
     """minilm-dot was continued on these packages' pairs: the set holds them out by name."""
     for sweep in ("positive_regime", "budget"):
-        config = yaml.safe_load((REPO / "clipmag" / "configs" / "sweeps" / f"{sweep}.yaml").read_text())
+        config = yaml.safe_load((REPO / "configs" / "sweeps" / f"{sweep}.yaml").read_text())
         step = next(s for s in config["prepare"] if s["name"] == "package-pairs")
         assert tuple(step["args"][step["args"].index("--packages") + 1 :]) == STAGE1_PACKAGES
     pins = json.loads((REPO / "text_retrieval" / "data" / "bundled" / "pypi_pins.json").read_text())["packages"]

@@ -141,7 +141,7 @@ def test_clip_dropout_key_sets_both_towers_and_refuses_what_it_cannot_turn_off(t
     towers = {layer.split(".")[0] for layer in active_dropout(model)}
     assert towers == {"visual", "transformer"}  # the image tower and the text tower
     assert active_dropout(build_open_clip(ClipModelConfig(name="clipmag-micro"))[0]) == []  # open_clip's own: none
-    architecture = REPO / "clipmag" / "configs" / "clip" / "models" / "clipmag-micro.json"
+    architecture = REPO / "configs" / "clip" / "models" / "clipmag-micro.json"
     patched = tmp_path / "micro-patch-dropout.json"
     patched.write_text(architecture.read_text().replace('"patch_size"', '"patch_dropout": 0.5, "patch_size"'))
     with pytest.raises(ConfigError, match=r"model.dropout=0: .* still drops at random \(visual.patch_dropout"):
