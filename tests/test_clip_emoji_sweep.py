@@ -1,7 +1,8 @@
 """The emoji sweep's protocol as its header documents it, before any run: every temperature (and
-SigLIP's learning rate) chosen on the validation split by selection cells that never read the test
-split, the 48 compared cells testing on the test split at the chosen settings, and the comparison
-naming exactly those four groups."""
+SigLIP's learning rate) chosen on the validation split - each choice and each grid extension reads
+the validation scores the candidates kept, never a test number, so the selection cells can be the
+compared seed-0 cells themselves - the 48 compared cells testing on the test split at the chosen
+settings, every run validating as it trains, and the comparison naming exactly those four groups."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from clipmag.clip.cli import parse_args
 from clipmag.registry.config_packages import config_path
 from clipmag_experiments.sweep import run as sweep
 
-SELECTION = {"infonce-sym-scale", "infonce-i2t-scale", "siglip-lr", "siglip-scale"}
 COMPARED = {"infonce-sym": "infonce-sym-scale", "infonce-i2t": "infonce-i2t-scale", "siglip": "siglip-scale"}
 COMPARED["lit"] = "infonce-sym-scale"
 
@@ -28,6 +28,9 @@ def test_the_emoji_sweep_chooses_on_validation_and_compares_on_test():
         assert (
             by_group[name].choose_variant.group == selection and by_group[name].choose_variant.metric == "mean_r1_head"
         )
+    for group in cfg.groups:
+        for reads in (group.choose_variant, group.extend):
+            assert reads is None or reads.dataset == "validation", group.name
     assert by_group["siglip-scale"].choose_variant.head == "cosine"  # SigLIP's rate, chosen on cosine alone
     final = [c for c in cells if c.group in COMPARED]
     assert len(final) == 4 * 4 * 3 and {c.seed for c in final} == {0, 1, 2}
@@ -35,10 +38,10 @@ def test_the_emoji_sweep_chooses_on_validation_and_compares_on_test():
         run = parse_args(cell.argv)
         assert run.model.name == "clipmag-tiny" and run.model.query_side == "image" and run.train.precision == "fp32"
         assert run.data.train == "data/emoji/train" and not run.data.augment
-        if cell.group in SELECTION:
-            assert run.data.test == "data/emoji/val" and run.data.validation is None, cell.label
-        else:
-            assert (run.data.validation, run.data.test) == ("data/emoji/val", "data/emoji/test"), cell.label
-        assert run.train.steps == (800 if run.loss.kind == "siglip" else 400), cell.label
-    scales = {c.variant for c in cells if c.group == "infonce-sym-scale"}
-    assert scales == {"scale5", "scale14", "scale40"}  # brackets CLIP's 1/0.07
+        assert (run.data.validation, run.data.test) == ("data/emoji/val", "data/emoji/test"), cell.label
+        assert run.train.eval_every == 100, cell.label  # the checkpoint is each run's best on validation
+        assert run.train.steps == (1000 if run.loss.kind == "siglip" else 500), cell.label
+    scales = [c.variant for c in cells if c.group == "infonce-sym-scale" and c.head == "cosine" and not c.extends]
+    assert scales == ["scale5", "scale14", "scale40"]  # brackets CLIP's 1/0.07
+    grid = by_group["infonce-sym-scale"].extend
+    assert [v.name for v in grid.low] == ["scale2"] and [v.name for v in grid.high] == ["scale100"]
