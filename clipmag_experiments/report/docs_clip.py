@@ -1,10 +1,12 @@
-"""The CLIP sweep's table of docs/clip.md (``results/clip_losses``), rendered from its cells.
-
-``configs/sweeps/clip_losses.yaml`` trains the four fixed heads under InfoNCE in both directions,
-in one direction, SigLIP and a locked image tower (LiT). The block ``clip-losses`` is the report's
-CLIP table of those cells - I->T and T->I recall with the model's head and with cosine, zero-shot
-accuracy both ways, each head against cosine of its group with the query-level test (Holm over
-the row's heads) and the seed t-test - so the page shows what the stored cells give, nothing typed.
+"""The CLIP sweeps' tables and marks of docs/clip.md and the README, rendered from their cells:
+``results/clip_losses`` (the digits, ``configs/sweeps/clip_losses.yaml``) and ``results/clip_emoji``
+(the emoji set, each head's scale chosen on dev). Each trains the four fixed heads under InfoNCE in
+both directions, in one direction, SigLIP and a locked image tower (LiT). The blocks
+``clip-losses`` and ``clip-emoji`` are the report's CLIP tables of those cells - I->T and T->I
+recall with the model's head and with cosine, zero-shot accuracy both ways, each head against
+cosine of its group with the query-level test (text -> image with the image as the unit, Holm
+over the row's heads and over the whole table) and the seed t-test - and the marks ``clip-*`` and
+``emoji-*`` read single values of them, so the pages show what the stored cells give, nothing typed.
 """
 
 from __future__ import annotations
@@ -27,14 +29,15 @@ from clipmag_experiments.report.tables import (
 
 __all__ = ["BLOCKS", "VALUES"]
 
-SWEEP = "clip_losses"
+# the stored CLIP sweeps and the prefix of their marks in the manuals
+SWEEPS = {"clip": "clip_losses", "emoji": "clip_emoji"}
 MAGNITUDE_HEADS = ("dot", "qnorm", "dnorm")
 
 
-def tested_table(stored: StoredResults) -> list[TableRow]:
+def tested_table(stored: StoredResults, sweep_name: str) -> list[TableRow]:
     """Every group's CLIP metrics per head with the query-level tests (text -> image with the image
     as the unit) and Holm over the whole table; computed once per store (the tests take seconds)."""
-    sweep = stored.sweep(SWEEP)
+    sweep = stored.sweep(sweep_name)
 
     def compute() -> list[TableRow]:
         cells = sweep.cells
@@ -44,77 +47,105 @@ def tested_table(stored: StoredResults) -> list[TableRow]:
     return sweep.derived("tested-table", compute)
 
 
-def clip_table(stored: StoredResults) -> str:
-    """Every group's CLIP metrics per head, as the sweep report tabulates them."""
-    return to_markdown(tested_table(stored)).rstrip("\n")
-
-
-def _cell(stored: StoredResults, argument: str, value: str) -> Cell:
-    """``GROUP/METRIC/HEAD``: one cell of the CLIP table (the digits test set)."""
+def _cell(stored: StoredResults, sweep_name: str, argument: str) -> Cell:
+    """``GROUP/METRIC/HEAD``: one cell of a CLIP table (its one test set)."""
     parts = argument.split("/")
     if len(parts) != 3:
-        raise ValueError(f"value {value}: expected GROUP/METRIC/HEAD, got {argument!r}")
+        raise ValueError(f"{sweep_name}: expected GROUP/METRIC/HEAD, got {argument!r}")
     group, metric, head = parts
-    for row in tested_table(stored):
+    for row in tested_table(stored, sweep_name):
         if (row.group, row.metric) == (group, metric) and head in row.cells:
             return row.cells[head]
-    raise ValueError(f"{SWEEP}: no {head} cell of {metric} in group {group!r}")
+    raise ValueError(f"{sweep_name}: no {head} cell of {metric} in group {group!r}")
 
 
-def verdict(stored: StoredResults, argument: str) -> str:
-    """``GROUP/METRIC/HEAD``: ``above`` / ``below`` / ``level`` - the row's mark against cosine."""
-    return verdict_of(_cell(stored, argument, "clip-verdict").comparison)
+def _verdict(stored: StoredResults, sweep_name: str, argument: str) -> str:
+    return verdict_of(_cell(stored, sweep_name, argument).comparison)
 
 
-def verdicts(stored: StoredResults, argument: str) -> str:
-    """``GROUP/METRIC``: every magnitude head's mark against cosine, in words (``dot below, qnorm
-    below, dnorm level``)."""
-    return ", ".join(f"{head} {verdict(stored, f'{argument}/{head}')}" for head in MAGNITUDE_HEADS)
+def _values(sweep_name: str) -> dict[str, Callable[[StoredResults, str], str]]:
+    """The marks of one stored CLIP sweep, by their name after the sweep's prefix."""
+
+    def verdict(stored: StoredResults, argument: str) -> str:
+        """``GROUP/METRIC/HEAD``: ``above`` / ``below`` / ``level`` - the row's mark against cosine."""
+        return _verdict(stored, sweep_name, argument)
+
+    def verdicts(stored: StoredResults, argument: str) -> str:
+        """``GROUP/METRIC``: every magnitude head's mark against cosine, in words (``dot below,
+        qnorm below, dnorm level``)."""
+        return ", ".join(f"{head} {_verdict(stored, sweep_name, f'{argument}/{head}')}" for head in MAGNITUDE_HEADS)
+
+    def mean(stored: StoredResults, argument: str) -> str:
+        """``GROUP/METRIC/HEAD``: the metric x100, mean over seeds."""
+        return f"{100 * _cell(stored, sweep_name, argument).mean:.2f}"
+
+    def spread(stored: StoredResults, argument: str) -> str:
+        """``GROUP/METRIC/HEAD``: the metric's standard deviation over seeds, x100."""
+        return f"{100 * _cell(stored, sweep_name, argument).std:.2f}"
+
+    def difference(stored: StoredResults, argument: str) -> str:
+        """``GROUP/METRIC/HEAD``: the mean per-query difference to cosine, x100."""
+        comparison = _cell(stored, sweep_name, argument).comparison
+        if comparison is None:
+            raise ValueError(f"{sweep_name}: {argument} has no query-level test against cosine")
+        return f"{100 * comparison.difference:+.2f}"
+
+    def survivors(stored: StoredResults, argument: str = "") -> str:
+        """``40 of 96``: the table's marks that survive Holm over all of its tests (†)."""
+        table = tested_table(stored, sweep_name)
+        found = sum(1 for row in table for cell in row.cells.values() if family_mark(cell.comparison))
+        return f"{found} of {tested(table)}"
+
+    def tests(stored: StoredResults, argument: str = "") -> str:
+        """How many query-level tests the table holds: the family of its whole-table Holm."""
+        return str(tested(tested_table(stored, sweep_name)))
+
+    def chosen(stored: StoredResults, argument: str) -> str:
+        """``GROUP``: each head's setting as its dev choice made it (``cosine scale14, dot scale5
+        (grid edge)``), read from the seed-0 cells' ``cell.json``; a choice left on its grid's edge
+        says so."""
+        picks = {}
+        for c in stored.sweep(sweep_name).group(argument):
+            choice = c.cell.get("chosen")
+            if choice is None:
+                raise ValueError(f"{sweep_name}: group {argument!r} takes no setting chosen on dev")
+            picks[c.cell["head"]] = f"{choice['variant']}" + (" (grid edge)" if choice.get("at_grid_edge") else "")
+        return ", ".join(f"{head} {picks[head]}" for head in ("cosine", *MAGNITUDE_HEADS) if head in picks)
+
+    def runs(stored: StoredResults, argument: str = "") -> str:
+        """How many runs the stored sweep holds, and the code that made them."""
+        return stored.sweep(sweep_name).runs_at()
+
+    def minutes(stored: StoredResults, argument: str = "") -> str:
+        """The stored cells' training and testing time together, in minutes (what the sweep cost)."""
+        return f"{stored.sweep(sweep_name).cell_seconds() / 60:.0f} minutes"
+
+    return {
+        "runs": runs,
+        "minutes": minutes,
+        "verdict": verdict,
+        "verdicts": verdicts,
+        "mean": mean,
+        "chosen": chosen,
+        "spread": spread,
+        "difference": difference,
+        "survivors": survivors,
+        "tests": tests,
+    }
 
 
-def mean(stored: StoredResults, argument: str) -> str:
-    """``GROUP/METRIC/HEAD``: the metric x100, mean over seeds."""
-    return f"{100 * _cell(stored, argument, 'clip-mean').mean:.2f}"
+def _table(sweep_name: str) -> Callable[[StoredResults], str]:
+    def table(stored: StoredResults) -> str:
+        """Every group's CLIP metrics per head, as the sweep report tabulates them."""
+        return to_markdown(tested_table(stored, sweep_name)).rstrip("\n")
+
+    return table
 
 
-def difference(stored: StoredResults, argument: str) -> str:
-    """``GROUP/METRIC/HEAD``: the mean per-query difference to cosine, x100."""
-    comparison = _cell(stored, argument, "clip-difference").comparison
-    if comparison is None:
-        raise ValueError(f"{SWEEP}: {argument} has no query-level test against cosine")
-    return f"{100 * comparison.difference:+.2f}"
-
-
-def survivors(stored: StoredResults, argument: str = "") -> str:
-    """``40 of 96``: the table's marks that survive Holm over all of its tests (†)."""
-    table = tested_table(stored)
-    found = sum(1 for row in table for cell in row.cells.values() if family_mark(cell.comparison))
-    return f"{found} of {tested(table)}"
-
-
-def tests(stored: StoredResults, argument: str = "") -> str:
-    """How many query-level tests the CLIP table holds: the family of its whole-table Holm."""
-    return str(tested(tested_table(stored)))
-
-
-def runs(stored: StoredResults, argument: str = "") -> str:
-    """How many runs the stored CLIP sweep holds, and the code that made them."""
-    return stored.sweep(SWEEP).runs_at()
-
-
-def minutes(stored: StoredResults, argument: str = "") -> str:
-    """The stored cells' training and testing time together, in minutes (what the sweep cost)."""
-    return f"{stored.sweep(SWEEP).cell_seconds() / 60:.0f} minutes"
-
-
-BLOCKS: dict[str, Callable[[StoredResults], str]] = {"clip-losses": clip_table}
+BLOCKS: dict[str, Callable[[StoredResults], str]] = {
+    "clip-losses": _table(SWEEPS["clip"]),
+    "clip-emoji": _table(SWEEPS["emoji"]),
+}
 VALUES: dict[str, Callable[[StoredResults, str], str]] = {
-    "clip-runs": runs,
-    "clip-minutes": minutes,
-    "clip-verdict": verdict,
-    "clip-verdicts": verdicts,
-    "clip-mean": mean,
-    "clip-difference": difference,
-    "clip-survivors": survivors,
-    "clip-tests": tests,
+    f"{prefix}-{name}": value for prefix, sweep_name in SWEEPS.items() for name, value in _values(sweep_name).items()
 }

@@ -75,15 +75,23 @@ class StoredSweep:
             raise ValueError(f"{self.folder}: cells from {len(codes)} code states; the manuals cite one per sweep")
         return cited_code(json.loads(codes.pop()))
 
+    @property
+    def trained(self) -> list[CellResult]:
+        """The cells that trained: a cell that took a finished cell's results (``same_run_as``, one
+        run reached by two groups) is that run, not another."""
+        return [c for c in self.cells if not c.cell.get("same_run_as")]
+
     def cell_seconds(self) -> float:
-        """The cells' training and testing time together, by their own timings (a continued cell
-        counts only what it added): what the sweep cost, without prepare steps and waits."""
-        timings = [c.results["timings"] for c in self.cells]
+        """The runs' training and testing time together, by their own timings (a continued cell
+        counts only what it added, a shared run once): what the sweep cost, without prepare steps
+        and waits."""
+        timings = [c.results["timings"] for c in self.trained]
         return float(sum(t["train_seconds"] + t["test_seconds"] for t in timings))
 
     def runs_at(self) -> str:
-        """``246 runs at commit `3a15e4e```: how many cells the manuals' figures rest on, and their code."""
-        return f"{len(self.cells)} runs at {self.code()}"
+        """``246 runs at commit `3a15e4e```: how many runs the manuals' figures rest on (a shared
+        run once), and their code."""
+        return f"{len(self.trained)} runs at {self.code()}"
 
 
 class StoredResults:
