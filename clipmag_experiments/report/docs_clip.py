@@ -122,15 +122,17 @@ def _values(sweep_name: str) -> dict[str, Callable[[StoredResults, str], str]]:
         return str(tested(tested_table(stored, sweep_name)))
 
     def chosen(stored: StoredResults, argument: str) -> str:
-        """``GROUP``: each head's setting as its dev choice made it (``cosine scale14, dot scale5
-        (grid edge)``), read from the seed-0 cells' ``cell.json``; a choice left on its grid's edge
-        says so."""
+        """``GROUP``: each head's setting as its dev choice made it (``cosine scale14, dot scale1
+        (grid edge; scale30 diverged)``), read from the seed-0 cells' ``cell.json``; a choice left
+        on its grid's edge says so, as does a candidate whose run diverged."""
         picks = {}
         for c in stored.sweep(sweep_name).group(argument):
             choice = c.cell.get("chosen")
             if choice is None:
                 raise ValueError(f"{sweep_name}: group {argument!r} takes no setting chosen on dev")
-            picks[c.cell["head"]] = f"{choice['variant']}" + (" (grid edge)" if choice.get("at_grid_edge") else "")
+            notes = ["grid edge"] if choice.get("at_grid_edge") else []
+            notes += [f"{', '.join(choice['diverged'])} diverged"] if choice.get("diverged") else []
+            picks[c.cell["head"]] = choice["variant"] + (f" ({'; '.join(notes)})" if notes else "")
         return ", ".join(f"{head} {picks[head]}" for head in ("cosine", *MAGNITUDE_HEADS) if head in picks)
 
     def runs(stored: StoredResults, argument: str = "") -> str:
