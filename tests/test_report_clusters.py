@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from clipmag.errors import ConfigError
-from clipmag.results.significance import verdict
-from clipmag.results.significance import holm
+from clipmag.results.significance import holm, verdict
 from clipmag_experiments.report import docs_clip
 from clipmag_experiments.report.collect import caption_clusters, find_cells
 from clipmag_experiments.report.stored import StoredResults

@@ -10,8 +10,8 @@ from clipmag.config.entry import run_entry_point
 from clipmag.results.record import build_results, write_results
 from clipmag.scoring.head_record import HeadRecord
 from clipmag_experiments.cli import report_main
-from clipmag_experiments.report import build_report
 from clipmag_experiments.design.protocol import PROTOCOL_FILE
+from clipmag_experiments.report import build_report
 from clipmag_experiments.report.provenance import MixedCode
 from clipmag_experiments.report.stored import StoredSweep
 
