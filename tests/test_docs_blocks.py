@@ -104,7 +104,7 @@ BLOCKS: dict[tuple[str, str], str] = {
     ): "the whole emoji sweep, about two hours alone",
     (
         "docs/clip.md",
-        "python -m clipmag_experiments.sweep.archive runs/clip_emoji results/clip_emoji",
+        "python -m clipmag_experiments.sweep.caption_layout runs/clip_emoji data/emoji/test",
     ): "needs the emoji sweep's runs, and rewrites results/clip_emoji",
     (
         "docs/clip.md",

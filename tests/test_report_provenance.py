@@ -107,7 +107,7 @@ def test_the_manuals_cite_several_code_states_only_where_the_protocol_record_sho
     for seed, state in enumerate((CLEAN, CLEAN, OTHER)):
         for head in ("cosine", "dot"):
             _cell(tmp_path, head, seed, state)
-    with pytest.raises(ValueError, match=r"commit b{40} \(2 runs\) is not a clean commit recorded as a start"):
+    with pytest.raises(ValueError, match=r"commit a{12} \(4 runs\) is not a clean commit recorded as a start"):
         StoredSweep(tmp_path).code()
     starts = [{"code": CLEAN}, {"code": OTHER}]
     (tmp_path / PROTOCOL_FILE).write_text(json.dumps({"starts": starts}))

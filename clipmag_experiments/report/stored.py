@@ -91,6 +91,14 @@ class StoredSweep:
                 )
         return " and ".join(f"{cited_code(code)} ({runs} runs)" for code, runs in codes)
 
+    def compared(self) -> list[CellResult]:
+        """The cells of the groups the protocol compares (``comparison.groups`` of the first start in
+        ``sweep.json``), without the selection groups that only chose their settings; every cell when
+        the protocol names none."""
+        starts = read_protocol(self.folder)
+        groups = ((starts[0].get("config") or {}).get("comparison") or {}).get("groups") if starts else None
+        return [c for c in self.cells if c.cell["group"] in groups] if groups else self.cells
+
     @property
     def trained(self) -> list[CellResult]:
         """The cells that trained: a cell that took a finished cell's results (``same_run_as``, one
