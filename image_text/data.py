@@ -197,6 +197,13 @@ def check_eval_set(spec: str, what: str) -> int:
     return sum(1 for _ in _eval_samples(spec, what))
 
 
+def caption_owners(spec: str, what: str) -> list[int]:
+    """The image row of every caption of the evaluation split ``spec``, in the order and flattening
+    the evaluation uses (what a report needs to test the captions of one image as one cluster)."""
+    _, owner = flatten_captions([sample.captions for sample in _eval_samples(spec, what)])
+    return owner.tolist()
+
+
 def read_eval_set(spec: str, preprocess: Callable, tokenizer: Callable, what: str) -> EvalSet:
     """Every sample of the shards of ``spec``, in order, with all captions (``what`` names the setting)."""
     images, captions, labels = [], [], []

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ElementTree
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,10 +112,7 @@ def class_name(subgroup: str, siblings: dict[str, int]) -> str:
 
 def head_word_counts(emoji: Sequence[Emoji]) -> dict[str, int]:
     """How many subgroups of ``emoji`` share each head word (the part before the first hyphen)."""
-    counts: dict[str, int] = {}
-    for subgroup in dict.fromkeys(e.subgroup for e in emoji):
-        counts[subgroup.split("-")[0]] = counts.get(subgroup.split("-")[0], 0) + 1
-    return counts
+    return Counter(subgroup.split("-")[0] for subgroup in dict.fromkeys(e.subgroup for e in emoji))
 
 
 def texts_of(emoji: Emoji, category: str, annotations: dict[str, dict[str, tuple[str | None, list[str]]]]) -> list[str]:

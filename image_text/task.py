@@ -235,7 +235,8 @@ class ClipTask:
             predictions = zero_shot_predictions(model, images, prompt_features, len(zero_shot.classnames))
             metrics.update(zero_shot_metrics(predictions, zero_shot.labels))
             per_query.update(zero_shot_outcomes(predictions, zero_shot.labels))
-        return {data.name: {**metrics, "per_query": per_query}}
+        # each caption's image: the report tests the captions of one image as one cluster
+        return {data.name: {**metrics, "per_query": per_query, "image_of_text": data.image_of_text.tolist()}}
 
     def run_identity(self) -> dict[str, Any]:
         m = self.cfg.model

@@ -11,11 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from clip_benchmark.datasets.builder import build_dataset
 from PIL import Image
 
-from clipmag.errors import UserError
 from image_text import debian, emoji, shards_cli
+from image_text.data import read_eval_set
+from clipmag.errors import UserError
+from clipmag_experiments.sweep.caption_layout import read_caption_layouts, write_caption_layout
 
 SKIN_AND_SELECTOR = {f"{c:x}" for c in range(0x1F3FB, 0x1F400)} | {"fe0f"}
 
@@ -107,3 +110,12 @@ def test_a_package_that_is_not_the_pinned_one_is_refused(tmp_path):
     except debian.PackageUnavailable as err:
         pytest.skip(f"the pinned Debian packages cannot be fetched here: {err}")
     assert not (tmp_path / pin.file).exists() and not (tmp_path / f"{pin.name}_{pin.version}").exists()
+
+
+def test_the_caption_layout_names_each_captions_image_as_the_evaluation_reads_them(small, tmp_path):
+    """The report's grouping of older runs' captions comes from the shards, in the evaluation's order."""
+    write_caption_layout(tmp_path, [str(small / "test")])
+    (layout,) = read_caption_layouts(tmp_path).values()
+    evaluated = read_eval_set(str(small / "test"), lambda image: torch.zeros(1), lambda texts: texts, "data.test")
+    assert layout == evaluated.image_of_text.tolist() and len(set(layout)) == len(evaluated.images)
+    assert len(layout) > len(evaluated.images)  # several captions an image, unevenly

@@ -103,6 +103,14 @@ BLOCKS: dict[tuple[str, str], str] = {
         "python scripts/sweep.py plan --config configs/sweeps/clip_emoji.yaml",
     ): "the whole emoji sweep, about two hours alone",
     (
+        "docs/clip.md",
+        "python -m clipmag_experiments.sweep.caption_layout runs/clip_emoji data/emoji/test",
+    ): "needs the emoji sweep's runs, and rewrites results/clip_emoji",
+    (
+        "docs/clip.md",
+        "python scripts/eval_clip_benchmark.py eval --model_type clipmag --model tiny --pretrained",
+    ): "needs the emoji sweep's runs, and rewrites results/clip_emoji/shifted",
+    (
         "docs/experiments.md",
         "python scripts/sweep.py plan --config configs/sweeps/fair_fight.yaml",
     ): QUICK,

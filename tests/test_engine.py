@@ -3,6 +3,7 @@ processes matching one process with the doubled batch."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -12,6 +13,7 @@ from conftest import REPO, run_python
 from clipmag.runtime.logs import read_metrics
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.train.checkpoint import load_checkpoint, resolve_resume
+from clipmag.train.diverged_record import DIVERGED_FILE, read_divergence
 
 WORKER = str(REPO / "tests" / "engine_worker.py")
 
@@ -76,6 +78,18 @@ def test_divergence_stops_with_step_and_statistic(tmp_path):
     assert proc.returncode != 0
     assert "training diverged at step 1: loss" in proc.stderr
     assert not (tmp_path / "checkpoints" / "latest.pt").exists()
+    record = read_divergence(tmp_path)  # what a sweep's choice reads: the run has an outcome
+    assert record is not None and (record["step"], record["statistic"], record["limit"]) == (1, "loss", 0.5)
+    assert record["value"] > 0.5 and record["message"] in proc.stderr
+    _run([str(tmp_path), "8", "head.name=dot", "train.resume=latest"])  # a new attempt that trains
+    assert read_divergence(tmp_path) is None and (tmp_path / "export" / "model.pt").is_file()
+
+
+def test_a_non_finite_statistic_is_recorded_by_name(tmp_path):
+    proc = _run([str(tmp_path), "8", "nan_gradient_at=2"], check=False)
+    assert proc.returncode != 0
+    text = (tmp_path / DIVERGED_FILE).read_text()
+    assert json.loads(text)["value"] == "nan" and "NaN" not in text  # strict JSON, no nan literal
 
 
 def test_resume_from_missing_checkpoint_is_a_clear_error(tmp_path):

@@ -41,8 +41,39 @@ def test_a_test_set_without_equal_caption_counts_is_refused_naming_its_file(stor
     record = json.loads(path.read_text(encoding="utf-8"))
     record["metrics"]["digits"]["n_texts"] = 5001.0
     path.write_text(json.dumps(record), encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"seed0/results.json: digits has 5001 captions of 1000 images"):
+    with pytest.raises(ConfigError, match=r"seed0/results.json: digits has 5001 captions of 1000 images") as err:
         caption_clusters(find_cells(stored_cell.parents[3]))
+    assert "python -m clipmag_experiments.sweep.caption_layout" in str(err.value)  # the way out
+
+
+def _uneven(cell: Path) -> list[int]:
+    """Make the stored cell's test set one of uneven caption counts (image i has 1 + i % 7 captions,
+    as far as 5,000 captions reach); returns the image of each caption."""
+    owners = [i for i in range(2000) for _ in range(1 + i % 7)][:5000]
+    path = cell / "results.json"
+    record = json.loads(path.read_text(encoding="utf-8"))
+    record["metrics"]["digits"]["n_images"] = float(max(owners) + 1)
+    path.write_text(json.dumps(record), encoding="utf-8")
+    return owners
+
+
+def test_uneven_captions_are_grouped_by_the_image_a_run_recorded_for_each(stored_cell):
+    owners = _uneven(stored_cell)
+    path = stored_cell / "results.json"
+    record = json.loads(path.read_text(encoding="utf-8"))
+    record["metrics"]["digits"]["image_of_text"] = owners
+    path.write_text(json.dumps(record), encoding="utf-8")
+    ((_, clusters),) = caption_clusters(find_cells(stored_cell.parents[3])).items()
+    assert clusters["text-0"] == "captions of image-0" != clusters["text-1"] == clusters["text-2"]
+    assert clusters["text-4999"] == f"captions of image-{owners[-1]}" and len(set(clusters.values())) == max(owners) + 1
+
+
+def test_uneven_captions_of_older_runs_are_grouped_by_the_layout_read_from_the_shards(stored_cell):
+    owners = _uneven(stored_cell)
+    ((_, clusters),) = caption_clusters(find_cells(stored_cell.parents[3]), {"digits": owners}).items()
+    assert clusters["text-3"] == "captions of image-2" and clusters["text-4999"] == f"captions of image-{owners[-1]}"
+    with pytest.raises(ConfigError, match=r"its caption layout names 4999 captions .*another test set"):
+        caption_clusters(find_cells(stored_cell.parents[3]), {"digits": owners[:-1]})
 
 
 def test_the_clip_table_tests_captions_over_images_and_its_words_are_its_marks(tmp_path):

@@ -10,8 +10,10 @@ from clipmag.config.entry import run_entry_point
 from clipmag.results.record import build_results, write_results
 from clipmag.scoring.head_record import HeadRecord
 from clipmag_experiments.cli import report_main
+from clipmag_experiments.design.protocol import PROTOCOL_FILE
 from clipmag_experiments.report import build_report
 from clipmag_experiments.report.provenance import MixedCode
+from clipmag_experiments.report.stored import StoredSweep
 
 CLEAN = {"commit": "a" * 40, "dirty": False, "diff_sha256": None, "reason": None}
 OTHER = {"commit": "b" * 40, "dirty": False, "diff_sha256": None, "reason": None}
@@ -97,3 +99,16 @@ def test_a_sweep_at_one_clean_commit_needs_no_allow_mixed(tmp_path, monkeypatch)
     monkeypatch.setattr("clipmag.results.provenance.code_state", lambda: dict(CLEAN))
     report = build_report(_toy_sweep(tmp_path, monkeypatch)).read_text()
     assert f"Code: commit {'a' * 12} (2 runs)." in report and "mixed" not in report
+
+
+def test_the_manuals_cite_several_code_states_only_where_the_protocol_record_shows_each(tmp_path):
+    """A protocol amended mid-sweep runs its last cells at the amendment's commit: the manuals then
+    cite both states with their runs, as long as sweep.json recorded a start at each."""
+    for seed, state in enumerate((CLEAN, CLEAN, OTHER)):
+        for head in ("cosine", "dot"):
+            _cell(tmp_path, head, seed, state)
+    with pytest.raises(ValueError, match=r"commit a{12} \(4 runs\) is not a clean commit recorded as a start"):
+        StoredSweep(tmp_path).code()
+    starts = [{"code": CLEAN}, {"code": OTHER}]
+    (tmp_path / PROTOCOL_FILE).write_text(json.dumps({"starts": starts}))
+    assert StoredSweep(tmp_path).runs_at() == "6 runs at commit `aaaaaaa` (4 runs) and commit `bbbbbbb` (2 runs)"

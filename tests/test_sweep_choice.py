@@ -180,3 +180,38 @@ def test_a_choice_must_read_what_the_extension_reads(tmp_path, toy_kind):
     final = sweep.SweepGroup(name="final", kind="toy", heads=["cosine"], choose_variant=VariantChoice("scale-grid"))
     with pytest.raises(ValueError, match="choose by what the extension reads"):
         sweep.expand(sweep.SweepConfig(output_dir=str(tmp_path / "runs"), groups=[grid, final]))
+
+
+def test_a_diverged_candidate_is_run_once_and_never_chosen(tmp_path, toy_kind, monkeypatch):
+    """cosine's extension 50 diverges: 20 stays its choice, inside the grid as read; qnorm's 20
+    diverges: 5, then on the low edge, runs the extension 2 and stays. Neither divergence fails the
+    sweep, and a rerun does not run them again."""
+    monkeypatch.setattr(toy_frontend, "DIVERGE_AT", {("cosine", 50.0), ("qnorm", 20.0)})
+    heads = ["cosine", "qnorm"]
+    extend = GridExtension(low=[_scale(2)], high=[_scale(50)])
+    grid = sweep.SweepGroup(name="scale-grid", kind="toy", heads=heads, variants=[_scale(5), _scale(20)], extend=extend)
+    final = sweep.SweepGroup(
+        name="final", kind="toy", heads=heads, args=["a=1"], choose_variant=VariantChoice("scale-grid")
+    )
+    cfg = sweep.SweepConfig(output_dir=str(tmp_path / "runs"), groups=[grid, final])
+    sweep.run_sweep(cfg)
+    runs = tmp_path / "runs"
+    chosen = {
+        h: json.loads((runs / "final" / "default" / h / "seed0" / "cell.json").read_text())["chosen"] for h in heads
+    }
+    assert chosen["cosine"]["variant"] == "scale20" and chosen["cosine"]["diverged"] == ["scale50"]
+    assert chosen["cosine"]["grid"] == ["scale5", "scale20", "scale50"] and chosen["cosine"]["at_grid_edge"] is False
+    assert set(chosen["cosine"]["scores"]) == {"scale5", "scale20"}  # a diverged run has no score to store
+    assert chosen["qnorm"]["variant"] == "scale5" and chosen["qnorm"]["diverged"] == ["scale20"]
+    assert chosen["qnorm"]["extended"] == ["scale2"]
+    calls = len(toy_frontend.CALLS)
+    sweep.run_sweep(cfg)
+    assert len(toy_frontend.CALLS) == calls  # the diverged cells are an outcome, not an interruption
+
+
+def test_a_grid_whose_every_setting_diverged_has_nothing_to_choose(tmp_path, toy_kind, monkeypatch):
+    monkeypatch.setattr(toy_frontend, "DIVERGE_AT", {("cosine", 5.0), ("cosine", 20.0)})
+    grid = sweep.SweepGroup(name="scale-grid", kind="toy", heads=["cosine"], variants=[_scale(5), _scale(20)])
+    final = sweep.SweepGroup(name="final", kind="toy", heads=["cosine"], choose_variant=VariantChoice("scale-grid"))
+    with pytest.raises(SweepUnfinished, match="every setting of group 'scale-grid' read for head cosine diverged"):
+        sweep.run_sweep(sweep.SweepConfig(output_dir=str(tmp_path / "runs"), groups=[grid, final]))

@@ -1,5 +1,6 @@
 """A stand-in trainer for sweep tests: records its calls, writes results.json, can be made to fail:
-killed (``FAIL_ON``, Ctrl-C) or broken (the argument ``toy.fail=1``, in any process, torchrun's too)."""
+killed (``FAIL_ON``, Ctrl-C), broken (the argument ``toy.fail=1``, in any process, torchrun's too) or
+diverged (``DIVERGE_AT``: the head and loss scale whose run stops as the trainer's guard stops it)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 
 from clipmag.results.record import build_results, write_results
 from clipmag.scoring.head_record import HeadRecord
+from clipmag.train.diverged_record import record_divergence
+from clipmag.train.train_step import TrainingDiverged
 
 CALLS: list[list[str]] = []
 FAIL_ON: set[str] = set()
@@ -19,6 +22,8 @@ EXPORT: list[Callable[[Path, str], None]] = []
 BEST_SCALE = {"cosine": 20.0, "dot": 1.0, "qnorm": 5.0, "dnorm": 20.0, "learnable": 5.0}
 # the learning rate at which a head scores best (none: the rate does not matter to it)
 BEST_LR: dict[str, float] = {}
+# (head, loss scale) whose run diverges at step 1, recording it as the trainer does
+DIVERGE_AT: set[tuple[str, float]] = set()
 
 
 def main(argv: Sequence[str]) -> None:
@@ -32,10 +37,14 @@ def main(argv: Sequence[str]) -> None:
     if "toy.fail=1" in argv:
         (out / "checkpoints").mkdir(parents=True, exist_ok=True)
         raise RuntimeError(f"toy trainer broke while running {opts['norm']}")
+    scales = [float(a.split("=", 1)[1]) for a in argv if a.startswith("loss.scale=")]
+    if scales and (opts["norm"], scales[-1]) in DIVERGE_AT:
+        message = f"training diverged at step 1: loss = 2e+04 (limit 1e+04) under {opts['norm']}"
+        record_divergence(out, 1, "loss", 2e4, 1e4, message)
+        raise TrainingDiverged(message)
     score = {"cosine": 0.5, "dot": 0.4, "qnorm": 0.45, "dnorm": 0.48, "learnable": 0.47}[opts["norm"]] + 0.01 * int(
         opts["seed"]
     )
-    scales = [float(a.split("=", 1)[1]) for a in argv if a.startswith("loss.scale=")]
     if scales:
         score -= 0.01 * abs(math.log(scales[-1] / BEST_SCALE[opts["norm"]]))
     rates = [float(a.split("=", 1)[1]) for a in argv if a.startswith("optim.lr=")]

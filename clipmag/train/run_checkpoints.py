@@ -25,6 +25,7 @@ from clipmag.train import checkpoint as ckpt_io
 from clipmag.train import dropout, sharding
 from clipmag.train.checkpoint_schema import FORMAT, FORMAT_KEY, check_checkpoint_schema
 from clipmag.train.contract import Task
+from clipmag.train.diverged_record import clear_divergence
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.resume_check import ResumeMismatch, check_resumable
 from clipmag.train.run_folder import plan_run_folder
@@ -135,6 +136,7 @@ class RunCheckpoints:
         dist_utils.barrier()  # every rank has read the folder before rank 0 changes it
         if self.ctx.is_main:
             plan.apply()
+            clear_divergence(self.output_dir)
             write_text_atomic(self.output_dir / "config.yaml", config_yaml(self.full_config))
             self.writer = MetricsWriter(self.output_dir, self.loop.tensorboard)
         if ckpt is not None:

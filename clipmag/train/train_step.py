@@ -23,6 +23,7 @@ from clipmag.errors import UserError
 from clipmag.runtime import distributed as dist_utils
 from clipmag.train import sharding
 from clipmag.train.checkpoint import what_remains
+from clipmag.train.diverged_record import record_divergence
 from clipmag.train.grad_cache import cached_backward
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optim_config import OptimConfig
@@ -121,8 +122,11 @@ class TrainStep:
         )
         for key, value in zip(keys, values.tolist()):
             if not math.isfinite(value) or value > limits[key]:
-                raise TrainingDiverged(
+                message = (
                     f"training diverged at step {step + 1}: {key} = {value:.4g} (limit {limits[key]:.4g}); "
                     f"the weights were not updated and {what_remains(self.checkpoints.parent, self.ctx.is_main)}. "
                     f"Try a lower learning rate, a smaller scale, or a normalised head."
                 )
+                if self.ctx.is_main:
+                    record_divergence(self.checkpoints.parent, step + 1, key, value, limits[key], message)
+                raise TrainingDiverged(message)

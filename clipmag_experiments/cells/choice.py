@@ -6,7 +6,9 @@ with the same model and head, and written into the cell's ``cell.json`` (variant
 and every candidate's mean score), so the report and a reader can see what was chosen and why. A
 grid lists its variants in order (scales from small to large), so a choice of its first or last
 variant may have an optimum beyond it: ``at_grid_edge`` in ``cell.json`` says so, and a warning line
-names the cell and the grid to widen.
+names the cell and the grid to widen. A candidate whose run diverged (its ``diverged.json``,
+:mod:`clipmag.train.diverged_record`) counts as run and is never chosen; ``cell.json`` lists it
+under ``diverged``.
 """
 
 from __future__ import annotations
@@ -16,18 +18,22 @@ import logging
 from collections.abc import Sequence
 
 from clipmag.results.record import RESULTS_FILE, read_results
+from clipmag.train.diverged_record import read_divergence
 from clipmag_experiments.cells.extension import walk_grid
 from clipmag_experiments.design.grid import Cell
 
-__all__ = ["VALIDATION", "choose_variant", "extension_needed", "selection_score"]
+__all__ = ["VALIDATION", "choose_variant", "extension_needed", "has_run", "selection_score"]
 
 VALIDATION = "validation"  # the ``dataset`` of a choice read from the run's own validation scores
 
 logger = logging.getLogger("clipmag")
 
 
-def selection_score(candidate: Cell, metric: str, dataset: str | None) -> float:
+def selection_score(candidate: Cell, metric: str, dataset: str | None) -> float | None:
+    """The candidate's ``metric`` on ``dataset`` (None: its run diverged and has no score)."""
     path = candidate.directory / RESULTS_FILE
+    if not path.is_file() and read_divergence(candidate.directory) is not None:
+        return None
     if not path.is_file():
         raise FileNotFoundError(
             f"sweep cell {candidate.label} has no {RESULTS_FILE}: choosing a variant needs its group finished first"
@@ -51,6 +57,11 @@ def selection_score(candidate: Cell, metric: str, dataset: str | None) -> float:
     return float(value)
 
 
+def has_run(cell: Cell) -> bool:
+    """Whether ``cell`` ran to an outcome a choice can read: results, or a recorded divergence."""
+    return (cell.directory / RESULTS_FILE).is_file() or read_divergence(cell.directory) is not None
+
+
 def extension_needed(cell: Cell, metric: str, dataset: str | None, cells: Sequence[Cell]) -> str | None:
     """Why the grid-extension ``cell`` is not run now (None: its grid's walk needs it next)."""
     walk = walk_grid(
@@ -59,7 +70,7 @@ def extension_needed(cell: Cell, metric: str, dataset: str | None, cells: Sequen
         cell.model,
         cell.head,
         lambda c: selection_score(c, metric, dataset),
-        lambda c: (c.directory / RESULTS_FILE).is_file(),
+        has_run,
     )
     if walk.needed == cell.variant:
         return None
@@ -87,12 +98,17 @@ def choose_variant(cell: Cell, cells: Sequence[Cell]) -> Cell:
         cell.model,
         head,
         lambda c: selection_score(c, choice.metric, choice.dataset),
-        lambda c: (c.directory / RESULTS_FILE).is_file(),
+        has_run,
     )
     if walk.needed is not None:
         raise FileNotFoundError(
             f"sweep cell {cell.label}: the best of group {choice.group!r} ({walk.best}) is on its edge and its "
             f"extension {walk.needed} has not run: choosing a variant needs its group finished first"
+        )
+    if walk.best in walk.diverged:
+        raise ValueError(
+            f"sweep cell {cell.label}: every setting of group {choice.group!r} read for head {head} diverged "
+            f"({', '.join(walk.diverged)}): there is nothing to choose; widen the grid toward settings that train"
         )
     best = next(
         c
@@ -104,6 +120,7 @@ def choose_variant(cell: Cell, cells: Sequence[Cell]) -> Cell:
     # At an end of the grid as walked (every declared extension spent): the optimum may lie beyond.
     at_edge = len(walk.order) > 1 and walk.best in (walk.order[0], walk.order[-1])
     chosen |= {"head": head, "args": list(args), "scores": walk.scores, "grid": walk.order, "extended": walk.extended}
+    chosen |= {"diverged": walk.diverged} if walk.diverged else {}
     chosen["at_grid_edge"] = at_edge
     if at_edge:
         logger.warning(

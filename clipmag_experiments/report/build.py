@@ -10,6 +10,7 @@ from typing import Any
 
 from clipmag.registry.evaluations import EVALUATIONS
 from clipmag.results.marks import POWER_NOTE, QUERY_TEST, SEED_TEST, mark
+from clipmag_experiments.design.protocol import read_protocol
 from clipmag_experiments.report import plots
 from clipmag_experiments.report.collect import (
     CLIP_METRICS,
@@ -31,6 +32,7 @@ from clipmag_experiments.report.starts import start_rows, write_start_rows
 from clipmag_experiments.report.starts_section import starting_points_section
 from clipmag_experiments.report.tables import TableRow, aggregate, mean_of, to_csv, to_markdown, with_query_tests
 from clipmag_experiments.report.verdicts import scorecard
+from clipmag_experiments.sweep.caption_layout import read_caption_layouts
 
 RETRIEVAL = ("NDCG@10", "MRR@10", "Recall@100")
 BRIGHT = ("NDCG@10", "Recall@1", "Recall@100")
@@ -204,7 +206,8 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report", allo
     cells = find_cells(runs_dir)
     if not cells:
         raise FileNotFoundError(f"{runs_dir}: no finished sweep cells (folders with cell.json and results.json)")
-    check_one_code_state(cells, allow_mixed)
+    started = [(start.get("code") or {}).get("commit") or "" for start in read_protocol(runs_dir)]
+    check_one_code_state(cells, allow_mixed, started)
     rows = tidy_rows(cells)
     suites = bright_suites(cells)  # BRIGHT tasks are averaged apart: its own score is the mean over its tasks
     tasks = [r for r in rows if r.dataset in suites]
@@ -216,7 +219,9 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report", allo
         "bright": aggregate(bright_means(tasks, suites), BRIGHT),
         "bright_tasks": aggregate(tasks, BRIGHT),
         "sts": aggregate(rows, STS),
-        "clip": with_query_tests(aggregate(rows, CLIP_METRICS), per_query, caption_clusters(cells)),
+        "clip": with_query_tests(
+            aggregate(rows, CLIP_METRICS), per_query, caption_clusters(cells, read_caption_layouts(runs_dir))
+        ),
         "diagnostics": aggregate(rows, DIAGNOSTICS),
         "evaluations": with_query_tests(aggregate(attached, attached_metrics), outcomes),
     }

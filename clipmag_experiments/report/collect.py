@@ -228,16 +228,17 @@ def document_norm_samples(cells: list[CellResult]) -> dict[tuple[str, str], dict
 QueryClusters = dict[tuple[str, str, str], dict[str, str]]
 
 
-def caption_clusters(cells: list[CellResult]) -> QueryClusters:
+def caption_clusters(cells: list[CellResult], layouts: dict[str, list[int]] | None = None) -> QueryClusters:
     """For each CLIP test set, the image each text -> image query (``text-<row>``) searches for.
 
     A CLIP test set holds several captions of each image, all searching for that one image, so
-    their outcomes are correlated and the image is the unit of the tests. A run's ``per_query``
-    does not record a caption's image; the grouping comes from the test set's layout instead: the
-    evaluation flattens each image's captions in image order (``image_text.data.flatten_captions``)
-    and every image of the bundled digits and of COCO-style sets has the same number of captions, so
-    caption ``row`` belongs to image ``row // (n_texts / n_images)``. A test set whose counts do not
-    divide has no such layout and is refused, not grouped wrongly."""
+    their outcomes are correlated and the image is the unit of the tests. A run records each
+    caption's image (``image_of_text``); for runs from before that, ``layouts``
+    (:mod:`clipmag_experiments.sweep.caption_layout`, read from the test shards) gives it, and
+    failing both the test set's layout does: the evaluation flattens each image's captions in image
+    order and every image of the bundled digits and of COCO-style sets has the same number of
+    captions, so caption ``row`` belongs to image ``row // (n_texts / n_images)``. A set whose
+    counts do not divide, with no record of its captions' images, is refused, not grouped wrongly."""
     clusters: QueryClusters = {}
     for c in cells:
         if c.cell.get("kind") != "clip":
@@ -247,14 +248,23 @@ def caption_clusters(cells: list[CellResult]) -> QueryClusters:
             images, texts = int(result.get("n_images", 0)), int(result.get("n_texts", 0))
             if not images or not isinstance(result.get("per_query"), dict):
                 continue
-            if texts % images:
+            owners = result.get("image_of_text") or (layouts or {}).get(dataset)
+            if owners is None and texts % images:
                 raise ConfigError(
                     f"{c.directory / RESULTS_FILE}: {dataset} has {texts} captions of {images} images, not the same "
-                    "number per image, so its captions cannot be grouped by image; test a set with equal caption counts"
+                    "number per image, and no record of each caption's image: write it from the test shards with "
+                    "python -m clipmag_experiments.sweep.caption_layout SWEEP_FOLDER TEST_SHARDS"
                 )
-            per_image = texts // images
+            if owners is None:
+                owners = [row // (texts // images) for row in range(texts)]
+            if len(owners) != texts or max(owners, default=0) >= images:
+                raise ConfigError(
+                    f"{c.directory / RESULTS_FILE}: {dataset} has {texts} captions of {images} images, but its caption "
+                    f"layout names {len(owners)} captions of {max(owners, default=-1) + 1} images: another test set; "
+                    "write the layout again from the shards this run was tested on"
+                )
             queries = (q for q in result["per_query"] if q.startswith("text-"))
             clusters[(c.cell["group"], model, dataset)] = {
-                q: f"captions of image-{int(q.removeprefix('text-')) // per_image}" for q in queries
+                q: f"captions of image-{owners[int(q.removeprefix('text-'))]}" for q in queries
             }
     return clusters

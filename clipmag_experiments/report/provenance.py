@@ -57,10 +57,15 @@ def _describe(groups: dict[str, list[CellResult]]) -> str:
     )
 
 
-def check_one_code_state(cells: Sequence[CellResult], allow_mixed: bool) -> None:
-    """Raise :class:`MixedCode` unless every cell ran at one clean commit (or ``allow_mixed``)."""
+def check_one_code_state(cells: Sequence[CellResult], allow_mixed: bool, started: Iterable[str] = ()) -> None:
+    """Raise :class:`MixedCode` unless every cell ran at one clean commit (or ``allow_mixed``). Several
+    clean commits pass when each is a start the sweep's ``sweep.json`` recorded (``started``: a protocol
+    amended mid-sweep runs its last cells at the amendment's commit; each table names both)."""
     groups = _by_label(cells)
     if allow_mixed or (len(groups) == 1 and _clean(next(iter(groups)))):
+        return
+    recorded = {describe_code({"commit": commit, "dirty": False}) for commit in started}
+    if all(_clean(label) and label in recorded for label in groups):
         return
     raise MixedCode(
         f"the cells do not come from one clean commit: {_describe(groups)}; rerun them at one commit, "

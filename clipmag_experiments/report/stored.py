@@ -9,12 +9,14 @@ and kept.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Hashable
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from clipmag.results.provenance import describe_code
+from clipmag_experiments.design.protocol import PROTOCOL_FILE, read_protocol
 from clipmag_experiments.report.collect import CellResult, find_cells
 from clipmag_experiments.report.starts import StartRow, start_rows
 
@@ -68,12 +70,40 @@ class StoredSweep:
         return cells
 
     def code(self) -> str:
-        """The one code state behind every cell: ``commit `3a15e4e``` on a clean tree, else as
-        :func:`describe_code` says it; an error when the cells come from several states."""
-        codes = {json.dumps((c.results.get("provenance") or {}).get("code"), sort_keys=True) for c in self.cells}
-        if len(codes) != 1:
-            raise ValueError(f"{self.folder}: cells from {len(codes)} code states; the manuals cite one per sweep")
-        return cited_code(json.loads(codes.pop()))
+        """The code behind the runs: ``commit `3a15e4e``` when one state ran them all. A sweep whose
+        protocol was amended after some cells ran (its yaml says how) runs the rest at the
+        amendment's commit; then every state is cited with its runs, most first, and each must be a
+        clean commit recorded as a start in the sweep's ``sweep.json``, so no state enters the
+        manuals that the protocol record does not show."""
+        states = Counter(
+            json.dumps((c.results.get("provenance") or {}).get("code"), sort_keys=True) for c in self.trained
+        )
+        codes = [(json.loads(state), runs) for state, runs in states.most_common()]
+        if len(codes) == 1:
+            return cited_code(codes[0][0])
+        started = {(start.get("code") or {}).get("commit") for start in read_protocol(self.folder)}
+        for code, runs in codes:
+            if not (code and code.get("dirty") is False and code.get("commit") in started):
+                raise ValueError(
+                    f"{self.folder}: cells from {len(codes)} code states, and {describe_code(code)} ({runs} runs) is "
+                    f"not a clean commit recorded as a start in its {PROTOCOL_FILE}; the manuals cite several states "
+                    "only where the protocol record shows each"
+                )
+        return " and ".join(f"{cited_code(code)} ({runs} runs)" for code, runs in codes)
+
+    def compared(self) -> list[CellResult]:
+        """The cells of the groups the protocol compares (``comparison.groups`` of the first start in
+        ``sweep.json``), without the selection groups that only chose their settings; every cell when
+        the protocol names none."""
+        starts = read_protocol(self.folder)
+        groups = ((starts[0].get("config") or {}).get("comparison") or {}).get("groups") if starts else None
+        return [c for c in self.cells if c.cell["group"] in groups] if groups else self.cells
+
+    @property
+    def trained(self) -> list[CellResult]:
+        """The cells that trained: a cell that took a finished cell's results (``same_run_as``, one
+        run reached by two groups) is that run, not another."""
+        return [c for c in self.cells if not c.cell.get("same_run_as")]
 
     @property
     def trained(self) -> list[CellResult]:

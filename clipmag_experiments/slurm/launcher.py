@@ -37,6 +37,7 @@ from clipmag.registry.front_ends import FrontEnd, get_front_end
 from clipmag.results.record import RESULTS_FILE
 from clipmag.runtime.distributed import launcher_environment
 from clipmag.runtime.logs import logger
+from clipmag.train.diverged_record import read_divergence
 from clipmag.train.run import EXPORT_DIR
 from clipmag.train.stop_signals import RunStopped
 from clipmag_experiments.cells.choice import choose_variant
@@ -150,11 +151,12 @@ class _Scheduler:
 
 
 def _ready(cell: Cell, every_cell: Sequence[Cell]) -> bool:
-    """Whether what the cell reads before it runs is there: its choice group finished."""
+    """Whether what the cell reads before it runs is there: its choice group finished (a candidate
+    that diverged has finished too: the choice reads it as not choosable)."""
     if cell.choice is None:
         return True
     sources = [c for c in every_cell if c.group == cell.choice.group and c.model == cell.model]
-    return all(unfinished_reason(c) is None for c in sources)
+    return all(unfinished_reason(c) is None or read_divergence(c.directory) is not None for c in sources)
 
 
 def _evaluation_label(cell: Cell, evaluation: SweepEvaluation) -> str:

@@ -23,6 +23,7 @@ from clipmag.config.entry import run_entry_point
 from clipmag.results.record import RESULTS_FILE
 from clipmag_experiments.design.grid import CELL_FILE, EVALUATIONS_DIR
 from clipmag_experiments.design.protocol import PROTOCOL_FILE
+from clipmag_experiments.sweep.caption_layout import CAPTION_LAYOUT_FILE
 
 __all__ = ["ArchiveCommand", "archive_results", "main"]
 
@@ -33,7 +34,7 @@ def archive_results(runs_dir: str | Path, dest: str | Path) -> list[Path]:
     """Copy the small files of every finished cell under ``runs_dir`` into ``dest``; the copies made."""
     runs_dir, dest = Path(runs_dir), Path(dest)
     copied = []
-    files = [runs_dir / PROTOCOL_FILE] if (runs_dir / PROTOCOL_FILE).is_file() else []
+    files = [runs_dir / name for name in (PROTOCOL_FILE, CAPTION_LAYOUT_FILE) if (runs_dir / name).is_file()]
     for results in sorted(runs_dir.rglob(RESULTS_FILE)):
         cell = results.parent
         if not (cell / CELL_FILE).is_file():

@@ -12,7 +12,9 @@ under ``torchrun`` with ``nproc_per_node``, or each as a job of a SLURM cluster
 A cell that fails does not stop the sweep, as one job of a SLURM array stops none of the others:
 one line names the cell and its log (:mod:`clipmag_experiments.sweep.cell_log`), the other cells run,
 and the sweep ends with :class:`~clipmag_experiments.slurm.jobs.SweepUnfinished` naming every
-failed cell. Ctrl-C stops it.
+failed cell. Ctrl-C stops it. A cell whose run diverged (its trainer's ``diverged.json``) has an
+outcome: a choice reads it as a setting that does not train, and a rerun of the sweep does not run
+it again (the same arguments and seed would diverge again) until that file is removed.
 
 A sweep may first prepare what its groups read (``prepare``: data builders, a model folder): each
 step runs a module's ``main(argv)`` unless the file it ``creates`` exists. A group (or step) that
@@ -44,6 +46,7 @@ from clipmag.registry.front_ends import get_front_end
 from clipmag.results.record import RESULTS_FILE
 from clipmag.runtime.logs import caller_logging_kept, logger, release_held_log
 from clipmag.storage.folder_lock import FolderLock
+from clipmag.train.diverged_record import DIVERGED_FILE, read_divergence
 from clipmag.train.run import EXPORT_DIR
 from clipmag_experiments.cells.choice import choose_variant, extension_needed
 from clipmag_experiments.cells.continuation import continue_cell
@@ -197,19 +200,22 @@ def _run_cells(cells: Sequence[Cell], every_cell: Sequence[Cell], cfg: SweepConf
     """Run the unfinished ``cells`` (and every evaluation) in order; ``every_cell`` feeds variant
     choices. A cell that fails is one line and the next cell runs; raises :class:`SweepUnfinished`
     at the end, naming every failed cell and its log."""
-    total, failed = len(cells), {}
+    total, failed, diverged = len(cells), {}, []
     earlier = sum(unfinished_reason(cell) is None for cell in cells)
     for i, cell in enumerate(cells, 1):
         try:
             _run_one(cell, every_cell, cfg, f"[{i}/{total}]")
         except Exception as err:  # one cell's fault, as one job of an array: Ctrl-C still stops the sweep
-            failed[cell.label] = failure_reason(cell, err)
-            logger.warning(
-                "[%d/%d] %s: failed (%s); the sweep goes on without it", i, total, cell.label, failed[cell.label]
-            )
+            reason = failure_reason(cell, err)
+            if read_divergence(cell.directory) is None:
+                failed[cell.label] = reason
+                logger.warning("[%d/%d] %s: failed (%s); the sweep goes on without it", i, total, cell.label, reason)
+            else:
+                diverged.append(cell.label)
+                logger.warning("[%d/%d] %s: diverged, recorded in %s (%s)", i, total, cell.label, DIVERGED_FILE, reason)
     logger.info(
-        "sweep ended: of %d cells, %d done (%d finished earlier), %d failed",
-        *(total, total - len(failed), earlier, len(failed)),
+        "sweep ended: of %d cells, %d done (%d finished earlier, %d diverged), %d failed",
+        *(total, total - len(failed), earlier, len(diverged), len(failed)),
     )
     if failed:
         raise SweepUnfinished(
@@ -223,8 +229,15 @@ def _run_one(cell: Cell, every_cell: Sequence[Cell], cfg: SweepConfig, place: st
     """Run ``cell`` unless it is finished, then its unfinished evaluations."""
     reason = unfinished_reason(cell)
     skip = _unneeded_extension(cell, every_cell, cfg) if reason is not None else None
+    divergence = read_divergence(cell.directory) if reason is not None else None
     if reason is None:
         logger.info("%s %s: finished earlier, skipped", place, cell.label)
+    elif divergence is not None:  # an outcome, not an interruption: the same run would diverge again
+        logger.warning(
+            "%s %s: diverged earlier at step %s (%s), not run again: remove that file to run it again",
+            *(place, cell.label, divergence["step"], cell.directory / DIVERGED_FILE),
+        )
+        return
     elif skip is not None:
         cell.write_description()
         logger.info("%s %s: grid extension %s", place, cell.label, skip)
