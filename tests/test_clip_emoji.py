@@ -15,10 +15,10 @@ import torch
 from clip_benchmark.datasets.builder import build_dataset
 from PIL import Image
 
-from image_text import debian, emoji, shards_cli
-from image_text.data import read_eval_set
 from clipmag.errors import UserError
 from clipmag_experiments.sweep.caption_layout import read_caption_layouts, write_caption_layout
+from image_text import debian, emoji, shards_cli
+from image_text.data import read_eval_set
 
 SKIN_AND_SELECTOR = {f"{c:x}" for c in range(0x1F3FB, 0x1F400)} | {"fe0f"}
 

@@ -105,12 +105,6 @@ class StoredSweep:
         run reached by two groups) is that run, not another."""
         return [c for c in self.cells if not c.cell.get("same_run_as")]
 
-    @property
-    def trained(self) -> list[CellResult]:
-        """The cells that trained: a cell that took a finished cell's results (``same_run_as``, one
-        run reached by two groups) is that run, not another."""
-        return [c for c in self.cells if not c.cell.get("same_run_as")]
-
     def cell_seconds(self) -> float:
         """The runs' training and testing time together, by their own timings (a continued cell
         counts only what it added, a shared run once): what the sweep cost, without prepare steps

@@ -20,10 +20,10 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from image_text.data import caption_owners, dataset_name, validate_shards
 from clipmag.config.entry import run_entry_point
 from clipmag.errors import ConfigError
 from clipmag.storage.files import write_text_atomic
+from image_text.data import caption_owners, dataset_name, validate_shards
 
 __all__ = ["CAPTION_LAYOUT_FILE", "read_caption_layouts", "write_caption_layout"]
 
