@@ -85,14 +85,18 @@ def _cell(stored: StoredResults, sweep_name: str, argument: str) -> Cell:
 
 
 def _verdict(stored: StoredResults, sweep_name: str, argument: str) -> str:
-    return verdict_of(_cell(stored, sweep_name, argument).comparison)
+    """The row's mark in words, with ``†`` where it also survives Holm over the whole table: a
+    sentence that reads several rows rests on the table's family, not on one row's."""
+    comparison = _cell(stored, sweep_name, argument).comparison
+    return verdict_of(comparison) + family_mark(comparison)
 
 
 def _values(sweep_name: str) -> dict[str, Callable[[StoredResults, str], str]]:
     """The marks of one stored CLIP sweep, by their name after the sweep's prefix."""
 
     def verdict(stored: StoredResults, argument: str) -> str:
-        """``GROUP/METRIC/HEAD``: ``above`` / ``below`` / ``level`` - the row's mark against cosine."""
+        """``GROUP/METRIC/HEAD``: ``above`` / ``below`` / ``level`` - the row's mark against cosine
+        (``above†``: it survives the whole table's Holm too)."""
         return _verdict(stored, sweep_name, argument)
 
     def verdicts(stored: StoredResults, argument: str) -> str:
