@@ -31,7 +31,7 @@ def _resolved() -> list:
 
 def test_the_config_loads_and_expands_to_the_compared_groups():
     cfg = _config()
-    assert len(sweep.expand(cfg)) == 156  # 2 starts x 3 heads x (3 + 3 rates, 4 + 4 scales, 4 x 3 seeds)
+    assert len(sweep.expand(cfg)) == 162  # 2 starts x 3 heads x (3 + 4 rates, 4 + 4 scales, 4 x 3 seeds)
     assert cfg.comparison.groups == COMPARED and cfg.comparison.holm == "table"
     assert all(callable(importlib.import_module(step.module).main) for step in cfg.prepare)
     groups = {g.name: g for g in cfg.groups}
