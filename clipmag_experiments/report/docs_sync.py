@@ -33,6 +33,7 @@ from clipmag_experiments.report import (
     docs_demo,
     docs_deploy,
     docs_hard_negatives,
+    docs_plan,
     docs_positive,
     docs_positive_values,
     docs_reruns,
@@ -61,6 +62,7 @@ BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     **docs_deploy.BLOCKS,
     **docs_clip.BLOCKS,
     **docs_demo.BLOCKS,
+    **docs_plan.BLOCKS,
 }
 VALUES: dict[str, Callable[[StoredResults, str], str]] = {
     **docs_positive_values.VALUES,
@@ -72,6 +74,7 @@ VALUES: dict[str, Callable[[StoredResults, str], str]] = {
     **docs_speed.VALUES,
     **docs_deploy.VALUES,
     **docs_compression_values.VALUES,
+    **docs_plan.VALUES,
 }
 
 _NAME = r"[\w-]+"
