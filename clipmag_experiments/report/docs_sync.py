@@ -32,6 +32,7 @@ from clipmag_experiments.report import (
     docs_compression_values,
     docs_demo,
     docs_deploy,
+    docs_fair_fight,
     docs_hard_negatives,
     docs_plan,
     docs_positive,
@@ -62,6 +63,7 @@ BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     **docs_deploy.BLOCKS,
     **docs_clip.BLOCKS,
     **docs_demo.BLOCKS,
+    **docs_fair_fight.BLOCKS,
     **docs_plan.BLOCKS,
 }
 VALUES: dict[str, Callable[[StoredResults, str], str]] = {
@@ -71,6 +73,7 @@ VALUES: dict[str, Callable[[StoredResults, str], str]] = {
     **docs_budget_values.VALUES,
     **docs_clip.VALUES,
     **docs_demo.VALUES,
+    **docs_fair_fight.VALUES,
     **docs_speed.VALUES,
     **docs_deploy.VALUES,
     **docs_compression_values.VALUES,
