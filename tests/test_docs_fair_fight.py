@@ -41,17 +41,21 @@ def _cell(root: Path, group: str, head: str, seed: int, steps: int, **cell: obje
     write_results(results, folder)
 
 
-def _chosen(source: str, variant: str, grid: list[str], edge: bool = False) -> dict:
-    return {"from": source, "variant": variant, "grid": grid, "extended": [], "at_grid_edge": edge}
+def _chosen(source: str, variant: str, grid: list[str]) -> dict:
+    return {"from": source, "variant": variant, "grid": grid, "extended": []}
 
 
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory) -> StoredResults:
+    """Every head's rate grid (qnorm chose its lowest rate: an edge) and scale grid, then both budgets."""
     root = tmp_path_factory.mktemp("results")
     rates, scales = ["lr2e-5", "lr6e-5", "lr2e-4"], ["scale5", "scale10", "scale20", "scale50"]
     for head in ff.HEADS:
-        rate = _chosen("lr-grid", "lr6e-5", rates, edge=head == "qnorm")
-        _cell(root, "scale-grid", head, 0, 40, variant="scale20", chosen=rate)
+        for rate in rates:
+            _cell(root, "lr-grid", head, 0, 40, variant=rate)
+        chosen_rate = _chosen("lr-grid", "lr2e-5" if head == "qnorm" else "lr6e-5", rates)
+        for scale in scales:
+            _cell(root, "scale-grid", head, 0, 40, variant=scale, chosen=chosen_rate)
         for group, steps in (("code-search-2560", 40), ("code-search-25600", 400)):
             for seed in (0, 1, 2):
                 _cell(root, group, head, seed, steps, variant=None, chosen=_chosen("scale-grid", "scale20", scales))
@@ -69,9 +73,9 @@ def test_the_table_marks_dnorm_above_and_qnorm_level_under_the_whole_tables_holm
     assert ff.survivors(stored) == "2 of 4"
 
 
-def test_the_choices_name_each_grid_read_and_an_edge(stored):
+def test_the_choices_name_each_grid_as_its_stored_cells_read_it_and_an_edge(stored):
     table = ff.choices_table(stored)
-    assert "| splade | qnorm | 6e-5 (2e-5, 6e-5, 2e-4) **edge** | 20 (5, 10, 20, 50) |" in table
+    assert "| splade | qnorm | 2e-5 (2e-5, 6e-5, 2e-4) **edge** | 20 (5, 10, 20, 50) |" in table
     assert "| splade | cosine | 6e-5 (2e-5, 6e-5, 2e-4) | 20 (5, 10, 20, 50) |" in table
     assert ff.edges(stored) == "1 of 6"
 

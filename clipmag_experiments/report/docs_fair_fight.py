@@ -95,6 +95,11 @@ def _chosen(cell: CellResult) -> dict:
     return chosen
 
 
+def _setting(variant: str) -> float:
+    """A grid variant's value (``lr6e-5`` -> 6e-5, ``scale20`` -> 20)."""
+    return float(variant.removeprefix("lr").removeprefix("scale"))
+
+
 def _selection_cell(sweep: StoredSweep, group: str, start: str, head: str, variant: str) -> CellResult:
     for c in sweep.cells:
         place = (c.cell["group"], c.cell["model"], c.cell.get("head"), str(c.cell.get("variant")), c.cell["seed"])
@@ -103,23 +108,40 @@ def _selection_cell(sweep: StoredSweep, group: str, start: str, head: str, varia
     raise ValueError(f"{sweep.folder}: no seed-0 cell {group}/{start}/{head}-{variant}")
 
 
-def choices(sweep: StoredSweep) -> dict[tuple[str, str], dict[str, str | bool]]:
-    """(start, head) -> the dev-chosen ``rate`` and ``scale``, each grid as read (extensions
-    included) and whether the choice stayed on its edge, from the compared cells' ``cell.json`` and
-    the scale grid cell they chose (which records the rate it took from the rate grid)."""
+def _grid_read(sweep: StoredSweep, group: str, start: str, head: str) -> list[str]:
+    """The variants of a selection grid that ran for one start and head (its walk's extensions
+    included), low to high: what the choice read, from the stored cells themselves."""
+    ran = {
+        str(c.cell["variant"])
+        for c in sweep.cells
+        if (c.cell["group"], c.cell["model"], c.cell.get("head"), c.cell["seed"]) == (group, start, head, 0)
+    }
+    return sorted(ran, key=_setting)
+
+
+def _choice(sweep: StoredSweep, group: str, start: str, head: str, variant: str) -> dict[str, str | bool]:
+    grid = _grid_read(sweep, group, start, head)
+    if variant not in grid:
+        raise ValueError(f"{sweep.folder}: the chosen {variant} of {start}/{head} has no stored cell in {group!r}")
+    shown = [g.removeprefix("lr").removeprefix("scale") for g in grid]
+    return {"value": shown[grid.index(variant)], "grid": ", ".join(shown), "edge": variant in (grid[0], grid[-1])}
+
+
+def choices(sweep: StoredSweep) -> dict[tuple[str, str], dict[str, dict[str, str | bool]]]:
+    """(start, head) -> its dev-chosen ``rate`` and ``scale``: each value, the grid read and whether
+    the choice is on that grid's edge. The scale is the compared cells' choice; the rate is the one the
+    chosen scale-grid cell ran with; each grid as read is the selection cells that ran, so a grid an
+    amendment widened after a choice was recorded is read as it stands."""
     found = {}
     for c in sweep.cells:
         if c.cell["group"] != LARGEST or c.cell["seed"] != 0:
             continue
+        start, head = c.cell["model"], c.cell["head"]
         scale = _chosen(c)
-        rate = _chosen(_selection_cell(sweep, scale["from"], c.cell["model"], c.cell["head"], scale["variant"]))
-        found[(c.cell["model"], c.cell["head"])] = {
-            "rate": str(rate["variant"]).removeprefix("lr"),
-            "rate_grid": ", ".join(g.removeprefix("lr") for g in rate["grid"]),
-            "rate_edge": bool(rate["at_grid_edge"]),
-            "scale": str(scale["variant"]).removeprefix("scale"),
-            "scale_grid": ", ".join(g.removeprefix("scale") for g in scale["grid"]),
-            "scale_edge": bool(scale["at_grid_edge"]),
+        rate = _chosen(_selection_cell(sweep, scale["from"], start, head, scale["variant"]))
+        found[(start, head)] = {
+            "rate": _choice(sweep, rate["from"], start, head, str(rate["variant"])),
+            "scale": _choice(sweep, scale["from"], start, head, str(scale["variant"])),
         }
     return found
 
@@ -131,9 +153,8 @@ def choices_table(stored: StoredResults) -> str:
         return f"_Not run yet: `{LARGEST}`._"
     lines = ["| start | head | learning rate (grid read) | loss scale (grid read) |", "|---" * 4 + "|"]
     for (start, head), c in sorted(found.items(), key=lambda i: (order(i[0][0], STARTS), order(i[0][1], HEADS))):
-        rate = f"{c['rate']} ({c['rate_grid']})" + (" **edge**" if c["rate_edge"] else "")
-        scale = f"{c['scale']} ({c['scale_grid']})" + (" **edge**" if c["scale_edge"] else "")
-        lines.append(f"| {start} | {head} | {rate} | {scale} |")
+        cells = [f"{x['value']} ({x['grid']})" + (" **edge**" if x["edge"] else "") for x in (c["rate"], c["scale"])]
+        lines.append(f"| {start} | {head} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines)
 
 
@@ -222,7 +243,7 @@ def survivors(stored: StoredResults, argument: str = "") -> str:
 def edges(stored: StoredResults, argument: str = "") -> str:
     """``0 of 12``: the dev choices (rate and scale, per start and head) that stayed on a grid edge."""
     found = choices(stored.sweep(SWEEP))
-    stuck = sum(int(c["rate_edge"]) + int(c["scale_edge"]) for c in found.values())
+    stuck = sum(int(c["rate"]["edge"]) + int(c["scale"]["edge"]) for c in found.values())
     return f"{stuck} of {2 * len(found)}"
 
 
