@@ -58,7 +58,8 @@ def test_killed_run_resumes_to_the_same_result(tmp_path):
     proc = _run([str(crashed), "8", "fail_at=6"], check=False)
     assert proc.returncode != 0 and "simulated crash" in proc.stderr
     assert load_checkpoint(crashed / "checkpoints" / "latest.pt")["step"] == 4
-    _run([str(crashed), "8", "train.resume=latest"])
+    resumed = _run([str(crashed), "8", "train.resume=latest"])
+    assert "not read by this clipmag" not in resumed.stderr  # every key the engine writes is one it reads
     assert _losses(crashed) == pytest.approx(_losses(full), rel=1e-6)
     a = load_checkpoint(full / "checkpoints" / "latest.pt")["state_dict"]
     b = load_checkpoint(crashed / "checkpoints" / "latest.pt")["state_dict"]

@@ -140,6 +140,27 @@ def test_a_chosen_cell_that_is_an_earlier_run_takes_its_results_instead_of_train
     assert len(toy_frontend.CALLS) == calls + 2  # asked not to share: trained
 
 
+def test_a_chosen_cell_shares_the_run_of_a_grid_cell_that_chose_its_own_rate(tmp_path, toy_kind, monkeypatch):
+    """rate grid on cosine -> scale grid of every head at that rate -> each head's seed 0 at its
+    chosen scale is the scale grid's cell it chose (both ran the rate and the scale): not trained again."""
+    monkeypatch.setattr(toy_frontend, "parse_args", _resolve_toy, raising=False)
+    heads = ["cosine", "qnorm"]
+    lr_grid = sweep.SweepGroup(name="lr-grid", kind="toy", heads=["cosine"], variants=LRS)
+    on_cosine = VariantChoice(group="lr-grid", head="cosine")
+    scale_grid = sweep.SweepGroup(name="scale-grid", kind="toy", heads=heads, variants=SCALES, choose_variant=on_cosine)
+    final = sweep.SweepGroup(
+        name="final", kind="toy", heads=heads, seeds=[0, 1], choose_variant=VariantChoice("scale-grid")
+    )
+    sweep.run_sweep(sweep.SweepConfig(output_dir=str(tmp_path / "runs"), groups=[lr_grid, scale_grid, final]))
+    runs = tmp_path / "runs"
+    for head in heads:
+        seed0 = json.loads((runs / "final" / "default" / head / "seed0" / "cell.json").read_text())
+        scale = int(toy_frontend.BEST_SCALE[head])
+        assert seed0["same_run_as"] == str(runs / "scale-grid" / "default" / f"{head}-scale{scale}" / "seed0")
+        assert "same_run_as" not in json.loads((runs / "final" / "default" / head / "seed1" / "cell.json").read_text())
+    assert len([c for c in toy_frontend.CALLS if "--seed" in c and c[c.index("--seed") + 1] == "1"]) == 2
+
+
 def _scale(value: int) -> sweep.SweepVariant:
     return sweep.SweepVariant(name=f"scale{value}", args=[f"loss.scale={value}"])
 

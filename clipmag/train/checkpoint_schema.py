@@ -47,6 +47,7 @@ OPTIONAL: dict[str, _Types] = {
     "config": dict,
     "head": dict,
     "sharded": bool,
+    "dev_curve": list,  # the validation metric at every evaluated step, so a resumed run keeps its curve
 }
 FIX = "resume from another checkpoint (train.resume=PATH) or start the run again (train.overwrite=true)"
 

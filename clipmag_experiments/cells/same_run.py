@@ -14,12 +14,15 @@ of the resolved settings: defaults, config files and overrides all applied, so `
 given explicitly matches a config file's 20.0). The copy is honest about it: its ``cell.json``
 names the run it shares (``same_run_as``), its ``results.json`` is that run's, unchanged (its
 provenance, its checkpoint and export paths), and ``clipmag-rerun-cell`` re-runs it from its own
-argument list. A cell with evaluations always trains (they need an export in its own folder).
+argument list. A finished cell that chose its own arguments (a scale grid at the rate a rate grid
+chose) is compared by the argument list its ``cell.json`` recorded, what it ran. A cell with
+evaluations always trains (they need an export in its own folder).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -29,7 +32,7 @@ from clipmag.results.provenance import config_sha256
 from clipmag.results.record import RESULTS_FILE
 from clipmag.storage.files import write_text_atomic
 from clipmag_experiments.cells.finished import unfinished_reason
-from clipmag_experiments.design.grid import Cell
+from clipmag_experiments.design.grid import CELL_FILE, Cell
 
 __all__ = ["run_identity", "finished_twin", "share_results"]
 
@@ -46,16 +49,26 @@ def run_identity(cell: Cell) -> str | None:
     return None if resolved is None else config_sha256(to_dict(resolved))
 
 
+def _as_run(candidate: Cell) -> Cell | None:
+    """``candidate`` with the arguments it ran with: a cell that chose its own (a scale grid at the
+    rate another grid chose) ran the argument list its ``cell.json`` recorded; None without one."""
+    if candidate.choice is None:
+        return candidate
+    try:
+        argv = json.loads((candidate.directory / CELL_FILE).read_text(encoding="utf-8")).get("argv")
+    except (OSError, ValueError):
+        return None
+    return dataclasses.replace(candidate, argv=[str(a) for a in argv]) if isinstance(argv, list) else None
+
+
 def finished_twin(cell: Cell, cells: Sequence[Cell]) -> Cell | None:
-    """A finished cell among ``cells`` (other folders, no choice of their own) that is the same run
-    as ``cell``, or None."""
+    """A finished cell among ``cells`` (other folders) that is the same run as ``cell``, or None."""
     if cell.evaluations:
         return None
     same_place = [
         c
         for c in cells
         if c.directory != cell.directory
-        and c.choice is None
         and (c.kind, c.model, c.head, c.seed) == (cell.kind, cell.model, cell.head, cell.seed)
     ]
     if not same_place:
@@ -63,7 +76,11 @@ def finished_twin(cell: Cell, cells: Sequence[Cell]) -> Cell | None:
     identity = run_identity(cell)
     if identity is None:
         return None
-    return next((c for c in same_place if unfinished_reason(c) is None and run_identity(c) == identity), None)
+    for candidate in same_place:
+        ran = _as_run(candidate) if unfinished_reason(candidate) is None else None
+        if ran is not None and run_identity(ran) == identity:
+            return candidate
+    return None
 
 
 def share_results(cell: Cell, twin: Cell) -> Cell:

@@ -32,7 +32,9 @@ from clipmag_experiments.report import (
     docs_compression_values,
     docs_demo,
     docs_deploy,
+    docs_fair_fight,
     docs_hard_negatives,
+    docs_plan,
     docs_positive,
     docs_positive_values,
     docs_reruns,
@@ -61,6 +63,8 @@ BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     **docs_deploy.BLOCKS,
     **docs_clip.BLOCKS,
     **docs_demo.BLOCKS,
+    **docs_fair_fight.BLOCKS,
+    **docs_plan.BLOCKS,
 }
 VALUES: dict[str, Callable[[StoredResults, str], str]] = {
     **docs_positive_values.VALUES,
@@ -69,9 +73,11 @@ VALUES: dict[str, Callable[[StoredResults, str], str]] = {
     **docs_budget_values.VALUES,
     **docs_clip.VALUES,
     **docs_demo.VALUES,
+    **docs_fair_fight.VALUES,
     **docs_speed.VALUES,
     **docs_deploy.VALUES,
     **docs_compression_values.VALUES,
+    **docs_plan.VALUES,
 }
 
 _NAME = r"[\w-]+"

@@ -39,7 +39,7 @@ from clipmag_experiments.cells.continuation import continued_cell
 from clipmag_experiments.design.grid import Cell, SweepConfig, expand
 from clipmag_experiments.design.slurm_settings import resources_for
 
-__all__ = ["cell_world_size", "plan_sweep"]
+__all__ = ["CpuPlan", "cell_counter", "cell_world_size", "cpu_plan", "plan_sweep"]
 
 
 def cell_world_size(cell: Cell, cfg: SweepConfig) -> int:
@@ -99,13 +99,62 @@ def _added_steps(
     return dataclasses.replace(cost, steps=cost.steps - (earlier.steps if earlier else 0))
 
 
-def _cpu_summary(pairs: dict[str, int], hours: dict[str, float], rates: dict[str, float]) -> list[str]:
-    """Per group: the pairs its cells train and their CPU-hours at the stated rates, then the total."""
-    stated = ", ".join(f"{label} {rate:g}" for label, rate in rates.items())
-    lines = ["", f"CPU time at the stated training throughputs (pairs/s: {stated}); training only", ""]
-    lines += ["group | pairs trained | CPU-hours", "---|---|---"]
-    lines += [f"{group} | {pairs[group]:,} | {hours[group]:.2f}" for group in pairs]
-    return [*lines, f"total: {sum(hours.values()):.2f} CPU-hours ({sum(pairs.values()):,} pairs)"]
+@dataclasses.dataclass(frozen=True)
+class CpuPlan:
+    """What a sweep's training costs on the CPU at its stated throughputs (``plan.cpu_pairs_per_second``):
+    per group, the pairs its cells train and their CPU-hours, and how many of those hours are grid
+    extensions, which run only when a choice lands on an edge."""
+
+    rates: dict[str, float]
+    pairs: dict[str, int]
+    hours: dict[str, float]
+    extension_hours: float
+
+    def summary(self) -> list[str]:
+        """The plan's CPU lines: per group, then the total and the extensions' share."""
+        stated = ", ".join(f"{label} {rate:g}" for label, rate in self.rates.items())
+        lines = ["", f"CPU time at the stated training throughputs (pairs/s: {stated}); training only", ""]
+        lines += ["group | pairs trained | CPU-hours", "---|---|---"]
+        lines += [f"{group} | {self.pairs[group]:,} | {self.hours[group]:.2f}" for group in self.pairs]
+        total = sum(self.hours.values())
+        lines.append(f"total: {total:.2f} CPU-hours ({sum(self.pairs.values()):,} pairs)")
+        if self.extension_hours:
+            lines.append(
+                f"of which grid extensions: {self.extension_hours:.2f} CPU-hours, run only when a choice lands on a "
+                f"grid edge: without them {total - self.extension_hours:.2f} CPU-hours"
+            )
+        return lines
+
+
+def cell_counter(cfg: SweepConfig) -> Callable[[Cell], CellCost | None]:
+    """The cost of a cell of ``cfg`` (None: its front end has no cost model), counted once per shape."""
+    cache: dict[tuple, CellCost | None] = {}
+    return lambda cell: _cost(cell, cell_world_size(cell, cfg), cache, cfg.plan.stand_ins)
+
+
+def cpu_plan(
+    cfg: SweepConfig, count: Callable[[Cell], CellCost | None] | None = None, only: Sequence[str] = ()
+) -> CpuPlan:
+    """The sweep's CPU plan: each cell's added pairs at its model's stated rate (cells of a model
+    with no stated rate, or with no cost model, are left out)."""
+    count = count or cell_counter(cfg)
+    rates = dict(cfg.plan.cpu_pairs_per_second)
+    pairs: dict[str, int] = defaultdict(int)
+    hours: dict[str, float] = defaultdict(float)
+    extension_hours = 0.0
+    cells = expand(cfg)
+    for cell in cells:
+        if (only and cell.group not in only) or cell.model not in rates:
+            continue
+        cost = count(cell)
+        if cost is None:
+            continue
+        cost = _added_steps(cell, cost, cells, count)
+        pairs[cell.group] += cost.steps * cost.global_batch
+        cell_hours = cost.steps * cost.global_batch / rates[cell.model] / 3600
+        hours[cell.group] += cell_hours
+        extension_hours += cell_hours if cell.extends else 0.0
+    return CpuPlan(rates, dict(pairs), dict(hours), extension_hours)
 
 
 def plan_sweep(cfg: SweepConfig, device: Device, utilisation: float, only: Sequence[str] = ()) -> str:
@@ -120,16 +169,9 @@ def plan_sweep(cfg: SweepConfig, device: Device, utilisation: float, only: Seque
         header,
         "|".join("---" for _ in header.split("|")),
     ]
-    cache: dict[tuple, CellCost | None] = {}
-    pairs: dict[str, int] = defaultdict(int)
-    cpu_hours: dict[str, float] = defaultdict(float)
-    extension_hours = 0.0  # grid extensions run only when a choice lands on an edge
     total = 0.0
     cells = expand(cfg)
-
-    def count(cell: Cell) -> CellCost | None:
-        return _cost(cell, cell_world_size(cell, cfg), cache, cfg.plan.stand_ins)
-
+    count = cell_counter(cfg)
     for cell in cells:
         if only and cell.group not in only:
             continue
@@ -139,11 +181,6 @@ def plan_sweep(cfg: SweepConfig, device: Device, utilisation: float, only: Seque
             lines.append(f"{cell.label} | {world} | no cost model for front end {cell.kind!r} |")
             continue
         cost = _added_steps(cell, cost, cells, count)
-        rates = cfg.plan.cpu_pairs_per_second
-        if cell.model in rates:
-            pairs[cell.group] += cost.steps * cost.global_batch
-            cpu_hours[cell.group] += cost.steps * cost.global_batch / rates[cell.model] / 3600
-            extension_hours += cost.steps * cost.global_batch / rates[cell.model] / 3600 if cell.extends else 0.0
         hours = cost.gpu_hours(device, utilisation)
         total += hours
         state = BYTES_PER_PARAMETER * cost.parameters
@@ -153,10 +190,5 @@ def plan_sweep(cfg: SweepConfig, device: Device, utilisation: float, only: Seque
         )
     lines += ["", f"total: {total:.1f} GPU-hours on {device.name}"]
     if cfg.plan.cpu_pairs_per_second:
-        lines += _cpu_summary(pairs, cpu_hours, cfg.plan.cpu_pairs_per_second)
-        if extension_hours:
-            lines.append(
-                f"of which grid extensions: {extension_hours:.2f} CPU-hours, run only when a choice lands on a grid "
-                f"edge: without them {sum(cpu_hours.values()) - extension_hours:.2f} CPU-hours"
-            )
+        lines += cpu_plan(cfg, count, only).summary()
     return "\n".join(lines)

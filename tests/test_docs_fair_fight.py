@@ -1,0 +1,94 @@
+"""The fair fight's tables and words come from its stored cells: a small stored sweep of known scores
+(dnorm far above cosine on every query, qnorm level with it) renders the table, the dev choices with
+their grids, the dev and test curves, and verdicts that follow the table's Holm."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clipmag.results.record import build_results, write_results
+from clipmag.scoring.head_record import HeadRecord
+from clipmag_experiments.report import docs_fair_fight as ff
+from clipmag_experiments.report.stored import StoredResults
+
+QUERIES = 60
+BASE = np.linspace(0.2, 0.8, QUERIES)
+OFFSET = {"cosine": 0.0, "qnorm": 0.0, "dnorm": 0.1}  # dnorm better on every query; qnorm identical
+
+
+def _cell(root: Path, group: str, head: str, seed: int, steps: int, **cell: object) -> None:
+    variant = cell.get("variant")
+    folder = root / ff.SWEEP / group / "splade" / (f"{head}-{variant}" if variant else head) / f"seed{seed}"
+    folder.mkdir(parents=True)
+    record = {"group": group, "kind": "text", "model": "splade", "head": head, "seed": seed, **cell}
+    (folder / "cell.json").write_text(json.dumps(record))
+    scores = BASE + OFFSET[head] + 0.001 * seed
+    per_query = {f"q{i}": {"NDCG@10": float(s)} for i, s in enumerate(scores)}
+    curve = [{"step": s, "dev_NDCG@10": 0.3 + OFFSET[head] + s / 4000} for s in range(100, steps + 1, 100)]
+    results = build_results(
+        {"steps": steps, "seed": seed},
+        HeadRecord({"name": head}),
+        {"dev_curve": curve},
+        {"pypi-test": {"NDCG@10": float(scores.mean()), "per_query": per_query}},
+        {},
+        {"train_seconds": 30.0, "test_seconds": 6.0},
+        config={"data": {"batch_size": 64}, "train": {}},
+    )
+    write_results(results, folder)
+
+
+def _chosen(source: str, variant: str, grid: list[str]) -> dict:
+    return {"from": source, "variant": variant, "grid": grid, "extended": []}
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory) -> StoredResults:
+    """Every head's rate grid (qnorm chose its lowest rate: an edge) and scale grid, then both budgets."""
+    root = tmp_path_factory.mktemp("results")
+    rates, scales = ["lr2e-5", "lr6e-5", "lr2e-4"], ["scale5", "scale10", "scale20", "scale50"]
+    for head in ff.HEADS:
+        for rate in rates:
+            _cell(root, "lr-grid", head, 0, 40, variant=rate)
+        chosen_rate = _chosen("lr-grid", "lr2e-5" if head == "qnorm" else "lr6e-5", rates)
+        for scale in scales:
+            _cell(root, "scale-grid", head, 0, 40, variant=scale, chosen=chosen_rate)
+        for group, steps in (("code-search-2560", 40), ("code-search-25600", 400)):
+            for seed in (0, 1, 2):
+                _cell(root, group, head, seed, steps, variant=None, chosen=_chosen("scale-grid", "scale20", scales))
+    return StoredResults(root)
+
+
+def test_the_table_marks_dnorm_above_and_qnorm_level_under_the_whole_tables_holm(stored):
+    table = ff.fight_table(stored)
+    assert "`code-search-25600` | 25,600" in table and "`code-search-2560` | 2,560" in table
+    assert "▲†" in table and table.count("▲") == 2  # dnorm at both budgets, qnorm level
+    assert "_Not run yet: `code-search-25600-learned`, `scifact-2560`._" in table
+    assert ff.verdict(stored, "code-search-25600/pypi-test/splade/dnorm") == "above†"
+    assert ff.verdict(stored, "code-search-25600/pypi-test/splade/qnorm") == "level"
+    assert ff.difference(stored, "code-search-2560/pypi-test/splade/dnorm").startswith("+10.00 [")
+    assert ff.survivors(stored) == "2 of 4"
+
+
+def test_the_choices_name_each_grid_as_its_stored_cells_read_it_and_an_edge(stored):
+    table = ff.choices_table(stored)
+    assert "| splade | qnorm | 2e-5 (2e-5, 6e-5, 2e-4) **edge** | 20 (5, 10, 20, 50) |" in table
+    assert "| splade | cosine | 6e-5 (2e-5, 6e-5, 2e-4) | 20 (5, 10, 20, 50) |" in table
+    assert ff.edges(stored) == "1 of 6"
+
+
+def test_the_curves_show_dev_at_every_step_and_test_at_each_budget(stored):
+    table = ff.curves_table(stored)
+    assert "| dev, step 100 | dev, step 200 | dev, step 300 | dev, step 400 |" in table
+    assert "| splade | dnorm | 42.50 | 45.00 | 47.50 | 50.00 |" in table
+    assert "| splade | PyPI test packages (held out) | cosine | 50.10 | 50.10 |" in table
+
+
+def test_a_value_for_a_row_the_table_lacks_is_refused(stored):
+    with pytest.raises(ValueError, match="no dnorm of splade on scifact in group 'scifact-2560'"):
+        ff.verdict(stored, "scifact-2560/scifact/splade/dnorm")
+    with pytest.raises(ValueError, match="expected GROUP/DATASET/START/HEAD"):
+        ff.verdict(stored, "code-search-2560/splade/dnorm")
