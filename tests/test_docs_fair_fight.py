@@ -13,6 +13,7 @@ import pytest
 from clipmag.results.record import build_results, write_results
 from clipmag.scoring.head_record import HeadRecord
 from clipmag_experiments.report import docs_fair_fight as ff
+from clipmag_experiments.report import docs_fair_fight_values as ffv
 from clipmag_experiments.report.stored import StoredResults
 
 QUERIES = 60
@@ -20,7 +21,16 @@ BASE = np.linspace(0.2, 0.8, QUERIES)
 OFFSET = {"cosine": 0.0, "qnorm": 0.0, "dnorm": 0.1}  # dnorm better on every query; qnorm identical
 
 
-def _cell(root: Path, group: str, head: str, seed: int, steps: int, **cell: object) -> None:
+def _cell(
+    root: Path,
+    group: str,
+    head: str,
+    seed: int,
+    steps: int,
+    timings: dict | None = None,
+    scale: float | None = None,
+    **cell: object,
+) -> None:
     variant = cell.get("variant")
     folder = root / ff.SWEEP / group / "splade" / (f"{head}-{variant}" if variant else head) / f"seed{seed}"
     folder.mkdir(parents=True)
@@ -31,11 +41,11 @@ def _cell(root: Path, group: str, head: str, seed: int, steps: int, **cell: obje
     curve = [{"step": s, "dev_NDCG@10": 0.3 + OFFSET[head] + s / 4000} for s in range(100, steps + 1, 100)]
     results = build_results(
         {"steps": steps, "seed": seed},
-        HeadRecord({"name": head}),
+        HeadRecord({"name": head}, scale=scale),
         {"dev_curve": curve},
         {"pypi-test": {"NDCG@10": float(scores.mean()), "per_query": per_query}},
         {},
-        {"train_seconds": 30.0, "test_seconds": 6.0},
+        timings or {"train_seconds": 30.0, "test_seconds": 6.0},
         config={"data": {"batch_size": 64}, "train": {}},
     )
     write_results(results, folder)
@@ -67,17 +77,20 @@ def test_the_table_marks_dnorm_above_and_qnorm_level_under_the_whole_tables_holm
     assert "`code-search-25600` | 25,600" in table and "`code-search-2560` | 2,560" in table
     assert "▲†" in table and table.count("▲") == 2  # dnorm at both budgets, qnorm level
     assert "_Not run yet: `code-search-25600-learned`, `scifact-2560`._" in table
-    assert ff.verdict(stored, "code-search-25600/pypi-test/splade/dnorm") == "above†"
-    assert ff.verdict(stored, "code-search-25600/pypi-test/splade/qnorm") == "level"
-    assert ff.difference(stored, "code-search-2560/pypi-test/splade/dnorm").startswith("+10.00 [")
-    assert ff.survivors(stored) == "2 of 4"
+    assert ffv.verdict(stored, "code-search-25600/pypi-test/splade/dnorm") == "above†"
+    assert ffv.verdict(stored, "code-search-25600/pypi-test/splade/qnorm") == "level"
+    assert ffv.difference(stored, "code-search-2560/pypi-test/splade/dnorm").startswith("+10.00 [")
+    assert ffv.survivors(stored) == "2 of 4"
+    assert ffv.verdicts(stored, "code-search-25600/splade/dnorm") == "above† on PyPI test"
+    tally = ffv.tally(stored, "code-search-2560")  # qnorm's twin scores leave nothing to detect but an MDE
+    assert tally.startswith("1 above†, 0 below† and 1 not separated (MDE ") and tally.endswith("), of 2")
 
 
 def test_the_choices_name_each_grid_as_its_stored_cells_read_it_and_an_edge(stored):
     table = ff.choices_table(stored)
     assert "| splade | qnorm | 2e-5 (2e-5, 6e-5, 2e-4) **edge** | 20 (5, 10, 20, 50) |" in table
     assert "| splade | cosine | 6e-5 (2e-5, 6e-5, 2e-4) | 20 (5, 10, 20, 50) |" in table
-    assert ff.edges(stored) == "1 of 6"
+    assert ffv.edges(stored) == "1 of 6"
 
 
 def test_the_curves_show_dev_at_every_step_and_test_at_each_budget(stored):
@@ -89,6 +102,19 @@ def test_the_curves_show_dev_at_every_step_and_test_at_each_budget(stored):
 
 def test_a_value_for_a_row_the_table_lacks_is_refused(stored):
     with pytest.raises(ValueError, match="no dnorm of splade on scifact in group 'scifact-2560'"):
-        ff.verdict(stored, "scifact-2560/scifact/splade/dnorm")
+        ffv.verdict(stored, "scifact-2560/scifact/splade/dnorm")
     with pytest.raises(ValueError, match="expected GROUP/DATASET/START/HEAD"):
-        ff.verdict(stored, "code-search-2560/splade/dnorm")
+        ffv.verdict(stored, "code-search-2560/splade/dnorm")
+
+
+def test_the_hours_sum_every_run_and_say_at_least_when_a_resume_hid_time(stored, tmp_path):
+    assert ffv.VALUES["ff-hours"](stored, "") == "0.4 hours"  # 39 runs of 36 s
+    partial = {"train_seconds": 30.0, "test_seconds": 6.0, "train_seconds_partial": True}
+    _cell(tmp_path, "code-search-2560", "cosine", 0, 40, timings=partial, variant=None)
+    assert ffv.VALUES["ff-hours"](StoredResults(tmp_path), "") == "at least 0.0 hours"
+
+
+def test_the_learned_arm_shows_where_each_heads_scale_went(tmp_path):
+    for seed, scale in ((0, 30.0), (1, 40.0)):
+        _cell(tmp_path, ff.LEARNED, "dnorm", seed, 400, scale=scale, variant=None)
+    assert ff.learned_scales(StoredResults(tmp_path).sweep(ff.SWEEP)) == {("splade", "dnorm"): 35.0}

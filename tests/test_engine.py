@@ -14,6 +14,7 @@ from clipmag.runtime.logs import read_metrics
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.train.checkpoint import load_checkpoint, resolve_resume
 from clipmag.train.diverged_record import DIVERGED_FILE, read_divergence
+from clipmag.train.run_checkpoints import carried_seconds
 
 WORKER = str(REPO / "tests" / "engine_worker.py")
 
@@ -65,6 +66,23 @@ def test_killed_run_resumes_to_the_same_result(tmp_path):
     b = load_checkpoint(crashed / "checkpoints" / "latest.pt")["state_dict"]
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=1e-6, atol=1e-7)
+
+
+def test_a_resumed_run_counts_the_time_of_every_attempt(tmp_path):
+    proc = _run([str(tmp_path), "8", "fail_at=6", "step_delay_s=0.05"], check=False)
+    assert proc.returncode != 0
+    stopped = load_checkpoint(tmp_path / "checkpoints" / "latest.pt")["folder_seconds"]
+    assert stopped["folder"] == str(tmp_path.resolve()) and stopped["seconds"] >= 4 * 0.05
+    _run([str(tmp_path), "8", "train.resume=latest", "step_delay_s=0.05"])
+    final = load_checkpoint(tmp_path / "checkpoints" / "latest.pt")["folder_seconds"]
+    assert final["seconds"] >= stopped["seconds"] + 4 * 0.05  # the first attempt's four steps are kept
+
+
+def test_carried_seconds_belong_to_the_folder_that_trained(tmp_path):
+    own = {"folder_seconds": {"folder": str(tmp_path.resolve()), "seconds": 12.5}}
+    assert carried_seconds(own, tmp_path) == 12.5
+    assert carried_seconds(own, tmp_path / "continued") == 0.0  # a continued cell counts what it adds
+    assert carried_seconds({"step": 4}, tmp_path) is None  # an old checkpoint: the earlier time is unknown
 
 
 @pytest.mark.slow

@@ -11,7 +11,8 @@ Readers (the report, later evaluators) read one shape, whatever front end wrote 
                      "metric": "NDCG@10", "value": 0.61},   # what was tested, and why
       "validation": {"NDCG@10": ...},     # the last validation during training (flat)
       "metrics": {"<dataset>": {"<metric>": value, ..., "diagnostics": {...}}},
-      "timings": {"train_seconds": ..., "test_seconds": ...},
+      "timings": {"train_seconds": ..., "test_seconds": ...},  # every attempt of a resumed run; with
+                                          # "train_seconds_partial": true where an old checkpoint hid the earlier ones
       "versions": {"python": ..., "clipmag": ..., "torch": ..., ...},
       "numerics": {"torch_threads": 2, "cpu_capability": "AVX512", "autocast": "bfloat16", ...},
       "provenance": {"code": {"commit": ..., "dirty": false, "diff_sha256": null, "reason": null},

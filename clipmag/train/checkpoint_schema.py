@@ -48,6 +48,7 @@ OPTIONAL: dict[str, _Types] = {
     "head": dict,
     "sharded": bool,
     "dev_curve": list,  # the validation metric at every evaluated step, so a resumed run keeps its curve
+    "folder_seconds": dict,  # the run folder's training seconds up to the step, so a resumed run's time is whole
 }
 FIX = "resume from another checkpoint (train.resume=PATH) or start the run again (train.overwrite=true)"
 

@@ -59,6 +59,7 @@ class Trainer(RunCheckpoints):
     def __init__(
         self, task: Task, loop: TrainLoopConfig, optim: OptimConfig, full_config: Any, ctx: DistributedContext
     ) -> None:
+        self.attempt_started, self.earlier_seconds = time.perf_counter(), 0.0  # a resume sets the earlier part
         self.task, self.loop, self.optim_cfg, self.full_config, self.ctx = task, loop, optim, full_config, ctx
         self.output_dir = Path(loop.output_dir)
         self.ckpt_dir = self.output_dir / ckpt_io.CHECKPOINT_DIR

@@ -82,14 +82,13 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
         loop, checkpoint = resumed_loop(cfg.train)  # an old run resumes as it ran
         cfg = dataclasses.replace(cfg, train=loop)
         task = make_task(cfg, ctx)
-        start = time.perf_counter()
         trainer = Trainer(task, cfg.train, cfg.optim, cfg, ctx)
         trainer.prepare(checkpoint)
         started = True
         del checkpoint  # restored into the model and optimizer: free its copy
         release_held_log()
         validation = trainer.fit()
-        train_seconds = time.perf_counter() - start
+        train_seconds = trainer.train_seconds
         if not ctx.is_main:
             return {}
         if cfg.train.export_final:  # test what ships, with the record that ships
@@ -112,6 +111,8 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
             "world_size": ctx.world_size,
         }
         timings = {"train_seconds": train_seconds, "test_seconds": time.perf_counter() - start}
+        if trainer.earlier_seconds is None:  # resumed from a checkpoint without the earlier attempts' time
+            timings["train_seconds_partial"] = True
         checkpoint = {**trainer.tested, "path": str(tested)}
         results = build_results(
             run,

@@ -9,6 +9,8 @@ must match this run (``clipmag.train.resume_check``).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,21 @@ from clipmag.train.resume_check import ResumeMismatch, check_resumable
 from clipmag.train.run_folder import plan_run_folder
 from clipmag.train.train_step import TrainStep
 
-__all__ = ["RunCheckpoints"]
+__all__ = ["RunCheckpoints", "carried_seconds"]
+
+
+def carried_seconds(ckpt: Mapping[str, Any], output_dir: Path) -> float | None:
+    """The training seconds that ``output_dir`` spent before ``ckpt``'s step, so a resumed run's time
+    counts every attempt: the checkpoint's own record when this folder wrote it; 0 when another folder
+    did (a sweep cell continuing another cell's run counts only the steps it adds, as its cost plan
+    does; a run folder moved between attempts counts from the move); ``None`` when the checkpoint
+    predates the record (the earlier attempts' time is unknown)."""
+    record = ckpt.get("folder_seconds")
+    if record is None:
+        return None
+    if record.get("folder") != str(output_dir.resolve()):
+        return 0.0
+    return float(record["seconds"])
 
 
 class RunCheckpoints:
@@ -54,6 +70,8 @@ class RunCheckpoints:
     samples_seen: int
     best: float | None
     dev_curve: list[dict[str, float]]  # the primary validation metric at every evaluated step
+    attempt_started: float  # time.perf_counter() when this attempt began
+    earlier_seconds: float | None  # this folder's training seconds before this attempt (None: unknown)
     writer: MetricsWriter | None
     prepared: bool
 
@@ -62,9 +80,19 @@ class RunCheckpoints:
         """The model that is validated, tested and exported (rank 0)."""
         return self.whole if self.whole is not None else self.model
 
+    @property
+    def train_seconds(self) -> float:
+        """This folder's training seconds so far: the earlier attempts up to the checkpoint this one
+        resumed from (when known) and this attempt (building, restoring, training, validating)."""
+        return (self.earlier_seconds or 0.0) + time.perf_counter() - self.attempt_started
+
     def trainer_state(self, rng: list[dict[str, Any]]) -> dict[str, Any]:
         """Everything a resumed run needs but the weights and the optimizer's moments (which a
-        sharded checkpoint stores in shards beside it); ``rng``: every rank's RNG state, in rank order."""
+        sharded checkpoint stores in shards beside it); ``rng``: every rank's RNG state, in rank order.
+        The folder's training time is left out once it is unknown, so no later attempt mistakes a
+        part for the whole."""
+        folder = {"folder": str(self.output_dir.resolve()), "seconds": self.train_seconds}
+        timed = {} if self.earlier_seconds is None else {"folder_seconds": folder}
         return {
             FORMAT_KEY: FORMAT,
             "epoch": self.step,  # open_clip's key; we count optimizer steps
@@ -79,6 +107,7 @@ class RunCheckpoints:
             "rng": rng,
             "best": self.best,
             "dev_curve": self.dev_curve,
+            **timed,
         }
 
     def state(self, rng: list[dict[str, Any]]) -> dict[str, Any]:
@@ -154,6 +183,7 @@ class RunCheckpoints:
         ckpt_io.restore_rng_state(dropout.resumed_rng_state(ckpt["rng"], self.ctx, self.model))
         self.step, self.samples_seen, self.best = ckpt["step"], ckpt["samples_seen"], ckpt.get("best")
         self.dev_curve = list(ckpt.get("dev_curve", []))
+        self.earlier_seconds = carried_seconds(ckpt, self.output_dir)
         if self.writer is not None:
             self.writer.truncate_after(self.step)
         logger.info("resumed from %s at step %d (%d samples seen)", path, self.step, self.samples_seen)

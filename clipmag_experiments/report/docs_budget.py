@@ -31,7 +31,7 @@ from clipmag_experiments.report.docs_positive import (
     scale_grid_table,
 )
 from clipmag_experiments.report.starts import StartRow
-from clipmag_experiments.report.stored import StoredResults, StoredSweep
+from clipmag_experiments.report.stored import StoredResults, StoredSweep, runs_value, time_value
 
 __all__ = ["BLOCKS", "VALUES", "SWEEP", "BUDGETS", "HEADS", "table_rows"]
 
@@ -193,16 +193,6 @@ def plan_rates(stored: StoredResults, argument: str = "") -> str:
     return ", ".join(f"{model} {rate:g}" for model, rate in _stated_rates(stored.sweep(SWEEP)).items())
 
 
-def runs(stored: StoredResults, argument: str = "") -> str:
-    """How many runs the stored budget sweep holds, and the code that made them."""
-    return stored.sweep(SWEEP).runs_at()
-
-
-def hours(stored: StoredResults, argument: str = "") -> str:
-    """The stored cells' training and testing time together, in hours (what the run cost so far)."""
-    return f"{stored.sweep(SWEEP).cell_seconds() / 3600:.1f} hours"
-
-
 BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     "budget": budget_table,
     "budget-gap": gap_table,
@@ -212,8 +202,8 @@ BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     "budget-scale-grid": lambda stored: scale_grid_table(stored.sweep(SWEEP), SELECTION_GROUP),
 }
 VALUES: dict[str, Callable[[StoredResults, str], str]] = {
-    "budget-runs": runs,
-    "budget-hours": hours,
+    "budget-runs": runs_value(SWEEP),
+    "budget-hours": time_value(SWEEP, "hours"),
     "budget-plan-hours": plan_hours,
     "budget-plan-rates": plan_rates,
 }

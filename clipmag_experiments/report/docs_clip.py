@@ -20,7 +20,7 @@ import numpy as np
 from clipmag.results.marks import family_mark
 from clipmag.results.marks import verdict as verdict_of
 from clipmag_experiments.report.collect import CLIP_METRICS, caption_clusters, query_outcomes, tidy_rows
-from clipmag_experiments.report.stored import StoredResults
+from clipmag_experiments.report.stored import StoredResults, runs_value, time_value
 from clipmag_experiments.report.tables import (
     Cell,
     TableRow,
@@ -143,17 +143,9 @@ def _values(sweep_name: str) -> dict[str, Callable[[StoredResults, str], str]]:
             picks[c.cell["head"]] = choice["variant"] + (f" ({'; '.join(notes)})" if notes else "")
         return ", ".join(f"{head} {picks[head]}" for head in ("cosine", *MAGNITUDE_HEADS) if head in picks)
 
-    def runs(stored: StoredResults, argument: str = "") -> str:
-        """How many runs the stored sweep holds, and the code that made them."""
-        return stored.sweep(sweep_name).runs_at()
-
-    def minutes(stored: StoredResults, argument: str = "") -> str:
-        """The stored cells' training and testing time together, in minutes (what the sweep cost)."""
-        return f"{stored.sweep(sweep_name).cell_seconds() / 60:.0f} minutes"
-
     return {
-        "runs": runs,
-        "minutes": minutes,
+        "runs": runs_value(sweep_name),
+        "minutes": time_value(sweep_name, "minutes"),
         "verdict": verdict,
         "verdicts": verdicts,
         "mean": mean,

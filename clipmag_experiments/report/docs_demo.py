@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from clipmag_experiments.report.collect import tidy_rows
-from clipmag_experiments.report.stored import StoredResults
+from clipmag_experiments.report.stored import StoredResults, runs_value
 from clipmag_experiments.report.tables import aggregate, to_markdown
 
 __all__ = ["BLOCKS", "VALUES"]
@@ -55,11 +55,6 @@ def rag_table(stored: StoredResults) -> str:
     return "\n".join(lines)
 
 
-def runs(stored: StoredResults, argument: str = "") -> str:
-    """How many cells the stored demo holds, and the code that made them."""
-    return stored.sweep(SWEEP).runs_at()
-
-
 def wall_minutes(stored: StoredResults, argument: str = "") -> str:
     """The measured wall clock of ``make demo``, from the file ``/usr/bin/time -o`` wrote."""
     record = json.loads((stored.root / SWEEP / WALL_FILE).read_text(encoding="utf-8"))
@@ -71,4 +66,4 @@ BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     "demo-clip": lambda stored: _group_table(stored, "clip", CLIP_SHOWN),
     "demo-rag": rag_table,
 }
-VALUES: dict[str, Callable[[StoredResults, str], str]] = {"demo-runs": runs, "demo-wall": wall_minutes}
+VALUES: dict[str, Callable[[StoredResults, str], str]] = {"demo-runs": runs_value(SWEEP), "demo-wall": wall_minutes}

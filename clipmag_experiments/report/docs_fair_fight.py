@@ -13,7 +13,7 @@ cells, so a sentence of the docs cannot say more than the table:
   stayed on an edge;
 - ``fair-fight-curves``: the dev curve (nDCG@10 on the dev split at every evaluated step of the
   largest budget) and the test score at each code-search budget, per head;
-- values ``ff-*`` for the prose (verdicts, differences, survivors, choices, runs and hours).
+- the values ``ff-*`` of the prose are :mod:`clipmag_experiments.report.docs_fair_fight_values`.
 
 Groups that have not run yet are left out of a table, which says so in its last line.
 """
@@ -25,16 +25,14 @@ from collections.abc import Callable
 
 import numpy as np
 
-from clipmag.results.marks import family_mark
-from clipmag.results.marks import verdict as verdict_of
-from clipmag.results.significance import Comparison, with_family_holm
+from clipmag.results.significance import with_family_holm
 from clipmag_experiments.report.collect import CellResult
 from clipmag_experiments.report.curves import pairs_seen
 from clipmag_experiments.report.docs_positive import DATASETS, head_cell, order, p_and_t
-from clipmag_experiments.report.starts import HeadResult, StartRow
+from clipmag_experiments.report.starts import StartRow
 from clipmag_experiments.report.stored import StoredResults, StoredSweep
 
-__all__ = ["BLOCKS", "VALUES", "SWEEP", "GROUPS"]
+__all__ = ["BLOCKS", "SWEEP", "GROUPS", "HEADS", "choices", "table_rows"]
 
 SWEEP = "fair_fight"
 STARTS = ("splade", "minilm-dot")
@@ -43,6 +41,7 @@ HEADS = ("cosine", "qnorm", "dnorm")
 GROUPS = ("code-search-2560", "code-search-25600", "code-search-25600-learned", "scifact-2560")
 CODE_BUDGETS = ("code-search-2560", "code-search-25600")  # the test curve: one run per budget
 LARGEST = "code-search-25600"  # the dev curves: every evaluated step of the largest budget
+LEARNED = "code-search-25600-learned"  # the largest budget again, its loss scale trained
 TEST_SETS = {**DATASETS, "pypi-test": "PyPI test packages (held out)"}
 
 
@@ -151,11 +150,26 @@ def choices_table(stored: StoredResults) -> str:
     found = choices(stored.sweep(SWEEP))
     if not found:
         return f"_Not run yet: `{LARGEST}`._"
-    lines = ["| start | head | learning rate (grid read) | loss scale (grid read) |", "|---" * 4 + "|"]
+    learned = learned_scales(stored.sweep(SWEEP))
+    extra = " learned scale tested (from the chosen scale) |" if learned else ""
+    lines = ["| start | head | learning rate (grid read) | loss scale (grid read) |" + extra]
+    lines.append("|---" * (5 if learned else 4) + "|")
     for (start, head), c in sorted(found.items(), key=lambda i: (order(i[0][0], STARTS), order(i[0][1], HEADS))):
         cells = [f"{x['value']} ({x['grid']})" + (" **edge**" if x["edge"] else "") for x in (c["rate"], c["scale"])]
-        lines.append(f"| {start} | {head} | {cells[0]} | {cells[1]} |")
+        if learned:
+            cells.append(f"{learned[(start, head)]:.1f}" if (start, head) in learned else "-")
+        lines.append(f"| {start} | {head} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def learned_scales(sweep: StoredSweep) -> dict[tuple[str, str], float]:
+    """(start, head) -> the loss scale of the learned arm's tested checkpoints (its head record), mean
+    over seeds: where the trainable temperature went from the dev-chosen one it started at."""
+    scales: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for c in sweep.cells:
+        if c.cell["group"] == LEARNED and c.results["head"].get("scale") is not None:
+            scales[(c.cell["model"], c.cell["head"])].append(float(c.results["head"]["scale"]))
+    return {key: float(np.mean(values)) for key, values in scales.items()}
 
 
 def dev_curves(sweep: StoredSweep) -> dict[tuple[str, str], dict[int, float]]:
@@ -201,71 +215,8 @@ def curves_table(stored: StoredResults) -> str:
     return "\n".join(lines)
 
 
-def _head(stored: StoredResults, argument: str, value: str) -> HeadResult:
-    """``GROUP/DATASET/START/HEAD``: one head's result in the table."""
-    parts = argument.split("/")
-    if len(parts) != 4:
-        raise ValueError(f"value {value}: expected GROUP/DATASET/START/HEAD, got {argument!r}")
-    group, dataset, start, head = parts
-    for row in table_rows(stored.sweep(SWEEP)):
-        if (row.group, row.dataset, row.start) == (group, dataset, start) and head in row.heads:
-            return row.heads[head]
-    raise ValueError(f"{SWEEP}: no {head} of {start} on {dataset} in group {group!r}")
-
-
-def _comparison(stored: StoredResults, argument: str, value: str) -> Comparison:
-    comparison = _head(stored, argument, value).comparison
-    if comparison is None:
-        raise ValueError(f"value {value}: {argument} has no test against cosine")
-    return comparison
-
-
-def verdict(stored: StoredResults, argument: str) -> str:
-    """``GROUP/DATASET/START/HEAD``: ``above`` / ``below`` / ``level``, with ``†`` where the mark
-    survives Holm over the whole table."""
-    comparison = _comparison(stored, argument, "ff-verdict")
-    return verdict_of(comparison) + family_mark(comparison)
-
-
-def difference(stored: StoredResults, argument: str) -> str:
-    """``GROUP/DATASET/START/HEAD``: the mean per-query difference to cosine x100 with its 95% interval."""
-    c = _comparison(stored, argument, "ff-difference")
-    return f"{100 * c.difference:+.2f} [{100 * c.ci_low:+.2f}, {100 * c.ci_high:+.2f}]"
-
-
-def survivors(stored: StoredResults, argument: str = "") -> str:
-    """``3 of 40``: the table's marks that survive Holm over all of its tests (†), and how many tests."""
-    rows = table_rows(stored.sweep(SWEEP))
-    tested = [r.heads[h].comparison for r in rows for h in HEADS[1:] if h in r.heads and r.heads[h].comparison]
-    return f"{sum(1 for c in tested if family_mark(c))} of {len(tested)}"
-
-
-def edges(stored: StoredResults, argument: str = "") -> str:
-    """``0 of 12``: the dev choices (rate and scale, per start and head) that stayed on a grid edge."""
-    found = choices(stored.sweep(SWEEP))
-    stuck = sum(int(c["rate"]["edge"]) + int(c["scale"]["edge"]) for c in found.values())
-    return f"{stuck} of {2 * len(found)}"
-
-
-def runs(stored: StoredResults, argument: str = "") -> str:
-    return stored.sweep(SWEEP).runs_at()
-
-
-def hours(stored: StoredResults, argument: str = "") -> str:
-    """The stored runs' training and testing time together, in hours."""
-    return f"{stored.sweep(SWEEP).cell_seconds() / 3600:.1f} hours"
-
-
 BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     "fair-fight": fight_table,
     "fair-fight-choices": choices_table,
     "fair-fight-curves": curves_table,
-}
-VALUES: dict[str, Callable[[StoredResults, str], str]] = {
-    "ff-verdict": verdict,
-    "ff-difference": difference,
-    "ff-survivors": survivors,
-    "ff-edges": edges,
-    "ff-runs": runs,
-    "ff-hours": hours,
 }

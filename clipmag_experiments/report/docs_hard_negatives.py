@@ -16,7 +16,7 @@ import numpy as np
 
 from clipmag.results.marks import difference_text, mark
 from clipmag.results.significance import Comparison, compare_with_baseline
-from clipmag_experiments.report.stored import StoredResults
+from clipmag_experiments.report.stored import StoredResults, runs_value
 
 __all__ = ["BLOCKS", "VALUES"]
 
@@ -155,13 +155,9 @@ def negative_scores(stored: StoredResults, argument: str = "") -> str:
     )
 
 
-def runs(stored: StoredResults, argument: str = "") -> str:
-    return stored.sweep(SWEEP).runs_at()
-
-
 BLOCKS: dict[str, Callable[[StoredResults], str]] = {"hard-negatives": table, "hard-vs-more": hard_vs_more}
 VALUES: dict[str, Callable[[StoredResults, str], str]] = {
-    "hn-runs": runs,
+    "hn-runs": runs_value(SWEEP),
     "hn-mean": mean,
     "hn-difference": difference,
     "hn-random-share": random_share,

@@ -16,7 +16,7 @@ from clipmag.results.marks import family_mark, mark
 from clipmag.results.significance import Comparison, with_family_holm
 from clipmag_experiments.report.docs_positive import DATASETS, SETTINGS, SWEEP, ordered_rows, predictor_scores
 from clipmag_experiments.report.starts import HeadResult, StartRow
-from clipmag_experiments.report.stored import StoredResults
+from clipmag_experiments.report.stored import StoredResults, runs_value
 
 __all__ = ["VALUES"]
 
@@ -277,13 +277,8 @@ def package_pairs(stored: StoredResults, argument: str) -> str:
     return f"{sum(int(p[argument]) for p in manifest['per_package'].values()):,}"
 
 
-def runs(stored: StoredResults, argument: str = "") -> str:
-    """How many runs the stored sweep holds, and the code that made them."""
-    return stored.sweep(SWEEP).runs_at()
-
-
 VALUES: dict[str, Callable[[StoredResults, str], str]] = {
-    "pr-runs": runs,
+    "pr-runs": runs_value(SWEEP),
     "pr-cells": cells,
     "pr-package": package_pairs,
     "pr-mean": mean,

@@ -20,7 +20,7 @@ from clipmag_experiments.design.protocol import PROTOCOL_FILE, read_protocol
 from clipmag_experiments.report.collect import CellResult, find_cells
 from clipmag_experiments.report.starts import StartRow, start_rows
 
-__all__ = ["StoredResults", "StoredSweep", "cited_code"]
+__all__ = ["StoredResults", "StoredSweep", "cited_code", "runs_value", "time_value"]
 
 
 def _once(cache: dict[Hashable, Any], key: Hashable, compute: Callable[[], Any]) -> Any:
@@ -135,3 +135,33 @@ class StoredResults:
         if name not in self._sweeps:
             self._sweeps[name] = StoredSweep(self.root / name)
         return self._sweeps[name]
+
+
+DocsValue = Callable[[StoredResults, str], str]
+
+
+def runs_value(sweep: str) -> DocsValue:
+    """The manuals' value for how many runs the stored ``sweep`` holds and the code that made them
+    (``124 runs at commit `3a15e4e```), the same sentence for every sweep."""
+
+    def runs(stored: StoredResults, argument: str = "") -> str:
+        return stored.sweep(sweep).runs_at()
+
+    return runs
+
+
+def time_value(sweep: str, unit: str = "hours") -> DocsValue:
+    """The manuals' value for what the stored ``sweep`` cost: its runs' training and testing time
+    together (:meth:`StoredSweep.cell_seconds`), in ``hours`` (one decimal) or ``minutes``."""
+    seconds_per = {"hours": 3600, "minutes": 60}
+    if unit not in seconds_per:
+        raise ValueError(f"time_value: unit {unit!r} is not one of {', '.join(seconds_per)}")
+
+    def cost(stored: StoredResults, argument: str = "") -> str:
+        cells = stored.sweep(sweep)
+        amount = cells.cell_seconds() / seconds_per[unit]
+        text = f"{amount:.1f} hours" if unit == "hours" else f"{amount:.0f} minutes"
+        partial = any(c.results["timings"].get("train_seconds_partial") for c in cells.trained)
+        return f"at least {text}" if partial else text  # a run resumed from an untimed checkpoint
+
+    return cost

@@ -1,0 +1,121 @@
+"""The words and numbers of the fair fight's prose, each rendered from its cells.
+
+What the manuals say the fair fight shows - a head "above", "below" or "level with" cosine on a test
+set, a group's tally under Holm over the whole table, how many choices stayed on a grid edge, what
+the sweep cost - is written as ``<!-- value:NAME:ARGUMENT -->`` marks, so a sentence that no longer
+matches the table (:mod:`clipmag_experiments.report.docs_fair_fight`) is stale for the drift check.
+The argument names the row: ``ff-verdict:code-search-25600/pypi-test/splade/dnorm``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from clipmag.results.marks import family_mark
+from clipmag.results.marks import verdict as verdict_of
+from clipmag.results.significance import Comparison
+from clipmag_experiments.report.docs_fair_fight import HEADS, SWEEP, choices, table_rows
+from clipmag_experiments.report.starts import HeadResult
+from clipmag_experiments.report.stored import StoredResults, runs_value, time_value
+
+__all__ = ["VALUES"]
+
+# the test sets as a sentence names them
+SHORT = {
+    "pypi-test": "PyPI test",
+    "stdlib": "stdlib",
+    "sklearn": "scikit-learn",
+    "scifact": "SciFact",
+    "cranfield": "Cranfield",
+}
+
+
+def _head(stored: StoredResults, argument: str, value: str) -> HeadResult:
+    """``GROUP/DATASET/START/HEAD``: one head's result in the table."""
+    parts = argument.split("/")
+    if len(parts) != 4:
+        raise ValueError(f"value {value}: expected GROUP/DATASET/START/HEAD, got {argument!r}")
+    group, dataset, start, head = parts
+    for row in table_rows(stored.sweep(SWEEP)):
+        if (row.group, row.dataset, row.start) == (group, dataset, start) and head in row.heads:
+            return row.heads[head]
+    raise ValueError(f"{SWEEP}: no {head} of {start} on {dataset} in group {group!r}")
+
+
+def _comparison(stored: StoredResults, argument: str, value: str) -> Comparison:
+    comparison = _head(stored, argument, value).comparison
+    if comparison is None:
+        raise ValueError(f"value {value}: {argument} has no test against cosine")
+    return comparison
+
+
+def verdict(stored: StoredResults, argument: str) -> str:
+    """``GROUP/DATASET/START/HEAD``: ``above`` / ``below`` / ``level``, with ``†`` where the mark
+    survives Holm over the whole table."""
+    comparison = _comparison(stored, argument, "ff-verdict")
+    return verdict_of(comparison) + family_mark(comparison)
+
+
+def difference(stored: StoredResults, argument: str) -> str:
+    """``GROUP/DATASET/START/HEAD``: the mean per-query difference to cosine x100 with its 95% interval."""
+    c = _comparison(stored, argument, "ff-difference")
+    return f"{100 * c.difference:+.2f} [{100 * c.ci_low:+.2f}, {100 * c.ci_high:+.2f}]"
+
+
+def verdicts(stored: StoredResults, argument: str) -> str:
+    """``GROUP/START/HEAD``: the head's verdict on every test set of the group, in the table's order
+    (``above† on PyPI test, level on stdlib, below on scikit-learn``)."""
+    parts = argument.split("/")
+    if len(parts) != 3:
+        raise ValueError(f"value ff-verdicts: expected GROUP/START/HEAD, got {argument!r}")
+    group, start, head = parts
+    tested = [
+        (r.dataset, r.heads[head].comparison)
+        for r in table_rows(stored.sweep(SWEEP))
+        if (r.group, r.start) == (group, start) and head in r.heads and r.heads[head].comparison is not None
+    ]
+    found = [f"{verdict_of(c)}{family_mark(c)} on {SHORT.get(dataset, dataset)}" for dataset, c in tested]
+    if not found:
+        raise ValueError(f"{SWEEP}: no tested {head} of {start} in group {group!r}")
+    return ", ".join(found)
+
+
+def tally(stored: StoredResults, argument: str) -> str:
+    """``GROUP``: how the group's comparisons came out under Holm over the whole table, with the
+    smallest and largest MDE of those it did not separate from cosine (``2 above†, 1 below† and 9
+    not separated (MDE 1.20-3.40), of 12``)."""
+    rows = [r for r in table_rows(stored.sweep(SWEEP)) if r.group == argument]
+    tested = [r.heads[h].comparison for r in rows for h in HEADS[1:] if h in r.heads and r.heads[h].comparison]
+    if not tested:
+        raise ValueError(f"{SWEEP}: group {argument!r} has no comparison in the table")
+    held = [c for c in tested if family_mark(c)]
+    above = sum(1 for c in held if c.difference > 0)
+    mdes = sorted(100 * c.detectable for c in tested if not family_mark(c))
+    rest = f"{len(mdes)} not separated" + (f" (MDE {mdes[0]:.2f}-{mdes[-1]:.2f})" if mdes else "")
+    return f"{above} above†, {len(held) - above} below† and {rest}, of {len(tested)}"
+
+
+def survivors(stored: StoredResults, argument: str = "") -> str:
+    """``3 of 40``: the table's marks that survive Holm over all of its tests (†), and how many tests."""
+    rows = table_rows(stored.sweep(SWEEP))
+    tested = [r.heads[h].comparison for r in rows for h in HEADS[1:] if h in r.heads and r.heads[h].comparison]
+    return f"{sum(1 for c in tested if family_mark(c))} of {len(tested)}"
+
+
+def edges(stored: StoredResults, argument: str = "") -> str:
+    """``0 of 12``: the dev choices (rate and scale, per start and head) that stayed on a grid edge."""
+    found = choices(stored.sweep(SWEEP))
+    stuck = sum(int(c["rate"]["edge"]) + int(c["scale"]["edge"]) for c in found.values())
+    return f"{stuck} of {2 * len(found)}"
+
+
+VALUES: dict[str, Callable[[StoredResults, str], str]] = {
+    "ff-verdict": verdict,
+    "ff-difference": difference,
+    "ff-verdicts": verdicts,
+    "ff-tally": tally,
+    "ff-survivors": survivors,
+    "ff-edges": edges,
+    "ff-runs": runs_value(SWEEP),
+    "ff-hours": time_value(SWEEP, "hours"),
+}
