@@ -91,8 +91,9 @@ class RunCheckpoints:
         sharded checkpoint stores in shards beside it); ``rng``: every rank's RNG state, in rank order.
         The folder's training time is left out once it is unknown, so no later attempt mistakes a
         part for the whole."""
-        folder = {"folder": str(self.output_dir.resolve()), "seconds": self.train_seconds}
-        timed = {} if self.earlier_seconds is None else {"folder_seconds": folder}
+        timed: dict[str, Any] = {}
+        if self.earlier_seconds is not None:
+            timed["folder_seconds"] = {"folder": str(self.output_dir.resolve()), "seconds": self.train_seconds}
         return {
             FORMAT_KEY: FORMAT,
             "epoch": self.step,  # open_clip's key; we count optimizer steps

@@ -29,10 +29,10 @@ from clipmag.results.significance import with_family_holm
 from clipmag_experiments.report.collect import CellResult
 from clipmag_experiments.report.curves import pairs_seen
 from clipmag_experiments.report.docs_positive import DATASETS, head_cell, order, p_and_t
-from clipmag_experiments.report.starts import StartRow
+from clipmag_experiments.report.starts import HeadResult, StartRow
 from clipmag_experiments.report.stored import StoredResults, StoredSweep
 
-__all__ = ["BLOCKS", "SWEEP", "GROUPS", "HEADS", "choices", "table_rows"]
+__all__ = ["BLOCKS", "SWEEP", "GROUPS", "HEADS", "choices", "compared", "table_rows"]
 
 SWEEP = "fair_fight"
 STARTS = ("splade", "minilm-dot")
@@ -50,6 +50,11 @@ def _finished(sweep: StoredSweep) -> list[str]:
     return [g for g in GROUPS if g in groups]
 
 
+def compared(rows: list[StartRow]) -> list[HeadResult]:
+    """The heads of ``rows`` tested against cosine, row by row: the family of the whole table's Holm."""
+    return [r.heads[h] for r in rows for h in HEADS[1:] if h in r.heads and r.heads[h].comparison is not None]
+
+
 def table_rows(sweep: StoredSweep) -> list[StartRow]:
     """The compared rows, by test set, start and group, each comparison with its Holm over the whole
     table (``p_family``): the family a sentence about the table rests on."""
@@ -58,7 +63,7 @@ def table_rows(sweep: StoredSweep) -> list[StartRow]:
         groups = _finished(sweep)
         rows = [r for r in sweep.start_rows if r.group in groups]
         rows.sort(key=lambda r: (order(r.dataset, list(TEST_SETS)), order(r.start, STARTS), groups.index(r.group)))
-        tested = [r.heads[h] for r in rows for h in HEADS[1:] if h in r.heads and r.heads[h].comparison is not None]
+        tested = compared(rows)
         for head, comparison in zip(tested, with_family_holm([h.comparison for h in tested])):
             head.comparison = comparison
         return rows

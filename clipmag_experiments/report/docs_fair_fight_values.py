@@ -14,7 +14,7 @@ from collections.abc import Callable
 from clipmag.results.marks import family_mark
 from clipmag.results.marks import verdict as verdict_of
 from clipmag.results.significance import Comparison
-from clipmag_experiments.report.docs_fair_fight import HEADS, SWEEP, choices, table_rows
+from clipmag_experiments.report.docs_fair_fight import SWEEP, choices, compared, table_rows
 from clipmag_experiments.report.starts import HeadResult
 from clipmag_experiments.report.stored import StoredResults, runs_value, time_value
 
@@ -85,7 +85,7 @@ def tally(stored: StoredResults, argument: str) -> str:
     smallest and largest MDE of those it did not separate from cosine (``2 above†, 1 below† and 9
     not separated (MDE 1.20-3.40), of 12``)."""
     rows = [r for r in table_rows(stored.sweep(SWEEP)) if r.group == argument]
-    tested = [r.heads[h].comparison for r in rows for h in HEADS[1:] if h in r.heads and r.heads[h].comparison]
+    tested = [h.comparison for h in compared(rows)]
     if not tested:
         raise ValueError(f"{SWEEP}: group {argument!r} has no comparison in the table")
     held = [c for c in tested if family_mark(c)]
@@ -98,7 +98,7 @@ def tally(stored: StoredResults, argument: str) -> str:
 def survivors(stored: StoredResults, argument: str = "") -> str:
     """``3 of 40``: the table's marks that survive Holm over all of its tests (†), and how many tests."""
     rows = table_rows(stored.sweep(SWEEP))
-    tested = [r.heads[h].comparison for r in rows for h in HEADS[1:] if h in r.heads and r.heads[h].comparison]
+    tested = [h.comparison for h in compared(rows)]
     return f"{sum(1 for c in tested if family_mark(c))} of {len(tested)}"
 
 
