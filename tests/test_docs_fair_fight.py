@@ -84,6 +84,8 @@ def test_the_table_marks_dnorm_above_and_qnorm_level_under_the_whole_tables_holm
     assert ffv.verdicts(stored, "code-search-25600/splade/dnorm") == "above† on PyPI test"
     tally = ffv.tally(stored, "code-search-2560")  # qnorm's twin scores leave nothing to detect but an MDE
     assert tally.startswith("1 above†, 0 below† and 1 not separated (MDE ") and tally.endswith("), of 2")
+    whole = ffv.tally(stored)  # both budgets: dnorm above at each, qnorm level at each
+    assert whole.startswith("2 above†, 0 below† and 2 not separated (MDE ") and whole.endswith("), of 4")
 
 
 def test_the_choices_name_each_grid_as_its_stored_cells_read_it_and_an_edge(stored):

@@ -80,14 +80,15 @@ def verdicts(stored: StoredResults, argument: str) -> str:
     return ", ".join(found)
 
 
-def tally(stored: StoredResults, argument: str) -> str:
-    """``GROUP``: how the group's comparisons came out under Holm over the whole table, with the
-    smallest and largest MDE of those it did not separate from cosine (``2 above†, 1 below† and 9
-    not separated (MDE 1.20-3.40), of 12``)."""
-    rows = [r for r in table_rows(stored.sweep(SWEEP)) if r.group == argument]
+def tally(stored: StoredResults, argument: str = "") -> str:
+    """``GROUP``, or nothing for the whole table: how its comparisons came out under Holm over the
+    whole table, with the smallest and largest MDE of those it did not separate from cosine
+    (``2 above†, 1 below† and 9 not separated (MDE 1.20-3.40), of 12``)."""
+    rows = [r for r in table_rows(stored.sweep(SWEEP)) if r.group == argument or not argument]
     tested = [h.comparison for h in compared(rows)]
     if not tested:
-        raise ValueError(f"{SWEEP}: group {argument!r} has no comparison in the table")
+        where = f"group {argument!r}" if argument else "the table"
+        raise ValueError(f"{SWEEP}: {where} has no comparison against cosine")
     held = [c for c in tested if family_mark(c)]
     above = sum(1 for c in held if c.difference > 0)
     mdes = sorted(100 * c.detectable for c in tested if not family_mark(c))
