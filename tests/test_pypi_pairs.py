@@ -12,7 +12,13 @@ import pytest
 import yaml
 
 from clipmag.errors import UserError
-from text_retrieval.data.bundled.pypi_pairs import STAGE1_PACKAGES, build_pypi_pairs, code_key, summary_key
+from text_retrieval.data.bundled.pypi_pairs import (
+    STAGE1_PACKAGES,
+    PypiPairsCommand,
+    build_pypi_pairs,
+    code_key,
+    summary_key,
+)
 from text_retrieval.data.loaders.beir import load_beir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -125,3 +131,21 @@ def test_the_held_out_starts_are_the_stage1_packages_of_the_sweeps():
     names = {p["name"].replace("-", "_") for p in pins}
     assert not names & {*STAGE1_PACKAGES, "scikit_learn", "sklearn"}
     assert {p["split"] for p in pins} == {"train", "dev", "test"}
+
+
+def test_the_manuals_describe_the_set_the_pins_and_the_command_build():
+    """The fair fight's data sentence (wheels, packages per split, queries and documents) is the pin
+    file's and the command's defaults, in the manual and in the sweep's protocol header alike."""
+    pins = json.loads((REPO / "text_retrieval" / "data" / "bundled" / "pypi_pins.json").read_text())["packages"]
+    split = {s: [p["name"] for p in pins if p["split"] == s] for s in ("train", "dev", "test")}
+    command = PypiPairsCommand()
+    dev = f"{', '.join(split['dev'])}: {command.n_dev} queries"
+    test = f"{', '.join(split['test'])}: {command.n_test} queries"
+    docs = " ".join((REPO / "docs" / "experiments.md").read_text().split())
+    header = " ".join(line.lstrip("# ") for line in (REPO / "configs/sweeps/fair_fight.yaml").read_text().splitlines())
+    assert f"read from {len(pins)} wheels" in docs and f"train ({len(split['train'])})" in docs
+    assert f"dev ({dev} over {command.corpus_size:,} documents)" in docs
+    assert f"test ({test} over {command.corpus_size:,} documents)" in docs
+    assert f"from {len(pins)} pinned PyPI wheels" in header and f"train ({len(split['train'])} packages)" in header
+    assert f"{command.n_dev} queries, {command.corpus_size:,} documents) and test (" in header
+    assert all(name in header for name in split["dev"] + split["test"])
