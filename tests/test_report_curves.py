@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from clipmag.results.record import build_results, write_results
@@ -26,35 +27,44 @@ def _score(head: str, steps: int, seed: int) -> float:
     return 0.5 + (0.02 * (steps // 10).bit_length() if head == "qnorm" else 0.0) + 0.01 * seed
 
 
-def _cell(root: Path, group: str, head: str, seed: int, steps: int, log: bool = True) -> None:
+def _cell(root: Path, group: str, head: str, seed: int, steps: int, log: bool = True, learned: bool = False) -> None:
     folder = root / group / "start" / head / f"seed{seed}"
     folder.mkdir(parents=True)
-    metric = {"NDCG@10": _score(head, steps, seed), "diagnostics": {"document_norm_effect": {"cohens_d": 0.1 * seed}}}
+    score = _score(head, steps, seed) + (0.05 if learned else 0.0)
+    metric = {"NDCG@10": score, "diagnostics": {"document_norm_effect": {"cohens_d": 0.1 * seed}}}
     cell = {"group": group, "kind": "text", "model": "start", "head": head, "variant": None, "seed": seed}
     (folder / "cell.json").write_text(json.dumps({**cell, "argv": [], "evaluations": []}))
     run = {"steps": steps, "seed": seed, "world_size": 1}
-    record = build_results(
-        run, HeadRecord({"name": head}), {}, {"set": metric}, {}, {}, config={"data": {"batch_size": BATCH}}
-    )
+    config = {"data": {"batch_size": BATCH}, "train": {"steps": steps, "seed": seed, "output_dir": str(folder)}}
+    if learned:  # another arm at the same budget: the loss scale trained
+        config["loss"] = {"learnable_scale": True}
+    record = build_results(run, HeadRecord({"name": head}), {}, {"set": metric}, {}, {}, config=config)
     write_results(record, folder)
     if log:
         lines = [{"step": s, "kind": "train", "samples_seen": s * BATCH} for s in range(5, steps + 1, 5)]
         (folder / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
 
 
-@pytest.fixture
-def runs(tmp_path):
+def _runs(root: Path, arms: tuple[str, ...] = ()) -> Path:
+    """The budgets of cosine and qnorm, and each arm in ``arms``: qnorm at the largest budget, its
+    scale learned."""
     for group, steps in BUDGETS.items():
         for head in ("cosine", "qnorm"):
             for seed in (0, 1, 2):
-                _cell(tmp_path, group, head, seed, steps, log=group != "budget-160")
+                _cell(root, group, head, seed, steps, log=group != "budget-160")
     for seed in (0, 1, 2):
-        _cell(tmp_path, "grid", "qnorm", seed, 40)  # a selection group: never a point
-    groups = [SweepGroup(name=g, heads=["cosine", "qnorm"]) for g in ("grid", *BUDGETS)]
-    record_start(
-        SweepConfig(output_dir=str(tmp_path), groups=groups, comparison=ComparisonProtocol(groups=list(BUDGETS)))
-    )
-    return tmp_path
+        _cell(root, "grid", "qnorm", seed, 40)  # a selection group: never a point
+        for arm in arms:
+            _cell(root, arm, "qnorm", seed, 160, log=False, learned=True)
+    compared = [*BUDGETS, *arms]
+    groups = [SweepGroup(name=g, heads=["cosine", "qnorm"]) for g in ("grid", *compared)]
+    record_start(SweepConfig(output_dir=str(root), groups=groups, comparison=ComparisonProtocol(groups=compared)))
+    return root
+
+
+@pytest.fixture
+def runs(tmp_path):
+    return _runs(tmp_path)
 
 
 def test_points_are_seed_means_with_their_range_at_the_pairs_each_budget_saw(runs):
@@ -83,3 +93,13 @@ def test_without_a_declared_comparison_there_are_no_curves(runs):
     assert curve_points(runs, find_cells(runs)) == []
     build_report(runs, allow_mixed=True)
     assert not (runs / "fig_curve_start_set.png").exists()
+
+
+def test_an_arm_at_the_same_budget_is_a_line_of_its_own_not_averaged_into_the_head(tmp_path):
+    runs = _runs(tmp_path, arms=("budget-160-learned",))
+    points = [p for p in curve_points(runs, find_cells(runs)) if p.head == "qnorm"]
+    assert [(p.line, p.pairs) for p in points] == [("qnorm", 80), ("qnorm", 320), ("qnorm", 1280)] + [
+        ("qnorm (budget-160-learned)", 1280)
+    ]
+    fixed = np.array([_score("qnorm", 160, 1), _score("qnorm", 160, 0), _score("qnorm", 160, 2)])
+    assert points[2].ndcg == pytest.approx(fixed) and points[3].ndcg == pytest.approx(fixed + 0.05)

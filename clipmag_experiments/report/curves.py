@@ -8,6 +8,10 @@ between its lowest and highest seed, and beside it Cohen's d of document norms (
 seed mean and band) against the same axis - whether the gap to cosine closes, holds or reverses with
 budget, and whether the norms start to carry relevance on the way. Selection groups (a dev split)
 are never points, as they are not compared.
+
+A line joins only runs that differ in their length: a compared group trained otherwise at the same
+budget (the fair fight's learned temperature beside its fixed one) is a line of its own, named by
+its groups, so two arms' seeds are never averaged into one point.
 """
 
 from __future__ import annotations
@@ -26,6 +30,21 @@ from clipmag_experiments.report.plots import OUTSIDE, plt, save_figure
 __all__ = ["CurvePoint", "curve_points", "learning_curves"]
 
 METRIC = "NDCG@10"
+# the settings that make a run longer or shorter, or name where and when it reports: what a budget's
+# runs may differ in and still be one line
+RUN_LENGTH = frozenset(
+    {
+        "train.steps",
+        "train.seed",
+        "train.output_dir",
+        "train.resume",
+        "train.overwrite",
+        "train.eval_every",
+        "train.save_every",
+        "train.log_every",
+        "optim.warmup_steps",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -35,6 +54,7 @@ class CurvePoint:
     start: str
     dataset: str
     head: str
+    line: str  # the head, with the groups of its line where the head has more than one
     pairs: int
     ndcg: tuple[float, float, float]  # seed mean, lowest, highest
     cohens_d: tuple[float, float, float] | None
@@ -59,38 +79,92 @@ def _spread(values: list[float]) -> tuple[float, float, float]:
     return float(np.mean(values)), float(min(values)), float(max(values))
 
 
+def _flat(config: dict, prefix: str = "") -> dict[str, object]:
+    flat: dict[str, object] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _training(cell: CellResult) -> str:
+    """How the cell trained, its length aside: cells of one line share it."""
+    config = _flat((cell.results.get("provenance") or {}).get("config") or {})
+    return json.dumps({k: v for k, v in config.items() if k not in RUN_LENGTH}, sort_keys=True, default=str)
+
+
+def _line_names(lines: dict[tuple[str, str, str, str], list[str]]) -> dict[tuple[str, str, str, str], str]:
+    """Each line's legend name: the head alone for its first line, the head and its groups for another."""
+    names, seen = {}, set()
+    for (start, dataset, head, training), groups in lines.items():
+        first = (start, dataset, head) not in seen
+        seen.add((start, dataset, head))
+        names[(start, dataset, head, training)] = head if first else f"{head} ({', '.join(groups)})"
+    return names
+
+
 def curve_points(runs_dir: Path, cells: list[CellResult]) -> list[CurvePoint]:
-    """The points of the protocol's compared groups, by start, test set, head and pairs seen."""
+    """The points of the protocol's compared groups, by start, test set, head, line and pairs seen."""
     statement = protocol_comparison(runs_dir) or {}
-    groups = set(statement.get("groups") or {})
-    found: dict[tuple[str, str, str, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for c in cells:
-        if c.cell["group"] not in groups or not c.cell.get("model"):
-            continue
-        pairs = pairs_seen(c)
+    groups = list(dict.fromkeys(statement.get("groups") or {}))
+    compared = sorted(
+        (c for c in cells if c.cell["group"] in groups and c.cell.get("model")),
+        key=lambda c: groups.index(c.cell["group"]),
+    )
+    found: dict[tuple[str, str, str, str, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    lines: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
+    for c in compared:
+        pairs, training = pairs_seen(c), _training(c)
         for dataset, result in c.results["metrics"].items():
             if isinstance(result.get(METRIC), (int, float)):
-                values = found[(c.cell["model"], dataset, c.head, pairs)]
+                line = (c.cell["model"], dataset, c.head, training)
+                if c.cell["group"] not in lines[line]:
+                    lines[line].append(c.cell["group"])
+                values = found[(*line, pairs)]
                 values["ndcg"].append(float(result[METRIC]))
                 d = ((result.get("diagnostics") or {}).get("document_norm_effect") or {}).get("cohens_d")
                 if isinstance(d, (int, float)):
                     values["d"].append(float(d))
-    return [
-        CurvePoint(start, dataset, head, pairs, _spread(v["ndcg"]), _spread(v["d"]) if v["d"] else None)
-        for (start, dataset, head, pairs), v in sorted(found.items())
+    names = _line_names(lines)
+    points = [
+        CurvePoint(
+            start,
+            dataset,
+            head,
+            names[(start, dataset, head, training)],
+            pairs,
+            _spread(v["ndcg"]),
+            _spread(v["d"]) if v["d"] else None,
+        )
+        for (start, dataset, head, training, pairs), v in found.items()
     ]
+    return sorted(points, key=lambda p: (p.start, p.dataset, p.head, p.line, p.pairs))
 
 
 def _panel(ax, points: list[CurvePoint], value: str, label: str) -> None:
-    for head in dict.fromkeys(p.head for p in points):
-        own = sorted((p for p in points if p.head == head and getattr(p, value) is not None), key=lambda p: p.pairs)
+    """A line per head (another arm of a head: its colour, dashed, diamonds; a lone point: its range
+    as an error bar), on a log axis ticked at the budgets themselves."""
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    heads = list(dict.fromkeys(p.head for p in points))
+    for name in dict.fromkeys(p.line for p in points):
+        own = sorted((p for p in points if p.line == name and getattr(p, value) is not None), key=lambda p: p.pairs)
         if not own:
             continue
         x = [p.pairs for p in own]
-        mean, low, high = zip(*(getattr(p, value) for p in own))
-        (line,) = ax.plot(x, mean, marker="o", label=head)
-        ax.fill_between(x, low, high, alpha=0.2, color=line.get_color())
+        mean, low, high = (np.array(v) for v in zip(*(getattr(p, value) for p in own)))
+        colour, arm = colours[heads.index(own[0].head) % len(colours)], name != own[0].head
+        style = {"color": colour, "marker": "D" if arm else "o", "linestyle": "--" if arm else "-", "label": name}
+        if len(own) == 1:
+            ax.errorbar(x, mean, yerr=[mean - low, high - mean], capsize=3, **style)
+        else:
+            ax.plot(x, mean, **style)
+            ax.fill_between(x, low, high, alpha=0.2, color=colour)
     ax.set_xscale("log")
+    budgets = sorted({p.pairs for p in points})
+    ax.set_xticks(budgets, [f"{b:,}" for b in budgets])
+    ax.minorticks_off()
     ax.set_xlabel("training pairs seen")
     ax.set_ylabel(label)
 
