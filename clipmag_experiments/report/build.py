@@ -102,7 +102,8 @@ def findings(retrieval: list[TableRow], sts: list[TableRow], clip: list[TableRow
         out.append(
             f"- `{group}`: best mean nDCG@10 is **{best}** ({100 * means[best]:.2f}); "
             f"heads above cosine ({100 * means['cosine']:.2f}) in the mean: {', '.join(above) or 'none'}; "
-            f"significantly above on some test set and metric: {', '.join(marks['▲']) or 'none'}, "
+            "significantly above (Holm within the row) on some test set and metric: "
+            f"{', '.join(marks['▲']) or 'none'}, "
             f"below: {', '.join(marks['▼']) or 'none'}."
         )
     for group in _groups(sts):
