@@ -14,7 +14,8 @@ Readers (the report, later evaluators) read one shape, whatever front end wrote 
       "timings": {"train_seconds": ..., "test_seconds": ...},  # every attempt of a resumed run; with
                                           # "train_seconds_partial": true where an old checkpoint hid the earlier ones
       "versions": {"python": ..., "clipmag": ..., "torch": ..., ...},
-      "numerics": {"torch_threads": 2, "cpu_capability": "AVX512", "autocast": "bfloat16", ...},
+      "numerics": {"torch_threads": 2, "cpu": "Intel(R) Xeon(R) ...", "cpu_bf16": ["avx512_bf16", "amx_bf16"],
+                   "cpu_capability": "AVX512", "autocast": "bfloat16", ...},
       "provenance": {"code": {"commit": ..., "dirty": false, "diff_sha256": null, "reason": null},
                      "command": {"argv": [...]}, "config": {...}, "config_sha256": ...},
       "created": "2026-11-30T12:00:00"
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clipmag.results.provenance import provenance
+from clipmag.runtime.machine import bf16_units, cpu_name
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.storage.files import write_text_atomic
 from clipmag.storage.user_files import read_json
@@ -75,12 +77,15 @@ def package_versions(extra: Sequence[str] = ()) -> dict[str, str]:
 
 def numerics(autocast: torch.dtype | None) -> dict[str, Any]:
     """What decides the last bits of every number: float results shift with the thread count
-    (reduction order) and with the CPU kernels torch picks (AVX2 vs AVX-512), and on a short run
-    those last bits can grow into points of a metric, so they are recorded with the numbers."""
+    (reduction order) and with the CPU kernels torch picks (AVX2 vs AVX-512, bf16 on AVX-512 BF16 or
+    AMX), and on a short run those last bits can grow into points of a metric, so they are recorded
+    with the numbers, with the CPU's name, which a figure's time is quoted beside."""
     import torch  # here, not at the top: the tools that only name RESULTS_FILE or read a record need none
 
     return {
         "torch_threads": torch.get_num_threads(),
+        "cpu": cpu_name(),
+        "cpu_bf16": bf16_units(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "autocast": str(autocast).replace("torch.", "") if autocast is not None else "fp32",
         "device": "cuda" if torch.cuda.is_available() else "cpu",

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import platform
 
-__all__ = ["cpu_name", "cpuinfo"]
+__all__ = ["BF16_UNITS", "bf16_units", "cpu_name", "cpuinfo"]
+
+# the CPU flags that decide how fast and in which order bf16 products are summed: AVX-512 BF16 dot
+# products, and AMX tiles (a bf16 GEMM several times an fp32 one)
+BF16_UNITS = ("avx512_bf16", "amx_bf16")
 
 
 def cpuinfo(key: str) -> str:
@@ -23,3 +27,9 @@ def cpuinfo(key: str) -> str:
 def cpu_name() -> str:
     """The CPU's model name, as /proc/cpuinfo (else the platform) gives it."""
     return cpuinfo("model name") or platform.processor()
+
+
+def bf16_units() -> list[str]:
+    """The bf16 units of :data:`BF16_UNITS` this CPU has (empty on AVX2, or where /proc/cpuinfo is not)."""
+    flags = set(cpuinfo("flags").split())
+    return [unit for unit in BF16_UNITS if unit in flags]

@@ -187,8 +187,9 @@ def numerics_line(cells: list[CellResult]) -> str:
     counts: dict[str, int] = {}
     for c in cells:
         n = c.results.get("numerics") or {}
+        cpu = ", ".join(filter(None, [n.get("cpu"), *(u.upper() for u in n.get("cpu_bf16") or [])]))
         key = (
-            f"{n.get('device', '?')}, autocast {n.get('autocast') or 'none (fp32)'}, "
+            f"{n.get('device', '?')}{f' ({cpu})' if cpu else ''}, autocast {n.get('autocast') or 'none (fp32)'}, "
             f"kernels {n.get('cpu_capability', '?')}, {n.get('torch_threads', '?')} threads"
         )
         counts[key] = counts.get(key, 0) + 1

@@ -1,0 +1,31 @@
+"""A run's record names the machine its numbers came from - the CPU, its bf16 units and the kernels
+torch picked - and the report prints it beside the kernels, so a figure's CPU is read, not recalled."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from clipmag.results.record import numerics
+from clipmag.runtime.machine import BF16_UNITS, cpu_name, cpuinfo
+from clipmag_experiments.report.build import numerics_line
+
+
+def test_the_record_names_the_cpu_and_the_bf16_units_it_has():
+    record = numerics(None)
+    assert record["cpu"] and record["cpu"] == cpu_name()
+    flags = set(cpuinfo("flags").split())
+    assert record["cpu_bf16"] == [unit for unit in BF16_UNITS if unit in flags]
+    assert record["autocast"] == "fp32"
+
+
+def test_the_report_names_each_cpu_and_keeps_older_records_that_lack_it():
+    new = {"device": "cpu", "cpu": "Intel Xeon", "cpu_bf16": ["avx512_bf16", "amx_bf16"], "autocast": "bfloat16"}
+    old = {"device": "cpu", "autocast": "fp32", "cpu_capability": "AVX2"}
+    cells = [
+        SimpleNamespace(results={"numerics": {**new, "cpu_capability": "AVX512", "torch_threads": 2}}),
+        SimpleNamespace(results={"numerics": {**old, "torch_threads": 2}}),
+    ]
+    assert numerics_line(cells) == (
+        "Numerics: cpu (Intel Xeon, AVX512_BF16, AMX_BF16), autocast bfloat16, kernels AVX512, 2 threads (1 runs); "
+        "cpu, autocast fp32, kernels AVX2, 2 threads (1 runs)."
+    )
