@@ -3,8 +3,8 @@ the file of re-runs that keeps those comparisons.
 
 When the two runs did the same arithmetic - the same commit and difference from it, the same
 ``numerics`` (threads, CPU and its bf16 units, kernel level, autocast, device) and world size -
-every number must be equal. Otherwise reduction order and kernels differ and the last bits may grow into a metric's
-decimals, so a number matches within ``tolerance x max(1, |stored|)`` (absolute for scores in
+every number must be equal. Otherwise reduction order and kernels differ and the last bits may grow
+into a metric's decimals, so a number matches within ``tolerance x max(1, |stored|)`` (absolute for scores in
 [0, 1], relative for norms), and only the summary numbers are compared: one swapped rank moves a
 query's own score by up to 1 but the mean by 1/queries, so per-query scores and per-document norms
 are compared in the exact case only. Durations are never compared.
