@@ -120,3 +120,26 @@ def test_the_learned_arm_shows_where_each_heads_scale_went(tmp_path):
     for seed, scale in ((0, 30.0), (1, 40.0)):
         _cell(tmp_path, ff.LEARNED, "dnorm", seed, 400, scale=scale, variant=None)
     assert ff.learned_scales(StoredResults(tmp_path).sweep(ff.SWEEP)) == {("splade", "dnorm"): 35.0}
+
+
+def test_the_marked_comparisons_mean_and_rate_are_read_from_the_table(stored):
+    assert ffv.marked(stored, "above") == (
+        "splade's dnorm on PyPI test in code-search-2560; splade's dnorm on PyPI test in code-search-25600"
+    )
+    assert ffv.marked(stored, "above-row") == ffv.marked(stored, "above")
+    assert ffv.marked(stored, "below") == "none"
+    assert ffv.mean(stored, "code-search-25600/pypi-test/splade/cosine") == "50.10"  # seeds 0-2 average
+    assert ffv.rate(stored, "splade/qnorm") == "2e-5" and ffv.rate(stored, "splade/dnorm") == "6e-5"
+    with pytest.raises(ValueError, match="expected above, below, above-row or below-row"):
+        ffv.marked(stored, "higher")
+    with pytest.raises(ValueError, match="no dev choice for dnorm of minilm-dot"):
+        ffv.rate(stored, "minilm-dot/dnorm")
+
+
+def test_the_stored_fight_puts_no_head_above_cosine_on_distinct_code_pairs():
+    """The manuals say that with distinct code pairs no magnitude head ends above cosine, not even
+    under Holm within the row; this fails if a stored ▲ in a code-search group says otherwise."""
+    stored = StoredResults(Path(__file__).resolve().parents[1] / "results")
+    code_search = tuple(f" in {group}" for group in ff.GROUPS if group.startswith("code-search"))
+    above = ffv.marked(stored, "above-row").split("; ")
+    assert not [a for a in above if a.endswith(code_search)], above

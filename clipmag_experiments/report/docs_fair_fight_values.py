@@ -14,7 +14,7 @@ from collections.abc import Callable
 from clipmag.results.marks import family_mark
 from clipmag.results.marks import verdict as verdict_of
 from clipmag.results.significance import Comparison
-from clipmag_experiments.report.docs_fair_fight import SWEEP, choices, compared, table_rows
+from clipmag_experiments.report.docs_fair_fight import HEADS, SWEEP, choices, compared, table_rows
 from clipmag_experiments.report.starts import HeadResult
 from clipmag_experiments.report.stored import StoredResults, runs_value, time_value
 
@@ -80,6 +80,36 @@ def verdicts(stored: StoredResults, argument: str) -> str:
     return ", ".join(found)
 
 
+def mean(stored: StoredResults, argument: str) -> str:
+    """``GROUP/DATASET/START/HEAD``: the head's nDCG@10 x100, mean over seeds."""
+    return f"{100 * _head(stored, argument, 'ff-mean').mean:.2f}"
+
+
+def rate(stored: StoredResults, argument: str) -> str:
+    """``START/HEAD``: the learning rate the dev set chose for the head (``6e-4``)."""
+    start, _, head = argument.partition("/")
+    found = choices(stored.sweep(SWEEP))
+    if (start, head) not in found:
+        raise ValueError(f"{SWEEP}: no dev choice for {head} of {start}; expected START/HEAD, got {argument!r}")
+    return str(found[(start, head)]["rate"]["value"])
+
+
+def marked(stored: StoredResults, argument: str) -> str:
+    """``above`` / ``below``: every comparison whose mark survives Holm over the whole table;
+    ``above-row`` / ``below-row``: every ▲ / ▼ under Holm within its row, survivor or not
+    (``splade's dnorm on Cranfield in scifact-2560``, or ``none``)."""
+    direction, _, level = argument.partition("-")
+    if direction not in ("above", "below") or level not in ("", "row"):
+        raise ValueError(f"value ff-marked: expected above, below, above-row or below-row, got {argument!r}")
+    found = []
+    for row in table_rows(stored.sweep(SWEEP)):
+        for head in HEADS[1:]:
+            c = row.heads[head].comparison if head in row.heads else None
+            if c is not None and verdict_of(c) == direction and (level or family_mark(c)):
+                found.append(f"{row.start}'s {head} on {SHORT.get(row.dataset, row.dataset)} in {row.group}")
+    return "; ".join(found) or "none"
+
+
 def tally(stored: StoredResults, argument: str = "") -> str:
     """``GROUP``, or nothing for the whole table: how its comparisons came out under Holm over the
     whole table, with the smallest and largest MDE of those it did not separate from cosine
@@ -114,6 +144,9 @@ VALUES: dict[str, Callable[[StoredResults, str], str]] = {
     "ff-verdict": verdict,
     "ff-difference": difference,
     "ff-verdicts": verdicts,
+    "ff-mean": mean,
+    "ff-rate": rate,
+    "ff-marked": marked,
     "ff-tally": tally,
     "ff-survivors": survivors,
     "ff-edges": edges,
