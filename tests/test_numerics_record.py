@@ -18,12 +18,14 @@ def test_the_record_names_the_cpu_and_the_bf16_units_it_has():
     assert record["autocast"] == "fp32"
 
 
-def test_the_report_names_each_cpu_and_keeps_older_records_that_lack_it():
+def test_the_report_names_each_cpu_counts_a_shared_run_once_and_keeps_older_records():
     new = {"device": "cpu", "cpu": "Intel Xeon", "cpu_bf16": ["avx512_bf16", "amx_bf16"], "autocast": "bfloat16"}
     old = {"device": "cpu", "autocast": "fp32", "cpu_capability": "AVX2"}
     cells = [
-        SimpleNamespace(results={"numerics": {**new, "cpu_capability": "AVX512", "torch_threads": 2}}),
-        SimpleNamespace(results={"numerics": {**old, "torch_threads": 2}}),
+        SimpleNamespace(cell={}, results={"numerics": {**new, "cpu_capability": "AVX512", "torch_threads": 2}}),
+        SimpleNamespace(cell={}, results={"numerics": {**old, "torch_threads": 2}}),
+        # a cell that took the first cell's run (its record copied): the same run, not a second one
+        SimpleNamespace(cell={"same_run_as": "lr-grid"}, results={"numerics": {**old, "torch_threads": 2}}),
     ]
     assert numerics_line(cells) == (
         "Numerics: cpu (Intel Xeon, AVX512_BF16, AMX_BF16), autocast bfloat16, kernels AVX512, 2 threads (1 runs); "

@@ -164,8 +164,9 @@ def regime_section(retrieval: list[TableRow]) -> list[str]:
             lines.append(f"`{group}`: significantly above cosine on nDCG@10: {', '.join(above)}.")
         else:
             lines.append(
-                f"`{group}`: no magnitude head is significantly above cosine on any test set (nDCG@10), the regime "
-                "of the paper's from-scratch case; the MDE beside each difference says what could hide."
+                f"`{group}`: no magnitude head is significantly above cosine on any test set (nDCG@10), "
+                "cosine's regime, where the paper's from-scratch runs ended; the MDE beside each difference "
+                "says what could hide."
             )
     if lines:
         lines += [
@@ -182,10 +183,13 @@ def regime_section(retrieval: list[TableRow]) -> list[str]:
 
 
 def numerics_line(cells: list[CellResult]) -> str:
-    """How the runs computed: precision, CPU kernel level and threads, with how many runs used each.
-    The last digits of every figure depend on these (another CPU class gives other digits)."""
+    """How the runs computed: precision, CPU kernel level and threads, with how many runs used each (a
+    cell that took a finished cell's run, ``same_run_as``, is that run, not another). The last digits
+    of every figure depend on these (another CPU class gives other digits)."""
     counts: dict[str, int] = {}
     for c in cells:
+        if c.cell.get("same_run_as"):
+            continue
         n = c.results.get("numerics") or {}
         cpu = ", ".join(filter(None, [n.get("cpu"), *(u.upper() for u in n.get("cpu_bf16") or [])]))
         key = (
