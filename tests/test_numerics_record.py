@@ -3,11 +3,12 @@ torch picked - and the report prints it beside the kernels, so a figure's CPU is
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from pathlib import Path
 
 from clipmag.results.record import numerics
 from clipmag.runtime.machine import BF16_UNITS, cpu_name, cpuinfo
 from clipmag_experiments.report.build import numerics_line
+from clipmag_experiments.report.collect import CellResult
 
 
 def test_the_record_names_the_cpu_and_the_bf16_units_it_has():
@@ -22,10 +23,10 @@ def test_the_report_names_each_cpu_counts_a_shared_run_once_and_keeps_older_reco
     new = {"device": "cpu", "cpu": "Intel Xeon", "cpu_bf16": ["avx512_bf16", "amx_bf16"], "autocast": "bfloat16"}
     old = {"device": "cpu", "autocast": "fp32", "cpu_capability": "AVX2"}
     cells = [
-        SimpleNamespace(cell={}, results={"numerics": {**new, "cpu_capability": "AVX512", "torch_threads": 2}}),
-        SimpleNamespace(cell={}, results={"numerics": {**old, "torch_threads": 2}}),
-        # a cell that took the first cell's run (its record copied): the same run, not a second one
-        SimpleNamespace(cell={"same_run_as": "lr-grid"}, results={"numerics": {**old, "torch_threads": 2}}),
+        CellResult(Path("a"), {}, {"numerics": {**new, "cpu_capability": "AVX512", "torch_threads": 2}}),
+        CellResult(Path("b"), {}, {"numerics": {**old, "torch_threads": 2}}),
+        # a cell that took the second cell's run (its record copied): the same run, not a third one
+        CellResult(Path("c"), {"same_run_as": "lr-grid"}, {"numerics": {**old, "torch_threads": 2}}),
     ]
     assert numerics_line(cells) == (
         "Numerics: cpu (Intel Xeon, AVX512_BF16, AMX_BF16), autocast bfloat16, kernels AVX512, 2 threads (1 runs); "

@@ -184,11 +184,11 @@ def regime_section(retrieval: list[TableRow]) -> list[str]:
 
 def numerics_line(cells: list[CellResult]) -> str:
     """How the runs computed: precision, CPU kernel level and threads, with how many runs used each (a
-    cell that took a finished cell's run, ``same_run_as``, is that run, not another). The last digits
-    of every figure depend on these (another CPU class gives other digits)."""
+    shared run counted once). The last digits of every figure depend on these (another CPU class gives
+    other digits)."""
     counts: dict[str, int] = {}
     for c in cells:
-        if c.cell.get("same_run_as"):
+        if c.shared_run:
             continue
         n = c.results.get("numerics") or {}
         cpu = ", ".join(filter(None, [n.get("cpu"), *(u.upper() for u in n.get("cpu_bf16") or [])]))

@@ -75,6 +75,12 @@ class CellResult:
     def config(self) -> str:
         return self.cell.get("variant") or self.head
 
+    @property
+    def shared_run(self) -> bool:
+        """Whether the cell took an identical finished cell's results (``same_run_as``, one run reached
+        by two groups): it is that run, not another, so a count of runs or of time skips it."""
+        return bool(self.cell.get("same_run_as"))
+
 
 def find_cells(runs_dir: str | Path) -> list[CellResult]:
     """Every finished cell under ``runs_dir`` (unfinished ones have no results yet)."""

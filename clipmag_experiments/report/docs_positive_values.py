@@ -261,7 +261,7 @@ def cells(stored: StoredResults, argument: str) -> str:
     cell's results (``same_run_as``)."""
     groups = argument.split("/")
     own = [c for group in groups for c in stored.sweep(SWEEP).group(group)]
-    shared = sum(1 for c in own if c.cell.get("same_run_as"))
+    shared = sum(1 for c in own if c.shared_run)
     return f"{len(own)} cells, {shared} taken"
 
 

@@ -101,9 +101,8 @@ class StoredSweep:
 
     @property
     def trained(self) -> list[CellResult]:
-        """The cells that trained: a cell that took a finished cell's results (``same_run_as``, one
-        run reached by two groups) is that run, not another."""
-        return [c for c in self.cells if not c.cell.get("same_run_as")]
+        """The cells that trained (not a :attr:`~CellResult.shared_run`)."""
+        return [c for c in self.cells if not c.shared_run]
 
     def cell_seconds(self) -> float:
         """The runs' training and testing time together, by their own timings (a continued cell
