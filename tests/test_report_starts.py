@@ -122,3 +122,25 @@ def test_the_report_lists_exactly_the_comparison_the_protocol_fixed(runs):
 def test_a_sweep_without_a_declared_comparison_says_so(runs):
     report = build_report(runs, allow_mixed=True).read_text()
     assert "declares no comparison" in report[report.index("## The protocol's comparison") :]
+
+
+def test_each_head_is_tested_against_its_own_start_and_the_table_reads_verdicts_within_the_margin(runs):
+    """The untuned start is every table's row: a head's change from it is tested beside its
+    difference from cosine, and with the protocol's margin each comparison reads a verdict."""
+    for head in ("qnorm", "dnorm"):
+        _cell(runs, "g-untuned", "start", head, 0, 0, 0.9)
+    (row,) = [r for r in start_rows(find_cells(runs)) if r.group == "g"]
+    start = row.untuned_per_query["qnorm"]
+    qnorm = row.heads["qnorm"]
+    expected = np.mean([np.mean([qnorm.per_query[s][q] for s in (0, 1, 2)]) - start[q] for q in QUERIES])
+    assert qnorm.from_start.difference == pytest.approx(expected)
+    assert qnorm.from_start.n_seeds == 3 and qnorm.from_start.p_two_level is not None
+    groups = [SweepGroup(name=g, heads=["cosine", "qnorm", "dnorm"]) for g in ("g-untuned", "g")]
+    protocol = ComparisonProtocol(groups=["g"], holm="table", margin=0.01, start_group="g-untuned")
+    record_start(SweepConfig(output_dir=str(runs), groups=groups, comparison=protocol))
+    report = build_report(runs, allow_mixed=True).read_text()
+    section = report[report.index("## The protocol's comparison") :].split("\n## ")[0]
+    assert "Equivalence: two one-sided tests within +-0.01" in section
+    assert "change from its untuned start" in section
+    assert section.count("MDE at this level") == 5  # two heads against cosine; three, cosine too, against their starts
+    assert any(f"qnorm {word} (" in section for word in ("above", "below", "equivalent", "undecided"))

@@ -13,11 +13,9 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
 from clipmag.results.marks import difference_text, family_mark, mark
+from clipmag.results.randomisation import sign_flip
 from clipmag.results.record import build_results, write_results
 from clipmag.results.significance import (
-    FLIP_VALUES_PER_BATCH,
-    RESAMPLES,
-    SEED,
     compare_with_baseline,
     detectable_difference,
     holm,
@@ -176,23 +174,6 @@ def test_every_comparison_carries_its_detectable_difference_and_the_tables_print
     assert "80% power" in report
 
 
-def test_drawing_the_flips_in_batches_gives_the_p_of_one_draw_of_all():
-    """The batches only bound memory: the same seed gives the same null distribution and p."""
-    rng = np.random.default_rng(5)
-    a, b = rng.random(3000), rng.random(3000) - 0.02
-    whole = stats.permutation_test(
-        (np.round(a - b, 10),),
-        lambda d, axis=-1: np.mean(d, axis=axis),
-        permutation_type="samples",
-        vectorized=True,
-        n_resamples=RESAMPLES,
-        alternative="two-sided",
-        rng=np.random.default_rng(SEED),
-    )
-    assert FLIP_VALUES_PER_BATCH // 3000 < RESAMPLES  # several batches here
-    assert paired_query_p(a, b) == float(whole.pvalue)
-
-
 def test_ties_count_in_without_moving_p_and_the_interval_and_mde_average_over_them():
     """A zero difference adds 0 to every flipped mean, so the exact randomisation distribution with
     the ties counted in (every sign pattern of all 12 queries enumerated) gives the p of the 8
@@ -253,7 +234,8 @@ def test_the_clustered_interval_and_mde_widen_with_the_correlation_the_queries_s
     widths = [c.ci_high - c.ci_low for c in (flat, grouped)]
     assert widths[1] / widths[0] == pytest.approx(np.sqrt(5), rel=0.1)
     image_means = per_image[::5]
-    assert grouped.p == pytest.approx(paired_query_p(image_means, np.zeros(200)))
+    # flipping each image's summed difference is flipping its mean: the same p at the same draws
+    assert grouped.p == pytest.approx(sign_flip(image_means, draws=grouped.p_draws).p)
     # one query per cluster: the cluster-robust MDE is the textbook one
     assert detectable_difference(per_image, clusters=queries) == detectable_difference(per_image)
 

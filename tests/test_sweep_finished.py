@@ -59,3 +59,37 @@ def test_results_naming_a_missing_model_are_not_finished(toy_sweep, caplog):
         assert _rerun_heads(cfg) == ["cosine"]
     assert "which is not there" in caplog.text
     assert _rerun_heads(cfg) == []  # finished now
+
+
+def test_a_sweep_goes_on_from_an_earlier_sittings_archive(toy_sweep, tmp_path, caplog):
+    """A new machine keeps only the archive: its finished cells are restored, not trained again,
+    though the checkpoints their results name stayed behind; the protocol record keeps its first
+    start, and a cell missing from the archive trains."""
+    import dataclasses
+    import shutil
+
+    from clipmag_experiments.design.protocol import read_protocol
+    from clipmag_experiments.sweep.archive import archive_results
+
+    cfg, cells = toy_sweep
+    for head in ("cosine", "qnorm"):
+        path = cells / head / "seed0" / "results.json"
+        record = json.loads(path.read_text())
+        record["checkpoint"]["path"] = str(cells / head / "seed0" / "checkpoints" / "best.pt")  # left behind
+        path.write_text(json.dumps(record))
+    archive = tmp_path / "archive"
+    archive_results(cfg.output_dir, archive)
+    shutil.rmtree(archive / "toy" / "default" / "qnorm")
+    first_start = read_protocol(cfg.output_dir)[0]
+    shutil.rmtree(cfg.output_dir)  # the next sitting's machine
+    moved = dataclasses.replace(cfg, restore_from=str(archive))
+    toy_frontend.CALLS.clear()
+    with caplog.at_level(logging.INFO, logger="clipmag"):
+        sweep.run_sweep(moved)
+    assert [c[c.index("--norm") + 1] for c in toy_frontend.CALLS] == ["qnorm"]
+    assert "1 finished cells restored from" in caplog.text
+    assert json.loads((cells / "cosine" / "seed0" / "restored.json").read_text())["from"].endswith("cosine/seed0")
+    starts = read_protocol(cfg.output_dir)
+    assert len(starts) == 2 and starts[0] == first_start
+    with pytest.raises(ValueError, match="restore_from .* is not a folder"):
+        sweep.run_sweep(dataclasses.replace(cfg, restore_from=str(tmp_path / "nowhere")))

@@ -1,33 +1,41 @@
 """How a comparison (:class:`clipmag.results.significance.Comparison`) is written in the report
 tables and the manuals: its mark against the baseline (▲ / ▼, † when it survives the whole table's
-correction), the same in words (``above`` / ``below`` / ``level``), its effect with interval and
-MDE, a p-value, and the sentences that name the tests. Kept apart from the tests themselves, so
+correction, ≈ when it is equivalent within the protocol's margin there), the same in words
+(``above`` / ``below`` / ``not separated`` for a row; ``above`` / ``below`` / ``equivalent`` /
+``undecided`` under the whole table's correction), its effect with interval and MDE, a p-value,
+and the sentences that name the tests. "Level" is never said of a difference a test merely did not
+find: only an equivalence test within a stated margin earns it. Kept apart from the tests themselves, so
 that a change of wording never touches the arithmetic a result rests on, and the reverse.
 """
 
 from __future__ import annotations
 
-from clipmag.results.significance import ALPHA, Comparison
+from clipmag.results.significance import Comparison
 
 __all__ = [
     "POWER_NOTE",
     "QUERY_TEST",
     "SEED_TEST",
     "difference_text",
+    "equivalence_mark",
     "family_mark",
+    "family_verdict",
     "mark",
     "p_text",
     "verdict",
 ]
 
 QUERY_TEST = (
-    "paired two-sided randomisation test over queries (per-query scores averaged over seeds; McNemar's exact "
-    "test for 0/1 outcomes), Holm-corrected over the heads compared with cosine, alpha 0.05"
+    "paired two-sided randomisation test over queries (per-query scores averaged over seeds; exact on 0/1 "
+    "outcomes, McNemar's test for one seed), and beside it the seed-aware two-level bootstrap (seeds and "
+    "queries resampled together), each Holm-corrected over the heads compared with cosine, alpha 0.05; a mark "
+    "needs both"
 )
 SEED_TEST = "paired t-test over seed means (the paper's test)"
 POWER_NOTE = (
-    "MDE: the smallest difference x100 the query-level test would find with 80% power at the row's Holm "
-    "level, so a difference the test does not find could still be as large as the MDE"
+    "MDE: the smallest difference x100 the query-level test would find with 80% power at the Holm level of "
+    "the mark beside it (the row's; the whole table's beside †), so a difference the test does not find could "
+    "still be as large as the MDE"
 )
 
 
@@ -45,15 +53,27 @@ def mark(comparison: Comparison | None) -> str:
 
 
 def verdict(comparison: Comparison | None) -> str:
-    """The mark in the manuals' words: ``above`` / ``below`` the baseline, or ``level`` (no mark)."""
-    return {"▲": "above", "▼": "below", "": "level"}[mark(comparison)]
+    """The row's mark in the manuals' words: ``above`` / ``below`` the baseline, or ``not separated``."""
+    return {"▲": "above", "▼": "below", "": "not separated"}[mark(comparison)]
 
 
 def family_mark(comparison: Comparison | None) -> str:
-    """``†`` beside ▲ / ▼ when the difference also survives Holm over the whole family (``p_family``)."""
-    if comparison is None or comparison.p_family is None or comparison.p_family >= ALPHA:
-        return ""
-    return "†"
+    """``†`` beside ▲ / ▼ when the difference also survives Holm over the whole family, in the
+    query-level and the seed-aware test."""
+    return "†" if comparison is not None and comparison.family_significant else ""
+
+
+def equivalence_mark(comparison: Comparison | None) -> str:
+    """``≈`` when both equivalence tests hold within the protocol's margin under the family's Holm."""
+    return "≈" if comparison is not None and comparison.family_equivalent else ""
+
+
+def family_verdict(comparison: Comparison) -> str:
+    """Under the whole family's correction: ``above``, ``below``, ``equivalent`` (within the
+    protocol's margin) or ``undecided`` (neither: the tests could not tell)."""
+    if comparison.family_significant:
+        return "above" if comparison.difference > 0 else "below"
+    return "equivalent" if comparison.family_equivalent else "undecided"
 
 
 def p_text(p: float, name: str = "p") -> str:

@@ -11,23 +11,27 @@ the sign of each cluster's summed difference, the interval resamples clusters an
 cluster-robust standard error (:func:`cluster_sums`).
 
 * The primary test is a paired two-sided randomisation test over queries (sign flips of the
-  per-query differences, the test Smucker, Allan and Carterette recommend for IR;
-  ``scipy.stats.permutation_test``, exact when the flips can be enumerated, else ``RESAMPLES``
-  seeded draws, so a p-value is reproducible to the digit). When every outcome is 0 or 1 (a hit,
-  an exact match) the exact randomisation distribution is McNemar's binomial test on the
-  discordant queries, used directly.
+  per-query differences, the test Smucker, Allan and Carterette recommend for IR), computed in
+  :mod:`clipmag.results.randomisation`: exact on a lattice (0/1 outcomes, alone or averaged over
+  seeds, where it is McNemar's exact test for one seed, and every tie is counted in integers) or
+  with few units, else seeded draws with a stated Monte Carlo error.
+* Beside it, **the seed-aware test** (:mod:`clipmag.results.two_level`): a two-level bootstrap that
+  resamples seed pairs and queries together, so a difference must stand out of the training noise
+  as well as the query sampling; a mark needs both. The paper's paired t-test over the seeds' mean
+  scores stays beside them.
 * Several heads against one baseline are several tests: their p-values get Holm's step-down
-  correction (the same arithmetic as ``statsmodels``' ``multipletests``, without its garbage
-  collection on every call, which took longer than the correction itself when the manuals' tables
-  run a hundred families), and only a corrected p below ``ALPHA`` earns a mark.
-* Beside it, the paper's test: a paired t-test over the seeds' mean scores.
+  correction (:mod:`clipmag.results.family`), each p drawn until its mark at that level is
+  decided, and only a corrected p below ``ALPHA`` earns a mark.
 * The effect is the mean per-query difference with a 95% percentile-bootstrap interval over
-  queries, or over clusters where queries share a target (``scipy.stats.bootstrap``, seeded).
+  queries, or over clusters where queries share a target (``scipy.stats.bootstrap``, seeded), and
+  the seed-aware test's own interval beside it.
 * A claim about a whole table rests on all of its tests at once: :func:`with_family_holm` adds
-  Holm's correction over every comparison given (``p_family``), beside the per-row one.
+  Holm's correction over every comparison given (``p_family``), beside the per-row one, the MDE at
+  that level, and, with the protocol's margin, the equivalence tests that let "no difference" be
+  read as "level within the margin".
 * Beside every "no difference", the power: the smallest true mean difference the test detects
-  with 80% power (:func:`detectable_difference`), so a reader sees how large a gain could have
-  hidden in a comparison that found none.
+  with 80% power at the level of its mark (:func:`detectable_difference`), so a reader sees how
+  large a gain could have hidden in a comparison that found none.
 
 How a comparison is written in the tables and the manuals (marks, verdicts, p-values) is
 :mod:`clipmag.results.marks`. scipy is imported by the functions that test, so the commands that
@@ -36,10 +40,14 @@ only name the tests (a sweep's ``--help``) start without it.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
+
+from clipmag.results.family import Resolved, holm, resolved_holm
+from clipmag.results.randomisation import FIRST_DRAWS, PValue, sign_flip
+from clipmag.results.two_level import FIRST_REPLICATES, TwoLevel, two_level_bootstrap
 
 __all__ = [
     "ALPHA",
@@ -48,23 +56,19 @@ __all__ = [
     "cluster_sums",
     "compare_with_baseline",
     "detectable_difference",
+    "Evidence",
     "holm",
     "mcnemar_p",
     "paired_query_p",
     "paired_seed_p",
     "seed_averaged",
+    "standard_error",
     "with_family_holm",
 ]
 
 ALPHA = 0.05
 POWER = 0.8
-RESAMPLES = 20_000  # Monte Carlo error of p about 0.0015 at p = 0.05
-# Sign flips drawn per batch, as values (flips x queries): scipy's draws do not depend on the batch,
-# but the default, every resample at once, moves 20,000 x queries values through memory several
-# times; about 4 million at a time is 4-5x faster on thousands of queries, with the same p.
-FLIP_VALUES_PER_BATCH = 4_000_000
 BOOTSTRAP_RESAMPLES = 10_000
-DIGITS = 10
 SEED = 0
 # one system's scores: seed -> query id -> score
 PerQuery = Mapping[int, Mapping[str, float]]
@@ -82,10 +86,6 @@ def mcnemar_p(a: Sequence[float], b: Sequence[float]) -> float:
     if only_a + only_b == 0:
         return 1.0
     return float(stats.binomtest(only_a, only_a + only_b, 0.5).pvalue)
-
-
-def _mean_difference(d: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.mean(d, axis=axis)
 
 
 def cluster_sums(differences: Sequence[float], clusters: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
@@ -108,54 +108,30 @@ def _clustered(clusters: Sequence[Hashable] | None) -> bool:
     return clusters is not None and len(set(clusters)) < len(clusters)
 
 
-def _sign_flip_p(values: np.ndarray) -> float:
-    """Two-sided sign-flip randomisation p of the mean of ``values`` (one per independent unit).
-
-    A unit whose value is exactly 0 adds 0 under every flip, so the flipped means with it are those
-    without it scaled by the same factor, and p is the same whether it is counted or dropped: it is
-    dropped, which only saves work (and keeps few units exactly enumerable). Values are rounded so
-    that float noise in the last bits cannot move one across a tie of the randomisation
-    distribution."""
-    from scipy import stats
-
-    d = np.round(values, DIGITS)
-    d = d[d != 0]
-    if d.size < 2:
-        return 1.0  # none differ, or one: its two sign flips are equally extreme
-    result = stats.permutation_test(
-        (d,),
-        _mean_difference,
-        permutation_type="samples",
-        vectorized=True,
-        n_resamples=RESAMPLES,
-        alternative="two-sided",
-        rng=np.random.default_rng(SEED),
-        batch=max(1, FLIP_VALUES_PER_BATCH // d.size),
-    )
-    return float(result.pvalue)
-
-
 def paired_query_p(a: Sequence[float], b: Sequence[float], clusters: Sequence[Hashable] | None = None) -> float:
     """Two-sided p-value that ``a`` and ``b`` (one value per query, same order) differ.
 
-    Without ``clusters`` (or with every query its own), McNemar's exact test when every value is 0
-    or 1, else the sign-flip randomisation test of the mean difference. With ``clusters`` (one
-    label per query; queries sharing a target share a label) the signs flip per cluster, on each
-    cluster's summed difference: the randomisation test of the mean over queries when the cluster,
-    not the query, is the independent unit. 1.0 when the two never differ.
+    The sign-flip randomisation test of the mean difference (:func:`~clipmag.results.randomisation.sign_flip`):
+    exact where the outcomes sit on a lattice (0/1 outcomes, alone or averaged over seeds: for 0/1
+    outcomes of one seed this is McNemar's exact test) or few queries differ, else drawn. With
+    ``clusters`` (one label per query; queries sharing a target share a label) the signs flip per
+    cluster, on each cluster's summed difference. 1.0 when the two never differ.
 
     Ties (queries, or clusters, both sides score alike) are counted in and change nothing: they add
-    0 to the statistic under every flip, so p is the one of the differing units alone (exactly so
-    for McNemar's test, whose concordant pairs are its ties); the effect, its interval and the MDE
-    of :func:`compare_with_baseline` average over every query, ties included."""
+    0 to the statistic under every flip, so p is the one of the differing units alone; the effect,
+    its interval and the MDE of :func:`compare_with_baseline` average over every query."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape:
         raise ValueError(f"paired test: {x.size} values against {y.size}; both sides need one per query")
+    return sign_flip(_units(x - y, clusters)[0]).p
+
+
+def _units(d: np.ndarray, clusters: Sequence[Hashable] | None) -> tuple[np.ndarray, np.ndarray]:
+    """The independent units' summed differences and sizes: clusters where queries share a target,
+    else the queries themselves."""
     if _clustered(clusters):
-        return _sign_flip_p(cluster_sums(np.round(x - y, DIGITS), clusters)[0])
-    if np.isin(x, (0.0, 1.0)).all() and np.isin(y, (0.0, 1.0)).all():
-        return mcnemar_p(x, y)
-    return _sign_flip_p(x - y)
+        return cluster_sums(d, clusters)  # type: ignore[arg-type]
+    return d, np.ones(d.size)
 
 
 def paired_seed_p(values: Mapping[int, float], baseline: Mapping[int, float]) -> float | None:
@@ -169,19 +145,6 @@ def paired_seed_p(values: Mapping[int, float], baseline: Mapping[int, float]) ->
     if np.allclose(a - b, (a - b)[0]):
         return None  # t-test undefined when the differences do not vary
     return float(stats.ttest_rel(a, b).pvalue)
-
-
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjustment of a family of p-values (same order)."""
-    if not p_values:
-        return []
-    p = np.asarray(p_values, dtype=float)
-    order = np.argsort(p)
-    # the i-th smallest p times the number of hypotheses not yet rejected, never below an earlier one
-    stepped = np.minimum(1.0, np.maximum.accumulate(p[order] * np.arange(p.size, 0, -1)))
-    adjusted = np.empty_like(stepped)
-    adjusted[order] = stepped
-    return [float(x) for x in adjusted]
 
 
 def seed_averaged(system: PerQuery, seeds: Sequence[int], queries: Sequence[str]) -> np.ndarray:
@@ -211,37 +174,83 @@ def _bootstrap_interval(d: np.ndarray, clusters: Sequence[Hashable] | None = Non
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
+def _mde_z(family: int) -> float:
+    from scipy import stats
+
+    return float(stats.norm.ppf(1 - ALPHA / (2 * max(1, family))) + stats.norm.ppf(POWER))
+
+
+def standard_error(differences: Sequence[float], clusters: Sequence[Hashable] | None = None) -> float:
+    """The standard error of the mean difference the query-level test sees: ``sd / sqrt(n)``, or the
+    cluster-robust ``sqrt(G / (G - 1) * sum((S_g - n_g * mean)^2)) / n`` where ``G`` clusters of
+    ``n_g`` queries with summed differences ``S_g`` are the units; 0.0 for fewer than two units."""
+    d = np.asarray(differences, dtype=float)
+    if d.size < 2:
+        return 0.0
+    if not _clustered(clusters):
+        return float(d.std(ddof=1) / np.sqrt(d.size))
+    sums, sizes = cluster_sums(d, clusters)  # type: ignore[arg-type]
+    spread = np.sum((sums - sizes * d.mean()) ** 2) * sums.size / (sums.size - 1)
+    return float(np.sqrt(spread) / d.size)
+
+
 def detectable_difference(
     differences: Sequence[float], family: int = 1, clusters: Sequence[Hashable] | None = None
 ) -> float:
     """The smallest true mean difference the query-level test finds with ``POWER`` (80%), from the
-    per-query differences it tested: ``(z_{1 - a/2} + z_power) * se``, with ``se = sd / sqrt(n)``.
+    per-query differences it tested: ``(z_{1 - a/2} + z_power) * se`` (:func:`standard_error`).
 
     Why this form: under sign flips the mean of ``n`` differences has variance ``sum(d^2) / n^2``,
     which for the hundreds of queries of a test set is the paired z-test's ``sd^2 / n`` up to the
     mean's own share, and its distribution is normal to within a few per cent at the tails that
-    matter (the randomisation and paired z-tests give the same p at these sizes, see the tests).
-    So the randomisation test has the z-test's power, and the closed form needs no simulation per
-    table cell; a simulation of the randomisation test at this difference rejects about 80% of
-    the time (checked in the tests). ``a`` is ``ALPHA / family``: in a Holm family of ``family``
-    comparisons one true difference among nulls is found only when its p passes the first step,
-    ``ALPHA / family``, so that level decides the power. ``sd`` is the sample SD of the tested
-    differences (seeds averaged per query, ties counted); 0.0 for fewer than two queries.
+    matter. So the randomisation test has the z-test's power, and the closed form needs no
+    simulation per table cell; a simulation of the randomisation test at this difference rejects
+    about 80% of the time (checked in the tests). ``a`` is ``ALPHA / family``: in a Holm family of
+    ``family`` comparisons one true difference among nulls is found only when its p passes the
+    first step, ``ALPHA / family``, so that level decides the power: the MDE beside a mark is the
+    one at the level the mark is drawn at (the row's, or the whole table's beside a dagger)."""
+    return _mde_z(family) * standard_error(differences, clusters)
 
-    With ``clusters``, the test flips ``G`` cluster sums ``S_g`` of ``n_g`` queries each, and ``se``
-    is the cluster-robust ``sqrt(G / (G - 1) * sum((S_g - n_g * mean)^2)) / n``, which is
-    ``sd / sqrt(n)`` again when every cluster holds one query."""
-    from scipy import stats
 
-    d = np.asarray(differences, dtype=float)
-    if d.size < 2:
-        return 0.0
-    z = stats.norm.ppf(1 - ALPHA / (2 * max(1, family))) + stats.norm.ppf(POWER)
-    if not _clustered(clusters):
-        return float(z * d.std(ddof=1) / np.sqrt(d.size))
-    sums, sizes = cluster_sums(d, clusters)
-    spread = np.sum((sums - sizes * d.mean()) ** 2) * sums.size / (sums.size - 1)
-    return float(z * np.sqrt(spread) / d.size)
+class Evidence:
+    """What a comparison's tests read, kept so a family can ask for more draws: the units' summed
+    seed-averaged differences (queries, or clusters), their sizes, and the seed x query replicates.
+
+    Each p is computed once per number of draws (and margin): the manuals' renderers put one table
+    under its family's correction many times, and the same draws give the same p."""
+
+    def __init__(self, units: np.ndarray, sizes: np.ndarray, two_level: TwoLevel | None) -> None:
+        self.units, self.sizes, self.two_level = units, sizes, two_level
+        self._known: dict[tuple, PValue | None] = {}
+
+    def _once(self, key: tuple, compute: Callable[[], PValue | None]) -> PValue | None:
+        if key not in self._known:
+            self._known[key] = compute()
+        return self._known[key]
+
+    def query_p(self, draws: int = FIRST_DRAWS) -> PValue:
+        return self._once(("query", draws), lambda: sign_flip(self.units, draws=draws))  # type: ignore[return-value]
+
+    def query_equivalence_p(self, margin: float, draws: int = FIRST_DRAWS) -> PValue:
+        """Two one-sided sign-flip tests: the difference is below ``+margin`` and above ``-margin``."""
+
+        def both() -> PValue:
+            below = sign_flip(self.units - margin * self.sizes, "less", draws)
+            above = sign_flip(self.units + margin * self.sizes, "greater", draws)
+            return max(below, above, key=lambda v: v.p)
+
+        return self._once(("query-equivalence", margin, draws), both)  # type: ignore[return-value]
+
+    def two_level_p(self, draws: int = FIRST_REPLICATES) -> PValue | None:
+        if self.two_level is None:
+            return None
+        return self._once(("two-level", draws), lambda: self.two_level.p(draws))  # type: ignore[union-attr]
+
+    def two_level_equivalence_p(self, margin: float, draws: int = FIRST_REPLICATES) -> PValue | None:
+        if self.two_level is None:
+            return None
+        sides = [self.two_level.p(draws, margin, side) for side in ("below", "above")]
+        return max(sides, key=lambda v: v.p)
 
 
 @dataclass(frozen=True)
@@ -259,17 +268,61 @@ class Comparison:
     detectable: float = float("nan")  # the smallest difference found with 80% power (detectable_difference)
     n_units: int | None = None  # the clusters the test flipped, where queries share a target; None: the queries
     p_family: float | None = None  # Holm over every comparison a claim rests on (with_family_holm)
+    se: float = float("nan")  # the query-level standard error of the difference (standard_error)
+    p_draws: int = 0  # the query-level p's Monte Carlo draws (0: exact) and its Monte Carlo error
+    p_error: float = 0.0
+    p_two_level: float | None = None  # the seed-aware test (two_level): seeds and queries resampled
+    p_two_level_holm: float | None = None
+    p_two_level_family: float | None = None
+    two_level_low: float | None = None  # its 95% interval of the difference
+    two_level_high: float | None = None
+    detectable_family: float | None = None  # the MDE at the family's Holm level (beside p_family)
+    margin: float | None = None  # the equivalence margin the family was tested with
+    p_equivalent_family: float | None = None  # two one-sided tests within the margin, Holm over the family
+    p_equivalent_two_level_family: float | None = None
+    unresolved: bool = False  # a family mark the Monte Carlo error left open at MOST_DRAWS
+    evidence: Evidence | None = field(default=None, compare=False, repr=False)
 
     @property
     def significant(self) -> bool:
-        return self.p_holm < ALPHA
+        """The row's mark: the query-level test and, with 2+ seeds, the seed-aware one, each under
+        the row's Holm."""
+        return self.p_holm < ALPHA and (self.p_two_level_holm is None or self.p_two_level_holm < ALPHA)
+
+    @property
+    def family_significant(self) -> bool:
+        """The whole family's mark (†): both tests under the family's Holm, and decided."""
+        if self.p_family is None or self.unresolved:
+            return False
+        return self.p_family < ALPHA and (self.p_two_level_family is None or self.p_two_level_family < ALPHA)
+
+    @property
+    def family_equivalent(self) -> bool:
+        """Equivalent within ``margin``: both two-one-sided tests under the family's Holm."""
+        if self.p_equivalent_family is None or self.unresolved:
+            return False
+        both = self.p_equivalent_two_level_family
+        return self.p_equivalent_family < ALPHA and (both is None or both < ALPHA)
 
     def to_dict(self) -> dict[str, float | int | None]:
-        return asdict(self)
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "evidence"}
 
 
 def _seed_means(system: PerQuery, seeds: Sequence[int], queries: Sequence[str]) -> dict[int, float]:
     return {s: float(np.mean([system[s][q] for q in queries])) for s in seeds}
+
+
+def _resolved_row(evidence: Sequence[Evidence]) -> tuple[Resolved, Resolved | None]:
+    """The row's query-level and seed-aware p-values under the row's Holm, resolved at its level."""
+    query = resolved_holm([e.query_p() for e in evidence], [e.query_p for e in evidence], ALPHA)
+    if any(e.two_level is None for e in evidence):
+        return query, None
+    two_level = resolved_holm(
+        [e.two_level_p() for e in evidence],  # type: ignore[misc]
+        [e.two_level_p for e in evidence],
+        ALPHA,
+    )
+    return query, two_level
 
 
 def compare_with_baseline(
@@ -280,11 +333,12 @@ def compare_with_baseline(
     A system sharing no seed or no query with the baseline is left out. The Holm family is the
     systems compared here (one table row: the heads of one start on one test set). ``clusters``
     names the target each query shares with others (a caption's image): the tests then take the
-    cluster as the unit (:func:`paired_query_p`)."""
+    cluster as the unit (:func:`paired_query_p`). With two or more seeds the seed-aware test
+    (:mod:`clipmag.results.two_level`) runs beside the query-level one, each under the row's Holm."""
     base = systems.get(baseline)
     if base is None:
         return {}
-    raw: dict[str, tuple] = {}
+    found: dict[str, tuple] = {}
     for name, system in systems.items():
         if name == baseline:
             continue
@@ -293,27 +347,127 @@ def compare_with_baseline(
         if not queries:
             continue
         labels = [clusters.get(q, q) for q in queries] if clusters else None
-        ours, theirs = seed_averaged(system, seeds, queries), seed_averaged(base, seeds, queries)
-        d = ours - theirs
+        per_seed = np.array([[system[s][q] - base[s][q] for q in queries] for s in seeds], dtype=float)
+        d = seed_averaged(system, seeds, queries) - seed_averaged(base, seeds, queries)
+        units, sizes = _units(d, labels)
+        evidence = Evidence(units, sizes, two_level_bootstrap(per_seed, labels))
         p_seeds = paired_seed_p(_seed_means(system, seeds, queries), _seed_means(base, seeds, queries))
-        interval = _bootstrap_interval(d, labels)
-        units = len(set(labels)) if _clustered(labels) else None
-        raw[name] = (len(queries), len(seeds), float(d.mean()), *interval, paired_query_p(ours, theirs, labels))
-        raw[name] += (p_seeds, d, labels, units)
-    adjusted = dict(zip(raw, holm([r[5] for r in raw.values()])))
-    return {
-        name: Comparison(
-            n, k, diff, low, high, p, adjusted[name], p_seeds, detectable_difference(d, len(raw), labels), units
+        found[name] = (len(queries), len(seeds), d, labels, p_seeds, evidence)
+    if not found:
+        return {}
+    query, two_level = _resolved_row([f[5] for f in found.values()])
+    out = {}
+    for i, (name, (n, k, d, labels, p_seeds, evidence)) in enumerate(found.items()):
+        low, high = _bootstrap_interval(d, labels)
+        tl = evidence.two_level
+        tl_interval = tl.interval(FIRST_REPLICATES) if tl else (None, None)
+        value = query.values[i]
+        out[name] = Comparison(
+            n_queries=n,
+            n_seeds=k,
+            difference=float(d.mean()),
+            ci_low=low,
+            ci_high=high,
+            p=value.p,
+            p_holm=query.adjusted[i],
+            p_seeds=p_seeds,
+            detectable=detectable_difference(d, len(found), labels),
+            n_units=int(evidence.units.size) if _clustered(labels) else None,
+            se=standard_error(d, labels),
+            p_draws=value.draws,
+            p_error=value.error,
+            p_two_level=two_level.values[i].p if two_level else None,
+            p_two_level_holm=two_level.adjusted[i] if two_level else None,
+            two_level_low=tl_interval[0],
+            two_level_high=tl_interval[1],
+            unresolved=not query.decided[i] or (two_level is not None and not two_level.decided[i]),
+            evidence=evidence,
         )
-        for name, (n, k, diff, low, high, p, p_seeds, d, labels, units) in raw.items()
-    }
+    return out
 
 
-def with_family_holm(comparisons: Sequence[Comparison]) -> list[Comparison]:
-    """The same comparisons, each with ``p_family``: Holm's correction over all of them.
+def _stored_or(evidence_test: Callable[[Evidence], PValue | None], stored: Callable[[Comparison], PValue | None]):
+    """A family's test read from the evidence where a comparison carries it (it can then be
+    resolved with more draws), else from the stored values (read back from a results file)."""
 
-    The per-row correction guards a sentence about one row; a sentence about a whole table (the
-    budget sweep's verdict rests on its every test) needs the correction over the whole table,
-    which only a p small enough to survive every test of it passes."""
-    adjusted = holm([c.p for c in comparisons])
-    return [replace(c, p_family=p) for c, p in zip(comparisons, adjusted)]
+    def first(c: Comparison) -> PValue | None:
+        return evidence_test(c.evidence) if c.evidence is not None else stored(c)
+
+    return first
+
+
+def _family(
+    comparisons: Sequence[Comparison],
+    first: Callable[[Comparison], PValue | None],
+    more: Callable[[Evidence, int], PValue | None],
+) -> tuple[list[float | None], list[bool]]:
+    """One test over every comparison that has it, resolved under the family's Holm: its adjusted
+    p per comparison (None where the comparison has no such test) and whether each mark is decided."""
+    tested = [(i, c, value) for i, c in enumerate(comparisons) if (value := first(c)) is not None]
+    adjusted: list[float | None] = [None] * len(comparisons)
+    decided = [True] * len(comparisons)
+    if not tested:
+        return adjusted, decided
+    resolved = resolved_holm(
+        [value for _, _, value in tested],
+        [(lambda draws, e=c.evidence: more(e, draws)) if c.evidence is not None else None for _, c, _ in tested],
+        ALPHA,
+    )
+    for (i, _, _), p, ok in zip(tested, resolved.adjusted, resolved.decided):
+        adjusted[i], decided[i] = p, ok
+    return adjusted, decided
+
+
+def _stored_query_p(c: Comparison) -> PValue:
+    return PValue(c.p, c.p_draws, c.p_error)
+
+
+def _stored_two_level_p(c: Comparison) -> PValue | None:
+    return None if c.p_two_level is None else PValue(c.p_two_level, FIRST_REPLICATES, 0.0)
+
+
+def with_family_holm(comparisons: Sequence[Comparison], margin: float | None = None) -> list[Comparison]:
+    """The same comparisons, each with ``p_family``: Holm's correction over all of them, for the
+    query-level and the seed-aware test alike, each p resolved at the family's level
+    (:mod:`clipmag.results.family`), and the MDE at that level (``detectable_family``).
+
+    The per-row correction guards a sentence about one row; a sentence about a whole table needs
+    the correction over the whole table. With ``margin`` (the protocol's equivalence margin, on the
+    metric's scale), each comparison is also tested for equivalence: two one-sided tests that the
+    difference lies within ``±margin``, query-level and seed-aware, under the family's Holm, so a
+    comparison reads above, below, equivalent within the margin, or undecided."""
+    if not comparisons:
+        return []
+    query, query_ok = _family(comparisons, _stored_or(Evidence.query_p, _stored_query_p), Evidence.query_p)
+    two, two_ok = _family(comparisons, _stored_or(Evidence.two_level_p, _stored_two_level_p), Evidence.two_level_p)
+    none: list[float | None] = [None] * len(comparisons)
+    equivalent, equivalent_ok = none, [True] * len(comparisons)
+    equivalent_two, equivalent_two_ok = none, [True] * len(comparisons)
+    if margin is not None:
+        equivalent, equivalent_ok = _family(
+            comparisons,
+            _stored_or(lambda e: e.query_equivalence_p(margin), lambda c: None),
+            lambda e, n: e.query_equivalence_p(margin, n),
+        )
+        equivalent_two, equivalent_two_ok = _family(
+            comparisons,
+            _stored_or(lambda e: e.two_level_equivalence_p(margin), lambda c: None),
+            lambda e, n: e.two_level_equivalence_p(margin, n),
+        )
+    z = _mde_z(len(comparisons))
+    out = []
+    for i, c in enumerate(comparisons):
+        decided = query_ok[i] and two_ok[i] and equivalent_ok[i] and equivalent_two_ok[i]
+        out.append(
+            replace(
+                c,
+                p_family=query[i],
+                p_two_level_family=two[i],
+                detectable_family=z * c.se if np.isfinite(c.se) else None,
+                margin=margin,
+                p_equivalent_family=equivalent[i],
+                p_equivalent_two_level_family=equivalent_two[i],
+                unresolved=c.unresolved or not decided,
+            )
+        )
+    return out

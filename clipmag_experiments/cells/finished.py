@@ -1,6 +1,9 @@
 """Whether a sweep cell is finished: a results file that parses, belongs to the cell and names what
 it tested, not merely a file called ``results.json``.
 
+A cell restored from an earlier sitting's archive (:mod:`clipmag_experiments.sweep.restore`) is
+finished without the checkpoint its results name: that stayed on the machine that trained it.
+
 A truncated or foreign ``results.json`` (a killed copy, another run's file) taken as "finished"
 would put a broken or wrong cell into the report; the sweep asks this module instead and re-runs
 the cell (its trainer resumes a partial run) when the answer is no, saying why.
@@ -12,6 +15,7 @@ from pathlib import Path
 
 from clipmag.results.record import RESULTS_FILE, read_results
 from clipmag_experiments.design.grid import Cell
+from clipmag_experiments.sweep.restore import restored_from
 
 __all__ = ["unfinished_reason"]
 
@@ -32,6 +36,6 @@ def unfinished_reason(cell: Cell) -> str | None:
     if seed is not None and int(seed) != cell.seed:
         return f"its results.json is of seed {seed}, not the cell's {cell.seed}"
     tested = (record.get("checkpoint") or {}).get("path")
-    if tested and not Path(tested).exists():
+    if tested and not Path(tested).exists() and restored_from(cell.directory) is None:
         return f"its results.json names {tested}, which is not there"
     return None

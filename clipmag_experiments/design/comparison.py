@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from clipmag.config.checks import PositiveFloat
 from clipmag.errors import ConfigError
 from clipmag.results.marks import QUERY_TEST
 from clipmag.results.significance import ALPHA, POWER
@@ -36,6 +37,12 @@ class ComparisonProtocol:
     # Holm's family: the heads of one row (one group, start and test set), or every comparison of
     # every compared group at once (the whole table: stricter, one claim over the whole sweep)
     holm: Literal["row", "table"] = "row"
+    # the equivalence margin, on the metric's scale (0.01: one nDCG@10 point): with it every
+    # comparison reads above, below, equivalent within the margin, or undecided
+    margin: PositiveFloat | None = None
+    # the group whose cells are each start's untrained score (train.steps=0), one per head: every
+    # table shows it, and each head's change from it is tested beside its difference from cosine
+    start_group: str = ""
 
 
 def check_comparison(protocol: ComparisonProtocol, groups: Sequence[Any]) -> None:
@@ -54,6 +61,10 @@ def check_comparison(protocol: ComparisonProtocol, groups: Sequence[Any]) -> Non
             )
         if group.heads and BASELINE not in group.heads:
             raise ConfigError(f"comparison.groups: group {name!r} has no {BASELINE} cells to compare its heads with")
+    if protocol.start_group and protocol.start_group not in by_name:
+        raise ConfigError(
+            f"comparison.start_group: {protocol.start_group!r} is not a group of the sweep ({', '.join(by_name)})"
+        )
 
 
 def _selection(group: Any) -> str:
@@ -77,5 +88,13 @@ def comparison_statement(protocol: ComparisonProtocol, groups: Sequence[Any]) ->
         ),
         "holm": protocol.holm,
         "alpha": ALPHA,
+        "margin": protocol.margin,
+        "equivalence": (
+            None
+            if protocol.margin is None
+            else f"two one-sided tests within +-{protocol.margin:g} (query-level and seed-aware, Holm over the same "
+            "family): each comparison reads above, below, equivalent within the margin, or undecided"
+        ),
+        "start_group": protocol.start_group or None,
         "power": f"the smallest difference found with {POWER:.0%} power, and the 95% interval, beside every test",
     }

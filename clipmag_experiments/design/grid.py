@@ -131,6 +131,9 @@ class SweepConfig:
     args: list[str] = field(default_factory=list)
     # a cell that resolves to the config of a finished cell takes its results (same_run.py)
     reuse_same_runs: bool = True
+    # the folder an earlier sitting archived this sweep's finished cells to (sweep/archive.py): cells
+    # this folder lacks are restored from it rather than trained again (sweep/restore.py)
+    restore_from: str = ""
     # the groups whose systems are compared on test, and how (clipmag_experiments/design/comparison.py)
     comparison: ComparisonProtocol = field(default_factory=ComparisonProtocol)
     # what ``clipmag-sweep plan`` needs beyond the cells: CPU throughputs, stand-in models

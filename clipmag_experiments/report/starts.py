@@ -10,6 +10,9 @@ untuned; the others are fine-tuned. For each fine-tuned group, start and test se
 * each head's nDCG@10, mean +- std over seeds, against cosine: the mean per-query difference with
   its bootstrap interval, the query-level test with Holm's correction over the row's heads (the
   mark), and the paper's seed-level paired t-test beside it (:mod:`clipmag.results.significance`);
+* each head's change from its own start (the untuned cell scored with the same head), tested the
+  same way, so "the head improved" and "cosine got worse" read apart: a difference from cosine
+  says nothing of which side moved; and the pairs the tested checkpoint saw;
 * Cohen's d after fine-tuning per head, the learnable head's final exponents, and each qnorm/dnorm
   predictor's verdict (a ``predict`` evaluation on the untuned cell) against the measured winner
   and against the majority-class guess on the same cells.
@@ -44,7 +47,9 @@ class HeadResult:
     per_query: dict[int, dict[str, float]] = field(default_factory=dict)
     cohens_d: list[float] = field(default_factory=list)
     comparison: Comparison | None = None  # against cosine; None for cosine itself
+    from_start: Comparison | None = None  # against the untuned start scored with the same head
     chosen: set[str] = field(default_factory=set)  # variants a choose_variant group picked for it
+    pairs_seen: list[int] = field(default_factory=list)  # per seed: the tested checkpoint's step x batch
 
     @property
     def mean(self) -> float:
@@ -64,6 +69,7 @@ class StartRow:
     heads: dict[str, HeadResult]
     untuned: dict[str, float]  # head -> nDCG@10 of the start itself
     untuned_norms: dict[str, float]  # cohens_d, document_norm_cv
+    untuned_per_query: dict[str, dict[str, float]] = field(default_factory=dict)  # head -> query -> score
 
     def marked(self, sign: str) -> list[str]:
         """Heads the corrected query-level test puts above (``▲``) or below (``▼``) cosine."""
@@ -86,10 +92,34 @@ def _effect(result: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def _pairs_seen(cell: CellResult) -> int | None:
+    """The pairs the tested checkpoint trained on: its step times the batch (None: not recorded)."""
+    step = (cell.results.get("checkpoint") or {}).get("step")
+    batch = cell.results.get("run", {}).get("batch_size") or cell.cell.get("batch_size")
+    if not isinstance(batch, int):
+        batch = _batch_from_argv(cell.cell.get("argv") or [])
+    return int(step) * batch if isinstance(step, int) and batch else None
+
+
+def _batch_from_argv(argv: list[str]) -> int | None:
+    found = [a.split("=", 1)[1] for a in argv if a.startswith("data.batch_size=")]
+    return int(found[-1]) if found else None
+
+
+def _change_from_start(head: str, result: HeadResult, start: dict[str, float]) -> Comparison | None:
+    """The head's trained scores against its untuned start's, the start repeated for every seed (it
+    is one deterministic model): the same tests as against cosine."""
+    if not start or not result.per_query:
+        return None
+    systems = {"start": {s: start for s in result.per_query}, head: result.per_query}
+    return compare_with_baseline(systems, "start").get(head)
+
+
 def start_rows(cells: list[CellResult]) -> list[StartRow]:
     """One row per (fine-tuned group, start, test set) with a ``model`` label and retrieval metrics."""
     untuned: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
     untuned_norms: dict[tuple[str, str], dict[str, float]] = {}
+    untuned_queries: dict[tuple[str, str], dict[str, dict[str, float]]] = defaultdict(dict)
     tuned: dict[tuple[str, str, str], dict[str, HeadResult]] = defaultdict(dict)
     for c in cells:
         model = c.cell.get("model")
@@ -101,6 +131,8 @@ def start_rows(cells: list[CellResult]) -> list[StartRow]:
             if _steps(c) == 0:
                 untuned[(model, dataset)][c.head] = float(result[METRIC])
                 untuned_norms.setdefault((model, dataset), _effect(result))
+                queries = {q: float(v[METRIC]) for q, v in (result.get("per_query") or {}).items()}
+                untuned_queries[(model, dataset)][c.head] = queries
                 continue
             head = tuned[(c.cell["group"], model, dataset)].setdefault(c.config, HeadResult())
             seed = int(c.cell["seed"])
@@ -108,6 +140,8 @@ def start_rows(cells: list[CellResult]) -> list[StartRow]:
             head.per_query[seed] = {q: float(v[METRIC]) for q, v in (result.get("per_query") or {}).items()}
             if c.cell.get("chosen"):
                 head.chosen.add(str(c.cell["chosen"]["variant"]))
+            if (pairs := _pairs_seen(c)) is not None:
+                head.pairs_seen.append(pairs)
             effect = _effect(result)
             if "cohens_d" in effect:
                 head.cohens_d.append(effect["cohens_d"])
@@ -119,6 +153,9 @@ def start_rows(cells: list[CellResult]) -> list[StartRow]:
         comparisons = compare_with_baseline({name: head.per_query for name, head in heads.items()}, BASELINE)
         for name, comparison in comparisons.items():
             heads[name].comparison = comparison
+        starts = untuned_queries.get((model, dataset), {})
+        for name, head in heads.items():
+            head.from_start = _change_from_start(name, head, starts.get(name, {}))
         order = [h for h in HEAD_NAMES if h in heads] + [h for h in heads if h not in HEAD_NAMES]
         rows.append(
             StartRow(
@@ -128,6 +165,7 @@ def start_rows(cells: list[CellResult]) -> list[StartRow]:
                 {h: heads[h] for h in order},
                 untuned.get((model, dataset), {}),
                 untuned_norms.get((model, dataset), {}),
+                starts,
             )
         )
     return sorted(rows, key=lambda r: (r.group, r.start, r.dataset))
@@ -150,6 +188,8 @@ def write_start_rows(rows: list[StartRow], path: Path) -> Path:
                     "cohens_d_after": float(np.mean(x.cohens_d)) if x.cohens_d else None,
                     "chosen": sorted(x.chosen),
                     "versus_cosine": x.comparison.to_dict() if x.comparison else None,
+                    "versus_start": x.from_start.to_dict() if x.from_start else None,
+                    "pairs_seen": x.pairs_seen,
                     "mark": mark(x.comparison),
                 }
                 for h, x in r.heads.items()

@@ -68,6 +68,7 @@ from clipmag_experiments.design.protocol import record_start
 from clipmag_experiments.slurm.jobs import SweepUnfinished, check_cluster
 from clipmag_experiments.slurm.launcher import run_on_slurm
 from clipmag_experiments.sweep.cell_log import failure_reason, run_logged
+from clipmag_experiments.sweep.restore import restore_cells, restore_protocol
 
 __all__ = [
     "CELL_FILE",
@@ -179,15 +180,23 @@ def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep")
         raise ConfigError(f"{source}: --only names {', '.join(unknown)}, which is not a group (groups: {valid})")
     check_cells([c for c in expand(cfg) if not only or c.group in only], source)
     check_prepare(cfg.prepare, source)
+    if cfg.restore_from and not Path(cfg.restore_from).is_dir():
+        raise ConfigError(
+            f"{source}: restore_from {cfg.restore_from} is not a folder; archive a sitting's cells there first"
+        )
     if cfg.launcher == "slurm":
         check_cluster()
     with FolderLock(cfg.output_dir, "sweep"):  # a second sweep on this folder stops here, before preparing
         release_held_log()  # out.log, held back by a caller's setup_logging(hold=True), now the folder is ours
+        if cfg.restore_from:
+            restore_protocol(Path(cfg.restore_from), Path(cfg.output_dir))
         protocol = record_start(cfg)  # the protocol on disk before any result
         run_prepare(cfg.prepare)
         every_cell = [
             dataclasses.replace(c, sweep_sha256=protocol["config_sha256"]) for c in expand(runnable_groups(cfg))
         ]
+        if cfg.restore_from:
+            restore_cells(every_cell, Path(cfg.restore_from), Path(cfg.output_dir))
         cells = [c for c in every_cell if not only or c.group in only]
         if cfg.launcher == "slurm":
             run_on_slurm(cells, every_cell, cfg)

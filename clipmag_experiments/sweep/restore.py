@@ -1,0 +1,77 @@
+"""A sweep carried across machines by its archive: finished cells restored from the small files an
+earlier sitting archived (:mod:`clipmag_experiments.sweep.archive`), so a sweep of many CPU-hours
+goes on where it stopped on a machine that kept none of its run folders.
+
+Why: a long sweep runs in sittings, and a sitting's machine may keep nothing but the repository.
+Its finished cells' results are committed as they come (``archive``); the next sitting names that
+folder (``restore_from`` in the sweep config) and the sweep copies each archived cell that its own
+folder lacks back in, with ``restored.json`` saying from where. A restored cell counts as finished
+without the checkpoint and export its results name (they stayed on the machine that trained it),
+so a choice reads its dev scores and a later cell can be its same run, as on the first machine;
+what needs its weights (an evaluation of its export, a group that continues its training) stops
+with one line naming the cell.
+
+The protocol record comes first: when the sweep's own folder has no ``sweep.json``, the archive's
+is copied in before this start is appended, so the record still shows the protocol's first start
+(before any result) and every start since, with any change of code or config between them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from clipmag.results.record import RESULTS_FILE
+from clipmag.runtime.logs import logger
+from clipmag.storage.files import write_text_atomic
+from clipmag_experiments.design.grid import CELL_FILE, Cell
+from clipmag_experiments.design.protocol import PROTOCOL_FILE
+from clipmag_experiments.sweep.archive import CELL_FILES
+
+__all__ = ["RESTORED_FILE", "restore_cells", "restore_protocol", "restored_from"]
+
+RESTORED_FILE = "restored.json"
+
+
+def restored_from(cell_dir: Path) -> str | None:
+    """The archive a cell folder was restored from (None: it trained here, or has not run)."""
+    path = cell_dir / RESTORED_FILE
+    if not path.is_file():
+        return None
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8"))["from"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def restore_protocol(archive: Path, output_dir: Path) -> None:
+    """Copy the archive's ``sweep.json`` into a sweep folder that has none (its record continues)."""
+    source, target = archive / PROTOCOL_FILE, output_dir / PROTOCOL_FILE
+    if source.is_file() and not target.exists():
+        output_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+
+
+def restore_cells(cells: Sequence[Cell], archive: Path, output_dir: Path) -> list[Cell]:
+    """Copy every archived finished cell that ``output_dir`` lacks back in; the cells restored."""
+    restored = []
+    for cell in cells:
+        source = archive / cell.directory.relative_to(output_dir)
+        if (cell.directory / RESULTS_FILE).exists() or not (source / RESULTS_FILE).is_file():
+            continue
+        if not (source / CELL_FILE).is_file():
+            continue  # results without the cell's description: not a finished sweep cell
+        cell.directory.mkdir(parents=True, exist_ok=True)
+        for name in CELL_FILES:
+            if (source / name).is_file():
+                shutil.copy2(source / name, cell.directory / name)
+        evaluations = source / "evaluations"
+        if evaluations.is_dir():
+            shutil.copytree(evaluations, cell.directory / "evaluations", dirs_exist_ok=True)
+        write_text_atomic(cell.directory / RESTORED_FILE, json.dumps({"from": str(source)}) + "\n")
+        restored.append(cell)
+    if restored:
+        logger.info("%d finished cells restored from %s", len(restored), archive)
+    return restored
