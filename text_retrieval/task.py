@@ -151,12 +151,19 @@ class TextRetrievalTask:
         return stream.batches(start_step)
 
     # ---- model -------------------------------------------------------------------------------
+    def random_init_seed(self) -> int | None:
+        """The seed of a random start (``model.init_seed``, else ``train.seed``); None for pretrained weights."""
+        m = self.cfg.model
+        if m.init != "random":
+            return None
+        return self.cfg.train.seed if m.init_seed is None else m.init_seed
+
     def build_encoder(self) -> TextEncoder:
         m = self.cfg.model
         encoder = TextEncoder.from_pretrained(
             m.name,
             head=build_head(self.cfg.head),
-            random_init_seed=self.cfg.train.seed if m.init == "random" else None,
+            random_init_seed=self.random_init_seed(),
             pooling=m.pooling,
             query_prefix=m.query_prefix,
             document_prefix=m.document_prefix,
@@ -251,7 +258,12 @@ class TextRetrievalTask:
         return model.encoder
 
     def run_identity(self) -> dict[str, Any]:
-        return {"objective": self.cfg.objective, "model": self.cfg.model.name}
+        """The objective, the model and how its weights began (``init``; a random start adds its seed),
+        so a resume of another start is refused and a results reader sees a random start as one."""
+        identity = {"objective": self.cfg.objective, "model": self.cfg.model.name, "init": self.cfg.model.init}
+        if self.cfg.model.init == "random":
+            identity["init_seed"] = self.random_init_seed()
+        return identity
 
     def describe_export(self, export: Path, record: HeadRecord, results: dict[str, Any]) -> None:
         """The export's model card gets the training data and the test metrics (from memory: the
