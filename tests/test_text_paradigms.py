@@ -85,7 +85,9 @@ def test_random_start_is_recorded_and_its_seed_can_be_fixed(decoder_setup, tmp_p
     pinned = [task("model.init=random", "model.init_seed=7", f"train.seed={s}").build_encoder() for s in (0, 1)]
     assert all(torch.equal(a, b) for a, b in zip(*(e.model.state_dict().values() for e in pinned)))
     assert pinned[0].head_record().random_init_seed == 7
-    assert task().run_identity()["init"] == "pretrained" and task().build_encoder().head_record().random_init_seed is None
+    pretrained = task()
+    assert pretrained.run_identity()["init"] == "pretrained"
+    assert pretrained.build_encoder().head_record().random_init_seed is None
     out = tmp_path / "run"
     extra = ("model.init=random", "model.init_seed=5", "model.pooling=last", "train.steps=0")
     results = train_main(tiny_train_args(decoder_setup / "decoder", decoder_setup, out, *extra))
