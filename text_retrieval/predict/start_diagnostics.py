@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,7 @@ from clipmag.registry.evaluations import EvaluationResult
 from clipmag.results.record import RESULTS_FILE
 from text_retrieval.config import TextModelConfig
 
-__all__ = ["StartDiagnosticsConfig", "parse_args", "main", "entry", "read_evaluation", "judged_pairs"]
+__all__ = ["StartDiagnosticsConfig", "parse_args", "main", "entry", "read_evaluation", "judged_pairs", "set_metrics"]
 
 
 @dataclass
@@ -177,13 +177,14 @@ def main(argv: Sequence[str]) -> dict[str, Any]:
     return record
 
 
-def set_metrics(entry: dict[str, Any]) -> dict[str, float]:
+def set_metrics(entry: Mapping[str, Any]) -> dict[str, float]:
     """The flat numbers of one set's diagnostics (the plugin's ``START_METRICS``), those that are defined."""
+    fisher = entry.get("fisher") or {}
     values = {
-        "cohens_d": entry["document_norm_effect"].get("cohens_d"),
-        "query_norm_cv": entry["query_norm"]["cv"],
-        "document_norm_cv": entry["document_norm"]["cv"],
-        **{k: entry["fisher"].get(k) for k in ("kappa_query", "kappa_document", "log_kappa_ratio")},
+        "cohens_d": (entry.get("document_norm_effect") or {}).get("cohens_d"),
+        "query_norm_cv": (entry.get("query_norm") or {}).get("cv"),
+        "document_norm_cv": (entry.get("document_norm") or {}).get("cv"),
+        **{k: fisher.get(k) for k in ("kappa_query", "kappa_document", "log_kappa_ratio")},
     }
     return {k: float(v) for k, v in values.items() if isinstance(v, (int, float))}
 
