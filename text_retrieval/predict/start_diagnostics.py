@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clipmag.config.checks import PositiveInt
 from clipmag.config.command_line import parse_cli
@@ -43,6 +44,10 @@ from clipmag.config.entry import run_entry_point
 from clipmag.registry.evaluations import EvaluationResult
 from clipmag.results.record import RESULTS_FILE
 from text_retrieval.config import TextModelConfig
+
+if TYPE_CHECKING:  # torch and transformers: only once a start is diagnosed, never for --help
+    from text_retrieval.data.loaders import RetrievalDataset
+    from text_retrieval.model.encoder import TextEncoder
 
 __all__ = ["StartDiagnosticsConfig", "parse_args", "main", "entry", "read_evaluation", "judged_pairs", "set_metrics"]
 
@@ -98,10 +103,8 @@ def judged_pairs(
     return pairs[:n]
 
 
-def _set_diagnostics(encoder: Any, dataset: Any, cfg: StartDiagnosticsConfig) -> dict[str, Any]:
+def _set_diagnostics(encoder: TextEncoder, dataset: RetrievalDataset, cfg: StartDiagnosticsConfig) -> dict[str, Any]:
     """Norm statistics, Cohen's d and the Fisher predictor of one retrieval set."""
-    import math
-
     from clipmag.scoring.diagnostics import document_norm_effect, norm_stats, row_norms
     from text_retrieval.predict.predictors import fisher_predictor
 
@@ -148,7 +151,6 @@ def main(argv: Sequence[str]) -> dict[str, Any]:
     text = dataclasses.replace(text, train=dataclasses.replace(text.train, seed=cfg.seed))
     task = TextRetrievalTask(text, DistributedContext(0, 1, 0, torch.device("cpu"), None))  # reads every set first
     encoder = task.build_encoder()
-    encoder.model.eval()
     sets = {}
     for dataset in task.test_sets:
         if not isinstance(dataset, RetrievalDataset):
