@@ -71,3 +71,18 @@ def test_crop_mode_trains_records_itself_and_refuses_a_resume_on_given_pairs(tmp
     resumed = tiny_train_args(model, tmp_path, out, "train.steps=2", "--norm", "dot", "--resume", "latest")
     with pytest.raises(ValueError, match="pairs"):
         train_main(resumed)
+
+
+def test_crops_resume_where_they_stopped(tmp_path):
+    """A stream resumed at micro-batch 2 crops what the uninterrupted stream cropped there."""
+    from itertools import islice
+
+    from text_retrieval.data.training.shards import TextShardStream
+
+    write_code_search_set(tmp_path)
+
+    def crops(start: int, n: int) -> list[dict]:
+        stream = TextShardStream(tmp_path / "shards", batch_size=4, seed=1)
+        return list(islice(cropped_batches(stream.batches(start), (0.1, 0.5), seed=1, start=start), n))
+
+    assert crops(0, 4)[2:] == crops(2, 2)
