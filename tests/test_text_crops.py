@@ -86,3 +86,13 @@ def test_crops_resume_where_they_stopped(tmp_path):
         return list(islice(cropped_batches(stream.batches(start), (0.1, 0.5), seed=1, start=start), n))
 
     assert crops(0, 4)[2:] == crops(2, 2)
+
+
+def test_the_contriever_style_pretraining_config_trains_on_crops_under_the_dot_product():
+    from text_retrieval.cli import parse_args
+
+    run = parse_args(["--config", "configs/text/pretrain_contriever_style.yaml"])
+    assert run.data.pairs == "crops" and tuple(run.data.crop_ratio) == (0.1, 0.5) and run.data.hard_negatives == 0
+    assert run.head.name == "dot" and run.model.pooling == "mean" and run.model.name == "all-MiniLM-L6-v2"
+    assert run.data.validation == [] and run.data.train == "runs/data/pretrain-corpus/shards"
+    assert run.loss.direction == "q2d" and run.loss.scale == 20.0 and run.train.steps * run.data.batch_size == 128_000
