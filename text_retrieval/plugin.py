@@ -10,6 +10,7 @@ from clipmag.registry.front_ends import register_front_end
 
 RAG_METRICS = ("accuracy@1", "accuracy@5", "accuracy@20", "accuracy@100", "EM", "F1", "contains")
 PREDICTOR_METRICS = ("kappa_query", "kappa_document", "dcv")
+START_METRICS = ("cohens_d", "query_norm_cv", "document_norm_cv", "kappa_query", "kappa_document", "log_kappa_ratio")
 
 
 def register() -> None:
@@ -17,3 +18,6 @@ def register() -> None:
     register_config_package("text_retrieval")  # configs/text, configs/rag, configs/eval
     register_evaluation("rag", "text_retrieval.rag.cli", front_ends=("text",), metrics=RAG_METRICS)
     register_evaluation("predict", "text_retrieval.predict.evaluation", front_ends=("text",), metrics=PREDICTOR_METRICS)
+    register_evaluation(
+        "start-diagnostics", "text_retrieval.predict.start_diagnostics", front_ends=("text",), metrics=START_METRICS
+    )

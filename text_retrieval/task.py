@@ -29,6 +29,7 @@ from text_retrieval.data.loaders import STSPairs, load_eval_datasets, load_sts_f
 from text_retrieval.data.loaders.beir import is_beir_folder
 from text_retrieval.data.loaders.overlap import validation_test_overlap
 from text_retrieval.data.loaders.sts import GoldScale
+from text_retrieval.data.training.crops import cropped_batches
 from text_retrieval.data.training.shards import TextShardStream
 from text_retrieval.evaluation.evaluate import evaluate_retrieval, evaluate_sts
 from text_retrieval.model.biencoder import BiEncoder, default_sts_scale
@@ -148,15 +149,24 @@ class TextRetrievalTask:
             return _pair_batches(self.sts_train_pairs(train), d.batch_size, seed, rank, world, start_step)
         stream = TextShardStream(train, d.batch_size, seed, rank, world, d.workers, d.skip_corrupt)
         _check_batch_fits(stream.num_samples, d.batch_size, world, train)
+        if d.pairs == "crops":
+            return cropped_batches(stream.batches(start_step), tuple(d.crop_ratio), seed, start_step)
         return stream.batches(start_step)
 
     # ---- model -------------------------------------------------------------------------------
+    def random_init_seed(self) -> int | None:
+        """The seed of a random start (``model.init_seed``, else ``train.seed``); None for pretrained weights."""
+        m = self.cfg.model
+        if m.init != "random":
+            return None
+        return self.cfg.train.seed if m.init_seed is None else m.init_seed
+
     def build_encoder(self) -> TextEncoder:
         m = self.cfg.model
         encoder = TextEncoder.from_pretrained(
             m.name,
             head=build_head(self.cfg.head),
-            random_init_seed=self.cfg.train.seed if m.init == "random" else None,
+            random_init_seed=self.random_init_seed(),
             pooling=m.pooling,
             query_prefix=m.query_prefix,
             document_prefix=m.document_prefix,
@@ -251,7 +261,16 @@ class TextRetrievalTask:
         return model.encoder
 
     def run_identity(self) -> dict[str, Any]:
-        return {"objective": self.cfg.objective, "model": self.cfg.model.name}
+        """The objective, the model, how its weights began (``init``; a random start adds its seed) and
+        where the pairs come from (``pairs``; crops add their ratio): a resume of another start or
+        another kind of pair is refused, and a results reader sees a random start as one."""
+        identity = {"objective": self.cfg.objective, "model": self.cfg.model.name, "init": self.cfg.model.init}
+        if self.cfg.model.init == "random":
+            identity["init_seed"] = self.random_init_seed()
+        identity["pairs"] = self.cfg.data.pairs
+        if self.cfg.data.pairs == "crops":
+            identity["crop_ratio"] = list(self.cfg.data.crop_ratio)
+        return identity
 
     def describe_export(self, export: Path, record: HeadRecord, results: dict[str, Any]) -> None:
         """The export's model card gets the training data and the test metrics (from memory: the

@@ -5,6 +5,7 @@ Readers (the report, later evaluators) read one shape, whatever front end wrote 
     {
       "format_version": 1,
       "run": {"front_end": "text", "output_dir": ..., "objective": ..., "model": ...,
+              "init": "pretrained",       # text runs; "random" adds "init_seed" (fresh weights)
               "seed": 0, "steps": 30, "world_size": 1},
       "head": {...},                      # the HeadRecord of the tested model, learned gammas included
       "checkpoint": {"path": "runs/x/export", "selection": "best", "step": 500,

@@ -54,7 +54,10 @@ class HeadRecord:
     Pooling, prefixes and max lengths apply to text encoders only. ``query_max_length`` /
     ``document_max_length`` are the lengths to encode with - what the run's own test used, so
     every loader scores what the run reported - and ``training_*_max_length`` what it trained at
-    (``None`` in records written before they were kept apart).
+    (``None`` in records written before they were kept apart). ``random_init_seed``: set when the
+    weights did not begin as ``model_name``'s but were drawn fresh with this seed in its architecture
+    (the from-scratch start), so a reader of the record or of a ``results.json`` cannot mistake a
+    random start for the pretrained model it is named after; ``None``: ``model_name``'s own weights.
     """
 
     head: dict[str, Any] = field(default_factory=lambda: {"name": "cosine"})
@@ -71,6 +74,7 @@ class HeadRecord:
     training_query_max_length: int | None = None
     training_document_max_length: int | None = None
     model_name: str | None = None
+    random_init_seed: int | None = None
     format_version: int = FORMAT_VERSION
 
     @property

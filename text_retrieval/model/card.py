@@ -107,7 +107,8 @@ def model_card(record: HeadRecord, results: Mapping[str, Any] | None = None, dat
     sides_by_hand = sparse and not plain_similarity(gq, gd)
     model = record.model_name or "unknown"
     hub_name = model != "unknown" and not Path(model).is_absolute()
-    settings = {k: v for k, v in record.to_dict().items() if k not in ("head", "model_name")}
+    random = record.random_init_seed  # a from-scratch start: the named model gave only its architecture
+    settings = {k: v for k, v in record.to_dict().items() if k not in ("head", "model_name", "random_init_seed")}
     settings.update(query_prefix=record.query_prefix or "", document_prefix=record.document_prefix or "")
     for side in ("query", "document"):  # a model clipmag did not train has no training lengths
         settings[f"training_{side}_max_length"] = settings[f"training_{side}_max_length"] or "not recorded"
@@ -116,8 +117,8 @@ def model_card(record: HeadRecord, results: Mapping[str, Any] | None = None, dat
         head=record.head_name,
         gq=gq,
         gd=gd,
-        model=model,
-        base_model=f"base_model: {model}\n" if hub_name else "",
+        model=model if random is None else f"{model}'s architecture, random weights (seed {random})",
+        base_model=f"base_model: {model}\n" if hub_name and random is None else "",
         data=", ".join(data) if data else "see the run folder (config.yaml)",
         trust=", trust_remote_code=True" if learnable else "",
         similarity="cosine" if gq == gd == 1.0 else "dot",

@@ -88,6 +88,7 @@ class TextEncoder(nn.Module):
         self.precision = check_precision(precision)  # what encode() computes in; training: train.precision
         # the training lengths of a loaded export's record, carried into head_record() (a trainer sets its own)
         self.training_lengths: dict[str, int | None] = {}
+        self.random_init_seed: int | None = None  # set by from_pretrained for a random start
         if tokenizer.pad_token is None:
             # decoder models (e.g. Qwen3) often ship without one; the mask hides it anyway
             tokenizer.pad_token = tokenizer.eos_token
@@ -164,6 +165,7 @@ class TextEncoder(nn.Module):
         logger.info("loaded %s: pooling=%s head=%s max_length=%s", source, settings["pooling"], head.name, lengths)
         encoder = cls(model, tokenizer, head=head, name_or_path=source, precision=precision, **settings)
         encoder.training_lengths = training
+        encoder.random_init_seed = random_init_seed
         return encoder
 
     # ------------------------------------------------------------------ properties
@@ -195,6 +197,7 @@ class TextEncoder(nn.Module):
             query_max_length=self.query_max_length,
             document_max_length=self.document_max_length,
             model_name=self.name_or_path,
+            random_init_seed=self.random_init_seed,
             **self.training_lengths,
         )
 
