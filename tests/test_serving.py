@@ -18,7 +18,6 @@ import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import faiss
 import numpy as np
