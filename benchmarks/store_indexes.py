@@ -202,4 +202,3 @@ def _qdrant_search(built: StoreIndex, queries: np.ndarray, k: int) -> np.ndarray
         for row, answer in enumerate(built.handle.query_batch_points("documents", requests=requests)):
             positions[first + row, : len(answer.points)] = [int(p.id) for p in answer.points]
     return positions
-
