@@ -48,7 +48,8 @@ def _source(record: dict[str, Any]) -> str:
     """Which commit and command measured the rows, and on what."""
     prov, numerics = record["provenance"], record.get("numerics", {})
     command = " ".join(["python", *prov["command"]["argv"]])
-    machine = f"{numerics.get('device', '?')}, {numerics.get('torch_threads', '?')} threads, {numerics.get('autocast')}"
+    where = numerics.get("cpu") or numerics.get("device", "?")  # records before the CPU's name give the device
+    machine = f"{where}, {numerics.get('torch_threads', '?')} threads, {numerics.get('autocast')}"
     return f"Measured with `{command}` ({describe_code(prov['code'])}, {prov['recorded']}; {machine})."
 
 
