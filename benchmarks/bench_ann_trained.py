@@ -29,14 +29,13 @@ import argparse
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 import yaml
-from bench_ann_scale import LAYOUTS, K, code_corpus, exact_top, fingerprint, recall, site_packages, stored
+from bench_ann_scale import LAYOUTS, K, corpus_and_queries, encode_both, exact_top, fingerprint, recall, stored
 from harness import ROOT, code_at_start, load_average, print_header, write_record
 from store_indexes import StoreIndex, build_index
 
@@ -44,7 +43,6 @@ from clipmag.scoring.head_record import HEAD_FILE
 from clipmag.scoring.heads import SimilarityHead, build_head, every_head
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.model.packaged import resolve_model_name
-from text_retrieval.retrieval.corpus_cache import encode_corpus
 
 CONFIG = Path(__file__).with_name("ann_trained.yaml")
 LAYOUT_METRIC = {"ip": "ip", "mips-l2": "l2"}  # each layout's metric in store_indexes.py
@@ -139,13 +137,9 @@ def models(config: dict[str, Any], runs: Path) -> list[tuple[str, str, bool]]:
 
 
 def measure(config: dict[str, Any], runs: Path, args: argparse.Namespace) -> None:
-    root = site_packages()
-    functions = code_corpus(root, config["documents"])
-    summaries = [fn.summary for fn in functions if fn.summary]
-    picked = np.sort(np.random.default_rng(0).permutation(len(summaries))[: config["queries"]])
-    query_texts, texts = [summaries[i] for i in picked], [fn.code for fn in functions]
+    functions, query_texts = corpus_and_queries(config["documents"], config["queries"])
+    texts = [fn.code for fn in functions]
     corpus = {"documents": len(texts), "queries": len(query_texts), "fingerprint": fingerprint(texts)}
-    print(f"  corpus: {len(texts)} functions of {root}; {len(query_texts)} docstring summaries as queries")
     parts, rows, described = runs / "parts", [], []
     parts.mkdir(parents=True, exist_ok=True)
     for label, path, trained in models(config, runs):
@@ -156,14 +150,8 @@ def measure(config: dict[str, Any], runs: Path, args: argparse.Namespace) -> Non
         if done.get("identity") == identity:
             print(f"  {label}: measured already ({part})", flush=True)
         else:
-            start = time.perf_counter()
-            docs = encode_corpus(encoder, texts, runs / "cache", "code-scale", corpus["fingerprint"], args.batch_size)
-            docs = np.ascontiguousarray(docs, dtype=np.float32)
-            queries = encoder.encode(query_texts, "query", args.batch_size, show_progress=False)
-            print(f"  {label}: encoded in {time.perf_counter() - start:.0f} s; measuring", flush=True)
-            found = measure_model(
-                label, encoder, trained, docs, np.ascontiguousarray(queries, np.float32), config["stores"]
-            )
+            docs, queries = encode_both(encoder, texts, query_texts, runs / "cache", args.batch_size)
+            found = measure_model(label, encoder, trained, docs, queries, config["stores"])
             done = {"identity": identity, "head": encoder.head.to_dict(), "rows": found}
             part.write_text(json.dumps(done, indent=1) + "\n", encoding="utf-8")
         rows += done["rows"]

@@ -30,20 +30,15 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
-from bench_ann_scale import code_corpus, fingerprint, site_packages
-from harness import ROOT, code_at_start, load_average, print_header, ratio, rounds, spread, write_record
+from bench_ann_scale import add_scale_arguments, corpus_and_queries, encode_both, fingerprint, scale_encoder
+from harness import ROOT, load_average, print_header, ratio, rounds, spread, write_record
 from store_indexes import StoreIndex, build_index
 
 from clipmag.scoring.heads import SimilarityHead, every_head
 from clipmag.storage.naming import model_label
-from text_retrieval.model.encoder import TextEncoder
-from text_retrieval.model.packaged import resolve_model_name
-from text_retrieval.retrieval.corpus_cache import encode_corpus
 from text_retrieval.retrieval.index import head_transform
 
 INDEXES = ("faiss:flat", "faiss:hnsw", "faiss:ivf", "lancedb:exact", "lancedb:HNSW", "qdrant-local:exact")
@@ -122,39 +117,18 @@ def measure_store(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--docs", type=int, default=100_000, help="documents: the first N functions found")
-    parser.add_argument("--queries", type=int, default=1_000, help="queries: a seeded sample of the summaries")
+    add_scale_arguments(parser, "runs/bench_serving")
     parser.add_argument("--latency-queries", type=int, default=200, help="queries timed one at a time per round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--indexes", nargs="+", default=list(INDEXES), help="STORE:KIND (store_indexes.py)")
-    parser.add_argument("--export", default=None, help="an export to encode with instead of all-MiniLM-L6-v2")
-    parser.add_argument("--max-length", type=int, default=128, help="token cap on both sides")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
-    parser.add_argument("--cache-dir", default="runs/bench_serving/cache", help="corpus embeddings (resumable)")
-    parser.add_argument("--output", default="runs/bench_serving/results.json", help="the record (JSON)")
     args = parser.parse_args()
-    if args.export and not Path(args.export).is_dir():
-        parser.error(f"--export {args.export}: no such folder (a clipmag export)")
-    import faiss
-
-    torch.set_num_threads(args.threads)
-    faiss.omp_set_num_threads(args.threads)
-    code_at_start()
+    encoder = scale_encoder(parser, args)
     print_header(
         "Serving speed per head and store: build time, QPS and p50 / p99 latency beside the store's cosine index"
     )
-    functions = code_corpus(site_packages(), args.docs)
-    summaries = [fn.summary for fn in functions if fn.summary]
-    picked = np.sort(np.random.default_rng(0).permutation(len(summaries))[: args.queries])
+    functions, query_texts = corpus_and_queries(args.docs, args.queries)
     texts = [fn.code for fn in functions]
-    encoder = TextEncoder.from_pretrained(
-        args.export or resolve_model_name("all-MiniLM-L6-v2"), max_length=args.max_length
-    )
-    docs = encode_corpus(encoder, texts, ROOT / args.cache_dir, "code-scale", fingerprint(texts), args.batch_size)
-    docs = np.ascontiguousarray(docs, dtype=np.float32)
-    queries = encoder.encode([summaries[i] for i in picked], "query", args.batch_size, show_progress=False)
-    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    docs, queries = encode_both(encoder, texts, query_texts, ROOT / args.cache_dir, args.batch_size)
     heads = every_head(encoder.head)
     print(f"  {len(texts)} documents, {len(queries)} queries; heads {', '.join(heads)}", flush=True)
     rows = [row for spec in args.indexes for row in measure_store(spec, docs, queries, heads, args)]
