@@ -125,7 +125,7 @@ def measure_model(
 
 def models(config: dict[str, Any], runs: Path) -> list[tuple[str, str, bool]]:
     """(label, model path, trained) for the control, then every export (each must be trained)."""
-    found = [(config["control"], resolve_model_name(config["control"]), False)]
+    found = [(Path(config["control"]).name, resolve_model_name(config["control"]), False)]
     for name in config["exports"]:
         folder = export_folder(runs, name)
         if not (folder / HEAD_FILE).is_file():
