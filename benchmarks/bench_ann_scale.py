@@ -87,6 +87,52 @@ def fingerprint(texts: list[str]) -> str:
     return hashlib.sha256("\0".join(texts).encode()).hexdigest()[:16]
 
 
+def corpus_and_queries(n_docs: int, n_queries: int) -> tuple[list[CodeFunction], list[str]]:
+    """The first ``n_docs`` functions of site-packages and the docstring summaries of a seeded sample
+    of ``n_queries`` of them: the corpus every scale benchmark measures."""
+    root = site_packages()
+    functions = code_corpus(root, n_docs)
+    summaries = [fn.summary for fn in functions if fn.summary]
+    picked = np.sort(np.random.default_rng(0).permutation(len(summaries))[:n_queries])
+    print(f"  corpus: {len(functions)} functions of {root}; {len(picked)} docstring summaries as queries")
+    return functions, [summaries[i] for i in picked]
+
+
+def encode_both(
+    encoder: TextEncoder, texts: list[str], queries: list[str], cache: Path, batch_size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Raw document (through the corpus cache under ``cache``) and query embeddings, float32."""
+    start = time.perf_counter()
+    docs = encode_corpus(encoder, texts, cache, "code-scale", fingerprint(texts), batch_size)
+    sent = encoder.encode(queries, "query", batch_size, show_progress=False)
+    print(f"  encoded in {time.perf_counter() - start:.0f} s; measuring", flush=True)
+    return np.ascontiguousarray(docs, dtype=np.float32), np.ascontiguousarray(sent, dtype=np.float32)
+
+
+def add_scale_arguments(parser: argparse.ArgumentParser, runs: str) -> None:
+    """The flags of a benchmark over this corpus: its size, the model, the cache and the record."""
+    parser.add_argument("--docs", type=int, default=100_000, help="documents: the first N functions found")
+    parser.add_argument("--queries", type=int, default=1_000, help="queries: a seeded sample of the summaries")
+    parser.add_argument("--export", default=None, help="an export to encode with instead of all-MiniLM-L6-v2")
+    parser.add_argument("--max-length", type=int, default=128, help="token cap on both sides")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--cache-dir", default=f"{runs}/cache", help="corpus embeddings (resumable)")
+    parser.add_argument("--output", default=f"{runs}/results.json", help="the record (JSON)")
+
+
+def scale_encoder(parser: argparse.ArgumentParser, args: argparse.Namespace) -> TextEncoder:
+    """The model of ``--export`` (else all-MiniLM-L6-v2 as shipped) at ``--max-length``, on ``--threads``."""
+    if args.export and not Path(args.export).is_dir():
+        parser.error(f"--export {args.export}: no such folder (a clipmag export)")
+    torch.set_num_threads(args.threads)
+    faiss.omp_set_num_threads(args.threads)
+    code_at_start()
+    return TextEncoder.from_pretrained(
+        args.export or resolve_model_name("all-MiniLM-L6-v2"), max_length=args.max_length
+    )
+
+
 def exact_top(docs: np.ndarray, queries: np.ndarray, metric: int) -> np.ndarray:
     """The exact top ``K`` positions (inner product; L2 for the reduced layout, which orders alike)."""
     index = faiss.IndexFlat(docs.shape[1], metric)
@@ -157,36 +203,14 @@ def measure(encoder: TextEncoder, docs: np.ndarray, queries: np.ndarray) -> list
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--docs", type=int, default=100_000, help="documents: the first N functions found")
-    parser.add_argument("--queries", type=int, default=1_000, help="queries: a seeded sample of the summaries")
-    parser.add_argument("--export", default=None, help="an export to encode with instead of all-MiniLM-L6-v2")
-    parser.add_argument("--max-length", type=int, default=128, help="token cap on both sides")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
-    parser.add_argument("--cache-dir", default="runs/bench_ann_scale/cache", help="corpus embeddings (resumable)")
-    parser.add_argument("--output", default="runs/bench_ann_scale/results.json", help="the record (JSON)")
+    add_scale_arguments(parser, "runs/bench_ann_scale")
     args = parser.parse_args()
-    if args.export and not Path(args.export).is_dir():
-        parser.error(f"--export {args.export}: no such folder (a clipmag export)")
-    torch.set_num_threads(args.threads)
-    faiss.omp_set_num_threads(args.threads)
-    code_at_start()
+    encoder = scale_encoder(parser, args)
     print_header("HNSW and IVF recall@10 per head at scale: inner product, MIPS-to-L2 and the cosine control")
-    root = site_packages()
-    functions = code_corpus(root, args.docs)
-    summaries = [fn.summary for fn in functions if fn.summary]
-    picked = np.sort(np.random.default_rng(0).permutation(len(summaries))[: args.queries])
-    query_texts = [summaries[i] for i in picked]
+    functions, query_texts = corpus_and_queries(args.docs, args.queries)
     texts = [fn.code for fn in functions]
-    print(f"  corpus: {len(texts)} functions of {root}; {len(query_texts)} docstring summaries as queries")
-    model = args.export or resolve_model_name("all-MiniLM-L6-v2")
-    encoder = TextEncoder.from_pretrained(model, max_length=args.max_length)
-    start = time.perf_counter()
-    docs = encode_corpus(encoder, texts, ROOT / args.cache_dir, "code-scale", fingerprint(texts), args.batch_size)
-    docs = np.ascontiguousarray(docs, dtype=np.float32)
-    queries = encoder.encode(query_texts, "query", args.batch_size, show_progress=False)
-    print(f"  encoded in {time.perf_counter() - start:.0f} s; measuring", flush=True)
-    rows = measure(encoder, docs, np.ascontiguousarray(queries, dtype=np.float32))
+    docs, queries = encode_both(encoder, texts, query_texts, ROOT / args.cache_dir, args.batch_size)
+    rows = measure(encoder, docs, queries)
     print(f"\n  load average at end (1 / 5 / 15 min): {load_average()}")
     corpus = {
         "source": "functions of the packages in site-packages (text_retrieval/data/bundled/extract.py)",

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -92,3 +94,15 @@ def tiny_rag_files(tmp_path: Path) -> tuple[Path, Path]:
     qa = tmp_path / "tiny.test.txt"
     qa.write_text("".join(f"{q}\t{a!r}\n" for q, a in QUESTIONS))
     return corpus, qa
+
+
+@pytest.fixture
+def index_folder(tmp_path):
+    """A folder for a served index: on tmpfs where there is one (Qdrant's local mode syncs each point)."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        yield tmp_path / "index"
+        return
+    folder = Path(tempfile.mkdtemp(prefix="clipmag-serving-", dir=shm))
+    yield folder / "index"
+    shutil.rmtree(folder, ignore_errors=True)

@@ -10,6 +10,8 @@ from text_fixtures import REPO
 
 from clipmag.scoring.head_record import HeadRecord
 from clipmag_experiments.report.docs_deploy import BLOCKS, VALUES
+from clipmag_experiments.report.docs_serving import BLOCKS as SERVING_BLOCKS
+from clipmag_experiments.report.docs_serving import VALUES as SERVING_VALUES
 from clipmag_experiments.report.docs_sync import docs_main, stale_marks
 from clipmag_experiments.report.stored import StoredResults
 from text_retrieval.model.card import write_model_card
@@ -154,3 +156,101 @@ def test_ann_scale_blocks_say_how_to_measure_before_the_record_exists(tmp_path):
         BLOCKS["deploy-ann-scale"](stored)
     )
     assert VALUES["ann-scale-knob"](stored, "ivf/ip") == "(not measured yet)"
+
+
+def _trained_record() -> dict:
+    """A bench_ann_trained.py record: a qnorm export (own head and cosine) and the untrained control."""
+    rows = []
+    for model, head, gd, recalls in (
+        ("qnorm", "qnorm", 0.0, (0.80, 0.96, 0.99)),
+        ("qnorm", "cosine", 1.0, (0.90, 0.99, 1.0)),
+        ("all-MiniLM-L6-v2", "dot", 0.0, (0.5, 0.6, 0.7)),
+    ):
+        for value, recall in zip((16, 128, 256), recalls):
+            rows.append({"model": model, "head": head, "gq": 1.0, "gd": gd, "store": "faiss", "index": "hnsw"})
+            rows[-1].update(layout="ip", knob="efSearch", value=value, default=value == 128, recall=recall)
+        rows.append({"model": model, "head": head, "gq": 1.0, "gd": gd, "store": "faiss", "index": "ivf"})
+        rows[-1].update(layout="ip", knob="nprobe", value=158, default=True, recall=recalls[0] + 0.05)
+        rows.append({"model": model, "head": head, "gq": 1.0, "gd": gd, "store": "lancedb", "index": "IVF_PQ"})
+        rows[-1].update(layout="ip", knob="nprobes", value=None, default=True, recall=0.79)
+    models = [
+        {"label": "all-MiniLM-L6-v2", "trained": False, "head": {"name": "cosine"}, "weights": "a"},
+        {"label": "qnorm", "trained": True, "head": {"name": "qnorm"}, "weights": "b"},
+    ]
+    settings = {"docs": 100_000, "queries": 1_000, "max_length": 128}
+    code = {"commit": "0123456789abcdef0123", "dirty": False}
+    corpus = {"documents": 100_000, "queries": 1_000}
+    record = {"benchmark": "ann_trained", "cpu": "AMD EPYC", "threads": 2, "settings": settings, "code": code}
+    return {**record, "models": models, "corpus": corpus, "k": 10, "rows": rows}
+
+
+def _speed_record() -> dict:
+    rows = [{"store": "faiss", "index": "hnsw", "side": "cosine index", "qps": 900.0, "p50_ms": 1.0, "p99_ms": 2.0}]
+    rows.append({"store": "faiss", "index": "hnsw", "side": "qnorm", "qps": 450.0, "p50_ms": 2.0, "p99_ms": 5.0})
+    rows[-1].update(qps_vs_peer=0.5, p99_vs_peer=2.5)
+    for row in rows:
+        row["build_s"] = 12.0
+    settings = {"docs": 100_000, "queries": 1_000, "latency_queries": 200, "rounds": 3}
+    code = {"commit": "0123456789abcdef0123", "dirty": False}
+    record = {"benchmark": "serving_speed", "cpu": "AMD EPYC", "threads": 2, "settings": settings, "code": code}
+    return {
+        **record,
+        "model": "all-MiniLM-L6-v2",
+        "corpus": {"documents": 100_000, "queries": 1_000},
+        "k": 10,
+        "rows": rows,
+    }
+
+
+def _benchmark_store(tmp_path, *records: dict) -> StoredResults:
+    folder = tmp_path / "results" / "deploy"
+    folder.mkdir(parents=True, exist_ok=True)
+    for record in records:
+        (folder / f"{record['benchmark']}.json").write_text(json.dumps(record), encoding="utf-8")
+    return StoredResults(tmp_path / "results")
+
+
+def test_trained_recall_and_its_advice_render_from_the_record(tmp_path):
+    stored = _benchmark_store(tmp_path, _trained_record())
+    table = SERVING_BLOCKS["deploy-ann-trained"](stored)
+    assert "| qnorm | qnorm | ip | faiss | hnsw | efSearch | 16: 0.800, 128*: 0.960, 256: 0.990 |" in table
+    assert "| qnorm | qnorm | ip | lancedb | IVF_PQ | nprobes | default: 0.790 |" in table
+    assert "exports qnorm (qnorm); control all-MiniLM-L6-v2 (untrained)" in table and "AMD EPYC" in table
+    assert SERVING_VALUES["ann-trained-knob"](stored, "hnsw/ip") == "efSearch 128"  # the control's rows do not count
+    assert SERVING_VALUES["ann-trained-knob"](stored, "hnsw/cosine") == "efSearch 128"
+    assert SERVING_VALUES["ann-ivf-default"](stored, "ip") == "nprobe 158: qnorm 0.850"
+
+
+def test_serving_speed_renders_each_side_with_its_ratio_to_the_cosine_index(tmp_path):
+    table = SERVING_BLOCKS["deploy-serving-speed"](_benchmark_store(tmp_path, _speed_record()))
+    assert "| faiss | hnsw | qnorm | 12.0 | 450 | 2.00 | 5.00 | 0.50 | 2.50 |" in table
+    assert "| faiss | hnsw | cosine index | 12.0 | 900 | 1.00 | 2.00 | - | - |" in table
+    assert "`python benchmarks/bench_serving.py --docs 100000 --queries 1000`" in table
+
+
+def test_serving_blocks_say_how_to_measure_before_their_records_exist(tmp_path):
+    stored = StoredResults(tmp_path / "results")
+    assert "not measured yet (`python benchmarks/bench_serving.py --output" in SERVING_BLOCKS["deploy-serving-speed"](
+        stored
+    )
+    assert "not measured yet" in SERVING_BLOCKS["deploy-ann-trained"](stored)
+    assert SERVING_VALUES["ann-trained-knob"](stored, "ivf/ip") == "(not measured yet)"
+
+
+def test_the_fp32_baseline_says_whether_both_records_share_one_score(tmp_path):
+    compression = _compression_record()
+    hybrid_rows = [
+        {"dataset": r["dataset"], "model": r["model"], "head": r["head"], "fusion": "none", "ndcg10": r["ndcg10"]}
+        for r in compression["rows"]
+        if r["compression"] == "none"
+    ]
+    hybrid_rows.append({"dataset": "rag-bundled", "model": "m", "head": "qnorm", "fusion": "none", "accuracy@5": 0.5})
+    _store(tmp_path, compression)
+    stored = _store(tmp_path, _record("hybrid", hybrid_rows))
+    assert VALUES["deploy-fp32-baseline"](stored, "") == "the same fp32 nDCG@10 in both records (all 2 rows)"
+    hybrid_rows[1]["ndcg10"] += 0.0027
+    stored = _store(tmp_path, _record("hybrid", hybrid_rows))
+    assert VALUES["deploy-fp32-baseline"](stored, "") == (
+        "up to 0.0027 apart (scifact / all-MiniLM-L6-v2 / qnorm: 0.5027 in hybrid.json, 0.5000 in compression.json; "
+        "1 of 2 rows differ)"
+    )

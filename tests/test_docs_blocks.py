@@ -89,6 +89,8 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("docs/cluster.md", "scripts/slurm_cluster.sh start"): "starts a SLURM cluster as root",
     ("docs/deploy.md", "python -m text_retrieval.data.download beir scifact data/beir"): DOWNLOAD,
     ("docs/deploy.md", "python benchmarks/bench_ann_scale.py --output results/deploy/ann_scale.json"): BENCHMARK,
+    ("docs/deploy.md", "python benchmarks/bench_ann_trained.py train"): BENCHMARK,
+    ("docs/deploy.md", "python benchmarks/bench_serving.py --output results/deploy/serving_speed.json"): BENCHMARK,
     (
         "docs/clip.md",
         "python scripts/make_clip_shards.py --output data/emoji --emoji --val-fraction 0.1 --test-fraction 0.2",

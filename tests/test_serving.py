@@ -15,12 +15,9 @@ another corpus.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import faiss
 import numpy as np
@@ -97,18 +94,6 @@ def _assert_same(exact, served, relative=1e-6):
 def scifact(root):
     """SciFact's corpus and test queries, with one corpus cache the builds and evaluations share."""
     return require(SCIFACT), ["--cache-dir", str(root / "cache")]
-
-
-@pytest.fixture
-def index_folder(tmp_path):
-    """A folder for a served index: on tmpfs where there is one (Qdrant's local mode syncs each point)."""
-    shm = Path("/dev/shm")
-    if not (shm.is_dir() and os.access(shm, os.W_OK)):
-        yield tmp_path / "index"
-        return
-    folder = Path(tempfile.mkdtemp(prefix="clipmag-serving-", dir=shm))
-    yield folder / "index"
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _served_as_exact(root, folder, index, export, norm, *build, data=None, cache=(), relative=1e-6):

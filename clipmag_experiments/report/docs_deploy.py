@@ -18,7 +18,16 @@ from typing import Any
 from clipmag.results.provenance import describe_code
 from clipmag_experiments.report.stored import StoredResults
 
-__all__ = ["BLOCKS", "VALUES", "ANN_SCALE_FILE", "ann_scale_table", "compression_table", "hybrid_table"]
+__all__ = [
+    "BLOCKS",
+    "VALUES",
+    "ANN_SCALE_FILE",
+    "ann_scale_table",
+    "benchmark_record",
+    "compression_table",
+    "hybrid_table",
+    "smallest_setting",
+]
 
 ANN_SCALE_FILE = "ann_scale.json"
 ANN_SCALE_COMMAND = "python benchmarks/bench_ann_scale.py --output results/deploy/ann_scale.json"
@@ -39,7 +48,8 @@ def _source(record: dict[str, Any]) -> str:
     """Which commit and command measured the rows, and on what."""
     prov, numerics = record["provenance"], record.get("numerics", {})
     command = " ".join(["python", *prov["command"]["argv"]])
-    machine = f"{numerics.get('device', '?')}, {numerics.get('torch_threads', '?')} threads, {numerics.get('autocast')}"
+    where = numerics.get("cpu") or numerics.get("device", "?")  # records before the CPU's name give the device
+    machine = f"{where}, {numerics.get('torch_threads', '?')} threads, {numerics.get('autocast')}"
     return f"Measured with `{command}` ({describe_code(prov['code'])}, {prov['recorded']}; {machine})."
 
 
@@ -91,15 +101,31 @@ def hybrid_table(record: dict[str, Any]) -> str:
     return "\n".join([legend, "", *lines, "", f"BM25 alone: {'; '.join(alone)}.", "", _source(record)])
 
 
-def _ann_scale(stored: StoredResults) -> dict[str, Any] | None:
-    """The record ``results/deploy/ann_scale.json`` (``None`` before it is measured)."""
-    path = stored.root / "deploy" / ANN_SCALE_FILE
+def benchmark_record(stored: StoredResults, benchmark: str) -> dict[str, Any] | None:
+    """The benchmark record ``results/deploy/<benchmark>.json`` (``None`` before it is measured)."""
+    path = stored.root / "deploy" / f"{benchmark}.json"
     if not path.is_file():
         return None
     record = json.loads(path.read_text(encoding="utf-8"))
-    if record.get("benchmark") != "ann_scale":
-        raise ValueError(f"{path}: holds the {record.get('benchmark')!r} benchmark, not 'ann_scale'")
+    if record.get("benchmark") != benchmark:
+        raise ValueError(f"{path}: holds the {record.get('benchmark')!r} benchmark, not {benchmark!r}")
     return record
+
+
+def _ann_scale(stored: StoredResults) -> dict[str, Any] | None:
+    return benchmark_record(stored, ANN_SCALE_FILE.removesuffix(".json"))
+
+
+def smallest_setting(rows: list[dict[str, Any]]) -> str:
+    """The smallest knob value at which every row of ``rows`` (one method's, across heads) reaches
+    ``RECALL_TARGET``, as ``efSearch 64``; else that none measured does."""
+    reached = sorted(
+        value
+        for value in {r["value"] for r in rows}
+        if min(r["recall"] for r in rows if r["value"] == value) >= RECALL_TARGET
+    )
+    knob = rows[0]["knob"]
+    return f"{knob} {reached[0]}" if reached else f"no {knob} measured (largest {max(r['value'] for r in rows)})"
 
 
 def ann_scale_table(record: dict[str, Any] | None) -> str:
@@ -147,13 +173,30 @@ def ann_scale_knob(stored: StoredResults, argument: str) -> str:
         picked = [r for r in rows if r["layout"] == layout and r["head"] != "cosine"]
     if not picked:
         raise KeyError(f"ann-scale-knob:{argument}: no {method} rows stored as {layout}")
-    reached = sorted(
-        value
-        for value in {r["value"] for r in picked}
-        if min(r["recall"] for r in picked if r["value"] == value) >= RECALL_TARGET
+    return smallest_setting(picked)
+
+
+def fp32_baseline(stored: StoredResults, argument: str = "") -> str:
+    """Whether compression.json and hybrid.json give each (data set, model, head) one fp32 nDCG@10,
+    the score their compression and fusion deltas are read against; else the largest difference."""
+    compression, hybrid = _measurement(stored, "compression"), _measurement(stored, "hybrid")
+    first = {
+        (r["dataset"], r["model"], r["head"]): r["ndcg10"] for r in compression["rows"] if r["compression"] == "none"
+    }
+    beir = [r for r in hybrid["rows"] if r["fusion"] == "none" and "ndcg10" in r]  # the RAG rows hold accuracy
+    second = {(r["dataset"], r["model"], r["head"]): r["ndcg10"] for r in beir}
+    shared = [key for key in first if key in second]
+    if not shared:
+        raise KeyError("compression.json and hybrid.json share no fp32 row")
+    gaps = {key: abs(first[key] - second[key]) for key in shared}
+    worst = max(shared, key=gaps.__getitem__)
+    differ = sum(gap >= 5e-5 for gap in gaps.values())
+    if not differ:
+        return f"the same fp32 nDCG@10 in both records (all {len(shared)} rows)"
+    return (
+        f"up to {gaps[worst]:.4f} apart ({' / '.join(worst)}: {second[worst]:.4f} in hybrid.json, "
+        f"{first[worst]:.4f} in compression.json; {differ} of {len(shared)} rows differ)"
     )
-    knob = picked[0]["knob"]
-    return f"{knob} {reached[0]}" if reached else f"no {knob} measured (largest {max(r['value'] for r in picked)})"
 
 
 BLOCKS: dict[str, Callable[[StoredResults], str]] = {
@@ -161,4 +204,7 @@ BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     "deploy-hybrid": lambda stored: hybrid_table(_measurement(stored, "hybrid")),
     "deploy-ann-scale": lambda stored: ann_scale_table(_ann_scale(stored)),
 }
-VALUES: dict[str, Callable[[StoredResults, str], str]] = {"ann-scale-knob": ann_scale_knob}
+VALUES: dict[str, Callable[[StoredResults, str], str]] = {
+    "ann-scale-knob": ann_scale_knob,
+    "deploy-fp32-baseline": fp32_baseline,
+}

@@ -39,6 +39,7 @@ from clipmag_experiments.report import (
     docs_positive,
     docs_positive_values,
     docs_reruns,
+    docs_serving,
     docs_speed,
 )
 from clipmag_experiments.report.stored import StoredResults
@@ -62,6 +63,7 @@ BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     **docs_budget.BLOCKS,
     **docs_reruns.BLOCKS,
     **docs_deploy.BLOCKS,
+    **docs_serving.BLOCKS,
     **docs_clip.BLOCKS,
     **docs_demo.BLOCKS,
     **docs_fair_fight.BLOCKS,
@@ -77,6 +79,7 @@ VALUES: dict[str, Callable[[StoredResults, str], str]] = {
     **docs_fair_fight_values.VALUES,
     **docs_speed.VALUES,
     **docs_deploy.VALUES,
+    **docs_serving.VALUES,
     **docs_compression_values.VALUES,
     **docs_plan.VALUES,
 }

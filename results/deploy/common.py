@@ -79,15 +79,21 @@ def evaluate(
     )
 
 
-def write_rows(path: str, table: str, config: dict[str, Any], rows: list[dict[str, Any]], encoder: TextEncoder) -> Path:
-    """The results file: ``{"table", "provenance", "versions", "numerics", "rows"}``."""
+def write_rows(
+    path: str, table: str, config: dict[str, Any], rows: list[dict[str, Any]], encoders: dict[str, TextEncoder]
+) -> Path:
+    """The results file: ``{"table", "provenance", "versions", "numerics", "weights", "rows"}``; ``encoders``
+    by table label, whose weights fingerprints say which model each row's label was (two records
+    share an fp32 score only where they share the weights, the CPU in ``numerics`` and the code)."""
     out = ROOT / path
     out.parent.mkdir(parents=True, exist_ok=True)
+    last = list(encoders.values())[-1]
     record = {
         "table": table,
         "provenance": provenance(config),
         "versions": package_versions(PACKAGES),
-        "numerics": encoding_numerics(encoder.precision, encoder.device),
+        "numerics": encoding_numerics(last.precision, last.device),
+        "weights": {name: encoder.weights_fingerprint() for name, encoder in encoders.items()},
         "rows": rows,
     }
     out.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")

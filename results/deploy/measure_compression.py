@@ -32,9 +32,9 @@ def main() -> None:
     args = parser.parse_args()
     code_state()  # read now: the results name the code this process started with
     specs = ["none", *(f"{level}{variant}" for level in args.levels for variant in ("", "+norm"))]
-    datasets, rows, encoder = beir_sets(args.docs, args.queries), [], None
+    datasets, rows, encoders = beir_sets(args.docs, args.queries), [], {}
     for model in models(args.export):
-        encoder = load_encoder(model)
+        encoder = encoders[label(model)] = load_encoder(model)
         for name, head in every_head(encoder.head).items():
             for dataset in datasets:
                 for spec in specs:
@@ -46,7 +46,7 @@ def main() -> None:
                     rows.append(row)
                     print(f"{row['dataset']:<10} {row['model']:<24} {name:<10} {spec:<18} {row['ndcg10']:.4f}")
     config = {"levels": args.levels, "export": args.export, "docs": args.docs, "queries": args.queries, "top_k": 100}
-    write_rows(args.output, "compression", config, rows, encoder)
+    write_rows(args.output, "compression", config, rows, encoders)
 
 
 if __name__ == "__main__":

@@ -85,12 +85,12 @@ def main() -> None:
     parser.add_argument("--rag-root", default="runs/data/rag-bundled", help="the bundled RAG set (built if absent)")
     args = parser.parse_args()
     code_state()  # read now: the results name the code this process started with
-    rows, encoder = bm25_rows(args) + rag_rows(args, None, None), None
+    rows, encoders = bm25_rows(args) + rag_rows(args, None, None), {}
     for model in models(args.export):
-        encoder = load_encoder(model)
+        encoder = encoders[label(model)] = load_encoder(model)
         rows += beir_rows(args, encoder, model) + rag_rows(args, encoder, model)
     config = {"export": args.export, "docs": args.docs, "queries": args.queries, "top_k": 100, "rag_at": RAG_AT}
-    write_rows(args.output, "hybrid", config, rows, encoder)
+    write_rows(args.output, "hybrid", config, rows, encoders)
 
 
 if __name__ == "__main__":

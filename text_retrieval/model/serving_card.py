@@ -29,7 +29,11 @@ ENGINE_SETTINGS = {
         "`<#>` (negative inner product), index opclass `vector_ip_ops`",
         "`<=>` (cosine distance), index opclass `vector_cosine_ops`",
     ),
-    "LanceDB": ('`distance_type("dot")` (index: `metric="dot"`)', '`distance_type("cosine")`'),
+    "LanceDB": (
+        '`distance_type("dot")` (an index: `create_index("vector", config=IvfFlat(distance_type="dot"))` '
+        "or `HnswFlat`, not the default product-quantised IVF_PQ)",
+        '`distance_type("cosine")`',
+    ),
     "Elasticsearch": (
         '`"similarity": "max_inner_product"` (8.11+)',
         '`"similarity": "cosine"`, or `"dot_product"` with unit-length documents and queries',

@@ -18,6 +18,13 @@ that ranks by the document norm unless ``--mips`` brings every document to one n
 ``--compress`` stores the documents compressed (``truncate:K``, ``int8``, ``binary``, each with
 ``+norm`` to keep the norm).
 
+A learnable export is served from its own record: its ``clipmag_head.json`` holds the learned
+``gq`` and ``gd``; ``build`` stores every document as ``d / |d|^gd`` under ``--metric ip`` and
+writes the gammas into ``manifest.json``, and ``query`` sends ``q / |q|^gq``, so the inner product
+is the head's score. Another engine takes the same recipe: read the two gammas, transform both
+sides, search with its inner-product setting (docs/deploy.md, "A learnable head, engine by engine");
+a cosine setting serves it only where it learned ``gd = 1``.
+
 ``query`` prints each query's top ``--top-k`` documents as JSON lines (``--output`` writes them to a
 file), with the index's model unless ``--model`` names another, which must be the same weights and
 head (the manifest is checked). Queries come from ``--text`` (one or more) or ``--queries`` (a

@@ -1,0 +1,151 @@
+"""The serving measurements of docs/deploy.md for trained exports, rendered from their records.
+
+``benchmarks/bench_ann_trained.py measure --output results/deploy/ann_trained.json`` writes recall@10
+at 100,000 documents per model, head, store, index, layout and knob (``deploy-ann-trained``, with the
+``ann-trained-knob`` and ``ann-ivf-default`` values of the advice beside it);
+``benchmarks/bench_serving.py --output results/deploy/serving_speed.json`` writes build time, queries
+per second and latency per head and store beside the store's cosine index (``deploy-serving-speed``).
+Until a record exists its block and values say it is not measured and name the command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from clipmag.results.provenance import describe_code
+from clipmag_experiments.report.docs_deploy import benchmark_record, smallest_setting
+from clipmag_experiments.report.stored import StoredResults
+
+__all__ = ["BLOCKS", "VALUES", "ann_trained_table", "serving_speed_table"]
+
+ANN_TRAINED_COMMAND = "python benchmarks/bench_ann_trained.py measure --output results/deploy/ann_trained.json"
+SPEED_COMMAND = "python benchmarks/bench_serving.py --output results/deploy/serving_speed.json"
+
+
+def _not_measured(what: str, command: str) -> str:
+    return f"{what}: not measured yet (`{command}`, then `python scripts/report.py docs`)."
+
+
+def _machine(record: dict[str, Any]) -> str:
+    return f"{describe_code(record['code'])}; {record['cpu']}, {record['threads']} threads"
+
+
+def _setting(row: dict[str, Any]) -> str:
+    value = "default" if row["value"] is None else str(row["value"])
+    return f"{value}*" if row["default"] and row["value"] is not None else value
+
+
+def ann_trained_table(record: dict[str, Any] | None) -> str:
+    """Recall@10 per model, head, layout, store and index, the knob's values in one cell."""
+    if record is None:
+        return _not_measured("Recall@10 of trained exports at scale", ANN_TRAINED_COMMAND)
+    found: dict[tuple, list[dict[str, Any]]] = {}
+    for row in record["rows"]:
+        found.setdefault((row["model"], row["head"], row["layout"], row["store"], row["index"]), []).append(row)
+    header = "| model | head | stored as | store | index | knob | recall@10 at each setting |"
+    lines = [header, "|---|---|---|---|---|---|---|"]
+    for (model, head, layout, store, index), rows in found.items():
+        cells = ", ".join(f"{_setting(r)}: {r['recall']:.3f}" for r in rows)
+        lines.append(f"| {model} | {head} | {layout} | {store} | {index} | {rows[0]['knob'] or '-'} | {cells} |")
+    corpus, models = record["corpus"], record["models"]
+    trained = ", ".join(f"{m['label']} ({_gammas(m['head'])})" for m in models if m["trained"])
+    control = ", ".join(m["label"] for m in models if not m["trained"])
+    settings = record["settings"]
+    return "\n".join(
+        [
+            f"recall@{record['k']} against exact search of the same stored vectors, {corpus['documents']:,} functions "
+            f"and {corpus['queries']:,} docstring queries, max length {settings['max_length']}; exports {trained}; "
+            f"control {control} (untrained). `*`: clipmag's default (faiss efSearch, nprobe); `default`: the "
+            "store's own.",
+            "",
+            *lines,
+            "",
+            f"Measured with `{ANN_TRAINED_COMMAND}` ({_machine(record)}).",
+        ]
+    )
+
+
+def _gammas(head: dict[str, Any]) -> str:
+    if "gq" not in head:
+        return head["name"]
+    return f"{head['name']}, gq {head['gq']:.2f}, gd {head['gd']:.2f}"
+
+
+def _trained_rows(stored: StoredResults) -> list[dict[str, Any]] | None:
+    """Each trained export's rows under its own head (``None`` before the record exists)."""
+    record = benchmark_record(stored, "ann_trained")
+    if record is None:
+        return None
+    own = {m["label"]: m["head"]["name"] for m in record["models"] if m["trained"]}
+    return [r for r in record["rows"] if r["model"] in own and r["head"] in (own[r["model"]], "cosine")]
+
+
+def ann_trained_knob(stored: StoredResults, argument: str) -> str:
+    """``METHOD/LAYOUT``: the smallest faiss efSearch (hnsw) or nprobe (ivf) at which every trained
+    export whose documents keep their norm (gd < 1), under its own head stored as LAYOUT, reaches
+    the recall target; ``METHOD/cosine``: the exports' cosine heads."""
+    method, _, layout = argument.partition("/")
+    rows = _trained_rows(stored)
+    if rows is None:
+        return "(not measured yet)"
+    rows = [r for r in rows if r["store"] == "faiss" and r["index"] == method]
+    if layout == "cosine":
+        picked = [r for r in rows if r["head"] == "cosine"]
+    else:
+        picked = [r for r in rows if r["layout"] == layout and r["head"] != "cosine" and r["gd"] < 1.0]
+    if not picked:
+        raise KeyError(f"ann-trained-knob:{argument}: no trained faiss {method} rows stored as {layout}")
+    return smallest_setting(picked)
+
+
+def ann_ivf_default(stored: StoredResults, argument: str) -> str:
+    """``LAYOUT``: recall@10 of faiss IVF at clipmag's default probe count, each trained export under
+    its own head stored as LAYOUT, as ``qnorm 0.912, dot 0.905``."""
+    rows = _trained_rows(stored)
+    if rows is None:
+        return "(not measured yet)"
+    picked = [
+        r for r in rows if r["store"] == "faiss" and r["index"] == "ivf" and r["default"] and r["layout"] == argument
+    ]
+    own = [r for r in picked if r["head"] != "cosine"]
+    if not own:
+        raise KeyError(f"ann-ivf-default:{argument}: no trained faiss IVF rows at the default probe count")
+    return f"nprobe {own[0]['value']}: " + ", ".join(f"{r['model']} {r['recall']:.3f}" for r in own)
+
+
+def serving_speed_table(record: dict[str, Any] | None) -> str:
+    """Build time, queries per second, p50 / p99 latency per store, index and side, with the ratios."""
+    if record is None:
+        return _not_measured("Serving speed per head and store", SPEED_COMMAND)
+    header = "| store | index | side | build s | QPS | p50 ms | p99 ms | QPS / cosine index | p99 / cosine index |"
+    lines = [header, "|---|---|---|---|---|---|---|---|---|"]
+    for r in record["rows"]:
+        versus = [f"{r[key]:.2f}" if key in r else "-" for key in ("qps_vs_peer", "p99_vs_peer")]
+        cells = [r["store"], r["index"], r["side"], f"{r['build_s']:.1f}", f"{r['qps']:.0f}"]
+        cells += [f"{r['p50_ms']:.2f}", f"{r['p99_ms']:.2f}", *versus]
+        lines.append("| " + " | ".join(cells) + " |")
+    corpus, settings = record["corpus"], record["settings"]
+    command = f"python benchmarks/bench_serving.py --docs {settings['docs']} --queries {settings['queries']}"
+    return "\n".join(
+        [
+            f"{corpus['documents']:,} functions, {record['model']}; QPS: {corpus['queries']:,} queries in one call; "
+            f"p50 / p99: {settings['latency_queries']} queries one at a time; medians of {settings['rounds']} "
+            "rounds, ratios the medians of the per-round ratios to the store's cosine index over the raw "
+            f"embeddings (top {record['k']}):",
+            "",
+            *lines,
+            "",
+            f"Measured with `{command}` ({_machine(record)}).",
+        ]
+    )
+
+
+BLOCKS: dict[str, Callable[[StoredResults], str]] = {
+    "deploy-ann-trained": lambda stored: ann_trained_table(benchmark_record(stored, "ann_trained")),
+    "deploy-serving-speed": lambda stored: serving_speed_table(benchmark_record(stored, "serving_speed")),
+}
+VALUES: dict[str, Callable[[StoredResults, str], str]] = {
+    "ann-trained-knob": ann_trained_knob,
+    "ann-ivf-default": ann_ivf_default,
+}
