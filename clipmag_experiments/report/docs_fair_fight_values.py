@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from clipmag.results.marks import family_mark
+from clipmag.results.marks import family_mark, family_tally
 from clipmag.results.marks import verdict as verdict_of
 from clipmag.results.significance import Comparison
 from clipmag_experiments.report.docs_fair_fight import HEADS, SWEEP, choices, compared, table_rows
@@ -119,11 +119,7 @@ def tally(stored: StoredResults, argument: str = "") -> str:
     if not tested:
         where = f"group {argument!r}" if argument else "the table"
         raise ValueError(f"{SWEEP}: {where} has no comparison against cosine")
-    held = [c for c in tested if family_mark(c)]
-    above = sum(1 for c in held if c.difference > 0)
-    mdes = sorted(100 * c.detectable for c in tested if not family_mark(c))
-    rest = f"{len(mdes)} not separated" + (f" (MDE {mdes[0]:.2f}-{mdes[-1]:.2f})" if mdes else "")
-    return f"{above} above†, {len(held) - above} below† and {rest}, of {len(tested)}"
+    return family_tally(tested)
 
 
 def survivors(stored: StoredResults, argument: str = "") -> str:

@@ -100,7 +100,7 @@ def below_count(stored: StoredResults, argument: str) -> str:
     return f"{len(_marked(stored, argument, '▼'))} of {compared}"
 
 
-def _table_holm(stored: StoredResults, setting: str) -> list[tuple[StartRow, str, Comparison]]:
+def table_holm(stored: StoredResults, setting: str) -> list[tuple[StartRow, str, Comparison]]:
     """(row, head, comparison with ``p_family``) of the setting's every comparison with cosine: Holm
     over the whole setting's table, what a sentence about the table as a whole rests on."""
     rows = ordered_rows(stored.sweep(SWEEP), SETTINGS[SETTING_KEYS[setting]])
@@ -112,7 +112,7 @@ def table_above(stored: StoredResults, argument: str) -> str:
     """``scale20`` or ``dev``: the heads above cosine under Holm over the setting's whole table, or none."""
     found = [
         f"{r.start}'s {h} on {DATASETS[r.dataset].split(' (')[0]}"
-        for r, h, c in _table_holm(stored, argument)
+        for r, h, c in table_holm(stored, argument)
         if family_mark(c) and c.difference > 0
     ]
     return ", ".join(found) if found else "none"
@@ -120,7 +120,7 @@ def table_above(stored: StoredResults, argument: str) -> str:
 
 def table_below(stored: StoredResults, argument: str) -> str:
     """``scale20`` or ``dev``: how many comparisons stay below cosine under Holm over the setting's table."""
-    tested = _table_holm(stored, argument)
+    tested = table_holm(stored, argument)
     return f"{sum(1 for _, _, c in tested if family_mark(c) and c.difference < 0)} of {len(tested)}"
 
 

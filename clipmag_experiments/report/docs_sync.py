@@ -34,6 +34,7 @@ from clipmag_experiments.report import (
     docs_deploy,
     docs_fair_fight,
     docs_fair_fight_values,
+    docs_findings,
     docs_hard_negatives,
     docs_plan,
     docs_positive,
@@ -67,6 +68,7 @@ BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     **docs_clip.BLOCKS,
     **docs_demo.BLOCKS,
     **docs_fair_fight.BLOCKS,
+    **docs_findings.BLOCKS,
     **docs_plan.BLOCKS,
 }
 VALUES: dict[str, Callable[[StoredResults, str], str]] = {

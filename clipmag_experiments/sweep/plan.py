@@ -9,7 +9,10 @@ memory of the weights, gradients and AdamW state per rank under DDP (all of it o
 under FSDP (sharded over the cell's ranks). Activations are not in the memory column: they depend on
 the batch, the lengths and activation checkpointing.
 
-A cell that continues an earlier group's cell (``continue_from``) is priced for the steps it adds.
+A cell that continues an earlier group's cell (``continue_from``) is priced for the steps it adds. A
+cell that chooses its variant from a grid holding its own seed, with arguments that differ from each
+grid cell's only by the variant, is free: whatever the grid chooses, the chosen grid cell is its
+same run, whose results it takes (:mod:`clipmag_experiments.cells.same_run`).
 A grid extension's cells (``extend``) are priced as if every choice landed on an edge, and their
 CPU-hours are named apart, so the total is an upper bound.
 Where the sweep states the training throughput of its models on a CPU (``plan.cpu_pairs_per_second``,
@@ -99,6 +102,33 @@ def _added_steps(
     return dataclasses.replace(cost, steps=cost.steps - (earlier.steps if earlier else 0))
 
 
+def _without_output(argv: Sequence[str]) -> list[str]:
+    argv = list(argv)
+    if "--output" in argv[:-1]:
+        del argv[argv.index("--output") : argv.index("--output") + 2]
+    return argv
+
+
+def shares_a_run(cell: Cell, cells: Sequence[Cell]) -> bool:
+    """Whether ``cell`` will be the same run as one of the grid cells it chooses from, whichever
+    is chosen: every candidate at its model, head and seed runs ``cell``'s arguments with its variant."""
+    choice = cell.choice
+    if choice is None:
+        return False
+    head = choice.head or cell.head
+    candidates = [
+        c for c in cells if c.group == choice.group and c.model == cell.model and c.head == head and c.extends is None
+    ]
+    mine = [c for c in candidates if c.seed == cell.seed]
+    if not mine or len(mine) != len({str(c.variant) for c in candidates}):
+        return False
+    for c in mine:
+        chosen = [*cell.argv[: cell.variant_at], *c.variant_args, *cell.argv[cell.variant_at :]]
+        if _without_output(chosen) != _without_output(c.argv):
+            return False
+    return True
+
+
 @dataclasses.dataclass(frozen=True)
 class CpuPlan:
     """What a sweep's training costs on the CPU at its stated throughputs (``plan.cpu_pairs_per_second``):
@@ -144,7 +174,7 @@ def cpu_plan(
     extension_hours = 0.0
     cells = expand(cfg)
     for cell in cells:
-        if (only and cell.group not in only) or cell.model not in rates:
+        if (only and cell.group not in only) or cell.model not in rates or shares_a_run(cell, cells):
             continue
         cost = count(cell)
         if cost is None:

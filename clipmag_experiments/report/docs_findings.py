@@ -1,0 +1,109 @@
+"""The README's findings: one row per question the stored sweeps answer, rendered from them.
+
+A reader opening the project wants the answer first: what was compared, on how many runs, and what
+the tests said under the correction a claim about the whole table needs. Each row takes its sweep's
+comparisons as that sweep's own manual section puts them under its whole table's Holm (so the row
+and the section can never disagree), counts them with :func:`~clipmag.results.marks.family_tally`,
+and links the section that explains them. A question whose sweep has no stored result yet says so,
+with the protocol that will answer it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from clipmag.results.marks import family_tally
+from clipmag.results.significance import Comparison
+from clipmag_experiments.report import docs_budget, docs_fair_fight, docs_positive_values
+from clipmag_experiments.report.stored import StoredResults
+
+__all__ = ["BLOCKS", "Question", "QUESTIONS"]
+
+
+@dataclass(frozen=True)
+class Question:
+    """One row: the question, what its sweep compared, where its comparisons come from, and the
+    manual's section."""
+
+    asked: str
+    compared: str
+    sweep: str
+    comparisons: Callable[[StoredResults], list[Comparison]]
+    link: str
+
+
+def _budget(stored: StoredResults) -> list[Comparison]:
+    rows = docs_budget.table_rows(stored.sweep(docs_budget.SWEEP))
+    heads = [r.heads[h] for r, _ in rows for h in docs_budget.HEADS[1:] if h in r.heads]
+    return [h.comparison for h in heads if h.comparison is not None]
+
+
+def _positive(stored: StoredResults) -> list[Comparison]:
+    return [c for _, _, c in docs_positive_values.table_holm(stored, "scale20")]
+
+
+def _fair_fight(stored: StoredResults) -> list[Comparison]:
+    rows = docs_fair_fight.table_rows(stored.sweep(docs_fair_fight.SWEEP))
+    return [h.comparison for h in docs_fair_fight.compared(rows)]
+
+
+QUESTIONS = (
+    Question(
+        "Does more training data let a magnitude head overtake cosine?",
+        "qnorm and dnorm against cosine, SPLADE and MiniLM starts, 3 budgets, repeated pairs",
+        docs_budget.SWEEP,
+        _budget,
+        "docs/experiments.md#the-budget-sweep",
+    ),
+    Question(
+        "From which start does magnitude help?",
+        "dot, qnorm, dnorm, learnable against cosine from three starts, scale 20, code search and SciFact",
+        docs_positive_values.SWEEP,
+        _positive,
+        "docs/experiments.md#the-positive-regime",
+    ),
+    Question(
+        "Does a magnitude head beat a cosine tuned alike, on pairs never repeated?",
+        "qnorm, dnorm against cosine from two dot-pretrained starts, 2,560 and 25,600 distinct pairs",
+        docs_fair_fight.SWEEP,
+        _fair_fight,
+        "docs/experiments.md#the-fair-fight",
+    ),
+)
+
+PENDING = (
+    (
+        "The same, powered: tuned at the compared budget, 1,000+ test queries, equivalence within 1 point",
+        "configs/sweeps/powered_fight.yaml",
+        "docs/experiments.md#the-powered-fight",
+    ),
+    (
+        "Do magnitude heads change CLIP zero-shot?",
+        "configs/sweeps/clip_emoji.yaml",
+        "docs/clip.md",
+    ),
+)
+
+
+def findings_table(stored: StoredResults) -> str:
+    """The rendered table: one row per question, its tally under the whole table's Holm."""
+    lines = [
+        "| question | compared | runs | under the whole table's Holm (a mark needs both tests) | more |",
+        "|---|---|---|---|---|",
+    ]
+    for q in QUESTIONS:
+        sweep = stored.sweep(q.sweep)
+        lines.append(
+            f"| {q.asked} | {q.compared} | {sweep.runs_at()} | {family_tally(q.comparisons(stored))} | "
+            f"[{q.link.split('#')[-1].replace('-', ' ')}]({q.link}) |"
+        )
+    for asked, protocol, link in PENDING:
+        if not (stored.root / protocol.split("/")[-1].removesuffix(".yaml")).is_dir():
+            lines.append(
+                f"| {asked} | protocol `{protocol}`, committed before its run | - | not run yet | [protocol]({link}) |"
+            )
+    return "\n".join(lines)
+
+
+BLOCKS: dict[str, Callable[[StoredResults], str]] = {"findings": findings_table}

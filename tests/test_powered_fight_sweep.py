@@ -1,0 +1,63 @@
+"""The powered fight keeps the rules its header commits to: every start and head tuned at the budget
+it is compared at with two seeds on dev, the compared seeds 0 and 1 the tuning runs themselves, a
+step-0 row per start and head, the same test sets for every cell, and an equivalence margin."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from clipmag.registry.config_packages import config_path
+from clipmag_experiments.sweep import run as sweep
+from clipmag_experiments.sweep.plan import cpu_plan, shares_a_run
+from text_retrieval.cli import parse_args as parse_train_args
+
+STARTS = ["splade", "minilm-dot", "minilm"]
+HEADS = ["cosine", "dot", "qnorm", "dnorm"]
+
+
+def _config():
+    return sweep.load_sweep_config(config_path("configs/sweeps/powered_fight.yaml"))
+
+
+@cache
+def _resolved() -> list:
+    return [(cell, parse_train_args(cell.argv)) for cell in sweep.expand(_config())]
+
+
+def test_the_protocol_compares_one_group_with_a_margin_and_a_start_row():
+    cfg = _config()
+    assert cfg.comparison.groups == ["fight"] and cfg.comparison.holm == "table"
+    assert cfg.comparison.margin == 0.01 and cfg.comparison.start_group == "start"
+    assert cfg.restore_from == "results/powered_fight"
+    groups = {g.name: g for g in cfg.groups}
+    assert groups["fight"].choose_variant.group == "tune" and groups["fight"].choose_variant.dataset == "validation"
+    assert groups["tune"].extend.dataset == "validation"  # the edge test reads dev, as the choice does
+    for name in groups:
+        assert groups[name].heads == HEADS
+
+
+def test_every_start_and_head_is_tuned_at_the_compared_budget_with_two_seeds():
+    cells = [(c, a) for c, a in _resolved()]
+    for group, seeds in (("tune", {0, 1}), ("fight", {0, 1, 2}), ("start", {0})):
+        mine = [(c, a) for c, a in cells if c.group == group]
+        for start in STARTS:
+            for head in HEADS:
+                assert {c.seed for c, _ in mine if c.model == start and c.head == head} == seeds
+    steps = {c.group: {a.train.steps for cc, a in cells if cc.group == c.group} for c, _ in cells}
+    assert steps == {"start": {0}, "tune": {400}, "fight": {400}}
+    tested = {tuple(a.data.test) for _, a in cells}
+    assert len(tested) == 1  # every cell, the start included, on the same test sets
+    assert {a.data.batch_size for _, a in cells} == {64}
+    rates = {a.optim.lr for c, a in cells if c.group == "tune"}
+    assert rates == {2e-6, 6e-6, 2e-5, 6e-5, 2e-4, 6e-4, 2e-3}  # the grid and its extensions
+
+
+def test_compared_seeds_0_and_1_are_the_tuning_runs_and_the_plan_prices_only_seed_2():
+    cells = sweep.expand(_config())
+    fight = [c for c in cells if c.group == "fight"]
+    assert {c.seed for c in fight if shares_a_run(c, cells)} == {0, 1}
+    assert not any(shares_a_run(c, cells) for c in fight if c.seed == 2)
+    plan = cpu_plan(_config())
+    rates = plan.rates
+    seed_two = sum(400 * 64 / rates[start] / 3600 for start in STARTS for _ in HEADS)
+    assert abs(plan.hours["fight"] - seed_two) < 1e-9
