@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-from clipmag.results.family import Resolved, holm, resolved_holm
+from clipmag.results.family import MOST_DRAWS, MOST_REPLICATES, Resolved, holm, resolved_holm
 from clipmag.results.randomisation import FIRST_DRAWS, PValue, sign_flip
 from clipmag.results.two_level import FIRST_REPLICATES, TwoLevel, two_level_bootstrap
 
@@ -321,6 +321,7 @@ def _resolved_row(evidence: Sequence[Evidence]) -> tuple[Resolved, Resolved | No
         [e.two_level_p() for e in evidence],  # type: ignore[misc]
         [e.two_level_p for e in evidence],
         ALPHA,
+        MOST_REPLICATES,
     )
     return query, two_level
 
@@ -400,6 +401,7 @@ def _family(
     comparisons: Sequence[Comparison],
     first: Callable[[Comparison], PValue | None],
     more: Callable[[Evidence, int], PValue | None],
+    most: int = MOST_DRAWS,
 ) -> tuple[list[float | None], list[bool]]:
     """One test over every comparison that has it, resolved under the family's Holm: its adjusted
     p per comparison (None where the comparison has no such test) and whether each mark is decided."""
@@ -412,6 +414,7 @@ def _family(
         [value for _, _, value in tested],
         [(lambda draws, e=c.evidence: more(e, draws)) if c.evidence is not None else None for _, c, _ in tested],
         ALPHA,
+        most,
     )
     for (i, _, _), p, ok in zip(tested, resolved.adjusted, resolved.decided):
         adjusted[i], decided[i] = p, ok
@@ -439,7 +442,9 @@ def with_family_holm(comparisons: Sequence[Comparison], margin: float | None = N
     if not comparisons:
         return []
     query, query_ok = _family(comparisons, _stored_or(Evidence.query_p, _stored_query_p), Evidence.query_p)
-    two, two_ok = _family(comparisons, _stored_or(Evidence.two_level_p, _stored_two_level_p), Evidence.two_level_p)
+    two, two_ok = _family(
+        comparisons, _stored_or(Evidence.two_level_p, _stored_two_level_p), Evidence.two_level_p, MOST_REPLICATES
+    )
     none: list[float | None] = [None] * len(comparisons)
     equivalent, equivalent_ok = none, [True] * len(comparisons)
     equivalent_two, equivalent_two_ok = none, [True] * len(comparisons)
@@ -453,6 +458,7 @@ def with_family_holm(comparisons: Sequence[Comparison], margin: float | None = N
             comparisons,
             _stored_or(lambda e: e.two_level_equivalence_p(margin), lambda c: None),
             lambda e, n: e.two_level_equivalence_p(margin, n),
+            MOST_REPLICATES,
         )
     z = _mde_z(len(comparisons))
     out = []

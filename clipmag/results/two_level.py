@@ -30,7 +30,7 @@ from clipmag.results.randomisation import PValue
 
 __all__ = ["FIRST_REPLICATES", "TwoLevel", "two_level_bootstrap"]
 
-FIRST_REPLICATES = 20_000
+FIRST_REPLICATES = 10_000
 SEED = 0
 VALUES_PER_BATCH = 4_000_000
 
