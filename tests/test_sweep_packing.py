@@ -13,7 +13,7 @@ from text_fixtures import minilm_path, tiny_train_args, write_code_search_set, w
 from clipmag.errors import ConfigError
 from clipmag_experiments.design.grid import GridExtension, SweepConfig, SweepGroup, SweepVariant, expand
 from clipmag_experiments.sweep import run as sweep
-from clipmag_experiments.sweep.packing import cell_threads, packed_stages
+from clipmag_experiments.sweep.packing import cell_threads, mixed_thread_counts, packed_stages
 from clipmag_experiments.sweep.rerun_comparison import numbers
 
 
@@ -89,3 +89,10 @@ def test_pack_is_refused_for_slurm(tmp_path):
     with pytest.raises(ConfigError, match="pack runs local cells at once"):
         sweep.run_sweep(cfg)
     assert not (tmp_path / "sweep.json").exists()
+
+
+def test_only_a_group_of_several_thread_counts_is_named():
+    assert mixed_thread_counts([("g", "g/a", 2), ("g", "g/b", 2), ("h", "h/c", 1)]) is None  # one count a group
+    mixed = mixed_thread_counts([("g", "g/a", 2), ("g", "g/b", 1), ("g", "g/c", 1)])
+    assert mixed is not None
+    assert mixed.startswith("group 'g' would mix thread counts (1 threads: g/b, g/c; 2 threads: g/a)")

@@ -18,7 +18,7 @@ Resuming is as without packing: finished cells are skipped, interrupted ones con
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
@@ -29,7 +29,7 @@ from clipmag.results.record import RESULTS_FILE, read_results
 from clipmag_experiments.cells.finished import unfinished_reason
 from clipmag_experiments.design.grid import Cell
 
-__all__ = ["cell_threads", "check_thread_counts", "packed_stages", "run_packed", "with_threads"]
+__all__ = ["cell_threads", "check_thread_counts", "mixed_thread_counts", "packed_stages", "run_packed", "with_threads"]
 
 
 def cell_threads(pack: int, available: int | None = None) -> int:
@@ -57,23 +57,36 @@ def recorded_threads(cell: Cell) -> int | None:
     return int(threads) if threads is not None else None
 
 
-def check_thread_counts(cells: Sequence[Cell], source: str) -> None:
-    """Refuse a sweep that would put cells of different thread counts into one group's table: the
-    finished cells' recorded counts and the unfinished cells' planned ones must agree per group."""
+def mixed_thread_counts(runs: Iterable[tuple[str, str, int]]) -> str | None:
+    """What mixes thread counts within a group among ``runs`` (group, label, threads), or None: the
+    refusal's text, for a sweep about to run cells and for any reader of finished ones alike."""
     by_group: dict[str, dict[int, list[str]]] = {}
-    for cell in cells:
-        threads = recorded_threads(cell)
-        how = "ran" if threads is not None else "would run"
-        threads = planned_threads(cell) if threads is None else threads
-        by_group.setdefault(cell.group, {}).setdefault(threads, []).append(f"{cell.label} {how}")
+    for group, label, threads in runs:
+        by_group.setdefault(group, {}).setdefault(threads, []).append(label)
     for group, counts in by_group.items():
         if len(counts) > 1:
             seen = "; ".join(f"{n} threads: {', '.join(labels[:2])}" for n, labels in sorted(counts.items()))
-            raise ConfigError(
-                f"{source}: group {group!r} would mix thread counts ({seen}); the last bits of a result depend on "
-                "them, so one table holds one count. Run with the count its finished cells ran with (the sweep's "
-                "pack, or train.threads), or into another output_dir"
+            return (
+                f"group {group!r} would mix thread counts ({seen}); the last bits of a result depend on them, "
+                "so one table holds one count"
             )
+    return None
+
+
+def check_thread_counts(cells: Sequence[Cell], source: str) -> None:
+    """Refuse a sweep that would put cells of different thread counts into one group's table: the
+    finished cells' recorded counts and the unfinished cells' planned ones must agree per group."""
+    runs = []
+    for cell in cells:
+        threads = recorded_threads(cell)
+        how = "ran" if threads is not None else "would run"
+        runs.append((cell.group, f"{cell.label} {how}", planned_threads(cell) if threads is None else threads))
+    mixed = mixed_thread_counts(runs)
+    if mixed:
+        raise ConfigError(
+            f"{source}: {mixed}. Run with the count its finished cells ran with (the sweep's pack, or "
+            "train.threads), or into another output_dir"
+        )
 
 
 def packed_stages(cells: Sequence[Cell]) -> list[list[Cell]]:
