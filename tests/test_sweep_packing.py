@@ -30,7 +30,6 @@ def _results(folder: Path) -> dict:
     return json.loads((folder / "results.json").read_text())
 
 
-@pytest.mark.slow
 def test_packed_cells_run_at_once_record_their_threads_and_match_an_unpacked_run(tiny_args, tmp_path):
     threads = cell_threads(2)
     packed = SweepConfig(
