@@ -105,12 +105,8 @@ def run_cell(cell: Cell, launcher: str, nproc: int, packed: bool = False) -> Non
     cell.write_description()
     front_end = get_front_end(cell.kind)
     if launcher == "inprocess" and not packed:
-        threads = torch.get_num_threads()
-        try:
-            with caller_logging_kept():  # the trainer sets up logging in the cell's folder
-                front_end.main(cell.argv)
-        finally:  # a cell that pins train.threads leaves the next cell torch's count, not its own
-            torch.set_num_threads(threads)
+        with caller_logging_kept():  # the trainer sets up logging in the cell's folder
+            front_end.main(cell.argv)
         return
     torchrun = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
     cmd = [sys.executable, *(torchrun if launcher == "torchrun" else []), "-m", front_end.module, *cell.argv]
@@ -219,6 +215,7 @@ def _run_cells(cells: Sequence[Cell], every_cell: Sequence[Cell], cfg: SweepConf
     earlier = sum(unfinished_reason(cell) is None for cell in cells)
 
     def attempt(i: int, cell: Cell) -> None:
+        threads = torch.get_num_threads()
         try:
             _run_one(cell, every_cell, cfg, f"[{i}/{total}]")
         except Exception as err:  # one cell's fault, as one job of an array: Ctrl-C still stops the sweep
@@ -229,6 +226,8 @@ def _run_cells(cells: Sequence[Cell], every_cell: Sequence[Cell], cfg: SweepConf
             else:
                 diverged.append(cell.label)
                 logger.warning("[%d/%d] %s: diverged, recorded in %s (%s)", i, total, cell.label, DIVERGED_FILE, reason)
+        finally:  # an in-process cell that pins train.threads keeps them for its evaluations, not the next cell
+            torch.set_num_threads(threads)
 
     if cfg.pack > 1:
         run_packed(cells, cfg.pack, attempt)
