@@ -26,6 +26,7 @@ import torch
 from clipmag.errors import ConfigError
 from clipmag.registry.front_ends import get_front_end
 from clipmag.results.record import RESULTS_FILE, read_results
+from clipmag.train.diverged_record import read_divergence
 from clipmag_experiments.cells.finished import unfinished_reason
 from clipmag_experiments.design.grid import Cell
 
@@ -50,9 +51,7 @@ def planned_threads(cell: Cell) -> int:
 
 
 def recorded_threads(cell: Cell) -> int | None:
-    """The thread count a finished cell's ``results.json`` records (None: unfinished or not recorded)."""
-    if unfinished_reason(cell) is not None:
-        return None
+    """The thread count a finished cell's ``results.json`` records (None: written before it was)."""
     threads = (read_results(cell.directory / RESULTS_FILE).get("numerics") or {}).get("torch_threads")
     return int(threads) if threads is not None else None
 
@@ -78,9 +77,12 @@ def check_thread_counts(cells: Sequence[Cell], source: str) -> None:
     finished cells' recorded counts and the unfinished cells' planned ones must agree per group."""
     runs = []
     for cell in cells:
-        threads = recorded_threads(cell)
-        how = "ran" if threads is not None else "would run"
-        runs.append((cell.group, f"{cell.label} {how}", planned_threads(cell) if threads is None else threads))
+        if read_divergence(cell.directory) is not None:  # an outcome: it runs no more
+            continue
+        if unfinished_reason(cell) is not None:
+            runs.append((cell.group, f"{cell.label} would run", planned_threads(cell)))
+        elif (threads := recorded_threads(cell)) is not None:
+            runs.append((cell.group, f"{cell.label} ran", threads))
     mixed = mixed_thread_counts(runs)
     if mixed:
         raise ConfigError(
