@@ -12,7 +12,9 @@ and a group whose finished cells ran with another thread count is refused
 Cells wait for what they read: a group starts once every earlier group is done (a choice, a
 continuation or a shared run reads an earlier group's results), and a grid extension's cells run
 one at a time after the rest of their group (each reads the choice the ones before it left).
-Resuming is as without packing: finished cells are skipped, interrupted ones continue.
+Resuming is as without packing: finished cells are skipped, interrupted ones continue. Two cells of
+one group that are the same run (``reuse_same_runs``) may run beside each other and both train: a
+cell takes a twin's results only once the twin is finished.
 """
 
 from __future__ import annotations
