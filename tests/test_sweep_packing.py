@@ -11,9 +11,10 @@ import pytest
 from text_fixtures import minilm_path, tiny_train_args, write_code_search_set, write_tiny_bert
 
 from clipmag.errors import ConfigError
+from clipmag_experiments.cells.thread_counts import mixed_thread_counts
 from clipmag_experiments.design.grid import GridExtension, SweepConfig, SweepGroup, SweepVariant, expand
 from clipmag_experiments.sweep import run as sweep
-from clipmag_experiments.sweep.packing import cell_threads, mixed_thread_counts, packed_stages
+from clipmag_experiments.sweep.packing import cell_threads, packed_stages
 from clipmag_experiments.sweep.rerun_comparison import numbers
 
 
@@ -59,7 +60,7 @@ def test_packed_cells_run_at_once_record_their_threads_and_match_an_unpacked_run
 
     packed.pack, packed.args = 1, [f"train.threads={threads + 1}"]
     packed.groups[0].heads.append("dot")  # a cell added later, run at another count than its group's
-    with pytest.raises(ConfigError, match="group 'g' would mix thread counts"):
+    with pytest.raises(ConfigError, match="group 'g' mixes thread counts"):
         sweep.run_sweep(packed)
 
 
@@ -94,4 +95,4 @@ def test_only_a_group_of_several_thread_counts_is_named():
     assert mixed_thread_counts([("g", "g/a", 2), ("g", "g/b", 2), ("h", "h/c", 1)]) is None  # one count a group
     mixed = mixed_thread_counts([("g", "g/a", 2), ("g", "g/b", 1), ("g", "g/c", 1)])
     assert mixed is not None
-    assert mixed.startswith("group 'g' would mix thread counts (1 threads: g/b, g/c; 2 threads: g/a)")
+    assert mixed.startswith("group 'g' mixes thread counts (1 threads: g/b, g/c; 2 threads: g/a)")

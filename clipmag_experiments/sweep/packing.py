@@ -20,7 +20,7 @@ cell takes a twin's results only once the twin is finished.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
@@ -30,9 +30,10 @@ from clipmag.registry.front_ends import get_front_end
 from clipmag.results.record import RESULTS_FILE, read_results
 from clipmag.train.diverged_record import read_divergence
 from clipmag_experiments.cells.finished import unfinished_reason
+from clipmag_experiments.cells.thread_counts import mixed_thread_counts
 from clipmag_experiments.design.grid import Cell
 
-__all__ = ["cell_threads", "check_thread_counts", "mixed_thread_counts", "packed_stages", "run_packed", "with_threads"]
+__all__ = ["cell_threads", "check_thread_counts", "packed_stages", "run_packed", "with_threads"]
 
 
 def cell_threads(pack: int, available: int | None = None) -> int:
@@ -56,22 +57,6 @@ def recorded_threads(cell: Cell) -> int | None:
     """The thread count a finished cell's ``results.json`` records (None: written before it was)."""
     threads = (read_results(cell.directory / RESULTS_FILE).get("numerics") or {}).get("torch_threads")
     return int(threads) if threads is not None else None
-
-
-def mixed_thread_counts(runs: Iterable[tuple[str, str, int]]) -> str | None:
-    """What mixes thread counts within a group among ``runs`` (group, label, threads), or None: the
-    refusal's text, for a sweep about to run cells and for any reader of finished ones alike."""
-    by_group: dict[str, dict[int, list[str]]] = {}
-    for group, label, threads in runs:
-        by_group.setdefault(group, {}).setdefault(threads, []).append(label)
-    for group, counts in by_group.items():
-        if len(counts) > 1:
-            seen = "; ".join(f"{n} threads: {', '.join(labels[:2])}" for n, labels in sorted(counts.items()))
-            return (
-                f"group {group!r} would mix thread counts ({seen}); the last bits of a result depend on them, "
-                "so one table holds one count"
-            )
-    return None
 
 
 def check_thread_counts(cells: Sequence[Cell], source: str) -> None:
