@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from clipmag.runtime.machine import cpu_name, cpuinfo  # noqa: E402
+from clipmag.runtime.machine import bf16_units, cpu_name, cpuinfo  # noqa: E402
 from clipmag.runtime.precision import autocast_dtype, cpu_has_native_bf16, native_bf16  # noqa: E402
 
 T = TypeVar("T")
@@ -194,7 +194,7 @@ def code_at_start() -> dict[str, Any]:
 def write_record(
     path: Path, benchmark: str, args: argparse.Namespace, figures: dict[str, Any], leave_out: Sequence[str] = ()
 ) -> None:
-    """A benchmark's figures as JSON, with what they belong to: the CPU, the torch threads, the
+    """A benchmark's figures as JSON, with what they belong to: the CPU and its bf16 units, the torch threads, the
     settings (``args`` less ``--output`` and the ``leave_out`` flags, machine-specific paths) and the
     code state, so a table rendered from it (``clipmag_experiments.report.docs_speed``) names them.
     The code state is the one the benchmark started from (:func:`code_at_start`): benchmarks run one
@@ -202,6 +202,7 @@ def write_record(
     record = {
         "benchmark": benchmark,
         "cpu": cpu_name(),
+        "cpu_bf16": bf16_units(),
         "threads": args.threads,
         "settings": {k: v for k, v in vars(args).items() if k not in ("output", *leave_out)},
         "code": code_at_start(),

@@ -22,6 +22,14 @@ shares matter more than the absolute milliseconds). JSON with every figure goes 
 
     python benchmarks/profile_step.py                  # the text grid and the CLIP step
     python benchmarks/profile_step.py --quick          # one small text configuration (a smoke run)
+    python benchmarks/profile_step.py --sweeps         # the sweeps' steps: SPLADE-tiny, MiniLM-L6, the CLIP towers
+
+``--sweeps`` profiles the steps the sweeps spend their CPU-hours in, at their batch of 64 and
+lengths 32/64, in bf16 where the CPU computes it natively (else fp32): SPLADE-tiny with its
+vocabulary head (``splade`` pooling: the masked-language-model logits max-pooled per term),
+all-MiniLM-L6-v2, and the CLIP towers of the image-text sweeps (``--clip-model``). Its record,
+``results/speed/profile_sweeps.json``, also counts each kind's operator calls per step, which no
+load on the machine changes: the calls, not the milliseconds, say how many casts a step makes.
 """
 
 from __future__ import annotations
@@ -37,11 +45,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from harness import ROOT, code_at_start, cpu_name, default_model
+from harness import ROOT, code_at_start, cpu_name, default_model, default_precision
 from torch.profiler import ProfilerActivity, profile, record_function, schedule
 
 from clipmag.config.build import build_config
 from clipmag.runtime.distributed import init_distributed
+from clipmag.runtime.machine import bf16_units
 from clipmag.train.engine import Trainer
 from clipmag_experiments.report.docs_speed import KINDS as ORDER
 
@@ -70,11 +79,12 @@ def kind_of(name: str, ranges: tuple[str, ...]) -> str:
     return "elementwise"
 
 
-def group_events(events: Any) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-    """Self CPU microseconds per kind, and per operator within each kind, walking each event's
-    parents for the user ranges it sits in."""
+def group_events(events: Any) -> tuple[dict[str, float], dict[str, dict[str, float]], dict[str, int]]:
+    """Self CPU microseconds per kind, per operator within each kind, and operator calls per kind,
+    walking each event's parents for the user ranges it sits in."""
     totals: dict[str, float] = {}
     by_op: dict[str, dict[str, float]] = {}
+    calls: dict[str, int] = {}
     for event in events:
         if event.device_type != torch.autograd.DeviceType.CPU:
             continue
@@ -84,9 +94,10 @@ def group_events(events: Any) -> tuple[dict[str, float], dict[str, dict[str, flo
             parent = parent.cpu_parent
         kind = "python+other" if event.name.startswith("ProfilerStep") else kind_of(event.name, tuple(ranges))
         totals[kind] = totals.get(kind, 0.0) + event.self_cpu_time_total
+        calls[kind] = calls.get(kind, 0) + 1
         ops = by_op.setdefault(kind, {})
         ops[event.name] = ops.get(event.name, 0.0) + event.self_cpu_time_total
-    return totals, by_op
+    return totals, by_op, calls
 
 
 @contextmanager
@@ -144,7 +155,7 @@ def run_steps(make_task: Callable[[], tuple[Any, Any]], warmup: int, active: int
         Trainer(task, cfg.train, cfg.optim, cfg, init_distributed("cpu")).fit()
     window = marks[warmup : warmup + active + 1]
     wall_us = (window[-1] - window[0]) * 1e6
-    totals, by_op = group_events(prof.events())
+    totals, by_op, calls = group_events(prof.events())
     accounted = sum(v for k, v in totals.items() if k != "python+other")
     totals["python+other"] = max(0.0, wall_us - accounted)
     top = {
@@ -154,6 +165,7 @@ def run_steps(make_task: Callable[[], tuple[Any, Any]], warmup: int, active: int
     return {
         "profiled_step_ms": wall_us / active / 1e3,
         "kinds_ms": {k: v / active / 1e3 for k, v in totals.items()},
+        "calls_per_step": {k: v / active for k, v in calls.items() if k != "python+other"},
         "top_ops_ms": top,
     }
 
@@ -222,11 +234,25 @@ def _quiet_train(out: Path, steps: int, precision: str) -> dict[str, Any]:
     }
 
 
+def sweeps_grid(args: argparse.Namespace, out: Path) -> list[tuple[str, Callable]]:
+    """The sweeps' steps at their batch of 64 and lengths 32/64, in what ``precision=auto`` runs here."""
+    from text_retrieval.model.packaged import SPLADE_TINY
+
+    steps, precision, minilm = args.warmup + args.active + 1, default_precision(), args.model or default_model()
+    return [
+        (f"splade-tiny b64 32/64 {precision}", text_task(SPLADE_TINY, 64, (32, 64), precision, out, steps)),
+        (f"minilm b64 32/64 {precision}", text_task(minilm, 64, (32, 64), precision, out, steps)),
+        (f"clip {args.clip_model} b64 {precision}", clip_task(args.clip_model, 64, precision, out, steps)),
+    ]
+
+
 def grid(args: argparse.Namespace, out: Path) -> list[tuple[str, Callable]]:
     """The configurations to profile, each as (label, task factory)."""
     steps = args.warmup + args.active + 1
     model = args.model or default_model()
     precisions = ["fp32", "bf16"] if torch.cpu._is_avx512_bf16_supported() else ["fp32"]
+    if args.sweeps:
+        return sweeps_grid(args, out)
     if args.quick:
         return [("text b16 32/64 fp32", text_task(model, 16, (32, 64), "fp32", out, steps))]
     rows = [
@@ -250,8 +276,10 @@ def main() -> None:
     p.add_argument("--clip-model", default="clipmag-tiny")
     p.add_argument("--clip-batch", type=int, default=128)
     p.add_argument("--quick", action="store_true", help="one small text configuration only")
-    p.add_argument("--output", default=str(ROOT / "results" / "speed" / "profile_step.json"))
+    p.add_argument("--sweeps", action="store_true", help="the sweeps' steps (SPLADE-tiny, MiniLM, CLIP) at batch 64")
+    p.add_argument("--output", default=None, help="default: results/speed/profile_step.json (profile_sweeps.json)")
     args = p.parse_args()
+    args.output = args.output or str(ROOT / "results" / "speed" / f"profile_{'sweeps' if args.sweeps else 'step'}.json")
     code_at_start()
     import transformers
 
@@ -267,6 +295,7 @@ def main() -> None:
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     record = {
         "cpu": cpu_name(),
+        "cpu_bf16": bf16_units(),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "code": code_at_start(),

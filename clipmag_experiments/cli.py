@@ -35,7 +35,7 @@ class SweepCommand(SweepConfig):
     only: list[str] = field(default_factory=list)
 
 
-SWEEP_FLAGS = {"only": "only", "output": "output_dir"}
+SWEEP_FLAGS = {"only": "only", "output": "output_dir", "pack": "pack"}
 
 
 @dataclass

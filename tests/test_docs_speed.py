@@ -117,9 +117,10 @@ def test_a_record_names_the_machine_settings_and_code_beside_the_figures(tmp_pat
     args = argparse.Namespace(steps=3, threads=2, model="/somewhere/model", output=tmp_path / "x.json")
     harness.write_record(args.output, "bench_x", args, {"samples_per_s": {"a": [1.0]}}, leave_out=("model",))
     record = json.loads(args.output.read_text(encoding="utf-8"))
-    assert list(record) == ["benchmark", "cpu", "threads", "settings", "code", "samples_per_s"]
+    assert list(record) == ["benchmark", "cpu", "cpu_bf16", "threads", "settings", "code", "samples_per_s"]
     assert record["settings"] == {"steps": 3, "threads": 2} and record["threads"] == 2
-    assert record["cpu"] == harness.cpu_name() and record["code"]["commit"]
+    assert record["cpu"] == harness.cpu_name() and record["cpu_bf16"] == harness.bf16_units()
+    assert record["code"]["commit"]
 
 
 def test_the_suite_times_are_the_records_wall_clocks(tmp_path):

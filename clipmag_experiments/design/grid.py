@@ -123,6 +123,9 @@ class SweepConfig:
     # nproc_per_node; slurm: each a job of the cluster (clipmag_experiments/slurm/launcher.py)
     launcher: Literal["inprocess", "torchrun", "slurm"] = "inprocess"
     nproc_per_node: PositiveInt = 1
+    # local cells run at once, each in its own process with train.threads = torch's threads / (pack x
+    # nproc_per_node): small models leave cores idle on one cell (clipmag_experiments/sweep/packing.py)
+    pack: PositiveInt = 1
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
     prepare: list[SweepStep] = field(default_factory=list)
     groups: list[SweepGroup] = field(default_factory=list)

@@ -30,16 +30,18 @@ class CellFailed(UserError):
         super().__init__(f"sweep cell {cell.label} failed with exit status {status}; its log: {self.log}")
 
 
-def run_logged(cmd: Sequence[str], cell: Cell) -> None:
-    """Run ``cmd`` for ``cell``, its output on the console and appended to the cell's log; raises
-    :class:`CellFailed` on a non-zero exit status."""
+def run_logged(cmd: Sequence[str], cell: Cell, echo: bool = True) -> None:
+    """Run ``cmd`` for ``cell``, its output appended to the cell's log and, with ``echo``, on the
+    console (a cell packed beside others keeps it to its log); raises :class:`CellFailed` on a
+    non-zero exit status."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # lines as they come, not when a buffer fills
     with (cell.directory / CELL_LOG).open("a", encoding="utf-8") as log:
         log.write(f"$ {' '.join(cmd)}\n")
         with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as proc:
             assert proc.stdout is not None
             for line in proc.stdout:
-                sys.stdout.write(line)
+                if echo:
+                    sys.stdout.write(line)
                 log.write(line)
                 log.flush()
     if proc.returncode != 0:

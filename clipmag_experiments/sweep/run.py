@@ -7,7 +7,8 @@ the same sweep skips finished cells, runs the others again (saying why) and cont
 interrupted cell from its latest checkpoint, so a killed sweep resumes where it stopped. Cells run
 one after another in this process (cheap on a laptop: the libraries are imported once), each
 under ``torchrun`` with ``nproc_per_node``, or each as a job of a SLURM cluster
-(:mod:`clipmag_experiments.slurm.launcher`).
+(:mod:`clipmag_experiments.slurm.launcher`); ``pack: N`` runs up to N local cells at once, each in
+its own process on its share of the threads (:mod:`clipmag_experiments.sweep.packing`).
 
 A cell that fails does not stop the sweep, as one job of a SLURM array stops none of the others:
 one line names the cell and its log (:mod:`clipmag_experiments.sweep.cell_log`), the other cells run,
@@ -35,9 +36,12 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+import torch
 
 from clipmag.config.build import build_config
 from clipmag.errors import ConfigError
@@ -68,6 +72,7 @@ from clipmag_experiments.design.protocol import record_start
 from clipmag_experiments.slurm.jobs import SweepUnfinished, check_cluster
 from clipmag_experiments.slurm.launcher import run_on_slurm
 from clipmag_experiments.sweep.cell_log import failure_reason, run_logged
+from clipmag_experiments.sweep.packing import cell_threads, check_thread_counts, run_packed, with_threads
 from clipmag_experiments.sweep.restore import restore_cells, restore_protocol
 
 __all__ = [
@@ -90,26 +95,23 @@ __all__ = [
 ]
 
 
-def run_cell(cell: Cell, launcher: str, nproc: int) -> None:
+# Evaluations run in the sweep's own process: packed cells take turns there (one model loaded at once).
+_EVALUATING = threading.Lock()
+
+
+def run_cell(cell: Cell, launcher: str, nproc: int, packed: bool = False) -> None:
     """Train ``cell`` in this process or under ``torchrun`` (whose output goes to the cell's log too;
-    a failure raises :class:`~clipmag_experiments.cell_log.CellFailed`)."""
+    a failure raises :class:`~clipmag_experiments.cell_log.CellFailed`). A ``packed`` cell runs
+    beside others: in a process of its own, its output in its log only."""
     cell.write_description()
     front_end = get_front_end(cell.kind)
-    if launcher == "inprocess":
+    if launcher == "inprocess" and not packed:
         with caller_logging_kept():  # the trainer sets up logging in the cell's folder
             front_end.main(cell.argv)
         return
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc_per_node={nproc}",
-        "-m",
-        front_end.module,
-        *cell.argv,
-    ]
-    run_logged(cmd, cell)
+    torchrun = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
+    cmd = [sys.executable, *(torchrun if launcher == "torchrun" else []), "-m", front_end.module, *cell.argv]
+    run_logged(cmd, cell, echo=not packed)
 
 
 def run_evaluations(cell: Cell) -> None:
@@ -178,7 +180,10 @@ def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep")
     if unknown:
         valid = ", ".join(g.name for g in cfg.groups)
         raise ConfigError(f"{source}: --only names {', '.join(unknown)}, which is not a group (groups: {valid})")
-    check_cells([c for c in expand(cfg) if not only or c.group in only], source)
+    if cfg.pack > 1 and cfg.launcher == "slurm":
+        raise ConfigError(f"{source}: pack runs local cells at once; a SLURM job's resources are its slurm section's")
+    cells = [c for c in expand(cfg) if not only or c.group in only]
+    check_cells(cells, source)
     check_prepare(cfg.prepare, source)
     if cfg.restore_from and not Path(cfg.restore_from).is_dir():
         raise ConfigError(
@@ -186,6 +191,9 @@ def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep")
         )
     if cfg.launcher == "slurm":
         check_cluster()
+    threads = cell_threads(cfg.pack * cfg.nproc_per_node) if cfg.pack > 1 else 0
+    if threads or cfg.launcher == "inprocess":  # torchrun picks an unpinned cell's threads itself
+        check_thread_counts(with_threads(cells, threads) if threads else cells, source)
     with FolderLock(cfg.output_dir, "sweep"):  # a second sweep on this folder stops here, before preparing
         release_held_log()  # out.log, held back by a caller's setup_logging(hold=True), now the folder is ours
         if cfg.restore_from:
@@ -197,6 +205,9 @@ def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep")
         ]
         if cfg.restore_from:
             restore_cells(every_cell, Path(cfg.restore_from), Path(cfg.output_dir))
+        if threads:
+            every_cell = with_threads(every_cell, threads)
+            logger.info("pack %d: up to %d cells at once, each with train.threads=%d", cfg.pack, cfg.pack, threads)
         cells = [c for c in every_cell if not only or c.group in only]
         if cfg.launcher == "slurm":
             run_on_slurm(cells, every_cell, cfg)
@@ -211,7 +222,9 @@ def _run_cells(cells: Sequence[Cell], every_cell: Sequence[Cell], cfg: SweepConf
     at the end, naming every failed cell and its log."""
     total, failed, diverged = len(cells), {}, []
     earlier = sum(unfinished_reason(cell) is None for cell in cells)
-    for i, cell in enumerate(cells, 1):
+
+    def attempt(i: int, cell: Cell) -> None:
+        threads = torch.get_num_threads()
         try:
             _run_one(cell, every_cell, cfg, f"[{i}/{total}]")
         except Exception as err:  # one cell's fault, as one job of an array: Ctrl-C still stops the sweep
@@ -222,6 +235,14 @@ def _run_cells(cells: Sequence[Cell], every_cell: Sequence[Cell], cfg: SweepConf
             else:
                 diverged.append(cell.label)
                 logger.warning("[%d/%d] %s: diverged, recorded in %s (%s)", i, total, cell.label, DIVERGED_FILE, reason)
+        finally:  # an in-process cell that pins train.threads keeps them for its evaluations, not the next cell
+            torch.set_num_threads(threads)
+
+    if cfg.pack > 1:
+        run_packed(cells, cfg.pack, attempt)
+    else:
+        for i, cell in enumerate(cells, 1):
+            attempt(i, cell)
     logger.info(
         "sweep ended: of %d cells, %d done (%d finished earlier, %d diverged), %d failed",
         *(total, total - len(failed), earlier, len(diverged), len(failed)),
@@ -265,9 +286,10 @@ def _run_one(cell: Cell, every_cell: Sequence[Cell], cfg: SweepConfig, place: st
             cell = continue_cell(cell, every_cell)
             logger.info("%s %s: running%s", place, cell.label, _from(cell))
             start = time.perf_counter()
-            run_cell(cell, cfg.launcher, cfg.nproc_per_node)
+            run_cell(cell, cfg.launcher, cfg.nproc_per_node, packed=cfg.pack > 1)
             logger.info("%s %s: done in %.0f s", place, cell.label, time.perf_counter() - start)
-    run_evaluations(cell)
+    with _EVALUATING:
+        run_evaluations(cell)
 
 
 def _unneeded_extension(cell: Cell, every_cell: Sequence[Cell], cfg: SweepConfig) -> str | None:

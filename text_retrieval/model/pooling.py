@@ -43,16 +43,44 @@ def pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> to
     raise ValueError(f"unknown pooling {pooling!r}; valid: {', '.join(POOLINGS)}")
 
 
+class _TokenMax(torch.autograd.Function):
+    """The maximum over tokens of logits [N, L, V] whose padding positions are -inf, filled in place.
+
+    The logits are the vocabulary head's output and nothing else reads them, so the padding is filled
+    into them, not into a copy (``masked_fill``); and the backward pass writes torch's ``amax``
+    gradient (each maximum's share, split evenly between tied maxima) as the logits' gradient at
+    once, where ``masked_fill``'s backward copies it again to zero the padding, on which no maximum
+    lies. Two fewer [N, L, V] tensors a step - a SPLADE step's largest - for the same values: the
+    shares are divided as torch divides them (tests/test_splade.py trains both to the same bits).
+    """
+
+    @staticmethod
+    def forward(ctx: Any, logits: torch.Tensor, padding: torch.Tensor) -> torch.Tensor:
+        # through a detached alias, which shares the version counter: had any other step saved the
+        # logits for its backward pass, that pass would refuse the change instead of reading it
+        logits.detach().masked_fill_(padding, float("-inf"))
+        best = logits.amax(dim=1)
+        ctx.save_for_backward(logits, best)
+        return best
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        logits, best = ctx.saved_tensors
+        at_max = logits == best.unsqueeze(1)
+        share = grad.unsqueeze(1) / at_max.sum(dim=1, keepdim=True)
+        return torch.where(at_max, share, 0), None
+
+
 def splade_pool(logits: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """SPLADE's term weights [N, V] from MLM logits [N, L, V]: per term, the maximum over the text's
-    tokens of log(1 + relu(logit)), in fp32.
+    tokens of log(1 + relu(logit)), in fp32. The logits are overwritten (padding set to -inf).
 
     log1p(relu(.)) is monotone, so the maximum is taken over the logits first and the activation
     applied once to [N, V]: the same vector and gradient (it reaches the arg-max token either way)
-    without a second [N, L, V] tensor. Padding positions are excluded by a -inf fill.
+    without a second [N, L, V] tensor (:class:`_TokenMax`).
     """
-    masked = logits.masked_fill(~attention_mask.bool().unsqueeze(-1), float("-inf"))
-    return torch.log1p(torch.relu(masked.amax(dim=1).float()))
+    best = _TokenMax.apply(logits, ~attention_mask.bool().unsqueeze(-1))
+    return torch.log1p(torch.relu(best.float()))
 
 
 def load_model(

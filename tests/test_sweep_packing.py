@@ -1,0 +1,98 @@
+"""Packed cells: a sweep with ``pack: 2`` runs two tiny cells at once in their own processes, each
+on its share of the threads, records that count, gives what an unpacked run at the same count
+gives, resumes like any sweep, and refuses to add cells of another thread count to a group."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from text_fixtures import minilm_path, tiny_train_args, write_code_search_set, write_tiny_bert
+
+from clipmag.errors import ConfigError
+from clipmag_experiments.cells.thread_counts import mixed_thread_counts
+from clipmag_experiments.design.grid import GridExtension, SweepConfig, SweepGroup, SweepVariant, expand
+from clipmag_experiments.sweep import run as sweep
+from clipmag_experiments.sweep.packing import cell_threads, packed_stages
+from clipmag_experiments.sweep.rerun_comparison import numbers
+
+
+@pytest.fixture
+def tiny_args(tmp_path: Path) -> list[str]:
+    minilm_path()  # skips without the offline MiniLM (its tokenizer)
+    write_tiny_bert(tmp_path / "tiny")
+    write_code_search_set(tmp_path)
+    args = tiny_train_args(tmp_path / "tiny", tmp_path, tmp_path / "unused", "data.validation=[]", "train.steps=2")
+    return [a for a in args if not a.startswith("train.output_dir")]
+
+
+def _results(folder: Path) -> dict:
+    return json.loads((folder / "results.json").read_text())
+
+
+def test_packed_cells_run_at_once_record_their_threads_and_match_an_unpacked_run(tiny_args, tmp_path):
+    threads = cell_threads(2)
+    packed = SweepConfig(
+        output_dir=str(tmp_path / "packed"), pack=2, groups=[SweepGroup(name="g", heads=["cosine", "qnorm"])]
+    )
+    packed.groups[0].args = list(tiny_args)
+    sweep.run_sweep(packed)
+    folders = {h: tmp_path / "packed" / "g" / "default" / h / "seed0" for h in ("cosine", "qnorm")}
+    for folder in folders.values():
+        record = _results(folder)
+        assert record["numerics"]["torch_threads"] == threads
+        assert record["provenance"]["config"]["train"]["threads"] == threads
+        assert "train.threads=" in (folder / "cell.log").read_text()  # its own process, its output in its log
+
+    alone = SweepConfig(
+        output_dir=str(tmp_path / "alone"),
+        groups=[SweepGroup(name="g", heads=["qnorm"], args=[*tiny_args, f"train.threads={threads}"])],
+    )
+    sweep.run_sweep(alone)
+    assert numbers(_results(tmp_path / "alone" / "g" / "default" / "qnorm" / "seed0")["metrics"]) == numbers(
+        _results(folders["qnorm"])["metrics"]
+    )
+
+    written = {h: (f / "results.json").stat().st_mtime_ns for h, f in folders.items()}
+    sweep.run_sweep(packed)  # resumed: both finished, nothing runs again
+    assert {h: (f / "results.json").stat().st_mtime_ns for h, f in folders.items()} == written
+
+    packed.pack, packed.args = 1, [f"train.threads={threads + 1}"]
+    packed.groups[0].heads.append("dot")  # a cell added later, run at another count than its group's
+    with pytest.raises(ConfigError, match="group 'g' mixes thread counts"):
+        sweep.run_sweep(packed)
+
+
+def test_a_group_waits_for_the_groups_before_it_and_extensions_run_one_at_a_time(tmp_path):
+    grid = SweepGroup(
+        name="grid",
+        heads=["cosine"],
+        variants=[SweepVariant("s10", ["loss.scale=10"]), SweepVariant("s20", ["loss.scale=20"])],
+        seeds=[0, 1],
+        extend=GridExtension(low=[SweepVariant("s5", ["loss.scale=5"])], high=[SweepVariant("s40", ["loss.scale=40"])]),
+    )
+    later = SweepGroup(name="later", heads=["cosine", "qnorm"])
+    stages = packed_stages(expand(SweepConfig(output_dir=str(tmp_path), groups=[grid, later])))
+    assert [[c.label for c in stage] for stage in stages] == [
+        [f"grid/cosine-{v}/seed{s}" for v in ("s10", "s20") for s in (0, 1)],
+        ["grid/cosine-s5/seed0"],
+        ["grid/cosine-s5/seed1"],
+        ["grid/cosine-s40/seed0"],
+        ["grid/cosine-s40/seed1"],
+        ["later/cosine/seed0", "later/qnorm/seed0"],
+    ]
+
+
+def test_pack_is_refused_for_slurm(tmp_path):
+    cfg = SweepConfig(output_dir=str(tmp_path), launcher="slurm", pack=2, groups=[SweepGroup(name="g", heads=["dot"])])
+    with pytest.raises(ConfigError, match="pack runs local cells at once"):
+        sweep.run_sweep(cfg)
+    assert not (tmp_path / "sweep.json").exists()
+
+
+def test_only_a_group_of_several_thread_counts_is_named():
+    assert mixed_thread_counts([("g", "g/a", 2), ("g", "g/b", 2), ("h", "h/c", 1)]) is None  # one count a group
+    mixed = mixed_thread_counts([("g", "g/a", 2), ("g", "g/b", 1), ("g", "g/c", 1)])
+    assert mixed is not None
+    assert mixed.startswith("group 'g' mixes thread counts (1 threads: g/b, g/c; 2 threads: g/a)")
