@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from clipmag.errors import ConfigError
+from clipmag.storage.user_files import preview
 
 logger = logging.getLogger("clipmag")
 RETIRED = "retired_keys"  # a section's ClassVar: key -> what replaced it (see build)
@@ -82,7 +83,7 @@ def coerce(value: Any, tp: Any, key: str, source: str, construct: bool = True) -
     config section is built (``construct``) or only checked key by key (see :func:`build`)."""
 
     def fail() -> ConfigError:
-        return ConfigError(f"{source}: key '{key}' expects {type_name(tp)}, got {value!r}")
+        return ConfigError(f"{source}: key '{key}' expects {type_name(tp)}, got {preview(value)}")
 
     origin = get_origin(tp)
     if tp is Any:
