@@ -151,3 +151,33 @@ def test_the_loaders_name_every_sts_set_the_fetcher_downloads():
     from text_retrieval.data.loaders import FETCHED_STS
 
     assert set(FETCHED_STS) == set(STS_SOURCES)
+
+
+def _prepare_refusal(tmp_path, module: str) -> str:
+    """The refusal of a sweep whose one prepare step runs ``module``; nothing may be written."""
+    from clipmag_experiments.sweep.run import SweepConfig, SweepStep, run_sweep
+
+    cfg = SweepConfig(output_dir=str(tmp_path / "runs"), prepare=[SweepStep(name="step", module=module)])
+    with pytest.raises(ConfigError) as err:
+        run_sweep(cfg, source="sweep.yaml")
+    assert not (tmp_path / "runs").exists()
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"sweep.yaml: prepare step 'step': module {module!r}")
+    return message
+
+
+def test_a_prepare_step_is_checked_from_its_source_without_running_any_of_it(tmp_path, monkeypatch):
+    """A folder without ``__init__.py``, a built-in module and ``main = None`` are refused as such, and
+    a dotted step is found without running its package's ``__init__.py`` (which leaves a marker)."""
+    code = tmp_path / "code"
+    (code / "folder_only").mkdir(parents=True)
+    (code / "not_a_function.py").write_text("def main(args):\n    return 0\n\n\nmain = None\n")
+    (code / "pkg").mkdir()
+    (code / "pkg" / "__init__.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\n")
+    (code / "pkg" / "sub.py").write_text("def helper():\n    return 0\n")
+    monkeypatch.syspath_prepend(str(code))
+    assert "is a folder without __init__.py" in _prepare_refusal(tmp_path, "folder_only")
+    assert "is Python's own (its standard library)" in _prepare_refusal(tmp_path, "math")
+    assert "has no main(args) to call (main at line 5 is not a def)" in _prepare_refusal(tmp_path, "not_a_function")
+    assert f"({code / 'pkg' / 'sub.py'}) has no main(args) to call" in _prepare_refusal(tmp_path, "pkg.sub")
+    assert not (tmp_path / "ran").exists()
