@@ -24,6 +24,7 @@ import torch
 
 from clipmag.storage.disk_full import DiskFull
 from clipmag.storage.files import open_replacing
+from clipmag.storage.finite import require_finite
 from clipmag.storage.safe_load import UnsafeFileError, load_weights_only
 from clipmag.train import sharding
 
@@ -37,8 +38,10 @@ LEGACY_LOSS_HEAD = "loss.head."
 
 
 def atomic_save(obj: Any, path: str | Path) -> None:
-    """torch.save to ``path`` via a temporary file and an atomic rename (in a run's ``checkpoints``)."""
+    """torch.save to ``path`` via a temporary file and an atomic rename (in a run's ``checkpoints``);
+    refused when any number in ``obj`` (weights, optimizer state, the head record) is inf or nan."""
     path = Path(path)
+    require_finite(obj, str(path))
     try:
         with open_replacing(path) as file:
             torch.save(obj, file)

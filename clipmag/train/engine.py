@@ -78,7 +78,7 @@ class Trainer(RunCheckpoints):
         if self.sharded:
             dist_utils.init_single_process_group(ctx.device)
             sharding.shard_model(self.model, amp_dtype)
-        seed_everything(loop.seed + ctx.rank)  # open_clip's rule: per-rank dropout and augmentation
+        seed_everything((loop.seed + ctx.rank) % 2**32)  # open_clip's rule: per-rank dropout and augmentation
         self.head: SimilarityHead = self.model.head
         self.optimizer = build_optimizer(self.model, optim)
         self.scheduler = build_scheduler(self.optimizer, optim, loop.steps)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from clipmag.config.checks import NonNegativeInt, PositiveFloat, PositiveInt
+from clipmag.config.checks import NonNegativeInt, PositiveFloat, PositiveInt, Seed
 
 __all__ = ["TrainLoopConfig", "uses_fast_dropout"]
 
@@ -39,7 +39,7 @@ class TrainLoopConfig:
     # torch intra-op threads (0: torch's default, one per core). Results shift in their last bits
     # with the thread count; pin it to compare runs across machines.
     threads: NonNegativeInt = 0
-    seed: int = 0
+    seed: Seed = 0
     strategy: Literal["ddp", "fsdp"] = "ddp"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # How long a rank waits in a collective for the others before the run ends, saying so: a rank

@@ -130,10 +130,11 @@ class RunCheckpoints:
         dist_utils.barrier()
 
     def require_finite_weights(self) -> None:
-        """Stop, on every rank at once, a run whose weights hold inf or nan before they are validated,
-        saved or exported (each rank checks its own shards under FSDP); the message names the step, the
-        tensor and the checkpoint that remains."""
-        found = [name for name in dist_utils.all_gather_objects(first_non_finite(self.model.state_dict())) if name]
+        """Stop, on every rank at once, a run whose weights or head record (a learned scale) hold inf or
+        nan before they are validated, saved or exported (each rank checks its own shards under FSDP);
+        the message names the step, the tensor and the checkpoint that remains."""
+        weights = {**self.model.state_dict(), "head record": self.model.head_record().to_dict()}
+        found = [name for name in dist_utils.all_gather_objects(first_non_finite(weights)) if name]
         if found:
             raise NonFiniteWeights(
                 f"step {self.step}: weight '{found[0]}' holds inf or nan, so no checkpoint or export is written; "

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from clipmag.config.checks import PositiveInt
+from clipmag.config.checks import PositiveInt, Seed
 from clipmag.registry.evaluations import EVALUATIONS, get_evaluation
 from clipmag.registry.front_ends import FRONT_ENDS
 from clipmag.storage.naming import check_distinct_folders, check_folder_name, slug
@@ -99,7 +99,7 @@ class SweepGroup:
     heads: list[str] = field(default_factory=list)
     variants: list[SweepVariant] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
-    seeds: list[int] = field(default_factory=lambda: [0])
+    seeds: list[Seed] = field(default_factory=lambda: [0])
     args: list[str] = field(default_factory=list)
     evaluations: list[SweepEvaluation] = field(default_factory=list)
     requires: list[str] = field(default_factory=list)

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from clipmag.config.checks import PositiveInt
+from clipmag.config.checks import PositiveInt, Seed
 from clipmag.config.command_line import field_flags, parse_cli, require_one_of
 from clipmag.config.entry import run_entry_point, user_message
 from clipmag.runtime.logs import setup_logging
@@ -40,7 +40,7 @@ class TextShardsCommand:
     bundled_root: str = "runs/bundled-data"
     split: str = "train"
     samples_per_shard: PositiveInt = 1000
-    seed: int = 0
+    seed: Seed = 0
     no_shuffle: bool = False
     overwrite: bool = False
 
