@@ -181,3 +181,18 @@ def test_a_prepare_step_is_checked_from_its_source_without_running_any_of_it(tmp
     assert "has no main(args) to call (main at line 5 is not a def)" in _prepare_refusal(tmp_path, "not_a_function")
     assert f"({code / 'pkg' / 'sub.py'}) has no main(args) to call" in _prepare_refusal(tmp_path, "pkg.sub")
     assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has the CUDA device asked for")
+@pytest.mark.parametrize("module", ["text_retrieval.cli", "image_text.cli"])
+def test_a_cuda_device_the_machine_lacks_is_one_line_naming_the_key(tmp_path, capsys, module):
+    import importlib
+
+    run = tmp_path / "run"
+    line = _one_error_line(
+        capsys, importlib.import_module(module).main, ["train.device=cuda", f"train.output_dir={run}"]
+    )
+    assert line.startswith(
+        "error: train.device=cuda: this run needs a CUDA device, and this machine has no CUDA device"
+    )
+    assert "set train.device=cpu" in line and not run.exists()

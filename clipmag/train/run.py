@@ -71,7 +71,7 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
 
     Returns the results record on rank 0 and an empty dict on the other ranks.
     """
-    ctx = dist_utils.init_distributed(cfg.train.device, cfg.train.collective_timeout_s / 60)
+    ctx = dist_utils.init_distributed(cfg.train.device, cfg.train.collective_timeout_s / 60, key="train.device")
     output_dir = Path(cfg.train.output_dir)
     lock = FolderLock(output_dir, "training run")
     started = False  # until the trainer accepts the folder, a failure leaves no run folder behind
