@@ -196,3 +196,27 @@ def test_a_cuda_device_the_machine_lacks_is_one_line_naming_the_key(tmp_path, ca
         "error: train.device=cuda: this run needs a CUDA device, and this machine has no CUDA device"
     )
     assert "set train.device=cpu" in line and not run.exists()
+
+
+@pytest.mark.parametrize("tool", ["text_retrieval.cli:main", "clipmag_experiments.cli:sweep_main"])
+def test_a_config_that_is_a_directory_is_named_as_such(tmp_path, capsys, tool):
+    import importlib
+
+    module, function = tool.split(":")
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    line = _one_error_line(capsys, getattr(importlib.import_module(module), function), ["--config", str(folder)])
+    assert line == f"error: {folder}: is a directory, where a config file is expected; give the YAML file in it"
+
+
+@pytest.mark.parametrize("inside", [False, True])
+def test_an_index_corpus_that_is_a_directory_without_a_corpus_is_named_as_such(tmp_path, capsys, inside):
+    """``--corpus DIR`` of no BEIR folder, or of a folder named ``corpus.jsonl``, says it is a directory."""
+    from text_retrieval.serving.cli import main
+
+    folder = tmp_path / ("corpus.jsonl" if inside else "beir")
+    folder.mkdir()
+    argv = ["build", "--model", "all-MiniLM-L6-v2", "--corpus", str(folder), "--output", str(tmp_path / "index")]
+    line = _one_error_line(capsys, main, argv)
+    assert line.startswith(f"error: --corpus {folder}: is a directory holding no corpus.jsonl[.gz]")
+    assert not (tmp_path / "index").exists()

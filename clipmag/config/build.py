@@ -169,6 +169,8 @@ def read_yaml(text: str, source: str | Path) -> Any:
 def load_yaml(path: str | Path) -> dict[str, Any]:
     """A YAML mapping from ``path``, or from the packaged config of that name (``configs/...``)."""
     path = config_path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory, where a config file is expected; give the YAML file in it")
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     data = read_yaml(read_utf8(path), path) or {}
