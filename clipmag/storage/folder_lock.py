@@ -22,6 +22,7 @@ import fcntl
 import json
 import logging
 import os
+import shutil
 import socket
 import sys
 import time
@@ -119,8 +120,24 @@ class FolderLock:
             return
         self.release()
 
+    def empty(self) -> None:
+        """Remove everything the held folder holds but its lock file: a staging folder's files left half
+        written by a holder that died."""
+        for entry in self.folder.iterdir():
+            if entry.name == LOCK_FILE:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
     def __enter__(self) -> FolderLock:
         return self.acquire()
 
-    def __exit__(self, *exc: object) -> None:
-        self.release()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        """Release the lock; a block that raised abandons it (:meth:`abandon`), so a folder it created and never
+        wrote into is not left behind."""
+        if kind is None:
+            self.release()
+        else:
+            self.abandon()
