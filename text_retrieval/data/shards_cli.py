@@ -25,6 +25,7 @@ from clipmag.config.checks import PositiveInt, Seed
 from clipmag.config.command_line import field_flags, parse_cli, require_one_of
 from clipmag.config.entry import run_entry_point, user_message
 from clipmag.runtime.logs import setup_logging
+from clipmag.storage.folder_lock import FolderLock
 
 __all__ = ["TextShardsCommand", "parse_args", "main", "entry"]
 
@@ -76,7 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             samples = pairs_from_bundled(args.bundled_root)
         if not args.no_shuffle:
             samples = shuffled(samples, args.seed)
-        paths = write_text_shards(samples, args.out_dir, args.samples_per_shard, overwrite=args.overwrite)
+        with FolderLock(args.out_dir, "shard build"):  # a second build into OUT_DIR stops here, naming this one
+            paths = write_text_shards(samples, args.out_dir, args.samples_per_shard, overwrite=args.overwrite)
     except BrokenPipeError:  # the reader of standard output has gone: the entry point ends quietly
         raise
     except (OSError, ValueError) as exc:  # DataFormatError and ConfigError are ValueErrors naming file, line or key

@@ -29,6 +29,7 @@ from typing import Any
 
 from clipmag.results.provenance import provenance
 from clipmag.storage.files import replace_on_success, write_text_atomic
+from clipmag.storage.folder_lock import FolderLock
 from text_retrieval.data.training.pairs import shuffled
 from text_retrieval.data.training.shards import write_text_shards
 
@@ -199,7 +200,9 @@ def write_built_set(
 ) -> dict[str, Any]:
     """Everything a builder leaves in ``out``, in order: ``pairs.jsonl`` and ``shards/`` (existing
     shards refused before anything is written, unless ``options.overwrite``), ``dev/`` from ``dev``
-    (queries, corpus, qrels, what was drawn) and ``manifest.json``; returns the manifest."""
-    written = write_training_set(out, pairs, options.seed, options.samples_per_shard, options.overwrite)
-    dev_manifest = write_beir_dev(out / "dev", *dev)
-    return write_training_manifest(out, described, counts, written, dev_manifest)
+    (queries, corpus, qrels, what was drawn) and ``manifest.json``; returns the manifest. The folder's
+    lock is held throughout: a second builder into ``out`` stops at once, naming this one."""
+    with FolderLock(out, "training set build"):
+        written = write_training_set(out, pairs, options.seed, options.samples_per_shard, options.overwrite)
+        dev_manifest = write_beir_dev(out / "dev", *dev)
+        return write_training_manifest(out, described, counts, written, dev_manifest)
