@@ -49,7 +49,7 @@ def test_a_run_into_an_existing_folder_that_never_started_leaves_it_as_it_was(tm
     run.mkdir()
     (run / "notes.txt").write_text("mine\n")
     _one_error_line(capsys, main, [f"model.name={tmp_path / 'no-such-model'}", f"train.output_dir={run}"])
-    assert sorted(p.name for p in run.iterdir()) == [".clipmag.lock", "notes.txt"]
+    assert sorted(p.name for p in run.iterdir()) == ["notes.txt"]
 
 
 def test_every_prepare_step_is_checked_before_any_runs(tmp_path):
@@ -220,3 +220,64 @@ def test_an_index_corpus_that_is_a_directory_without_a_corpus_is_named_as_such(t
     line = _one_error_line(capsys, main, argv)
     assert line.startswith(f"error: --corpus {folder}: is a directory holding no corpus.jsonl[.gz]")
     assert not (tmp_path / "index").exists()
+
+
+@pytest.fixture(scope="module")
+def tiny_text(tmp_path_factory):
+    """A 2-layer BERT and the stdlib code-search pairs as shards and a BEIR set."""
+    from text_fixtures import write_code_search_set, write_tiny_bert
+
+    root = tmp_path_factory.mktemp("refusals")
+    write_tiny_bert(root / "bert")
+    write_code_search_set(root)
+    return root
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new folder", "existing folder"])
+@pytest.mark.parametrize(
+    "refused, named",
+    [(["data.train={root}/no-such-shards"], "shard not found"), (["data.batch_size=1000"], "fewer than one global")],
+    ids=["missing shard", "batch larger than the data"],
+)
+def test_a_training_refused_before_its_first_step_leaves_the_folder_as_it_found_it(
+    tiny_text, tmp_path, capsys, existing, refused, named
+):
+    """Refused after the folder was accepted (its config.yaml, out.log and tensorboard/ written) but
+    before a step ran: what the run wrote is removed, lock file and folder included."""
+    from text_fixtures import tiny_train_args
+
+    from text_retrieval.cli import main
+
+    run = tmp_path / "run"
+    if existing:
+        run.mkdir()
+        (run / "notes.txt").write_text("mine\n")
+    extra = [word.format(root=tiny_text) for word in refused]
+    line = _one_error_line(
+        capsys, main, tiny_train_args(tiny_text / "bert", tiny_text, run, "train.tensorboard=true", *extra)
+    )
+    assert named in line
+    assert sorted(p.name for p in run.iterdir()) == ["notes.txt"] if existing else not run.exists()
+
+
+def test_an_evaluation_refused_before_it_began_leaves_no_folder(tiny_text, tmp_path, capsys):
+    """A missing model, or an export whose weights would need unpickling: no folder, not even its lock."""
+    from text_retrieval.evaluation.cli import main
+
+    output = tmp_path / "eval"
+    argv = ["--model", str(tmp_path / "no-such-model"), "--data", str(tiny_text / "beir"), "--output", str(output)]
+    assert "no-such-model" in _one_error_line(capsys, main, argv)
+    assert not output.exists()
+
+
+def test_a_sweep_that_fails_in_prepare_leaves_no_output_folder(tmp_path, monkeypatch):
+    from clipmag_experiments.sweep.run import SweepConfig, SweepStep, run_sweep
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "failing_step.py").write_text("def main(args):\n    raise FileNotFoundError('no source data')\n")
+    monkeypatch.syspath_prepend(str(code))
+    cfg = SweepConfig(output_dir=str(tmp_path / "sweep"), prepare=[SweepStep(name="build", module="failing_step")])
+    with pytest.raises(FileNotFoundError, match="no source data"):
+        run_sweep(cfg)
+    assert not (tmp_path / "sweep").exists()

@@ -115,8 +115,10 @@ def test_a_shard_build_into_a_folder_another_build_holds_is_refused_before_writi
     from text_retrieval.data.shards_cli import main
 
     out = tmp_path / "shards"
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text('{"query": "q", "positive": "d"}\n')
     with FolderLock(out, "shard build"):
-        assert main([str(out), "--bundled"]) == 2
+        assert main([str(out), "--jsonl", str(pairs)]) == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith(f"error: {out} is in use by another shard build: pid {os.getpid()}")
     assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE]

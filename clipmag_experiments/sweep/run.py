@@ -181,10 +181,14 @@ def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep")
     check_prepare(cfg.prepare, source)
     if cfg.launcher == "slurm":
         check_cluster()
-    with FolderLock(cfg.output_dir, "sweep"):  # a second sweep on this folder stops here, before preparing
+    with FolderLock(cfg.output_dir, "sweep") as lock:  # a second sweep on this folder stops here, before preparing
         release_held_log()  # out.log, held back by a caller's setup_logging(hold=True), now the folder is ours
         protocol = record_start(cfg)  # the protocol on disk before any result
-        run_prepare(cfg.prepare)
+        try:
+            run_prepare(cfg.prepare)
+        except BaseException:  # no cell ran: the folder is left as it was found
+            lock.abandon(restore=True)
+            raise
         every_cell = [
             dataclasses.replace(c, sweep_sha256=protocol["config_sha256"]) for c in expand(runnable_groups(cfg))
         ]

@@ -69,15 +69,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from text_retrieval.data.training.pairs import pairs_from_beir, pairs_from_jsonl, shuffled
         from text_retrieval.data.training.shards import write_text_shards
 
-        if args.beir is not None:
-            samples = pairs_from_beir(args.beir, args.split)
-        elif args.jsonl is not None:
-            samples = pairs_from_jsonl(args.jsonl)
-        else:
-            samples = pairs_from_bundled(args.bundled_root)
-        if not args.no_shuffle:
-            samples = shuffled(samples, args.seed)
         with FolderLock(args.out_dir, "shard build"):  # a second build into OUT_DIR stops here, naming this one
+            if args.beir is not None:
+                samples = pairs_from_beir(args.beir, args.split)
+            elif args.jsonl is not None:
+                samples = pairs_from_jsonl(args.jsonl)
+            else:
+                samples = pairs_from_bundled(args.bundled_root)
+            if not args.no_shuffle:
+                samples = shuffled(samples, args.seed)
             paths = write_text_shards(samples, args.out_dir, args.samples_per_shard, overwrite=args.overwrite)
     except BrokenPipeError:  # the reader of standard output has gone: the entry point ends quietly
         raise
