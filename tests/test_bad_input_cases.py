@@ -281,3 +281,30 @@ def test_a_sweep_that_fails_in_prepare_leaves_no_output_folder(tmp_path, monkeyp
     with pytest.raises(FileNotFoundError, match="no source data"):
         run_sweep(cfg)
     assert not (tmp_path / "sweep").exists()
+
+
+def test_a_resume_on_rebuilt_shards_is_refused_unless_told_to_go_on(tiny_text, tmp_path, capsys):
+    """Shards rebuilt with other pairs, then ``--resume latest``: one line naming the data and the
+    key that goes on; with ``train.resume_other_data=true`` the run resumes on the new data."""
+    import shutil
+
+    from text_fixtures import tiny_train_args
+
+    from clipmag.train.checkpoint import load_checkpoint
+    from text_retrieval.cli import main
+    from text_retrieval.data.training.shards import write_text_shards
+
+    shards, run = tmp_path / "shards", tmp_path / "run"
+    shutil.copytree(tiny_text / "shards", shards)
+    base = tiny_train_args(tiny_text / "bert", tiny_text, run, f"data.train={shards}", "optim.schedule=constant")
+    base += ["train.eval_every=0", "data.validation=[]"]
+    run_entry_point(main, [*base, "train.steps=2"])
+    saved = load_checkpoint(run / "checkpoints" / "latest.pt")["data_fingerprint"]
+    pairs = [{"query": f"question {i}", "positive": f"answer {i}"} for i in range(40)]
+    write_text_shards(pairs, shards, samples_per_shard=10, overwrite=True)
+    resumed = [*base, "train.steps=3", "train.resume=latest"]
+    line = _one_error_line(capsys, main, resumed)
+    assert line.startswith(f"error: cannot resume: the training data {shards} is not what ")
+    assert saved in line and line.endswith("or add train.resume_other_data=true to go on with this data")
+    run_entry_point(main, [*resumed, "train.resume_other_data=true"])
+    assert load_checkpoint(run / "checkpoints" / "latest.pt")["step"] == 3

@@ -52,6 +52,9 @@ class TrainLoopConfig:
     save_every: NonNegativeInt = 50
     keep_best: bool = True
     resume: str | None = None
+    # Resume even when data.train is not what the checkpoint trained on (its fingerprint differs):
+    # without it such a resume is refused (clipmag/train/data_fingerprint.py).
+    resume_other_data: bool = False
     # Replace the run already in output_dir (its checkpoints, metrics, results and export are
     # removed first); without it or ``resume``, a folder that holds a run is refused.
     overwrite: bool = False

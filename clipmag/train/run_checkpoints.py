@@ -27,6 +27,7 @@ from clipmag.train import checkpoint as ckpt_io
 from clipmag.train import dropout, sharding
 from clipmag.train.checkpoint_schema import FORMAT, FORMAT_KEY, check_checkpoint_schema
 from clipmag.train.contract import Task
+from clipmag.train.data_fingerprint import FINGERPRINT_KEY, check_same_data
 from clipmag.train.diverged_record import clear_divergence
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.resume_check import ResumeMismatch, check_resumable
@@ -66,6 +67,7 @@ class RunCheckpoints:
     scheduler: torch.optim.lr_scheduler.LRScheduler
     train_step: TrainStep
     identity: dict[str, Any]
+    data_fingerprint: str | None  # of data.train, kept in every checkpoint (data_fingerprint.py)
     step: int
     samples_seen: int
     best: float | None
@@ -108,6 +110,7 @@ class RunCheckpoints:
             "rng": rng,
             "best": self.best,
             "dev_curve": self.dev_curve,
+            **({FINGERPRINT_KEY: self.data_fingerprint} if self.data_fingerprint else {}),
             **timed,
         }
 
@@ -158,6 +161,8 @@ class RunCheckpoints:
         if ckpt is not None:
             check_checkpoint_schema(ckpt, resume_path)  # a missing key is named before anything is rewritten
             check_resumable(ckpt, resume_path, self.identity, self.model.state_dict())
+            train = to_dict(self.full_config).get("data", {}).get("train")
+            check_same_data(ckpt, resume_path, self.data_fingerprint, train, self.loop.resume_other_data)
             if self.sharded and not ckpt.get("sharded"):
                 raise ResumeMismatch(
                     f"cannot resume from {resume_path} with train.strategy=fsdp: it is a whole checkpoint of a "
