@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from clipmag.runtime.logs import logger
+from clipmag.storage.files import sha256_of
 from clipmag.storage.shards import SIZES_FILE, ShardError, expand_shards
 
 __all__ = ["FINGERPRINT_KEY", "training_data_fingerprint", "check_same_data", "DataChanged"]
@@ -31,14 +32,6 @@ HEAD_BYTES = 64 * 1024  # what is read of each shard
 
 class DataChanged(ValueError):
     """The checkpoint to resume trained on other data than the run is given."""
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _shard_files(train: str) -> list[Path]:
@@ -59,7 +52,7 @@ def training_data_fingerprint(train: Any) -> str | None:
     if not isinstance(train, str) or not train:
         return None
     if Path(train).is_file():
-        return f"file sha256 {_file_sha256(Path(train))}"
+        return f"file sha256 {sha256_of(train)}"
     shards = _shard_files(train)
     if not shards:
         return None

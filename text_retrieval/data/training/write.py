@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from clipmag.results.provenance import provenance
-from clipmag.storage.files import replace_on_success, write_text_atomic
+from clipmag.storage.files import replace_on_success, sha256_of, write_text_atomic
 from clipmag.storage.folder_lock import FolderLock
 from text_retrieval.data.training.pairs import shuffled
 from text_retrieval.data.training.shards import write_text_shards
@@ -57,15 +57,6 @@ MANIFEST = "manifest.json"
 def passage_id(text: str) -> str:
     """A stable id for a passage that has none: the first 16 hex digits of its text's SHA-1."""
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
-
-
-def sha256_of(path: str | Path) -> str:
-    """The SHA-256 of a source file, recorded so that a rebuild can tell it read the same bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def sample_ids(ids: Sequence[str], n: int, seed: int, what: str) -> list[str]:
