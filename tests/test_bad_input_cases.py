@@ -108,9 +108,10 @@ def test_a_text_export_with_pickled_weights_is_refused_naming_the_file(tmp_path,
     marker = tmp_path / "ran"
     torch.save({**state, "extra": _Payload(marker)}, export / "pytorch_model.bin")
     data = write_beir(tmp_path / "beir", [{"_id": "d1", "text": "a"}], [{"_id": "q1", "text": "a"}], [("q1", "d1", 1)])
-    line = _one_error_line(capsys, main, ["--model", str(export), "--data", str(data)])
+    output = tmp_path / "eval"
+    line = _one_error_line(capsys, main, ["--model", str(export), "--data", str(data), "--output", str(output)])
     assert line.startswith(f"error: {export / 'pytorch_model.bin'}: refused: not plain weights and data")
-    assert not marker.exists()
+    assert not marker.exists() and not output.exists()  # refused before it began: no folder left
 
 
 def test_loading_a_clip_export_does_not_say_its_weights_are_random(tmp_path, caplog):

@@ -90,6 +90,8 @@ def parse_value(text: str) -> Any:
         return text
     except ConfigError as err:
         raise ConfigError(f"command line: {err}") from None
+    except RecursionError:
+        raise ConfigError(f"command line: {text[:40]!r}...: values nested too deeply to read") from None
     # YAML 1.1 reads '1e-5' (no dot) as a string; accept it as a float.
     if isinstance(value, str):
         try:
