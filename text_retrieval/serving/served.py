@@ -71,9 +71,25 @@ def _require_finite_embeddings(docs: Any, ids: Sequence[str], output: Path) -> N
 
 
 def build_served_index(
+    encoder: TextEncoder, corpus: Corpus, output: str | Path, overwrite: bool = False, **options: Any
+) -> IndexManifest:
+    """Encode ``corpus`` with ``encoder`` under its head and write a served index to ``output``
+    (``options``: those of :func:`_write_served_index`). Two builds into one output never mix: each
+    holds the lock of the staging folder ``<output>.partial`` from its check that ``output`` is new
+    (or ``overwrite`` given) to the rename, so a second stops at once naming the first, and a build
+    refused here leaves no staging folder."""
+    output = Path(output)
+    with FolderLock(output.with_name(output.name + ".partial"), "index build") as staging:
+        if output.exists() and not overwrite:
+            raise ValueError(f"{output} exists; pass --overwrite to replace it")
+        return _write_served_index(encoder, corpus, output, staging, **options)
+
+
+def _write_served_index(
     encoder: TextEncoder,
     corpus: Corpus,
-    output: str | Path,
+    output: Path,
+    staging: FolderLock,
     stores: Sequence[str] = STORES,
     faiss_kind: str = "flat",
     metric: str = "ip",
@@ -82,71 +98,57 @@ def build_served_index(
     settings: EvalSettings | None = None,
     batch_size: int = 64,
     cache_dir: str | Path | None = None,
-    overwrite: bool = False,
     show_progress: bool = True,
 ) -> IndexManifest:
-    """Encode ``corpus`` with ``encoder`` under its head and write a served index to ``output``."""
-    output = Path(output)
+    """The index of ``corpus`` written in the held ``staging`` folder, then renamed to ``output``."""
     check_metric(encoder.head, metric, mips)
     unknown = [s for s in stores if s not in STORES]
     if not stores or unknown:
         raise ValueError(f"stores {list(stores)}: give one or more of {', '.join(STORES)}")
-    # Two builds into one output never mix: each holds the lock of the staging folder from this check
-    # to the rename, so a second stops at once naming the first (and an output refused here leaves none).
-    with FolderLock(output.with_name(output.name + ".partial"), "index build") as partial:
-        if output.exists() and not overwrite:
-            raise ValueError(f"{output} exists; pass --overwrite to replace it")
-        settings = with_export_lengths(settings or EvalSettings(), encoder)
-        with evaluation_encoding(encoder, settings, corpus.name):
-            identity, record = encoder_identity(encoder), encoder.head_record()
-            raw = encode_corpus(
-                encoder,
-                corpus.texts,
-                cache_dir,
-                corpus.name,
-                corpus.fingerprint,
-                batch_size,
-                show_progress=show_progress,
-            )
-        compressed = Compression.parse(compression)
-        docs, described = raw, compressed.describe(raw.shape[1])
-        if not compressed.is_none:
-            codes = compressed.fit(raw).encode(raw)
-            docs, described = compressed.decode(codes, raw.shape[1]), compressed.describe(raw.shape[1], codes)
-        _require_finite_embeddings(docs, corpus.ids, output)
-        layout = Layout(encoder.head, metric, _mips_norm(Layout(encoder.head), docs) if mips else None)
-        partial.empty()
-        dim = docs.shape[1] + int(mips)
-        written: dict[str, dict[str, Any]] = {}
-        if "faiss" in stores:
-            written["faiss"] = build_faiss(
-                layout.documents(_chunks(docs)), faiss_kind, dim, len(docs), metric, partial.folder
-            )
-        if "lancedb" in stores:
-            written["lancedb"] = build_lance(layout.documents(_chunks(docs)), corpus.ids, partial.folder, metric)
-        if "qdrant" in stores:
-            written["qdrant"] = build_qdrant(layout.documents(_chunks(docs)), partial.folder, dim, metric)
-        (partial.folder / IDS_FILE).write_text(json.dumps(corpus.ids) + "\n", encoding="utf-8")
-        np.save(partial.folder / NORMS_FILE, corpus_norms(raw).astype(np.float32))
-        manifest = IndexManifest(
-            encoder=identity,
-            head_record=record.to_dict(),
-            corpus={"name": corpus.name, "fingerprint": corpus.fingerprint, "source": corpus.source},
-            documents=len(corpus.ids),
-            dim=dim,
-            metric=metric,
-            mips_norm=layout.mips_norm,
-            compression=described,
-            stores=written,
-            code=dict(code_state()),
-            numerics=encoding_numerics(encoder.precision, encoder.device),
-            created=time.strftime("%Y-%m-%dT%H:%M:%S"),
+    settings = with_export_lengths(settings or EvalSettings(), encoder)
+    with evaluation_encoding(encoder, settings, corpus.name):
+        identity, record = encoder_identity(encoder), encoder.head_record()
+        raw = encode_corpus(
+            encoder, corpus.texts, cache_dir, corpus.name, corpus.fingerprint, batch_size, show_progress=show_progress
         )
-        manifest.write(partial.folder)
-        if output.exists():
-            shutil.rmtree(output)
-        partial.folder.rename(output)
-        return manifest
+    compressed = Compression.parse(compression)
+    docs, described = raw, compressed.describe(raw.shape[1])
+    if not compressed.is_none:
+        codes = compressed.fit(raw).encode(raw)
+        docs, described = compressed.decode(codes, raw.shape[1]), compressed.describe(raw.shape[1], codes)
+    _require_finite_embeddings(docs, corpus.ids, output)
+    layout = Layout(encoder.head, metric, _mips_norm(Layout(encoder.head), docs) if mips else None)
+    staging.empty()  # what a build that died there left half written
+    partial = staging.folder
+    dim = docs.shape[1] + int(mips)
+    written: dict[str, dict[str, Any]] = {}
+    if "faiss" in stores:
+        written["faiss"] = build_faiss(layout.documents(_chunks(docs)), faiss_kind, dim, len(docs), metric, partial)
+    if "lancedb" in stores:
+        written["lancedb"] = build_lance(layout.documents(_chunks(docs)), corpus.ids, partial, metric)
+    if "qdrant" in stores:
+        written["qdrant"] = build_qdrant(layout.documents(_chunks(docs)), partial, dim, metric)
+    (partial / IDS_FILE).write_text(json.dumps(corpus.ids) + "\n", encoding="utf-8")
+    np.save(partial / NORMS_FILE, corpus_norms(raw).astype(np.float32))
+    manifest = IndexManifest(
+        encoder=identity,
+        head_record=record.to_dict(),
+        corpus={"name": corpus.name, "fingerprint": corpus.fingerprint, "source": corpus.source},
+        documents=len(corpus.ids),
+        dim=dim,
+        metric=metric,
+        mips_norm=layout.mips_norm,
+        compression=described,
+        stores=written,
+        code=dict(code_state()),
+        numerics=encoding_numerics(encoder.precision, encoder.device),
+        created=time.strftime("%Y-%m-%dT%H:%M:%S"),
+    )
+    manifest.write(partial)
+    if output.exists():
+        shutil.rmtree(output)
+    partial.rename(output)
+    return manifest
 
 
 class ServedIndex:
