@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from clipmag.config.checks import NonNegativeInt, PositiveInt
+from clipmag.config.checks import NonNegativeInt, PositiveInt, Seed
 from clipmag.storage.shards import shard_fingerprint
 
 __all__ = ["ClipDataConfig", "DigitsSizes", "split_overlap"]
@@ -66,7 +66,7 @@ class ClipDataConfig:
     skip_corrupt: bool = False
     augment: bool = True
     bundled: DigitsSizes = field(default_factory=DigitsSizes)
-    bundled_seed: int = 0
+    bundled_seed: Seed = 0
 
 
 _OVERLAP_HARM = {

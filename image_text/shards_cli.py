@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from clipmag.config.checks import Fraction, PositiveInt
+from clipmag.config.checks import Fraction, PositiveInt, Seed
 from clipmag.config.command_line import field_flags, parse_cli, require_one_of
 from clipmag.config.entry import run_entry_point
 from clipmag.errors import UserError
@@ -71,7 +71,7 @@ class ClipShardsCommand:
     shard_size: PositiveInt = 1000
     classnames: str | None = None
     templates: str | None = None
-    seed: int = 0
+    seed: Seed = 0
     overwrite: bool = False
     emoji_size: PositiveInt = 64
     emoji_limit: PositiveInt | None = None

@@ -60,7 +60,7 @@ def test_resolved_config_round_trips(tmp_path):
         (["optim.lr"], "expected key=value or --flag, got 'optim.lr'"),
         (["train.grad_accum=0"], "key 'train.grad_accum' expects int >= 1, got 0"),
         (["train.chunk_size=-4"], "key 'train.chunk_size' expects int >= 0, got -4"),
-        (["loss.scale=0"], "key 'loss.scale' expects float > 0 or null, got 0"),
+        (["loss.scale=0"], "key 'loss.scale' expects float > 0 and <= 10000 or null, got 0"),
         (["loss.label_smoothing=1.5"], "key 'loss.label_smoothing' expects float >= 0 and <= 1, got 1.5"),
         (["optim.scale_lr=-1"], "key 'optim.scale_lr' expects float >= 0 or null, got -1"),
         (["--normalise", "dot"], "unknown flag --normalise; valid flags: --config, --norm, --resume"),

@@ -107,3 +107,27 @@ def test_evaluation_mining_and_rag_refuse_a_folder_in_use_before_touching_it(tmp
             proc.wait()
     assert (staging / "shard-000000.tar").read_bytes() == b"the other miner's partial shard"
     assert not (tmp_path / "mined").exists()
+
+
+def test_a_shard_build_into_a_folder_another_build_holds_is_refused_before_writing(tmp_path, capsys):
+    """``clipmag-make-text-shards`` takes its OUT_DIR's lock as the trainers do: while another build
+    holds it, a second stops in one line naming the holder, and no shard is written."""
+    from text_retrieval.data.shards_cli import main
+
+    out = tmp_path / "shards"
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text('{"query": "q", "positive": "d"}\n')
+    with FolderLock(out, "shard build"):
+        assert main([str(out), "--jsonl", str(pairs)]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(f"error: {out} is in use by another shard build: pid {os.getpid()}")
+    assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE]
+
+
+def test_a_staging_folder_is_emptied_but_for_its_lock(tmp_path):
+    with FolderLock(tmp_path / "index.partial", "index build") as lock:
+        (lock.folder / "half").mkdir()
+        (lock.folder / "half" / "written.bin").write_bytes(b"x")
+        (lock.folder / "ids.json").write_text("[]")
+        lock.empty()
+        assert [p.name for p in lock.folder.iterdir()] == [LOCK_FILE]

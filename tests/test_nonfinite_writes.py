@@ -95,3 +95,19 @@ def test_a_diverged_run_names_the_checkpoint_that_remains_or_says_there_is_none(
     latest = run / "checkpoints" / "latest.pt"
     assert "training diverged at step 3" in line and f"{latest} (step 2), is intact" in line
     assert latest.is_file()
+
+
+def test_a_head_record_or_checkpoint_holding_an_inf_number_is_not_written(tmp_path):
+    """Not only tensors: a learned scale that reached inf in a head record, or any number of a
+    checkpoint's state, is refused before the file is opened, naming where it sits."""
+    from clipmag.scoring.head_record import HEAD_FILE, HeadRecord
+    from clipmag.train.checkpoint import atomic_save
+
+    record = HeadRecord(head={"name": "cosine"}, scale=float("inf"))
+    with pytest.raises(NonFiniteWeights, match=f"{HEAD_FILE}: not written: value 'scale' holds inf or nan"):
+        record.write(tmp_path)
+    target = tmp_path / "checkpoints" / "latest.pt"
+    state = {"state_dict": {"w": torch.zeros(2)}, "head": record.to_dict(), "dev_curve": [{"step": 1, "ndcg": 0.5}]}
+    with pytest.raises(NonFiniteWeights, match=r"latest.pt: not written: value 'head.scale' holds inf or nan"):
+        atomic_save(state, target)
+    assert not (tmp_path / HEAD_FILE).exists() and not target.exists()

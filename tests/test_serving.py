@@ -245,3 +245,22 @@ def test_a_qdrant_collection_under_another_distance_is_refused(root, qnorm_index
     build_qdrant(iter([original.reconstruct_n(0, original.ntotal)]), tampered, original.d, "cosine")
     with pytest.raises(ValueError, match=r"its Qdrant distance is Cosine, but the manifest says ip \(Dot\)"):
         ServedIndex(tampered, "qdrant")
+
+
+def test_two_builds_into_one_folder_at_once_leave_one_whole_index(root, tmp_path):
+    """Started together, one build writes the index and the other is refused in one line: it finds
+    the first holding the staging folder's lock, or, started after the first finished, the index
+    there without --overwrite. No staging folder is left."""
+    from conftest import start_script
+
+    output = tmp_path / "index"
+    argv = ["build", "--model", str(root / "qnorm"), "--corpus", str(root / "beir"), "--output", str(output), *COMMON]
+    builds = [start_script(REPO / "scripts" / "index.py", [*argv, "--stores", "faiss"]) for _ in range(2)]
+    outcomes = sorted((build.wait(timeout=400), build.stderr.read()) for build in builds)
+    assert [code for code, _ in outcomes] == [0, 2], outcomes
+    refusal = outcomes[1][1].strip().splitlines()[-1]
+    assert refusal.startswith("error: ") and (
+        "is in use by another index build" in refusal or f"{output} exists; pass --overwrite" in refusal
+    ), refusal
+    ServedIndex(output)  # the index that was written opens whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index"]

@@ -2,6 +2,10 @@
 too large for the type, inf and nan in every spelling the command line and YAML have, empty text and
 lists, wrong types and unknown keys. The parse-and-validate step (no work done) either refuses the
 value in one ``ConfigError`` line naming the key or returns a config holding only finite numbers.
+A trainer's accepted config is then handed to what consumes it first - the seeds to every generator,
+the optimizer and schedule to torch, the loss and head to a step on real embeddings - and a value one
+of them refuses (``optim.betas=[-1, -1]``, ``train.seed=-1``), or a loss that is not finite, fails
+the test: the key's range belongs in its type, checked at parsing.
 
 The keys come from the config dataclasses themselves, so a renamed or added key is fuzzed without
 touching this file. Hypothesis runs derandomized with a fixed number of examples per tool.
@@ -89,6 +93,7 @@ def _tools() -> dict[str, Tool]:
 
 
 TOOLS = _tools()
+TRAINERS = (TOOLS["clipmag-train-text"].config, TOOLS["clipmag-train-clip"].config)
 # Console scripts whose command line is another project's (argparse), not a config dataclass.
 NOT_DATACLASS = {"clipmag-eval-clip-benchmark": "CLIP-benchmark's own command line"}
 
@@ -147,8 +152,37 @@ def names(message: str, key: str) -> bool:
     return key in message or key.upper() in message or (f"section {section!r}" in message and own in message)
 
 
+def consume(cfg: Any) -> None:
+    """Hand a trainer's accepted config to its first consumers: raises what any of them raises, or an
+    ``AssertionError`` for a first step whose loss or learned scale is not finite."""
+    import numpy as np
+    import torch
+
+    from clipmag.scoring.heads import build_head
+    from clipmag.scoring.losses import loss_from_config
+    from clipmag.train.engine import seed_everything
+    from clipmag.train.optimizer import build_optimizer, build_scheduler
+
+    seed_everything(cfg.train.seed)
+    seed_everything((cfg.train.seed + 7) % 2**32)  # a later rank's seed
+    bundled_seed = getattr(cfg.data, "bundled_seed", None)
+    if bundled_seed is not None:
+        np.random.SeedSequence(bundled_seed).spawn(1)  # the CLIP trainer's bundled digits
+    model = torch.nn.Module()
+    model.embed = torch.nn.Linear(4, 4)
+    model.head, model.loss = build_head(cfg.head), loss_from_config(cfg.loss)
+    optimizer = build_optimizer(model, cfg.optim)
+    build_scheduler(optimizer, cfg.optim, cfg.train.steps)
+    model.loss.clamp_scale_()
+    query, documents = model.embed(torch.randn(3, 4)), model.embed(torch.randn(3, 4)).unsqueeze(1)
+    out = model.loss(query, documents, model.head)
+    largest = torch.tensor(model.loss.max_log_scale).exp()  # the scale a learned one may reach
+    assert bool(torch.isfinite(out["loss"])) and bool(torch.isfinite(largest)), f"loss {out['loss']}, scale {largest}"
+
+
 def check_outcome(tool: Tool, argv: Sequence[str], key: str) -> None:
-    """Refused in one ConfigError line naming ``key``, or accepted with every number finite."""
+    """Refused in one ConfigError line naming ``key``, or accepted with every number finite (and, for a
+    trainer, taken by every consumer of its settings: :func:`consume`)."""
     try:
         cfg = tool.parse([*tool.base, *argv])
     except ConfigError as err:
@@ -158,6 +192,21 @@ def check_outcome(tool: Tool, argv: Sequence[str], key: str) -> None:
         return
     tree = to_dict(cfg[0] if isinstance(cfg, tuple) else cfg)
     assert not non_finite_numbers(tree), f"{argv}: accepted a non-finite number at {non_finite_numbers(tree)}"
+    if tool.config in TRAINERS:
+        try:
+            consume(cfg)
+        except Exception as err:  # any consumer's refusal: the parse step should have named the key
+            raise AssertionError(f"{argv}: accepted, then refused by a consumer: {type(err).__name__}: {err}") from err
+
+
+def test_a_value_a_consumer_refuses_fails_the_fuzz_check():
+    """The check above catches what the parse step once let through: a consumer's refusal of an
+    accepted value is an assertion, not a pass (here: a betas pair torch refuses, handed over directly)."""
+    tool = TOOLS["clipmag-train-text"]
+    cfg = tool.parse([])
+    cfg.optim.betas = (-1.0, -1.0)
+    with pytest.raises(ValueError, match="Invalid beta parameter"):
+        consume(cfg)
 
 
 FUZZ = settings(
@@ -200,6 +249,30 @@ def test_unknown_keys_are_named(name, data):
     with pytest.raises(ConfigError, match="unknown key") as err:
         tool.parse([*tool.base, f"{key}=1"])
     assert "\n" not in str(err.value) and key in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["clipmag-train-text", "clipmag-train-clip"])
+@pytest.mark.parametrize(
+    "word, key",
+    [
+        ("optim.betas=[-1,-1]", "optim.betas"),
+        ("optim.betas=[0.9,1.0]", "optim.betas"),
+        ("optim.betas=[]", "optim.betas"),
+        ("train.seed=-1", "train.seed"),
+        (f"train.seed={2**32}", "train.seed"),
+        ("loss.max_scale=1e300", "loss.max_scale"),
+        ("loss.scale=1e300", "loss.scale"),
+    ],
+)
+def test_a_value_torch_or_numpy_would_refuse_later_is_refused_naming_its_key(name, word, key):
+    with pytest.raises(ConfigError, match=rf"key '{key}' expects|optim.betas takes two values") as err:
+        TOOLS[name].parse([word])
+    assert "\n" not in str(err.value) and key in str(err.value)
+
+
+def test_the_clip_trainers_bundled_seed_is_a_seed():
+    with pytest.raises(ConfigError, match=r"key 'data.bundled_seed' expects int >= 0 and <= 4294967295, got -1"):
+        TOOLS["clipmag-train-clip"].parse(["data.bundled_seed=-1"])
 
 
 @pytest.mark.parametrize("name", ["clipmag-train-text", "clipmag-train-clip"])

@@ -237,3 +237,22 @@ def test_a_grid_whose_every_setting_diverged_has_nothing_to_choose(tmp_path, toy
     final = sweep.SweepGroup(name="final", kind="toy", heads=["cosine"], choose_variant=VariantChoice("scale-grid"))
     with pytest.raises(SweepUnfinished, match="every setting of group 'scale-grid' read for head cosine diverged"):
         sweep.run_sweep(sweep.SweepConfig(output_dir=str(tmp_path / "runs"), groups=[grid, final]))
+
+
+def test_an_unneeded_extension_says_whether_the_best_is_inside_the_grid_or_still_on_its_edge(
+    tmp_path, toy_kind, caplog
+):
+    """dot's best walks to scale1, the last low extension: its unneeded high extensions say that the
+    best is still on the low edge, not that it is inside the grid; cosine's (20, inside) says inside."""
+    extend = GridExtension(low=[_scale(2), _scale(1)], high=[_scale(50), _scale(100)])
+    grid = sweep.SweepGroup(
+        name="scale-grid", kind="toy", heads=["cosine", "dot"], variants=[_scale(5), _scale(20)], extend=extend
+    )
+    with caplog.at_level("INFO", logger="clipmag"):
+        sweep.run_sweep(sweep.SweepConfig(output_dir=str(tmp_path / "runs"), groups=[grid]))
+    lines = [r.getMessage() for r in caplog.records if "grid extension not needed" in r.getMessage()]
+    dot = "the best of the grid read (scale1 of scale1, scale2, scale5, scale20) is still on its low edge"
+    assert any("scale-grid/dot-scale50/seed0" in line and dot in line for line in lines), lines
+    assert not any("dot-" in line and "is inside it" in line for line in lines), lines
+    cosine = "the best of the grid read (scale20 of scale5, scale20, scale50) is inside it"
+    assert any("cosine-scale100" in line and cosine in line for line in lines), lines

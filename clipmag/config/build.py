@@ -85,9 +85,13 @@ def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
 def parse_value(text: str) -> Any:
     """YAML scalar parsing for command-line values: ``1e-5`` -> float, ``true`` -> bool, ``[1,2]``."""
     try:
-        value = yaml.safe_load(text)
+        value = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass, bounded
     except yaml.YAMLError:
         return text
+    except ConfigError as err:
+        raise ConfigError(f"command line: {err}") from None
+    except RecursionError:
+        raise ConfigError(f"command line: {text[:40]!r}...: values nested too deeply to read") from None
     # YAML 1.1 reads '1e-5' (no dot) as a string; accept it as a float.
     if isinstance(value, str):
         try:
@@ -97,9 +101,49 @@ def parse_value(text: str) -> Any:
     return value
 
 
+# The most values a config may hold once its aliases are expanded: a sweep of hundreds of cells holds
+# a few thousand. Nine levels of ten aliases each (an "alias bomb") expand to a billion, which a
+# type check walks and an error message prints for minutes and gigabytes.
+MAX_CONFIG_VALUES = 100_000
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_nodes: set[int]) -> int:
+    """How many values ``node`` holds once every alias under it is expanded (an alias is the very
+    node its anchor names, so each node is counted once and its size reused); a ``ConfigError``
+    naming the line where the count passes :data:`MAX_CONFIG_VALUES` or an alias holds itself."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    line = node.start_mark.line + 1
+    if key in open_nodes:
+        raise ConfigError(f"line {line}: an alias refers to the value that holds it; write the value out")
+    children: list[yaml.Node] = []
+    if isinstance(node, yaml.SequenceNode):
+        children = list(node.value)
+    elif isinstance(node, yaml.MappingNode):
+        children = [part for pair in node.value for part in pair]
+    open_nodes.add(key)
+    size = 1 + sum(_expanded_size(child, sizes, open_nodes) for child in children)
+    open_nodes.discard(key)
+    if size > MAX_CONFIG_VALUES:
+        raise ConfigError(
+            f"line {line}: its aliases (*name) expand to more than {MAX_CONFIG_VALUES:,} values; "
+            "a config this large is refused: write the values out, or use fewer aliases"
+        )
+    sizes[key] = size
+    return size
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML keeps the last of two equal keys without a word (``steps: 2`` then ``steps: 5``
-    trains 5 steps); this loader refuses the second, naming its line."""
+    trains 5 steps); this loader refuses the second, naming its line. It also refuses a document
+    whose aliases expand beyond :data:`MAX_CONFIG_VALUES` values, before anything is built from it."""
+
+    def get_single_node(self) -> yaml.Node | None:
+        node = super().get_single_node()
+        if node is not None:
+            _expanded_size(node, {}, set())
+        return node
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
@@ -120,11 +164,15 @@ def read_yaml(text: str, source: str | Path) -> Any:
         raise ConfigError(f"{source}: {err}") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"{source}: not valid YAML: {err}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: values nested too deeply to read; flatten them") from None
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
     """A YAML mapping from ``path``, or from the packaged config of that name (``configs/...``)."""
     path = config_path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory, where a config file is expected; give the YAML file in it")
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     data = read_yaml(read_utf8(path), path) or {}

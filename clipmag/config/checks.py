@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from clipmag.errors import ConfigError
+from clipmag.storage.user_files import preview
 
 logger = logging.getLogger("clipmag")
 RETIRED = "retired_keys"  # a section's ClassVar: key -> what replaced it (see build)
@@ -21,19 +22,28 @@ RETIRED = "retired_keys"  # a section's ClassVar: key -> what replaced it (see b
 
 @dataclass(frozen=True)
 class Range:
-    """Bounds of a numeric key, attached as ``Annotated[int, Range(1)]``; ``open_low`` excludes ``low``."""
+    """Bounds of a numeric key, attached as ``Annotated[int, Range(1)]``; ``open_low`` excludes ``low``,
+    ``open_high`` excludes ``high``."""
 
     low: float | None = None
     high: float | None = None
     open_low: bool = False
+    open_high: bool = False
 
     def holds(self, value: float) -> bool:
         above = self.low is None or (value > self.low if self.open_low else value >= self.low)
-        return above and (self.high is None or value <= self.high)
+        below = self.high is None or (value < self.high if self.open_high else value <= self.high)
+        return above and below
 
     def __str__(self) -> str:
-        parts = [f"{'>' if self.open_low else '>='} {self.low:g}"] if self.low is not None else []
-        return " and ".join(parts + ([f"<= {self.high:g}"] if self.high is not None else []))
+        parts = [f"{'>' if self.open_low else '>='} {_bound(self.low)}"] if self.low is not None else []
+        parts += [f"{'<' if self.open_high else '<='} {_bound(self.high)}"] if self.high is not None else []
+        return " and ".join(parts)
+
+
+def _bound(value: float) -> str:
+    """A bound as a reader checks it: a large whole number in full (a seed's 4294967295), else short."""
+    return str(int(value)) if value == int(value) and abs(value) >= 1e6 else f"{value:g}"
 
 
 PositiveInt = Annotated[int, Range(1)]
@@ -41,6 +51,8 @@ NonNegativeInt = Annotated[int, Range(0)]
 PositiveFloat = Annotated[float, Range(0, open_low=True)]
 NonNegativeFloat = Annotated[float, Range(0)]
 Fraction = Annotated[float, Range(0, 1)]
+# What numpy's and Python's generators take as a seed (numpy refuses a negative one or 2**32 and above).
+Seed = Annotated[int, Range(0, 2**32 - 1)]
 
 
 # What torch, numpy and every seeded generator take: an int beyond it fails deep inside a run.
@@ -82,7 +94,7 @@ def coerce(value: Any, tp: Any, key: str, source: str, construct: bool = True) -
     config section is built (``construct``) or only checked key by key (see :func:`build`)."""
 
     def fail() -> ConfigError:
-        return ConfigError(f"{source}: key '{key}' expects {type_name(tp)}, got {value!r}")
+        return ConfigError(f"{source}: key '{key}' expects {type_name(tp)}, got {preview(value)}")
 
     origin = get_origin(tp)
     if tp is Any:

@@ -23,6 +23,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from clipmag.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class DistributedContext:
@@ -97,23 +99,38 @@ BARRIER_TIMEOUT = datetime.timedelta(minutes=30)
 _barrier_group: dist.ProcessGroup | None = None  # gloo, so that waiting is host-side under NCCL too
 
 
-def init_distributed(device: str = "auto", timeout_minutes: float = 30) -> DistributedContext:
+def _cuda_devices() -> str:
+    """What this machine offers CUDA, in words: its devices, or why torch sees none."""
+    if torch.cuda.is_available():
+        count = torch.cuda.device_count()
+        return f"{count} CUDA device{'s' if count != 1 else ''} ({torch.cuda.get_device_name(0)})"
+    if torch.version.cuda is None:
+        return f"no CUDA device (this torch {torch.__version__} is built for the CPU only)"
+    return f"no CUDA device (torch is built for CUDA {torch.version.cuda}, but finds no GPU or driver)"
+
+
+def init_distributed(device: str = "auto", timeout_minutes: float = 30, key: str = "device") -> DistributedContext:
     """Join the process group torchrun describes (NCCL on GPU, gloo on CPU), or stay single.
 
-    ``device``: ``auto`` (CUDA when available), ``cpu`` or ``cuda``. ``timeout_minutes``: how long a
-    collective waits for the other ranks before it fails (:mod:`clipmag.runtime.lost_rank`);
-    :func:`barrier` waits at least :data:`BARRIER_TIMEOUT`.
+    ``device``: ``auto`` (CUDA when available), ``cpu`` or ``cuda``; a CUDA device this machine lacks
+    (none at all, or fewer than the local ranks) is one line naming the setting ``key`` and what the
+    machine has. ``timeout_minutes``: how long a collective waits for the other ranks before it fails
+    (:mod:`clipmag.runtime.lost_rank`); :func:`barrier` waits at least :data:`BARRIER_TIMEOUT`.
     """
     global _barrier_group
     if device not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"device must be auto, cpu or cuda, got {device!r}")
+        raise ConfigError(f"{key} must be auto, cpu or cuda, got {device!r}")
     use_cuda = torch.cuda.is_available() if device == "auto" else device == "cuda"
-    if use_cuda and not torch.cuda.is_available():
-        raise RuntimeError("device=cuda was requested but CUDA is not available on this machine")
     launched = launcher_environment()
     world_size = int(launched.get("WORLD_SIZE", "1"))
     rank = int(launched.get("RANK", "0"))
     local_rank = int(launched.get("LOCAL_RANK", "0"))
+    if use_cuda and local_rank >= (torch.cuda.device_count() if torch.cuda.is_available() else 0):
+        needs = "a CUDA device" if local_rank == 0 else f"CUDA device {local_rank} (local rank {local_rank})"
+        raise ConfigError(
+            f"{key}={device}: this run needs {needs}, and this machine has {_cuda_devices()}; "
+            f"set {key}=cpu, or run it where the devices are"
+        )
     dev = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
     if use_cuda:
         torch.cuda.set_device(dev)

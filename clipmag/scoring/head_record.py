@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from clipmag.storage.finite import require_finite
+
 if TYPE_CHECKING:
     from clipmag.scoring.heads import SimilarityHead
 
@@ -119,7 +121,10 @@ class HeadRecord:
         return record
 
     def write(self, directory: str | Path) -> Path:
+        """``clipmag_head.json`` in ``directory``; refused when a number of the record is inf or nan (a
+        scale trained past what a float holds), which no loader could rebuild a head from."""
         path = Path(directory) / HEAD_FILE
+        require_finite(self.to_dict(), str(path))
         path.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
         return path
 

@@ -7,15 +7,21 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
-from clipmag.config.checks import Fraction, PositiveFloat
+from clipmag.config.checks import Fraction, Range
 from clipmag.errors import ConfigError
 
 Direction = Literal["q2d", "d2q", "both"]
 DIRECTIONS: tuple[str, ...] = ("q2d", "d2q", "both")
 LossKind = Literal["infonce", "siglip"]
 SIGLIP_SCALE, SIGLIP_BIAS = 10.0, -10.0  # open_clip's SigLIP start: logit_scale log(10), logit_bias -10
+# The largest scale (and SigLIP bias) a config takes. The loss keeps its scale as a float32 logarithm
+# and multiplies similarities by it: a scale of 1e300 is inf there, and logits of 1e4 x a cosine
+# still fit fp16 (65504). The paper's scales go up to 200.
+MAX_LOGIT_SCALE = 1e4
+LogitScale = Annotated[float, Range(0, MAX_LOGIT_SCALE, open_low=True)]
+LogitBias = Annotated[float, Range(-MAX_LOGIT_SCALE, MAX_LOGIT_SCALE)]
 
 
 @dataclass
@@ -31,12 +37,12 @@ class LossConfig:
     """
 
     direction: Literal["auto", "q2d", "d2q", "both"] = "auto"
-    scale: PositiveFloat | None = None
+    scale: LogitScale | None = None
     learnable_scale: bool = False
-    max_scale: PositiveFloat = 100.0
+    max_scale: LogitScale = 100.0
     label_smoothing: Fraction = 0.0
     kind: LossKind = "infonce"
-    bias: float | None = None
+    bias: LogitBias | None = None
 
 
 def resolve_loss(cfg: LossConfig, infonce_scale: float) -> LossConfig:

@@ -6,6 +6,7 @@ stream the same way. A write that finds its device full removes its temporary an
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,7 +15,14 @@ from typing import BinaryIO
 
 from clipmag.storage.disk_full import DiskFull, is_disk_full
 
-__all__ = ["replace_on_success", "open_replacing", "remove_stale_partials", "write_text_atomic", "write_bytes_atomic"]
+__all__ = [
+    "replace_on_success",
+    "open_replacing",
+    "remove_stale_partials",
+    "write_text_atomic",
+    "write_bytes_atomic",
+    "sha256_of",
+]
 
 PARTIAL_MARK = ".partial-"  # temporary names are ``.<name>.partial-<pid>``
 
@@ -87,3 +95,13 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
     with open_replacing(path) as file:
         file.write(data)
     return Path(path)
+
+
+def sha256_of(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes, read a MiB at a time: what tells a later reader it reads the same
+    file (a training set's source, a resumed run's pairs file)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

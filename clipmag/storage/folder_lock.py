@@ -18,10 +18,12 @@ A holder record found on taking the lock was left by a holder that died without 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
 import os
+import shutil
 import socket
 import sys
 import time
@@ -48,6 +50,14 @@ def _holder(handle: IO[str]) -> dict[str, Any]:
         return {}
 
 
+def _remove(entry: Path) -> None:
+    """Remove a file, a link (not what it leads to) or a folder with all it holds."""
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry)
+    else:
+        entry.unlink()
+
+
 class FolderLock:
     """The exclusive lock of one folder, held from :meth:`acquire` until :meth:`release` or exit."""
 
@@ -57,6 +67,7 @@ class FolderLock:
         self._handle: IO[str] | None = None
         self.left_by: dict[str, Any] = {}  # the record of a holder that died holding it, once acquired
         self.created = False  # whether acquire made the folder (see abandon)
+        self.found: set[str] = set()  # what the folder held when acquire took it (see abandon)
 
     @property
     def path(self) -> Path:
@@ -68,6 +79,7 @@ class FolderLock:
         try:
             self.created = not self.folder.exists()
             self.folder.mkdir(parents=True, exist_ok=True)
+            self.found = {entry.name for entry in self.folder.iterdir()}
             handle = open(self.path, "a+", encoding="utf-8")  # noqa: SIM115 - held open while the lock lives
         except OSError as err:
             raise ConfigError(
@@ -107,20 +119,42 @@ class FolderLock:
             self._handle.close()
             self._handle = None
 
-    def abandon(self) -> None:
+    def abandon(self, restore: bool = False) -> None:
         """Release the lock of a process that stopped before it began (a missing model, a refused
-        setting): a folder this lock created and nothing else wrote into is removed, lock file and all,
-        so no empty run folder is left behind; any other folder is only released."""
-        held = self._handle is not None
-        if held and self.created and [p.name for p in self.folder.iterdir()] == [LOCK_FILE]:
-            self.path.unlink()  # still held: a process opening it now is refused, then finds no folder
-            self.release()
-            self.folder.rmdir()
+        setting), leaving the folder as it was found: with ``restore``, whatever was added to it since
+        :meth:`acquire` is removed first (a refused run's ``config.yaml``, ``out.log``); then, when
+        nothing added remains, the lock file goes too if it was not there before, and the folder if
+        this lock created it. A folder holding anything new is only released. Idempotent."""
+        if self._handle is None:
             return
+        added = [p for p in self.folder.iterdir() if p.name != LOCK_FILE and p.name not in self.found]
+        if restore:
+            for entry in added:
+                _remove(entry)
+            added = []
+        if added or LOCK_FILE in self.found:
+            self.release()
+            return
+        self.path.unlink()  # still held: a process opening it now is refused, then finds no lock file
         self.release()
+        if self.created:
+            with contextlib.suppress(OSError):  # another process wrote into it since: it stays
+                self.folder.rmdir()
+
+    def empty(self) -> None:
+        """Remove everything the held folder holds but its lock file: a staging folder's files left half
+        written by a holder that died."""
+        for entry in self.folder.iterdir():
+            if entry.name != LOCK_FILE:
+                _remove(entry)
 
     def __enter__(self) -> FolderLock:
         return self.acquire()
 
-    def __exit__(self, *exc: object) -> None:
-        self.release()
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        """Release the lock; a block that raised abandons it (:meth:`abandon`), so a folder it created and never
+        wrote into is not left behind."""
+        if kind is None:
+            self.release()
+        else:
+            self.abandon()

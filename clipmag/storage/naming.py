@@ -4,6 +4,12 @@ Result files are named by short labels of their inputs (a model folder's run, a 
 folder), and two inputs can share a label: two sweeps' ``.../cosine/seed0/export``, two folders
 named ``scifact``. :func:`distinct_labels` keeps every such label apart, so no result overwrites
 another's file and every table row says which input it is.
+
+A name that becomes a path (a sweep's group, variant, head or evaluation; a data set's folder) is
+one folder name inside the folder the user named, never a way out of it: :func:`check_folder_name`
+refuses ``..``, ``/``, an absolute path or an empty name in one line, :func:`folder_part` turns a
+name read from elsewhere (a data set's own name) into a safe one, and names that differ only in case
+are kept apart, since a case-insensitive disk (macOS, Windows) would give them one folder.
 """
 
 from __future__ import annotations
@@ -14,13 +20,51 @@ from collections.abc import Sequence
 from pathlib import Path
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+# A name a user gives to what becomes a folder: it starts with a letter or digit, so never '.', '..'
+# or a hidden name, and holds no separator; the longest stays well under every file system's limit.
+_FOLDER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=,@-]{0,99}")
 _GENERIC_NAMES = {"model", "models", "final", "best", "latest", "export", "checkpoint", "snapshot"}
 _SEED_FOLDER = re.compile(r"seed\d+")
 
 
 def slug(text: str, fallback: str = "x") -> str:
-    """``text`` with every run of unsafe characters replaced by ``_`` (``fallback`` if nothing is left)."""
-    return _UNSAFE.sub("_", text).strip("_") or fallback
+    """``text`` with every run of unsafe characters replaced by ``_`` (``fallback`` if nothing, or only
+    dots, is left: ``..`` is no file name)."""
+    cleaned = _UNSAFE.sub("_", text).strip("_")
+    return cleaned if cleaned.strip(".") else fallback
+
+
+def check_folder_name(name: str, what: str) -> str:
+    """``name``, which becomes one folder of a path (``what`` says whose: ``sweep group``); a
+    ``ValueError`` naming it when it could lead elsewhere or is not a plain name."""
+    if not isinstance(name, str) or not _FOLDER_NAME.fullmatch(name):
+        shown = repr(name) if len(repr(name)) <= 60 else repr(name)[:60] + "..."
+        raise ValueError(
+            f"{what} {shown}: a name that becomes a folder is 1-100 letters, digits and . _ - + = , @, "
+            "starting with a letter or digit (no '/', '..', absolute path or empty name); rename it"
+        )
+    return name
+
+
+def folder_part(name: str, fallback: str = "x") -> str:
+    """``name`` as one folder name: itself when it is a plain name (so existing folders keep theirs),
+    else its :func:`slug` - a name read from a file (a data set's) never leads out of its folder."""
+    plain = name and name.strip(".") and not any(c in name for c in "/\\\0") and len(name) <= 100
+    return name if plain else slug(name, fallback)
+
+
+def check_distinct_folders(folders: Sequence[tuple[str, Path]]) -> None:
+    """Refuse two of ``folders`` (``(who, path)``) that are one folder, or differ only in case (one
+    folder on a case-insensitive disk), naming both."""
+    seen: dict[str, str] = {}
+    for who, path in folders:
+        key = str(path).lower()
+        if key in seen:
+            raise ValueError(
+                f"{seen[key]} and {who} would write into one folder ({path}; names that differ only in case "
+                "are one folder on macOS and Windows); give them distinct names"
+            )
+        seen[key] = who
 
 
 def model_label(name_or_path: str) -> str:
@@ -65,16 +109,17 @@ def _distinguishing_prefixes(sources: Sequence[str]) -> dict[str, str]:
 def distinct_labels(labels: Sequence[str], sources: Sequence[str]) -> list[str]:
     """``labels`` (one per input, ``sources`` its path or name) made distinct as file names.
 
-    A label that several different sources share gets the fewest parent folders that tell them
-    apart (``a/cosine-seed0``, ``b/cosine-seed0``); a label given twice for the same source, and
-    any label still met twice, is numbered (``scifact``, ``scifact#2``). Unshared labels stay as
-    they are, and no two results ever get the same :func:`slug`.
+        A label that several different sources share gets the fewest parent folders that tell them
+        apart (``a/cosine-seed0``, ``b/cosine-seed0``); a label given twice for the same source, and
+        any label still met twice (in any case: ``SciFact`` and ``scifact`` are one file on a case-insensitive
+    disk), is numbered (``scifact``, ``scifact#2``). Unshared labels stay as
+        they are, and no two results ever get the same :func:`slug`.
     """
     if len(labels) != len(sources):
         raise ValueError(f"distinct_labels: {len(labels)} labels for {len(sources)} sources")
     groups: dict[str, list[int]] = {}
     for index, label in enumerate(labels):
-        groups.setdefault(slug(label), []).append(index)
+        groups.setdefault(slug(label).lower(), []).append(index)
     result = list(labels)
     for members in groups.values():
         distinct_sources = list(dict.fromkeys(sources[i] for i in members))
@@ -85,9 +130,9 @@ def distinct_labels(labels: Sequence[str], sources: Sequence[str]) -> list[str]:
     taken: set[str] = set()
     for index, label in enumerate(result):
         candidate, number = label, 1
-        while slug(candidate) in taken:
+        while slug(candidate).lower() in taken:
             number += 1
             candidate = f"{label}#{number}"
-        taken.add(slug(candidate))
+        taken.add(slug(candidate).lower())
         result[index] = candidate
     return result

@@ -12,12 +12,14 @@ and nothing read or removed outside the folder they were named by.
   link and where it leads. Linking a whole folder the user names (``data/beir -> /big/beir``) is the
   user's own choice and is followed: the check is against the folder as resolved.
 * **Quoting.** An error quotes at most ``PREVIEW_CHARS`` characters of the line or value it found
-  (:func:`preview`): enough to recognise it, never a whole record.
+  (:func:`preview`): enough to recognise it, never a whole record. A nested value is shown a few
+  items and levels deep, so quoting a huge one costs no more than quoting a small one.
 """
 
 from __future__ import annotations
 
 import json
+import reprlib
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -36,6 +38,17 @@ __all__ = [
 ]
 
 PREVIEW_CHARS = 40
+
+
+def _short_repr() -> reprlib.Repr:
+    """A ``repr`` that stops after a few items and levels of a nested value."""
+    short = reprlib.Repr()
+    short.maxlevel, short.maxstring, short.maxother = 3, PREVIEW_CHARS, PREVIEW_CHARS
+    short.maxlist = short.maxtuple = short.maxdict = short.maxset = 4
+    return short
+
+
+_SHORT_REPR = _short_repr()
 
 
 class NotUtf8Error(ValueError):
@@ -101,8 +114,12 @@ def non_blank_lines(path: str | Path, what: str) -> list[str]:
 
 
 def preview(value: Any) -> str:
-    """``value`` (a line's text, or a field's value) as an error quotes it: its repr, cut short."""
-    shown = repr(value.rstrip("\r\n") if isinstance(value, str) else value)
+    """``value`` (a line's text, or a field's value) as an error quotes it: its repr, cut short (a long
+    text or a nested value is never written out whole, however large)."""
+    if isinstance(value, str):  # the repr of a prefix twice as long as shown begins as the whole one's
+        shown = repr(value[: 2 * PREVIEW_CHARS].rstrip("\r\n"))
+    else:
+        shown = _SHORT_REPR.repr(value)
     return shown if len(shown) <= PREVIEW_CHARS else shown[:PREVIEW_CHARS] + "..."
 
 

@@ -24,6 +24,7 @@ import torch
 
 from clipmag.storage.disk_full import DiskFull
 from clipmag.storage.files import open_replacing
+from clipmag.storage.finite import require_finite
 from clipmag.storage.safe_load import UnsafeFileError, load_weights_only
 from clipmag.train import sharding
 
@@ -36,9 +37,17 @@ RERUN = "rerun with train.resume=latest (--resume latest)"  # continues a run, o
 LEGACY_LOSS_HEAD = "loss.head."
 
 
-def atomic_save(obj: Any, path: str | Path) -> None:
-    """torch.save to ``path`` via a temporary file and an atomic rename (in a run's ``checkpoints``)."""
+CHECKED_BEFORE_SAVE = ("state_dict", "optimizer")  # see atomic_save
+
+
+def atomic_save(obj: dict[str, Any], path: str | Path) -> None:
+    """torch.save to ``path`` via a temporary file and an atomic rename (in a run's ``checkpoints``);
+    refused when a number beside the weights (the head record, the best score, the schedule) is inf
+    or nan. The weights are checked before every save (``require_finite_weights``) and the
+    optimizer's moments only ever take finite gradients (``train_step``): reading them all again at
+    every save would cost a pass over three times the model."""
     path = Path(path)
+    require_finite({key: value for key, value in obj.items() if key not in CHECKED_BEFORE_SAVE}, str(path))
     try:
         with open_replacing(path) as file:
             torch.save(obj, file)

@@ -49,6 +49,7 @@ OPTIONAL: dict[str, _Types] = {
     "sharded": bool,
     "dev_curve": list,  # the validation metric at every evaluated step, so a resumed run keeps its curve
     "folder_seconds": dict,  # the run folder's training seconds up to the step, so a resumed run's time is whole
+    "data_fingerprint": str,  # what data.train held, so a resume notices data that changed (data_fingerprint.py)
 }
 FIX = "resume from another checkpoint (train.resume=PATH) or start the run again (train.overwrite=true)"
 

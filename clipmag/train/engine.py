@@ -37,6 +37,7 @@ from clipmag.scoring.heads import SimilarityHead
 from clipmag.train import checkpoint as ckpt_io
 from clipmag.train import sharding
 from clipmag.train.contract import Task, checked_model
+from clipmag.train.data_fingerprint import training_data_fingerprint
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optim_config import OptimConfig
 from clipmag.train.optimizer import build_optimizer, build_scheduler
@@ -78,7 +79,7 @@ class Trainer(RunCheckpoints):
         if self.sharded:
             dist_utils.init_single_process_group(ctx.device)
             sharding.shard_model(self.model, amp_dtype)
-        seed_everything(loop.seed + ctx.rank)  # open_clip's rule: per-rank dropout and augmentation
+        seed_everything((loop.seed + ctx.rank) % 2**32)  # open_clip's rule: per-rank dropout and augmentation
         self.head: SimilarityHead = self.model.head
         self.optimizer = build_optimizer(self.model, optim)
         self.scheduler = build_scheduler(self.optimizer, optim, loop.steps)
@@ -95,6 +96,7 @@ class Trainer(RunCheckpoints):
             self.train_step.amp_dtype,
             task.run_identity(),
         )
+        self.data_fingerprint = training_data_fingerprint(to_dict(full_config).get("data", {}).get("train"))
         self.writer: MetricsWriter | None = None  # opened by prepare(), once the folder is this run's
         self.prepared = False
 

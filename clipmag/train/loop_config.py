@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from clipmag.config.checks import NonNegativeInt, PositiveFloat, PositiveInt
+from clipmag.config.checks import NonNegativeInt, PositiveFloat, PositiveInt, Seed
 
 __all__ = ["TrainLoopConfig", "uses_fast_dropout"]
 
@@ -39,7 +39,7 @@ class TrainLoopConfig:
     # torch intra-op threads (0: torch's default, one per core). Results shift in their last bits
     # with the thread count; pin it to compare runs across machines.
     threads: NonNegativeInt = 0
-    seed: int = 0
+    seed: Seed = 0
     strategy: Literal["ddp", "fsdp"] = "ddp"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # How long a rank waits in a collective for the others before the run ends, saying so: a rank
@@ -52,6 +52,9 @@ class TrainLoopConfig:
     save_every: NonNegativeInt = 50
     keep_best: bool = True
     resume: str | None = None
+    # Resume even when data.train is not what the checkpoint trained on (its fingerprint differs):
+    # without it such a resume is refused (clipmag/train/data_fingerprint.py).
+    resume_other_data: bool = False
     # Replace the run already in output_dir (its checkpoints, metrics, results and export are
     # removed first); without it or ``resume``, a folder that holds a run is refused.
     overwrite: bool = False

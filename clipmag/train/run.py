@@ -33,6 +33,7 @@ from clipmag.train.engine import Trainer
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optim_config import OptimConfig
 from clipmag.train.resume_check import resumed_loop
+from clipmag.train.train_step import TrainingDiverged
 
 EXPORT_DIR = "export"
 
@@ -71,10 +72,11 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
 
     Returns the results record on rank 0 and an empty dict on the other ranks.
     """
-    ctx = dist_utils.init_distributed(cfg.train.device, cfg.train.collective_timeout_s / 60)
+    ctx = dist_utils.init_distributed(cfg.train.device, cfg.train.collective_timeout_s / 60, key="train.device")
     output_dir = Path(cfg.train.output_dir)
     lock = FolderLock(output_dir, "training run")
-    started = False  # until the trainer accepts the folder, a failure leaves no run folder behind
+    trainer: Trainer | None = None
+    began = False  # until a step has run, a refusal leaves the folder as it found it
     try:
         if ctx.is_main:  # before any rank writes: a second run into this folder stops here
             lock.acquire()
@@ -84,10 +86,10 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
         task = make_task(cfg, ctx)
         trainer = Trainer(task, cfg.train, cfg.optim, cfg, ctx)
         trainer.prepare(checkpoint)
-        started = True
         del checkpoint  # restored into the model and optimizer: free its copy
         release_held_log()
         validation = trainer.fit()
+        began = True
         train_seconds = trainer.train_seconds
         if not ctx.is_main:
             return {}
@@ -131,15 +133,16 @@ def run_training(cfg: RunConfig, make_task: Callable[[Any, DistributedContext], 
         print(task.format_results(metrics), flush=True)
         return results
     except Exception as err:
+        began = began or isinstance(err, TrainingDiverged)  # a step ran: its record is the run's outcome
         fault = _run_fault(err, output_dir, ctx, cfg.train.collective_timeout_s)
         if fault is None:
             raise
         raise fault from None
     finally:
-        if started:
+        if began or (trainer is not None and trainer.step > 0):  # a step ran, now or before a resume
             lock.release()
-        else:
-            lock.abandon()
+        else:  # a missing shard, a batch larger than the data: what the run wrote goes, lock and all
+            lock.abandon(restore=True)
         dist_utils.cleanup()
 
 

@@ -27,6 +27,7 @@ from clipmag.train import checkpoint as ckpt_io
 from clipmag.train import dropout, sharding
 from clipmag.train.checkpoint_schema import FORMAT, FORMAT_KEY, check_checkpoint_schema
 from clipmag.train.contract import Task
+from clipmag.train.data_fingerprint import FINGERPRINT_KEY, check_same_data
 from clipmag.train.diverged_record import clear_divergence
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.resume_check import ResumeMismatch, check_resumable
@@ -66,6 +67,7 @@ class RunCheckpoints:
     scheduler: torch.optim.lr_scheduler.LRScheduler
     train_step: TrainStep
     identity: dict[str, Any]
+    data_fingerprint: str | None  # of data.train, kept in every checkpoint (data_fingerprint.py)
     step: int
     samples_seen: int
     best: float | None
@@ -108,6 +110,7 @@ class RunCheckpoints:
             "rng": rng,
             "best": self.best,
             "dev_curve": self.dev_curve,
+            **({FINGERPRINT_KEY: self.data_fingerprint} if self.data_fingerprint else {}),
             **timed,
         }
 
@@ -130,10 +133,11 @@ class RunCheckpoints:
         dist_utils.barrier()
 
     def require_finite_weights(self) -> None:
-        """Stop, on every rank at once, a run whose weights hold inf or nan before they are validated,
-        saved or exported (each rank checks its own shards under FSDP); the message names the step, the
-        tensor and the checkpoint that remains."""
-        found = [name for name in dist_utils.all_gather_objects(first_non_finite(self.model.state_dict())) if name]
+        """Stop, on every rank at once, a run whose weights or head record (a learned scale) hold inf or
+        nan before they are validated, saved or exported (each rank checks its own shards under FSDP);
+        the message names the step, the tensor and the checkpoint that remains."""
+        weights = {**self.model.state_dict(), "head record": self.model.head_record().to_dict()}
+        found = [name for name in dist_utils.all_gather_objects(first_non_finite(weights)) if name]
         if found:
             raise NonFiniteWeights(
                 f"step {self.step}: weight '{found[0]}' holds inf or nan, so no checkpoint or export is written; "
@@ -157,6 +161,8 @@ class RunCheckpoints:
         if ckpt is not None:
             check_checkpoint_schema(ckpt, resume_path)  # a missing key is named before anything is rewritten
             check_resumable(ckpt, resume_path, self.identity, self.model.state_dict())
+            train = to_dict(self.full_config).get("data", {}).get("train")
+            check_same_data(ckpt, resume_path, self.data_fingerprint, train, self.loop.resume_other_data)
             if self.sharded and not ckpt.get("sharded"):
                 raise ResumeMismatch(
                     f"cannot resume from {resume_path} with train.strategy=fsdp: it is a whole checkpoint of a "

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from clipmag.results.record import RESULTS_FILE, read_results
 from clipmag.train.diverged_record import read_divergence
-from clipmag_experiments.cells.extension import walk_grid
+from clipmag_experiments.cells.extension import GridWalk, walk_grid
 from clipmag_experiments.design.grid import Cell
 
 __all__ = ["VALIDATION", "choose_variant", "extension_needed", "has_run", "selection_score"]
@@ -74,9 +74,21 @@ def extension_needed(cell: Cell, metric: str, dataset: str | None, cells: Sequen
     )
     if walk.needed == cell.variant:
         return None
-    if walk.needed is None:
-        return f"not needed: the best of the grid read ({walk.best} of {', '.join(walk.order)}) is inside it"
-    return f"not needed yet: the walk needs {walk.needed} first"
+    if walk.needed is not None:
+        return f"not needed yet: the walk needs {walk.needed} first"
+    return f"not needed: {_walk_end(walk)}"
+
+
+def _walk_end(walk: GridWalk) -> str:
+    """Why a finished walk runs no more extensions: its best is inside the grid read, or still on
+    an edge with no extension left on that side, or every setting it read diverged."""
+    read = f"{walk.best} of {', '.join(walk.order)}"
+    if walk.best in walk.diverged:
+        return f"every setting of the grid read ({', '.join(walk.order)}) diverged"
+    edge = "low" if walk.best == walk.order[0] else "high" if walk.best == walk.order[-1] else None
+    if edge is not None:
+        return f"the best of the grid read ({read}) is still on its {edge} edge, with no {edge} extension left"
+    return f"the best of the grid read ({read}) is inside it"
 
 
 def choose_variant(cell: Cell, cells: Sequence[Cell]) -> Cell:

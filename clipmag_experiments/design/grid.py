@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from clipmag.config.checks import PositiveInt
+from clipmag.config.checks import PositiveInt, Seed
 from clipmag.registry.evaluations import EVALUATIONS, get_evaluation
 from clipmag.registry.front_ends import FRONT_ENDS
-from clipmag.storage.naming import slug
+from clipmag.storage.naming import check_distinct_folders, check_folder_name, slug
 from clipmag_experiments.design.comparison import ComparisonProtocol, check_comparison
 from clipmag_experiments.design.plan_settings import PlanSettings
 from clipmag_experiments.design.prepare import SweepStep
@@ -99,7 +99,7 @@ class SweepGroup:
     heads: list[str] = field(default_factory=list)
     variants: list[SweepVariant] = field(default_factory=list)
     models: list[str] = field(default_factory=list)
-    seeds: list[int] = field(default_factory=lambda: [0])
+    seeds: list[Seed] = field(default_factory=lambda: [0])
     args: list[str] = field(default_factory=list)
     evaluations: list[SweepEvaluation] = field(default_factory=list)
     requires: list[str] = field(default_factory=list)
@@ -267,14 +267,29 @@ def _extension_variants(group: SweepGroup) -> list[tuple[SweepVariant, tuple[str
     return [(v, (edge, i)) for edge in ("low", "high") for i, v in enumerate(getattr(group.extend, edge), 1)]
 
 
+def _check_folder_names(group: SweepGroup) -> None:
+    """Every name of ``group`` that becomes a folder of its cells is one plain folder name (a group
+    ``../x`` or a variant ``a/b`` would write outside the sweep's folder, or nest one)."""
+    check_folder_name(group.name, "sweep group")
+    where = f"sweep group {group.name!r}:"
+    extension = [*group.extend.low, *group.extend.high] if group.extend else []
+    for variant in [*group.variants, *extension]:
+        check_folder_name(variant.name, f"{where} variant")
+    for head in group.heads:
+        check_folder_name(head, f"{where} head")
+    for evaluation in group.evaluations:
+        check_folder_name(evaluation.folder_name, f"{where} evaluation")
+
+
 def expand(cfg: SweepConfig) -> list[Cell]:
-    """Every cell of every group, in a stable order."""
+    """Every cell of every group, in a stable order; no two in one folder, none outside ``output_dir``."""
     cells: list[Cell] = []
     root = Path(cfg.output_dir)
     check_comparison(cfg.comparison, cfg.groups)
     for group in cfg.groups:
         if group.kind not in FRONT_ENDS:
             raise ValueError(f"sweep group {group.name!r}: unknown kind {group.kind!r}; valid: {', '.join(FRONT_ENDS)}")
+        _check_folder_names(group)
         _check_evaluations(group)
         variants = [(v, None) for v in group.variants or [SweepVariant(name="")]]
         variants += _extension_variants(group)
@@ -326,4 +341,5 @@ def expand(cfg: SweepConfig) -> list[Cell]:
                                 extends=extends,
                             )
                         )
+    check_distinct_folders([(f"sweep cell {cell.label}", cell.directory) for cell in cells])
     return cells

@@ -3,13 +3,20 @@
 Each step is a module's ``main(args)`` run in this process, skipped when the file it ``creates``
 exists (so a rerun goes straight to the cells) and skipped with a line when a path it ``requires``
 is absent (an optional data set never stops the rest of a sweep).
+
+Every step is checked before the first runs, from its source alone: its module is a ``.py`` file
+(or a package's ``__init__.py``) of this environment, not Python's own, found on the import path by
+looking at folders, and the last top-level binding of ``main`` in it is a ``def``. Nothing is
+imported to check it, so a package's ``__init__.py`` does not run before a step is refused; a
+standard-library module (``math``), a folder without ``__init__.py`` and ``main = None`` are refused
+as such.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
-import importlib.util
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,37 +43,67 @@ def missing_paths(paths: Sequence[str]) -> list[str]:
     return [p for p in paths if not Path(p).exists()]
 
 
-def _defines_main(tree: ast.Module) -> bool:
-    """Whether a module's top level binds ``main``: a function, an import or an assignment."""
+def _main_binding(tree: ast.Module) -> ast.stmt | None:
+    """The last statement of a module's top level that binds ``main`` (a ``def``, an import, an
+    assignment), which is what ``module.main`` is once the module has run; None when none does."""
+    last = None
     for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "main":
-            return True
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            if any((alias.asname or alias.name.split(".")[0]) == "main" for alias in node.names):
-                return True
-        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-        if any(isinstance(t, ast.Name) and t.id == "main" for t in targets):
-            return True
-    return False
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [alias.asname or alias.name.split(".")[0] for alias in node.names]
+        elif isinstance(node, ast.Assign):
+            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and isinstance(node.target, ast.Name):
+            names = [node.target.id]
+        else:
+            names = []
+        last = node if "main" in names else last
+    return last
+
+
+def _search_folders() -> list[Path]:
+    """The folders of the import path, in its order."""
+    folders = [Path(entry or ".").resolve() for entry in sys.path]
+    return [folder for folder in dict.fromkeys(folders) if folder.is_dir()]
+
+
+def _source_file(module: str) -> Path | str:
+    """The ``.py`` file of ``module`` (a module, or a package's ``__init__.py``) found as the import
+    system finds it, but by looking at folders only, so no package's ``__init__`` runs; or what
+    keeps it from being one."""
+    parts = module.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return f"{module!r} is not a module name (dotted Python names, e.g. text_retrieval.data.shards_cli)"
+    if parts[0] in sys.stdlib_module_names:
+        return f"module {module!r} is Python's own (its standard library), not a preparation step with a main(args)"
+    namespace = None  # a folder without __init__.py: what import finds only when no file is found
+    for folder in _search_folders():
+        package = folder.joinpath(*parts[:-1])
+        if not all((folder.joinpath(*parts[: n + 1]) / "__init__.py").is_file() for n in range(len(parts) - 1)):
+            continue
+        for candidate in (package / f"{parts[-1]}.py", package / parts[-1] / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+        if namespace is None and (package / parts[-1]).is_dir():
+            namespace = f"module {module!r} is a folder without __init__.py ({package / parts[-1]}), which has no main"
+    return namespace or f"module {module!r} is not importable in this environment (no {'/'.join(parts)}.py found)"
 
 
 def _step_problem(step: SweepStep) -> str | None:
-    """What keeps ``step`` from running, found without running its module's code (its parent
-    packages are imported to find it): not importable, or no ``main`` at its top level."""
+    """What keeps ``step`` from running, found from its source without running any code (not even
+    its parent packages'): no ``.py`` file, or no function ``main`` at its top level."""
+    source = _source_file(step.module)
+    if isinstance(source, str):
+        return source
     try:
-        spec = importlib.util.find_spec(step.module)
-    except (ImportError, ValueError) as err:
-        return f"module {step.module!r} cannot be found ({err})"
-    if spec is None:
-        return f"module {step.module!r} is not importable in this environment"
-    if spec.origin is None or not spec.origin.endswith(".py"):
-        return None  # compiled or namespace: checked when it runs
-    try:
-        tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"), spec.origin)
-    except (OSError, SyntaxError, UnicodeDecodeError) as err:
-        return f"module {step.module!r} ({spec.origin}) cannot be read ({err})"
-    if not _defines_main(tree):
-        return f"module {step.module!r} ({spec.origin}) has no main(args) to call"
+        tree = ast.parse(source.read_text(encoding="utf-8"), str(source))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError) as err:
+        return f"module {step.module!r} ({source}) cannot be read ({err})"
+    binding = _main_binding(tree)
+    if not isinstance(binding, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        found = "" if binding is None else f" (main at line {binding.lineno} is not a def)"
+        return f"module {step.module!r} ({source}) has no main(args) to call{found}"
     return None
 
 

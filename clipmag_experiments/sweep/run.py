@@ -194,12 +194,16 @@ def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep")
     threads = cell_threads(cfg.pack * cfg.nproc_per_node) if cfg.pack > 1 else 0
     if threads or cfg.launcher == "inprocess":  # torchrun picks an unpinned cell's threads itself
         check_thread_counts(with_threads(cells, threads) if threads else cells, source)
-    with FolderLock(cfg.output_dir, "sweep"):  # a second sweep on this folder stops here, before preparing
+    with FolderLock(cfg.output_dir, "sweep") as lock:  # a second sweep on this folder stops here, before preparing
         release_held_log()  # out.log, held back by a caller's setup_logging(hold=True), now the folder is ours
         if cfg.restore_from:
             restore_protocol(Path(cfg.restore_from), Path(cfg.output_dir))
         protocol = record_start(cfg)  # the protocol on disk before any result
-        run_prepare(cfg.prepare)
+        try:
+            run_prepare(cfg.prepare)
+        except BaseException:  # no cell ran: the folder is left as it was found
+            lock.abandon(restore=True)
+            raise
         every_cell = [
             dataclasses.replace(c, sweep_sha256=protocol["config_sha256"]) for c in expand(runnable_groups(cfg))
         ]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from clipmag.config.checks import PositiveInt
+from clipmag.config.checks import PositiveInt, Seed
 from clipmag.config.command_line import field_flags, parse_cli, require_words
 from clipmag.config.entry import run_entry_point
 from clipmag.errors import ConfigError
@@ -71,7 +71,7 @@ class MsmarcoCommand:
     root: str = ""
     size: Literal["80k", "500k"] = "80k"  # v1.1 QA (80k) or passage-ranking judgments (500k)
     source: str | None = None  # convert these files fetched by hand instead
-    seed: int = 0  # shard shuffle and dev sample seed
+    seed: Seed = 0  # shard shuffle and dev sample seed
     dev_queries: PositiveInt = 500
     dev_corpus: PositiveInt = 50_000  # dev passages in all
     samples_per_shard: PositiveInt = 1000

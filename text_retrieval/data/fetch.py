@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 
 from clipmag.storage.fetch import check_online, download, fetch_online, unpack
 from clipmag.storage.files import write_text_atomic
+from clipmag.storage.naming import check_folder_name
 from text_retrieval.data.loaders.bright import (
     BRIGHT_REPO,
     BRIGHT_REVISION,
@@ -167,7 +168,7 @@ def download_beir(name: str, root: str | Path, hint: str | None = None) -> Path:
     """Download and unpack BEIR dataset ``name`` (e.g. ``scifact``) into ``root/name``; ``hint``: what
     the offline error suggests instead."""
     root = Path(root)
-    folder = root / name
+    folder = root / check_folder_name(name, "BEIR data set")
     if (folder / "qrels").is_dir():
         logger.info("%s already present", folder)
         return folder

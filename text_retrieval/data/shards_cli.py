@@ -21,10 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from clipmag.config.checks import PositiveInt
+from clipmag.config.checks import PositiveInt, Seed
 from clipmag.config.command_line import field_flags, parse_cli, require_one_of
 from clipmag.config.entry import run_entry_point, user_message
 from clipmag.runtime.logs import setup_logging
+from clipmag.storage.folder_lock import FolderLock
 
 __all__ = ["TextShardsCommand", "parse_args", "main", "entry"]
 
@@ -40,7 +41,7 @@ class TextShardsCommand:
     bundled_root: str = "runs/bundled-data"
     split: str = "train"
     samples_per_shard: PositiveInt = 1000
-    seed: int = 0
+    seed: Seed = 0
     no_shuffle: bool = False
     overwrite: bool = False
 
@@ -68,15 +69,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         from text_retrieval.data.training.pairs import pairs_from_beir, pairs_from_jsonl, shuffled
         from text_retrieval.data.training.shards import write_text_shards
 
-        if args.beir is not None:
-            samples = pairs_from_beir(args.beir, args.split)
-        elif args.jsonl is not None:
-            samples = pairs_from_jsonl(args.jsonl)
-        else:
-            samples = pairs_from_bundled(args.bundled_root)
-        if not args.no_shuffle:
-            samples = shuffled(samples, args.seed)
-        paths = write_text_shards(samples, args.out_dir, args.samples_per_shard, overwrite=args.overwrite)
+        with FolderLock(args.out_dir, "shard build"):  # a second build into OUT_DIR stops here, naming this one
+            if args.beir is not None:
+                samples = pairs_from_beir(args.beir, args.split)
+            elif args.jsonl is not None:
+                samples = pairs_from_jsonl(args.jsonl)
+            else:
+                samples = pairs_from_bundled(args.bundled_root)
+            if not args.no_shuffle:
+                samples = shuffled(samples, args.seed)
+            paths = write_text_shards(samples, args.out_dir, args.samples_per_shard, overwrite=args.overwrite)
     except BrokenPipeError:  # the reader of standard output has gone: the entry point ends quietly
         raise
     except (OSError, ValueError) as exc:  # DataFormatError and ConfigError are ValueErrors naming file, line or key

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Annotated, ClassVar
 
-from clipmag.config.checks import NonNegativeInt, PositiveFloat, Range
+from clipmag.config.checks import NonNegativeInt, PositiveFloat, Range, Seed
 from clipmag.config.spellings import BUNDLED_RENAME
 from text_retrieval.config import PoolingName
 
@@ -28,7 +28,7 @@ class PredictConfig:
     n_pairs: AtLeastTwo = 200
     max_length: AtLeastTwo = 64
     pooling: PoolingName | None = None
-    seed: int = 0
+    seed: Seed = 0
     probe_steps: NonNegativeInt = 4
     probe_lr: PositiveFloat = 1e-4
     probe_batch_size: AtLeastTwo = 16

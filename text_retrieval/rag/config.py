@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from clipmag.config.checks import NonNegativeInt, PositiveInt
+from clipmag.config.checks import NonNegativeInt, PositiveInt, Seed
 from clipmag.config.spellings import BUNDLED_RENAME
 from clipmag.runtime.precision_setting import PRECISIONS
 from clipmag.scoring.head_config import HEAD_NAMES
@@ -43,7 +43,7 @@ class RagDataConfig:
     bundled_root: str = "runs/data/rag-bundled"
     bundled_questions: PositiveInt = 200
     dpr_qa_dir: str = ""
-    seed: int = 0
+    seed: Seed = 0
 
 
 @dataclass

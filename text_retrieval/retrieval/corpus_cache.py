@@ -52,7 +52,7 @@ from clipmag.runtime import distributed as dist_utils
 from clipmag.runtime.precision import autocast_dtype
 from clipmag.scoring.diagnostics import row_norms
 from clipmag.storage.folder_lock import FolderLock
-from clipmag.storage.naming import slug
+from clipmag.storage.naming import folder_part, slug
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.retrieval.index import CACHE_DTYPES, RetrievalSettings, release_pages
 
@@ -90,7 +90,7 @@ def corpus_cache_key(
     }
     digest = hashlib.sha1(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:16]
     model_tag = slug(Path(encoder.name_or_path.rstrip("/")).name, fallback="model")
-    return f"{dataset_name}__{model_tag}__{digest}", identity
+    return f"{folder_part(dataset_name, 'corpus')}__{model_tag}__{digest}", identity
 
 
 def _damage(folder: Path, shape: tuple[int, int], dtype: np.dtype) -> str | None:

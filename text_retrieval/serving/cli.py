@@ -117,8 +117,12 @@ def read_corpus_source(path: str | Path) -> Corpus:
     """A BEIR folder's corpus (named by the folder, as ``eval_text.py`` names it) or a corpus.jsonl[.gz]."""
     path = Path(path)
     file = find_file(path, "corpus.jsonl", "corpus.jsonl.gz") if path.is_dir() else path
+    if file is None and path.is_dir():
+        raise FileNotFoundError(
+            f"--corpus {path}: is a directory holding no corpus.jsonl[.gz]; give a BEIR folder or the corpus file"
+        )
     if file is None or not file.is_file():
-        raise FileNotFoundError(f"--corpus {path}: no corpus.jsonl[.gz] there (a BEIR folder or its corpus file)")
+        raise FileNotFoundError(f"--corpus {path}: no such corpus file (give a BEIR folder or its corpus.jsonl[.gz])")
     ids, texts = read_corpus(file)
     name = path.name if path.is_dir() else file.parent.name
     return Corpus(name, ids, texts, corpus_fingerprint(ids, texts), str(path))
@@ -131,11 +135,12 @@ def _build(cfg: BuildCommand) -> dict[str, Any]:
     from text_retrieval.model.encoder import TextEncoder  # torch, transformers, faiss: only to run a command
     from text_retrieval.serving.served import build_served_index
 
+    corpus = read_corpus_source(cfg.corpus)  # a wrong --corpus is named before a model loads
     encoder = TextEncoder.from_pretrained(cfg.model, norm=cfg.head.name, pooling=cfg.pooling, precision=cfg.precision)
     settings = EvalSettings(query_max_length=cfg.max_length, document_max_length=cfg.max_length)
     manifest = build_served_index(
         encoder,
-        read_corpus_source(cfg.corpus),
+        corpus,
         cfg.output,
         stores=cfg.stores,
         faiss_kind=cfg.faiss,

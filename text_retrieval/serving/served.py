@@ -32,6 +32,7 @@ from clipmag.results.provenance import code_state
 from clipmag.results.record import encoding_numerics
 from clipmag.scoring.heads import build_head
 from clipmag.storage.finite import NonFiniteWeights
+from clipmag.storage.folder_lock import FolderLock
 from text_retrieval.data.loaders import EvalSettings, RetrievalDataset
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.retrieval.compression import Compression
@@ -70,9 +71,25 @@ def _require_finite_embeddings(docs: Any, ids: Sequence[str], output: Path) -> N
 
 
 def build_served_index(
+    encoder: TextEncoder, corpus: Corpus, output: str | Path, overwrite: bool = False, **options: Any
+) -> IndexManifest:
+    """Encode ``corpus`` with ``encoder`` under its head and write a served index to ``output``
+    (``options``: those of :func:`_write_served_index`). Two builds into one output never mix: each
+    holds the lock of the staging folder ``<output>.partial`` from its check that ``output`` is new
+    (or ``overwrite`` given) to the rename, so a second stops at once naming the first, and a build
+    refused here leaves no staging folder."""
+    output = Path(output)
+    with FolderLock(output.with_name(output.name + ".partial"), "index build") as staging:
+        if output.exists() and not overwrite:
+            raise ValueError(f"{output} exists; pass --overwrite to replace it")
+        return _write_served_index(encoder, corpus, output, staging, **options)
+
+
+def _write_served_index(
     encoder: TextEncoder,
     corpus: Corpus,
-    output: str | Path,
+    output: Path,
+    staging: FolderLock,
     stores: Sequence[str] = STORES,
     faiss_kind: str = "flat",
     metric: str = "ip",
@@ -81,17 +98,13 @@ def build_served_index(
     settings: EvalSettings | None = None,
     batch_size: int = 64,
     cache_dir: str | Path | None = None,
-    overwrite: bool = False,
     show_progress: bool = True,
 ) -> IndexManifest:
-    """Encode ``corpus`` with ``encoder`` under its head and write a served index to ``output``."""
-    output = Path(output)
+    """The index of ``corpus`` written in the held ``staging`` folder, then renamed to ``output``."""
     check_metric(encoder.head, metric, mips)
     unknown = [s for s in stores if s not in STORES]
     if not stores or unknown:
         raise ValueError(f"stores {list(stores)}: give one or more of {', '.join(STORES)}")
-    if output.exists() and not overwrite:
-        raise ValueError(f"{output} exists; pass --overwrite to replace it")
     settings = with_export_lengths(settings or EvalSettings(), encoder)
     with evaluation_encoding(encoder, settings, corpus.name):
         identity, record = encoder_identity(encoder), encoder.head_record()
@@ -105,9 +118,8 @@ def build_served_index(
         docs, described = compressed.decode(codes, raw.shape[1]), compressed.describe(raw.shape[1], codes)
     _require_finite_embeddings(docs, corpus.ids, output)
     layout = Layout(encoder.head, metric, _mips_norm(Layout(encoder.head), docs) if mips else None)
-    partial = output.with_name(output.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
+    staging.empty()  # what a build that died there left half written
+    partial = staging.folder
     dim = docs.shape[1] + int(mips)
     written: dict[str, dict[str, Any]] = {}
     if "faiss" in stores:

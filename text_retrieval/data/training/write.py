@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from clipmag.results.provenance import provenance
-from clipmag.storage.files import replace_on_success, write_text_atomic
+from clipmag.storage.files import replace_on_success, sha256_of, write_text_atomic
+from clipmag.storage.folder_lock import FolderLock
 from text_retrieval.data.training.pairs import shuffled
 from text_retrieval.data.training.shards import write_text_shards
 
@@ -56,15 +57,6 @@ MANIFEST = "manifest.json"
 def passage_id(text: str) -> str:
     """A stable id for a passage that has none: the first 16 hex digits of its text's SHA-1."""
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
-
-
-def sha256_of(path: str | Path) -> str:
-    """The SHA-256 of a source file, recorded so that a rebuild can tell it read the same bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def sample_ids(ids: Sequence[str], n: int, seed: int, what: str) -> list[str]:
@@ -199,7 +191,9 @@ def write_built_set(
 ) -> dict[str, Any]:
     """Everything a builder leaves in ``out``, in order: ``pairs.jsonl`` and ``shards/`` (existing
     shards refused before anything is written, unless ``options.overwrite``), ``dev/`` from ``dev``
-    (queries, corpus, qrels, what was drawn) and ``manifest.json``; returns the manifest."""
-    written = write_training_set(out, pairs, options.seed, options.samples_per_shard, options.overwrite)
-    dev_manifest = write_beir_dev(out / "dev", *dev)
-    return write_training_manifest(out, described, counts, written, dev_manifest)
+    (queries, corpus, qrels, what was drawn) and ``manifest.json``; returns the manifest. The folder's
+    lock is held throughout: a second builder into ``out`` stops at once, naming this one."""
+    with FolderLock(out, "training set build"):
+        written = write_training_set(out, pairs, options.seed, options.samples_per_shard, options.overwrite)
+        dev_manifest = write_beir_dev(out / "dev", *dev)
+        return write_training_manifest(out, described, counts, written, dev_manifest)
