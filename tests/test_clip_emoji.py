@@ -19,7 +19,11 @@ from clip_benchmark.datasets.builder import build_dataset
 from PIL import Image
 
 from clipmag.errors import UserError
+from clipmag_experiments.report.floors import floors_table
+from clipmag_experiments.sweep import floors
+from clipmag_experiments.sweep.archive import archive_results
 from clipmag_experiments.sweep.caption_layout import read_caption_layouts, write_caption_layout
+from clipmag_experiments.sweep.floors import read_floors
 from image_text import debian, emoji, shards_cli
 from image_text.data import read_eval_set
 from image_text.prompts import zero_shot_prompts
@@ -160,3 +164,15 @@ def test_the_caption_layout_names_each_captions_image_as_the_evaluation_reads_th
     evaluated = read_eval_set(str(small / "test"), lambda image: torch.zeros(1), lambda texts: texts, "data.test")
     assert layout == evaluated.image_of_text.tolist() and len(set(layout)) == len(evaluated.images)
     assert len(layout) > len(evaluated.images)  # several captions an image, unevenly
+
+
+def test_the_floors_travel_with_a_sweep_and_print_under_its_tables(small, tmp_path):
+    runs, archived = tmp_path / "runs", tmp_path / "results"
+    floors.main([str(small / "baselines.json"), str(runs)])
+    archive_results(runs, archived)
+    stored = read_floors(archived)
+    assert stored == json.loads((small / "baselines.json").read_text())
+    table = floors_table(stored)
+    pixel = 100 * stored["test"]["zero_shot"]["pixel_nearest_neighbour"]["acc1"]
+    assert f"| pixel nearest neighbour | test | {stored['test']['images']} | {pixel:.2f} |" in table
+    assert "| grey |" in table and "| val |" not in table

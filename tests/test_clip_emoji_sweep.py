@@ -18,8 +18,9 @@ TOWER_CHOICE = ("towers", "zeroshot_mean_per_class_recall_head", "cosine")
 def test_the_emoji_sweep_chooses_towers_then_scales_on_validation_and_compares_on_test():
     path = config_path("configs/sweeps/clip_emoji.yaml")
     cfg = sweep.load_sweep_config(path)
-    (build,) = cfg.prepare
+    build, floors = cfg.prepare
     assert build.module == "image_text.shards_cli" and "--emoji" in build.args
+    assert floors.args == ["data/emoji/baselines.json", "runs/clip_emoji"]  # the tables' floors, kept with the runs
     cells = sweep.expand(cfg)
     sweep.check_cells(cells, str(path))  # every cell parses with the CLIP trainer's own config
     assert cfg.comparison.groups == list(COMPARED)
