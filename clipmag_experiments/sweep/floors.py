@@ -15,11 +15,9 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from clipmag.config.command_line import parse_cli, require_words
 from clipmag.config.entry import run_entry_point
 from clipmag.errors import UserError
 
@@ -44,19 +42,12 @@ def read_floors(folder: str | Path) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-@dataclass
-class FloorsCommand:
-    """SOURCE RUNS_DIR: a data set's baselines.json, and the sweep folder it goes into."""
-
-    source: str = ""
-    runs_dir: str = ""
-
-
 def main(argv: Sequence[str]) -> Path:
-    """``python -m clipmag_experiments.sweep.floors SOURCE RUNS_DIR``."""
-    cmd = parse_cli(FloorsCommand, argv, {}, description=__doc__, positional=("source", "runs_dir"))
-    require_words(cmd, ("source", "runs_dir"))
-    target = store_floors(cmd.source, cmd.runs_dir)
+    """``python -m clipmag_experiments.sweep.floors SOURCE RUNS_DIR``: a data set's baselines.json
+    into a sweep folder (a sweep's prepare step)."""
+    if len(argv) != 2 or any(word.startswith("-") for word in argv):
+        raise UserError(f"expected SOURCE RUNS_DIR (a baselines.json and a sweep folder), got {' '.join(argv)!r}")
+    target = store_floors(*argv)
     print(f"floors copied to {target}")
     return target
 
