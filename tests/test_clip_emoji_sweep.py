@@ -7,6 +7,9 @@ at the chosen settings, every run validating as it trains, and the comparison na
 from __future__ import annotations
 
 from clipmag.registry.config_packages import config_path
+from clipmag.results.record import build_results, write_results
+from clipmag.scoring.head_record import HeadRecord
+from clipmag_experiments.cells.choice import choose_variant
 from clipmag_experiments.sweep import run as sweep
 from image_text.cli import parse_args
 
@@ -60,3 +63,29 @@ def test_every_tower_reads_each_training_text_whole():
 
     for name in ("clipmag-emoji-t", "clipmag-emoji-s"):
         assert build_open_clip(ClipModelConfig(name=name))[0].context_length >= 50
+
+
+def _validated(cell, **validation: float) -> None:
+    """A finished run of ``cell`` whose last validation gave ``validation`` (what a choice reads)."""
+    record = build_results({"front_end": "clip"}, HeadRecord({"name": cell.head}), {}, {}, validation, {})
+    write_results(record, cell.directory)
+
+
+def test_the_tower_and_steps_chosen_on_validation_reach_every_compared_cell(tmp_path):
+    """The choice chain as the sweep resolves it: towers -> scales (and SigLIP's rate) -> compared
+    cells; each compared cell trains the tower and steps cosine chose, at its own head's scale."""
+    cfg = sweep.load_sweep_config(config_path("configs/sweeps/clip_emoji.yaml"))
+    cfg.output_dir = str(tmp_path / "runs")
+    cells = sweep.expand(cfg)
+    recall = {"t500": 0.10, "t1000": 0.12, "s500": 0.20, "s1000": 0.15}  # s at 500 steps clears the others
+    for cell in (c for c in cells if c.group == "towers"):
+        _validated(cell, zeroshot_mean_per_class_recall_head=recall[cell.variant])
+    for cell in (c for c in cells if c.group in ("infonce-scale", "siglip-lr", "siglip-scale") and not c.extends):
+        assert parse_args(choose_variant(cell, cells).argv).model.name == "clipmag-emoji-s"
+        inside = cell.variant in ("scale14", "lr1e-3", "scale10")  # every best inside its grid: no extension
+        _validated(cell, mean_r1_head=0.3 if inside else 0.1)
+    for cell in (c for c in cells if c.group in COMPARED or c.group == "lit-image-tower"):
+        run = parse_args(choose_variant(cell, cells).argv)
+        assert (run.model.name, run.train.steps, run.train.seed) == ("clipmag-emoji-s", 500, cell.seed), cell.label
+        assert run.loss.scale == (10.0 if cell.group == "siglip" else 14.2857), cell.label
+        assert run.optim.lr == 1e-3 or cell.group != "siglip", cell.label
