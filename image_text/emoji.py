@@ -1,22 +1,31 @@
 """The emoji image-text set: Noto colour emoji with their Unicode names, CLDR keywords and names in
-other languages, a zero-shot task over the CLDR emoji subgroups, and a monochrome font as a shifted
-domain. Every part is a pinned Debian package (:mod:`image_text.debian`); no one in this project
-drew, named or grouped an emoji.
+other languages, a zero-shot task over the CLDR emoji subgroups, and the same test emoji in grey as a
+shifted domain. Every part is a pinned Debian package (:mod:`image_text.debian`); no one in this
+project drew, named or grouped an emoji.
 
 Why this set (docs/clip.md, "The emoji set"): the digits' ten classes are at their ceiling, so
 heads cannot differ on zero-shot there. Here an image is one emoji (``fonts-noto-color-emoji``,
 rendered with Pillow at the font's bitmap size, 109, on white), its texts are its English name from
 ``emoji-test.txt`` (``unicode-data``), its English keywords and its names in ``EXTRA_LANGUAGES`` from
-CLDR's annotations (``unicode-cldr-core``), and two lines naming its class; the 58 zero-shot classes
-are the subgroups of ``emoji-test.txt`` merged by their head word (``face-smiling`` and
-``face-tongue`` are ``face``; ``cat-face`` stays ``cat face``), scored on held-out emoji: the ~100
-subgroups themselves left a cosine model trained here near chance (3% top-1), since most hold a
-handful of emoji. Skin-tone variants of one emoji differ only in colour, so the split is by *base*
-emoji (the sequence without skin-tone modifiers): a base and all its variants land in one split,
-and no test image is a recoloured training image; validation and test keep each base once (its
-default, yellow form), so no two queries there are recolourings of one emoji. The shifted domain
-draws the test emoji that ``fonts-symbola`` covers (one code point, black outlines) for the same
-two tasks.
+CLDR's annotations (``unicode-cldr-core``); the 58 zero-shot classes are the subgroups of
+``emoji-test.txt`` merged by their head word (``face-smiling`` and ``face-tongue`` are ``face``;
+``cat-face`` stays ``cat face``), scored on held-out emoji of those classes.
+
+Zero-shot is zero-shot: no text of any split names an emoji's class, so no training text equals or
+contains a zero-shot prompt (``prompt_leaks`` checks every template x every class against every
+training text, and the build refuses a set with one); the class is read from the names' own words
+("grinning face", "flag: Norway") or not at all. The templates carry no "{c}" alone, which a name
+would contain ("face" in "grinning face").
+
+Skin-tone variants of one emoji differ only in colour, so the split is by *base* emoji (the sequence
+without skin-tone modifiers): a base and all its variants land in one split; validation and test keep
+each base once (its default, yellow form). The held-out splits are then cleaned for retrieval: an
+image whose pixels nearly equal an image of an earlier split (training, then validation) or of its
+own split is dropped (Noto draws several territories with one flag: Bouvet Island is Svalbard &
+Jan Mayen's), and a caption that several images of a held-out split share is dropped from all of
+them, so each test caption belongs to exactly one image (:mod:`image_text.near_duplicates`).
+The shifted domain draws the test emoji in grey (Noto's bitmap, its luminance only): the same shapes
+without the colour the towers also learned from.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ElementTree
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,20 +43,21 @@ from PIL import Image, ImageDraw, ImageFont
 from clipmag.errors import UserError
 
 from .debian import load_pins, unpacked
+from .near_duplicates import near_duplicate_rows, without_shared_captions
+from .prompts import zero_shot_prompts
 from .shards import Sample
 
-PACKAGES = ("fonts-noto-color-emoji", "fonts-symbola", "unicode-cldr-core", "unicode-data")
+PACKAGES = ("fonts-noto-color-emoji", "unicode-cldr-core", "unicode-data")
 EMOJI_TEST = "usr/share/unicode/emoji/emoji-test.txt"
 NOTO = "usr/share/fonts/truetype/noto/NotoColorEmoji.ttf"
-SYMBOLA = "usr/share/fonts/truetype/ancient-scripts/Symbola_hint.ttf"
 ANNOTATIONS = ("usr/share/unicode/cldr/common/annotations", "usr/share/unicode/cldr/common/annotationsDerived")
 NOTO_SIZE = 109  # the size of the font's embedded colour bitmaps, the only size a CBDT font draws
-SYMBOLA_SIZE = 96
 EXTRA_LANGUAGES = ("de", "es", "fr")
 SKIN_TONES = frozenset(chr(c) for c in range(0x1F3FB, 0x1F400))
 VARIATION_SELECTOR = "\ufe0f"
 SKIPPED_GROUPS = ("Component",)  # bare skin-tone swatches and hair parts, not emoji of their own
-TEMPLATES = ("a {c} emoji", "an emoji of the kind {c}", "{c}")
+# no template is "{c}" alone (a name holds its class word) and none needs "a" / "an" before a class
+TEMPLATES = ("the {c} emoji", "an emoji of the kind {c}", "an emoji from the group {c}")
 _LINE = re.compile(r"^([0-9A-F ]+?)\s*;\s*fully-qualified\s*#\s*\S+\s+E\d+\.\d+\s+(.+)$")
 
 
@@ -115,18 +125,22 @@ def head_word_counts(emoji: Sequence[Emoji]) -> dict[str, int]:
     return Counter(subgroup.split("-")[0] for subgroup in dict.fromkeys(e.subgroup for e in emoji))
 
 
-def texts_of(emoji: Emoji, category: str, annotations: dict[str, dict[str, tuple[str | None, list[str]]]]) -> list[str]:
-    """Every text of an emoji: its English name, the name with its CLDR keywords, the name after its
-    class (``category``, as a caption names what a photo shows), the class alone (the words
-    zero-shot reads: a tower trained from scratch on names alone placed held-out emoji near
-    chance), its names in ``EXTRA_LANGUAGES``."""
+def texts_of(emoji: Emoji, annotations: dict[str, dict[str, tuple[str | None, list[str]]]]) -> list[str]:
+    """Every text of an emoji: its English name, the name with its CLDR keywords, its names in
+    ``EXTRA_LANGUAGES``. None names the emoji's class: zero-shot prompts must be new to the model."""
     key = emoji.sequence.replace(VARIATION_SELECTOR, "")
     name, words = annotations["en"].get(key, (None, []))
     name = name or emoji.name
-    out = [name, f"{name}: {', '.join(words)}" if words else None, f"a {category} emoji: {name}"]
-    out += [f"a {category} emoji"]
+    out = [name, f"{name}: {', '.join(words)}" if words else None]
     out += [annotations[lang].get(key, (None, []))[0] for lang in EXTRA_LANGUAGES]
     return list(dict.fromkeys(t for t in out if t))
+
+
+def prompt_leaks(texts: Iterable[str], prompts: Sequence[str]) -> list[tuple[str, str]]:
+    """Every (text, prompt) where the text equals or contains the prompt, case and spacing aside:
+    a training text that holds a zero-shot prompt makes zero-shot a supervised task."""
+    folded = [" ".join(p.lower().split()) for p in prompts]
+    return [(text, prompt) for text in texts for prompt in folded if prompt in " ".join(text.lower().split())]
 
 
 def split_by_base(
@@ -156,10 +170,10 @@ def _on_white(glyph: Image.Image, size: int) -> Image.Image:
 
 
 class Renderer:
-    """Draws emoji with one font: Noto's colour bitmaps, or Symbola's black outlines."""
+    """Draws emoji with Noto's colour bitmaps."""
 
-    def __init__(self, font: Path, size: int, color: bool) -> None:
-        self.font, self.color = ImageFont.truetype(str(font), size), color
+    def __init__(self, font: Path, size: int) -> None:
+        self.font = ImageFont.truetype(str(font), size)
         self.advance = self.font.getlength("\U0001f600")
 
     def draws_as_one(self, sequence: str) -> bool:
@@ -171,16 +185,13 @@ class Renderer:
         """``sequence`` drawn with a margin, on white, ``size`` pixels square."""
         *_, right, bottom = self.font.getbbox(sequence)
         canvas = Image.new("RGBA", (right + 4, bottom + 4), (0, 0, 0, 0))
-        ImageDraw.Draw(canvas).text((2, 2), sequence, font=self.font, fill="black", embedded_color=self.color)
+        ImageDraw.Draw(canvas).text((2, 2), sequence, font=self.font, fill="black", embedded_color=True)
         return _on_white(canvas, size)
 
 
-def symbola_covers(font: Path) -> frozenset[str]:
-    """The single characters Symbola has a glyph for."""
-    from fontTools.ttLib import TTFont
-
-    with TTFont(str(font), lazy=True) as tt:
-        return frozenset(chr(code) for code in tt.getBestCmap())
+def in_grey(sample: Sample) -> Sample:
+    """The shifted domain's sample: the same emoji, texts and class, its image's luminance only."""
+    return sample._replace(key=sample.key.replace("noto-", "grey-", 1), image=sample.image.convert("L").convert("RGB"))
 
 
 @dataclass
@@ -193,6 +204,27 @@ class EmojiSet:
     classnames: list[str]
     templates: list[str]
     record: dict[str, object]
+
+
+def cleaned_held_out(splits: dict[str, list[Sample]]) -> dict[str, dict[str, list[str]]]:
+    """Clean validation and test in place for retrieval (:mod:`image_text.near_duplicates`): drop an
+    image that nearly repeats one of training, of validation (for test) or of its own split, then
+    every caption several images of the split share (and an image left with none); returns the keys
+    and captions that went, per split."""
+    removed: dict[str, dict[str, list[str]]] = {}
+    earlier = [s.image for s in splits["train"]]
+    for split in ("val", "test"):
+        repeats = set(near_duplicate_rows([s.image for s in splits[split]], earlier))
+        kept = [s for row, s in enumerate(splits[split]) if row not in repeats]
+        near = [s.key for row, s in enumerate(splits[split]) if row in repeats]
+        splits[split], shared = without_shared_captions(kept)
+        removed[split] = {
+            "near_duplicate_images": near,
+            "shared_captions": shared,
+            "captionless_images": sorted({s.key for s in kept} - {s.key for s in splits[split]}),
+        }
+        earlier += [s.image for s in splits[split]]
+    return removed
 
 
 def build_emoji(
@@ -212,30 +244,30 @@ def build_emoji(
         kept = set(split_by_base(emoji, 0.0, min(1.0, limit / n_bases), seed + 1)["test"])
         emoji = [e for e in emoji if e in kept]
     annotations = {lang: read_annotations(root["unicode-cldr-core"], lang) for lang in ("en", *EXTRA_LANGUAGES)}
-    noto = Renderer(root["fonts-noto-color-emoji"] / NOTO, NOTO_SIZE, color=True)
+    noto = Renderer(root["fonts-noto-color-emoji"] / NOTO, NOTO_SIZE)
     if not noto.draws_as_one("\U0001f1e9\U0001f1ea"):
         raise UserError("this Pillow draws a flag as two letters: it lacks raqm layout; install a Pillow wheel with it")
     by_split = split_by_base(emoji, val_fraction, test_fraction, seed)
     for held_out in ("val", "test"):  # each base once: its variants would be near-duplicate queries
         by_split[held_out] = [e for e in by_split[held_out] if not SKIN_TONES.intersection(e.sequence)]
 
-    def sample(e: Emoji, renderer: Renderer, tag: str) -> Sample:
-        key = f"{tag}-" + "-".join(f"{ord(c):x}" for c in e.sequence)
+    def sample(e: Emoji) -> Sample:
+        key = "noto-" + "-".join(f"{ord(c):x}" for c in e.sequence)
         category = class_name(e.subgroup, siblings)
-        return Sample(key, renderer.image(e.sequence, image_size), texts_of(e, category, annotations), label[category])
+        return Sample(key, noto.image(e.sequence, image_size), texts_of(e, annotations), label[category])
 
-    splits = {split: [sample(e, noto, "noto") for e in part] for split, part in by_split.items()}
-    symbola_path = root["fonts-symbola"] / SYMBOLA
-    covered = symbola_covers(symbola_path)
-    symbola = Renderer(symbola_path, SYMBOLA_SIZE, color=False)
-    shifted = [
-        sample(e, symbola, "symbola") for e in by_split["test"] if e.sequence.replace(VARIATION_SELECTOR, "") in covered
-    ]
+    splits = {split: [sample(e) for e in part] for split, part in by_split.items()}
+    leaks = prompt_leaks((c for s in splits["train"] for c in s.captions), zero_shot_prompts(classnames, TEMPLATES))
+    if leaks:
+        text, prompt = leaks[0]
+        raise UserError(f"training text {text!r} holds the zero-shot prompt {prompt!r}: change TEMPLATES in {__file__}")
+    removed = cleaned_held_out(splits)
     versions = {name: pins[name].version for name in PACKAGES}
     rule = (
         f"random by base emoji (skin-tone variants together): val {val_fraction}, test {test_fraction}, seed {seed}"
         + (f"; {limit} base emoji kept" if limit is not None else "")
+        + "; validation and test without images that repeat an earlier split's (near_duplicates.py) and without "
+        "captions two of their images share (removed)"
     )
-    return EmojiSet(
-        splits, shifted, classnames, list(TEMPLATES), {"source": f"debian packages {versions}", "rule": rule}
-    )
+    record = {"source": f"debian packages {versions}", "rule": rule, "removed": removed}
+    return EmojiSet(splits, [in_grey(s) for s in splits["test"]], classnames, list(TEMPLATES), record)

@@ -8,7 +8,9 @@ columns (T->I), which is what the loss optimised.
 
 Protocol (COCO / Flickr30k, as CLIP-benchmark and the CLIP papers count it): an image has several
 captions; I->T R@k is the fraction of images with *any* of their captions among their top k texts,
-T->I R@k the fraction of captions whose image is among their top k images. ``image_text_recall`` is
+T->I R@k the fraction of captions whose image is among their top k images; a candidate that ties
+with the match ranks above it (``recall_hits``), and the queries a tie decided are counted
+(``*_tied_r<k>_*``). ``image_text_recall`` is
 the one scorer every CLIP evaluation here goes through; which caption belongs to which image comes
 from the data (``image_of_text``), never from comparing caption strings.
 
@@ -90,24 +92,44 @@ def _check_recall_inputs(scores: torch.Tensor, image_of_text: torch.Tensor, ks: 
         raise ValueError("scores hold NaN: the ranking, and so the recall, would be arbitrary")
 
 
+def _ranks(scores: torch.Tensor, relevant: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row (a query): how many non-matching candidates score above its best match, and how many
+    score exactly the same."""
+    best = scores.masked_fill(~relevant, -torch.inf).max(dim=1, keepdim=True).values
+    others = scores.masked_fill(relevant, -torch.inf)
+    return (others > best).sum(dim=1), (others == best).sum(dim=1)
+
+
 def recall_hits(
     scores: torch.Tensor, image_of_text: torch.Tensor, ks: Sequence[int] = RECALL_KS
 ) -> dict[str, torch.Tensor]:
     """Per query, whether it is a hit at each k: ``{"I->T R@k": [N_images] bool, "T->I R@k": [N_texts]
-    bool}`` (the COCO/Flickr protocol; arguments as :func:`image_text_recall`)."""
+    bool}`` (the COCO/Flickr protocol; arguments as :func:`image_text_recall`).
+
+    Ties: a non-matching candidate that scores exactly as the query's best match ranks above it
+    (the pessimistic rule), so a hit never depends on the order candidates are stored in;
+    :func:`tied_queries` counts the queries a tie decides."""
     _check_recall_inputs(scores, image_of_text, ks)
+    ranks = {name: above + tied for name, (above, tied) in _direction_ranks(scores, image_of_text).items()}
+    return {f"{name} R@{k}": ranks[name] < k for k in ks for name in ranks}
+
+
+def _direction_ranks(scores: torch.Tensor, image_of_text: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """``_ranks`` of image queries over texts (I->T) and of text queries over images (T->I)."""
     scores = scores.float()
     owner = image_of_text.to(scores.device).long()
-    n_images, n_texts = scores.shape
-    top_texts = scores.topk(min(max(ks), n_texts), dim=1).indices
-    i2t = owner[top_texts] == torch.arange(n_images, device=scores.device)[:, None]
-    top_images = scores.t().topk(min(max(ks), n_images), dim=1).indices
-    t2i = top_images == owner[:, None]
-    out: dict[str, torch.Tensor] = {}
-    for k in ks:
-        out[f"I->T R@{k}"] = i2t[:, :k].any(dim=1)
-        out[f"T->I R@{k}"] = t2i[:, :k].any(dim=1)
-    return out
+    relevant = owner[None, :] == torch.arange(scores.shape[0], device=scores.device)[:, None]
+    return {"I->T": _ranks(scores, relevant), "T->I": _ranks(scores.t(), relevant.t())}
+
+
+def tied_queries(scores: torch.Tensor, image_of_text: torch.Tensor, k: int) -> dict[str, int]:
+    """Per direction, the queries whose hit at ``k`` a tie decides: a hit if the match ranked first
+    among its equals, a miss under the pessimistic rule of :func:`recall_hits`."""
+    _check_recall_inputs(scores, image_of_text, (k,))
+    return {
+        name: int(((above < k) & (above + tied >= k)).sum())
+        for name, (above, tied) in _direction_ranks(scores, image_of_text).items()
+    }
 
 
 def image_text_recall(
@@ -166,6 +188,9 @@ def retrieval_metrics(
         for name, value in image_text_recall(sim, image_of_text).items():
             direction, k = name.split(" R@")
             out[f"{DIRECTIONS[direction]}_r{k}_{scoring}"] = value
+        for k in RECALL_KS:  # how many queries the pessimistic tie rule decided (0 without ties)
+            for direction, count in tied_queries(sim, image_of_text, k).items():
+                out[f"{DIRECTIONS[direction]}_tied_r{k}_{scoring}"] = float(count)
     out["mean_r1_head"] = (out["i2t_r1_head"] + out["t2i_r1_head"]) / 2
     out["mean_r1_cosine"] = (out["i2t_r1_cosine"] + out["t2i_r1_cosine"]) / 2
     cos = scored["cosine"].float()
@@ -176,11 +201,6 @@ def retrieval_metrics(
     out["text_norm_mean"] = float(text_features.norm(dim=1).mean())
     out["n_images"], out["n_texts"] = float(len(image_features)), float(len(text_features))
     return out
-
-
-def zero_shot_prompts(classnames: Sequence[str], templates: Sequence[str]) -> list[str]:
-    """Every template filled with every class name, class-major (``{c}`` or ``{}`` marks the slot)."""
-    return [t.replace("{c}", name).replace("{}", name) for name in classnames for t in templates]
 
 
 def class_embeddings(prompt_features: torch.Tensor) -> torch.Tensor:
@@ -200,7 +220,7 @@ def zero_shot_predictions(
     """Each image's class with cosine and with the head (``{"cosine": ..., "head": ...}``): the class
     whose embedding scores highest against the image, in the model's trained roles (the classes are
     the texts, ranked for the image as in I->T retrieval). ``prompt_features``: raw features of
-    ``zero_shot_prompts``."""
+    :func:`image_text.prompts.zero_shot_prompts`."""
     classes = class_embeddings(prompt_features.view(n_classes, -1, prompt_features.shape[1]))
     return {
         scoring: model.similarity(image_features, classes, head).argmax(dim=1)
@@ -239,6 +259,9 @@ def format_results(metrics: dict[str, float], head_name: str) -> str:
     if "zeroshot_acc1_cosine" in metrics:
         cosine, head = metrics["zeroshot_acc1_cosine"], metrics["zeroshot_acc1_head"]
         lines.append(f"{'zero-shot':<12}{100 * cosine:>10.2f}{100 * head:>16.2f}")
+    tied = {name: int(value) for name, value in metrics.items() if "_tied_" in name and value}
+    if tied:
+        lines.append("queries a tie decided (counted as misses): " + ", ".join(f"{k} {v}" for k, v in tied.items()))
     if "text_norm_d" in metrics:
         text_d, image_d = metrics["text_norm_d"], metrics["image_norm_d"]
         lines.append(f"Cohen's d of norms ({COHENS_D_DEFINITION}): text {text_d:+.3f}, image {image_d:+.3f}")

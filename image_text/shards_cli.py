@@ -17,7 +17,9 @@ appears on several lines. A Karpathy split file (COCO, Flickr30k) brings its own
 split (``restval`` joins train); a captions file is split at random by image, seeded. Writes
 OUT/{train,val,test}/shard-*.tar (+ sizes.json; one sample per image holding all its captions),
 OUT/splits.json (which image went where, and by which rule) and, in CLIP-benchmark's wds layout,
-OUT/wds/<name>_retrieval from the test split (+ <name>_classification when classes are given).
+OUT/wds/<name>_retrieval from the test split (+ <name>_classification when classes are given), and
+with classes OUT/baselines.json: chance, majority-class and pixel nearest-neighbour zero-shot and
+random-ranking retrieval on each evaluated split (:mod:`image_text.baselines`).
 Train with ``--train OUT/train --validation OUT/val --test OUT/test``.
 """
 
@@ -36,6 +38,7 @@ from clipmag.errors import UserError
 from clipmag.storage.user_files import non_blank_lines
 
 from . import sources
+from .baselines import set_baselines
 from .data_config import DigitsSizes
 from .download import download
 from .emoji import build_emoji
@@ -43,7 +46,8 @@ from .shards import Sample, caption_text, write_benchmark_classification, write_
 
 Splits = dict[str, list[Sample]]
 SOURCES = ("captions", "karpathy", "download", "bundled", "emoji")
-SHIFTED_NAME = "symbola"  # the emoji set's shifted domain: its test emoji drawn in black outlines
+BASELINES_FILE = "baselines.json"
+SHIFTED_NAME = "grey"  # the emoji set's shifted domain: its test emoji in grey
 
 
 @dataclass
@@ -163,7 +167,7 @@ def _clear(directory: Path, overwrite: bool) -> None:
 
 def _record(splits: Splits, how: dict[str, Any]) -> dict[str, Any]:
     """``splits.json``: the source, the rule, and which image (by sample key) went where; a folder
-    source adds each key's file name (``names``)."""
+    source adds each key's file name (``names``), the emoji set what its cleaning removed (``removed``)."""
     return {
         "source": how["source"],
         "rule": how["rule"],
@@ -173,6 +177,7 @@ def _record(splits: Splits, how: dict[str, Any]) -> dict[str, Any]:
         },
         "images": {s: [x.key for x in v] for s, v in splits.items()},
         **({"names": how["names"]} if "names" in how else {}),
+        **({"removed": how["removed"]} if "removed" in how else {}),
     }
 
 
@@ -231,6 +236,19 @@ def _write_benchmarks(
         )
 
 
+def _write_baselines(built: Built, path: Path) -> None:
+    """``baselines.json``: what the validation, test and shifted images give without learning
+    (:mod:`image_text.baselines`), for every table of a model trained on the set."""
+    evaluated = {"val": built.splits["val"], "test": built.classified, SHIFTED_NAME: built.shifted}
+    n_classes = len(built.classnames or [])
+    record = {
+        name: set_baselines(built.splits["train"], samples, n_classes)
+        for name, samples in evaluated.items()
+        if samples and all(s.label is not None for s in samples)
+    }
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+
+
 def main(argv: Sequence[str]) -> Path:
     """Write the shards, the split record and the benchmark sets; returns the output folder."""
     args = parse_args(argv)
@@ -245,6 +263,8 @@ def main(argv: Sequence[str]) -> Path:
     if built.classnames and built.templates:  # what the trainer's data.classnames / data.templates read
         (out / "classnames.txt").write_text("\n".join(built.classnames) + "\n", encoding="utf-8")
         (out / "templates.txt").write_text("\n".join(built.templates) + "\n", encoding="utf-8")
+    if built.classnames and splits["train"] and all(s.label is not None for s in splits["train"]):
+        _write_baselines(built, out / BASELINES_FILE)
     if splits["test"]:
         _write_benchmarks(built, splits["test"], built.classified, built.name, out / "wds", args)
     if built.shifted:

@@ -40,9 +40,9 @@ from .evaluate import (
     zero_shot_metrics,
     zero_shot_outcomes,
     zero_shot_predictions,
-    zero_shot_prompts,
 )
 from .model import ClipMagModel, export_open_clip, load_clipmag
+from .prompts import zero_shot_prompts
 from .stream import ClipShardStream
 
 logger = logging.getLogger("clipmag")
@@ -201,9 +201,24 @@ class ClipTask:
         return image_features, self._encode(model.encode_text, data.tokens)
 
     def evaluate(self, model: ClipMagModel) -> dict[str, float]:
-        """Validation: retrieval on the validation split (empty without one)."""
+        """Validation: retrieval on the validation split (empty without one), and zero-shot on its own
+        images where the classes are given and every image has one, so a choice may read zero-shot
+        without a test number."""
         data = self.eval_sets.get("val")
-        return retrieval_metrics(model, *self._features(model, data), data.image_of_text) if data is not None else {}
+        if data is None:
+            return {}
+        metrics = retrieval_metrics(model, *self._features(model, data), data.image_of_text)
+        if self.classes is not None and bool((data.labels >= 0).all()):
+            predictions = self._zero_shot_predictions(model, ZeroShot(data.images, data.labels, *self.classes))
+            metrics.update(zero_shot_metrics(predictions, data.labels))
+        return metrics
+
+    def _zero_shot_predictions(self, model: ClipMagModel, zero_shot: ZeroShot) -> dict[str, torch.Tensor]:
+        """Each zero-shot image's class, with cosine and with the head."""
+        prompts = zero_shot_prompts(zero_shot.classnames, zero_shot.templates)
+        prompt_features = self._encode(model.encode_text, self.tokenizer(prompts))
+        images = self._encode(lambda x: model.encode_image(x.float()), zero_shot.images)
+        return zero_shot_predictions(model, images, prompt_features, len(zero_shot.classnames))
 
     def export(self, model: ClipMagModel, directory: Path) -> None:
         export_open_clip(model, directory)
@@ -229,10 +244,7 @@ class ClipTask:
         per_query = retrieval_outcomes(model, *features, data.image_of_text)
         zero_shot = self._zero_shot(data)
         if zero_shot is not None:
-            prompts = zero_shot_prompts(zero_shot.classnames, zero_shot.templates)
-            prompt_features = self._encode(model.encode_text, self.tokenizer(prompts))
-            images = self._encode(lambda x: model.encode_image(x.float()), zero_shot.images)
-            predictions = zero_shot_predictions(model, images, prompt_features, len(zero_shot.classnames))
+            predictions = self._zero_shot_predictions(model, zero_shot)
             metrics.update(zero_shot_metrics(predictions, zero_shot.labels))
             per_query.update(zero_shot_outcomes(predictions, zero_shot.labels))
         # each caption's image: the report tests the captions of one image as one cluster

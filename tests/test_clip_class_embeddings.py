@@ -12,11 +12,12 @@ from clip_benchmark.metrics.zeroshot_classification import zero_shot_classifier
 
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE
+from image_text import emoji
 from image_text.benchmark_scoring import _classifier
 from image_text.model import ClipMagModel, ClipModelConfig, build_open_clip
 
 CLASSNAMES = ["face smiling", "animal mammal", "transport air", "flag"]
-TEMPLATES = ["a {c} emoji", "an emoji of the kind {c}", "{c}"]
+TEMPLATES = list(emoji.TEMPLATES)  # the emoji set's own prompts (CLIP-benchmark takes a list)
 
 
 @pytest.fixture(scope="module")

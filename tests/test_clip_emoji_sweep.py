@@ -1,47 +1,91 @@
-"""The emoji sweep's protocol as its header documents it, before any run: every temperature (and
-SigLIP's learning rate) chosen on the validation split - each choice and each grid extension reads
-the validation scores the candidates kept, never a test number, so the selection cells can be the
-compared seed-0 cells themselves - the 48 compared cells testing on the test split at the chosen
-settings, every run validating as it trains, and the comparison naming exactly those four groups."""
+"""The emoji sweep's protocol as its header documents it, before any run: the towers chosen first on
+validation zero-shot, every temperature (and SigLIP's learning rate) chosen on the validation split at
+that tower - each choice and each grid extension reads the validation scores the candidates kept,
+never a test number - the 80 compared cells (4 losses x 4 heads x 5 seeds) testing on the test split
+at the chosen settings, every run validating as it trains, and the comparison naming those groups."""
 
 from __future__ import annotations
 
 from clipmag.registry.config_packages import config_path
+from clipmag.results.record import build_results, write_results
+from clipmag.scoring.head_record import HeadRecord
+from clipmag_experiments.cells.choice import choose_variant
 from clipmag_experiments.sweep import run as sweep
 from image_text.cli import parse_args
 
-COMPARED = {"infonce-sym": "infonce-sym-scale", "infonce-i2t": "infonce-i2t-scale", "siglip": "siglip-scale"}
-COMPARED["lit"] = "infonce-sym-scale"
+COMPARED = {"infonce-sym": "infonce-scale", "infonce-i2t": "infonce-scale", "siglip": "siglip-scale"}
+COMPARED["lit"] = "infonce-scale"
+TOWER_CHOICE = ("towers", "zeroshot_mean_per_class_recall_head", "cosine")
 
 
-def test_the_emoji_sweep_chooses_on_validation_and_compares_on_test():
+def test_the_emoji_sweep_chooses_towers_then_scales_on_validation_and_compares_on_test():
     path = config_path("configs/sweeps/clip_emoji.yaml")
     cfg = sweep.load_sweep_config(path)
-    build, tower = cfg.prepare
+    build, floors = cfg.prepare
     assert build.module == "image_text.shards_cli" and "--emoji" in build.args
-    assert parse_args(tower.args).data.test == "data/emoji/test"
+    assert floors.args == ["data/emoji/baselines.json", "runs/clip_emoji"]  # the tables' floors, kept with the runs
     cells = sweep.expand(cfg)
     sweep.check_cells(cells, str(path))  # every cell parses with the CLIP trainer's own config
     assert cfg.comparison.groups == list(COMPARED)
+    order = [g.name for g in cfg.groups]
     by_group = {g.name: g for g in cfg.groups}
+    assert order[0] == "towers" and all(order.index(g) > order.index(COMPARED[g]) for g in COMPARED)
     for name, selection in COMPARED.items():
-        assert (
-            by_group[name].choose_variant.group == selection and by_group[name].choose_variant.metric == "mean_r1_head"
-        )
+        choice = by_group[name].choose_variant
+        assert (choice.group, choice.metric) == (selection, "mean_r1_head")
+    for name in ("infonce-scale", "siglip-lr", "lit-image-tower"):
+        choice = by_group[name].choose_variant
+        assert (choice.group, choice.metric, choice.head) == TOWER_CHOICE, name
     for group in cfg.groups:
         for reads in (group.choose_variant, group.extend):
             assert reads is None or reads.dataset == "validation", group.name
-    assert by_group["siglip-scale"].choose_variant.head == "cosine"  # SigLIP's rate, chosen on cosine alone
     final = [c for c in cells if c.group in COMPARED]
-    assert len(final) == 4 * 4 * 3 and {c.seed for c in final} == {0, 1, 2}
+    assert len(final) == 4 * 4 * 5 and {c.seed for c in final} == {0, 1, 2, 3, 4}
+    towers = {parse_args(c.argv).model.name for c in cells if c.group == "towers"}
+    assert towers == {"clipmag-emoji-t", "clipmag-emoji-s"}
     for cell in cells:
         run = parse_args(cell.argv)
-        assert run.model.name == "clipmag-tiny" and run.model.query_side == "image" and run.train.precision == "fp32"
+        assert run.model.query_side == "image" and run.train.precision == "fp32", cell.label
         assert run.data.train == "data/emoji/train" and not run.data.augment
         assert (run.data.validation, run.data.test) == ("data/emoji/val", "data/emoji/test"), cell.label
         assert run.train.eval_every == 100, cell.label  # the checkpoint is each run's best on validation
-        assert run.train.steps == (1000 if run.loss.kind == "siglip" else 500), cell.label
-    scales = [c.variant for c in cells if c.group == "infonce-sym-scale" and c.head == "cosine" and not c.extends]
+    lit = next(c for c in cells if c.group == "lit")
+    tower = next(c for c in cells if c.group == "lit-image-tower")
+    assert parse_args(lit.argv).model.image_init == f"{tower.directory}/export"
+    scales = [c.variant for c in cells if c.group == "infonce-scale" and c.head == "cosine" and not c.extends]
     assert scales == ["scale5", "scale14", "scale40"]  # brackets CLIP's 1/0.07
-    grid = by_group["infonce-sym-scale"].extend
-    assert [v.name for v in grid.low] == ["scale2"] and [v.name for v in grid.high] == ["scale100"]
+
+
+def test_every_tower_reads_each_training_text_whole():
+    """The context holds the longest training text (50 tokens with its start and end tokens)."""
+    from image_text.architecture import build_open_clip
+    from image_text.model_config import ClipModelConfig
+
+    for name in ("clipmag-emoji-t", "clipmag-emoji-s"):
+        assert build_open_clip(ClipModelConfig(name=name))[0].context_length >= 50
+
+
+def _validated(cell, **validation: float) -> None:
+    """A finished run of ``cell`` whose last validation gave ``validation`` (what a choice reads)."""
+    record = build_results({"front_end": "clip"}, HeadRecord({"name": cell.head}), {}, {}, validation, {})
+    write_results(record, cell.directory)
+
+
+def test_the_tower_and_steps_chosen_on_validation_reach_every_compared_cell(tmp_path):
+    """The choice chain as the sweep resolves it: towers -> scales (and SigLIP's rate) -> compared
+    cells; each compared cell trains the tower and steps cosine chose, at its own head's scale."""
+    cfg = sweep.load_sweep_config(config_path("configs/sweeps/clip_emoji.yaml"))
+    cfg.output_dir = str(tmp_path / "runs")
+    cells = sweep.expand(cfg)
+    recall = {"t500": 0.10, "t1000": 0.12, "s500": 0.20, "s1000": 0.15}  # s at 500 steps clears the others
+    for cell in (c for c in cells if c.group == "towers"):
+        _validated(cell, zeroshot_mean_per_class_recall_head=recall[cell.variant])
+    for cell in (c for c in cells if c.group in ("infonce-scale", "siglip-lr", "siglip-scale") and not c.extends):
+        assert parse_args(choose_variant(cell, cells).argv).model.name == "clipmag-emoji-s"
+        inside = cell.variant in ("scale14", "lr1e-3", "scale10")  # every best inside its grid: no extension
+        _validated(cell, mean_r1_head=0.3 if inside else 0.1)
+    for cell in (c for c in cells if c.group in COMPARED or c.group == "lit-image-tower"):
+        run = parse_args(choose_variant(cell, cells).argv)
+        assert (run.model.name, run.train.steps, run.train.seed) == ("clipmag-emoji-s", 500, cell.seed), cell.label
+        assert run.loss.scale == (10.0 if cell.group == "siglip" else 14.2857), cell.label
+        assert run.optim.lr == 1e-3 or cell.group != "siglip", cell.label

@@ -94,23 +94,20 @@ BLOCKS: dict[tuple[str, str], str] = {
     (
         "docs/clip.md",
         "python scripts/make_clip_shards.py --output data/emoji --emoji --val-fraction 0.1 --test-fraction 0.2",
-    ): "fetches four Debian packages, then a CLIP training of minutes; tests/test_clip_emoji.py builds a small set",
+    ): "downloads three Debian packages (about 35 MB), then a CLIP training of minutes; "
+    "tests/test_clip_emoji.py builds a small set",
     (
         "docs/clip.md",
-        "python scripts/eval_clip_benchmark.py eval --model_type clipmag --model tiny --pretrained "
+        "python scripts/eval_clip_benchmark.py eval --model_type clipmag --model emoji --pretrained "
         "runs/clip/emoji/export",
     ): "needs the emoji block's export (runs/clip/emoji), which is not run here",
     (
         "docs/clip.md",
         "python scripts/sweep.py plan --config configs/sweeps/clip_emoji.yaml",
-    ): "the whole emoji sweep, about two hours alone",
+    ): "the whole emoji sweep, hours alone",
     (
         "docs/clip.md",
-        "python -m clipmag_experiments.sweep.caption_layout runs/clip_emoji data/emoji/test",
-    ): "needs the emoji sweep's runs, and rewrites results/clip_emoji",
-    (
-        "docs/clip.md",
-        "python scripts/eval_clip_benchmark.py eval --model_type clipmag --model tiny --pretrained",
+        "python scripts/eval_clip_benchmark.py eval --model_type clipmag --model emoji --pretrained",
     ): "needs the emoji sweep's runs, and rewrites results/clip_emoji/shifted",
     (
         "docs/experiments.md",

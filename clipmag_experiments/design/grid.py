@@ -20,6 +20,7 @@ from clipmag_experiments.design.slurm_settings import SlurmSettings
 
 CELL_FILE = "cell.json"
 EVALUATIONS_DIR = "evaluations"
+UNLABELLED = "default"  # the model folder (and plan label) of a group without ``models``
 
 
 @dataclass
@@ -312,7 +313,7 @@ def expand(cfg: SweepConfig) -> list[Cell]:
                         directory = (
                             root
                             / group.name
-                            / (slug(Path(label.rstrip("/")).name or label) if label else "default")
+                            / (slug(Path(label.rstrip("/")).name or label) if label else UNLABELLED)
                             / name
                             / f"seed{seed}"
                         )

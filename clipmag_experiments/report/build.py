@@ -27,12 +27,14 @@ from clipmag_experiments.report.collect import (
 )
 from clipmag_experiments.report.comparison import comparison_section
 from clipmag_experiments.report.curves import learning_curves
+from clipmag_experiments.report.floors import floors_table
 from clipmag_experiments.report.provenance import check_one_code_state, code_line
 from clipmag_experiments.report.starts import start_rows, write_start_rows
 from clipmag_experiments.report.starts_section import starting_points_section
 from clipmag_experiments.report.tables import TableRow, aggregate, mean_of, to_csv, to_markdown, with_query_tests
 from clipmag_experiments.report.verdicts import scorecard
 from clipmag_experiments.sweep.caption_layout import read_caption_layouts
+from clipmag_experiments.sweep.floors import read_floors
 
 RETRIEVAL = ("NDCG@10", "MRR@10", "Recall@100")
 BRIGHT = ("NDCG@10", "Recall@1", "Recall@100")
@@ -290,6 +292,9 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report", allo
         if tables[key]:
             parts += [f"## {heading}", "", _table_code(cells, {r.group for r in tables[key]}), ""]
             parts += [*([notes[key], ""] if key in notes else []), to_markdown(tables[key])]
+        if key == "clip" and tables[key] and (floors := read_floors(runs_dir)) is not None:
+            parts += ["What the evaluated images give without learning (x100; the set's baselines.json):", ""]
+            parts += [floors_table(floors), ""]
         if key == "retrieval" and starts:
             write_start_rows(starts, runs_dir / "starts.json")
             parts += [

@@ -45,6 +45,8 @@ CLIP_METRICS = (
     "text_norm_d",
     "zeroshot_acc1_cosine",
     "zeroshot_acc1_head",
+    "zeroshot_mean_per_class_recall_cosine",  # beside top-1: the classes may be skewed (the emoji set's are)
+    "zeroshot_mean_per_class_recall_head",
 )
 
 

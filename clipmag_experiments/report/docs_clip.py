@@ -20,6 +20,7 @@ import numpy as np
 from clipmag.results.marks import family_mark
 from clipmag.results.marks import verdict as verdict_of
 from clipmag_experiments.report.collect import CLIP_METRICS, caption_clusters, query_outcomes, tidy_rows
+from clipmag_experiments.report.floors import floors_table
 from clipmag_experiments.report.stored import StoredResults, runs_value, time_value
 from clipmag_experiments.report.tables import (
     Cell,
@@ -31,14 +32,15 @@ from clipmag_experiments.report.tables import (
     with_table_holm,
 )
 from clipmag_experiments.sweep.caption_layout import read_caption_layouts
+from clipmag_experiments.sweep.floors import read_floors
 
 __all__ = ["BLOCKS", "VALUES"]
 
 # the stored CLIP sweeps and the prefix of their marks in the manuals
 SWEEPS = {"clip": "clip_losses", "emoji": "clip_emoji"}
 MAGNITUDE_HEADS = ("dot", "qnorm", "dnorm")
-# CLIP-benchmark's result file of every compared emoji run on the shifted domain (Symbola's
-# outlines), in results/clip_emoji/shifted/; its metrics by the names the page prints
+# CLIP-benchmark's result file of every compared emoji run on the shifted domain, in
+# results/clip_emoji/shifted/; its metrics by the names the page prints
 SHIFTED = "shifted"
 SHIFTED_METRICS = {
     "acc1": "zero-shot top-1",
@@ -48,11 +50,11 @@ SHIFTED_METRICS = {
     "text_retrieval_recall@5": "I->T R@5",
     "image_retrieval_recall@5": "T->I R@5",
 }
-SHIFTED_RUNS = "runs/clip_emoji/{infonce-sym,infonce-i2t,siglip,lit}/tiny/*/seed*"
+SHIFTED_RUNS = "runs/clip_emoji/{infonce-sym,infonce-i2t,siglip,lit}/default/*/seed*"
 SHIFTED_COMMAND = " && ".join(
-    "python scripts/eval_clip_benchmark.py eval --model_type clipmag --model tiny --pretrained "
-    f"{SHIFTED_RUNS} --dataset wds/emoji_symbola_{task} --dataset_root 'data/emoji/wds/{{dataset}}' {options} "
-    "--num_workers 0 --head model --output 'results/clip_emoji/shifted/{dataset}_{pretrained}.json'"
+    "python scripts/eval_clip_benchmark.py eval --model_type clipmag --model emoji --pretrained "
+    f"{SHIFTED_RUNS} --dataset wds/emoji_grey_{task} --dataset_root 'data/emoji/wds/{{dataset}}' {options} "
+    "--num_workers 0 --no_amp --head model --output 'results/clip_emoji/shifted/{dataset}_{pretrained}.json'"
     for task, options in (("classification", ""), ("retrieval", "--task zeroshot_retrieval --recall_k 1 5"))
 )
 
@@ -159,8 +161,11 @@ def _values(sweep_name: str) -> dict[str, Callable[[StoredResults, str], str]]:
 
 def _table(sweep_name: str) -> Callable[[StoredResults], str]:
     def table(stored: StoredResults) -> str:
-        """Every group's CLIP metrics per head, as the sweep report tabulates them."""
-        return to_markdown(tested_table(stored, sweep_name)).rstrip("\n")
+        """Every group's CLIP metrics per head, as the sweep report tabulates them, with the floors of
+        its evaluated images under it where the sweep stored them (``baselines.json``)."""
+        rendered = to_markdown(tested_table(stored, sweep_name)).rstrip("\n")
+        floors = read_floors(stored.sweep(sweep_name).folder)
+        return rendered if floors is None else f"{rendered}\n\n{floors_table(floors)}"
 
     return table
 

@@ -3,7 +3,8 @@
 A sweep's folder holds checkpoints and exports (tens to hundreds of MB per cell) beside the few KB
 that the report reads. ``archive_results(runs, dest)`` copies only those - every finished cell's
 ``cell.json``, ``results.json``, ``config.yaml``, ``metrics.jsonl`` and its evaluations'
-``results.json`` - and the sweep's ``sweep.json`` (its protocol record), keeping the layout, so
+``results.json`` - and the sweep's ``sweep.json`` (its protocol record), caption layout and floors
+(``baselines.json``), keeping the layout, so
 ``clipmag-report DEST`` rebuilds the report anywhere. Copied back into a fresh ``output_dir``, the
 files let a ``choose_variant`` group read its selection group's scores; the cells themselves run
 again there, as a finished cell must have the export its results name.
@@ -24,6 +25,7 @@ from clipmag.results.record import RESULTS_FILE
 from clipmag_experiments.design.grid import CELL_FILE, EVALUATIONS_DIR
 from clipmag_experiments.design.protocol import PROTOCOL_FILE
 from clipmag_experiments.sweep.caption_layout import CAPTION_LAYOUT_FILE
+from clipmag_experiments.sweep.floors import FLOORS_FILE
 
 __all__ = ["ArchiveCommand", "archive_results", "main"]
 
@@ -34,7 +36,8 @@ def archive_results(runs_dir: str | Path, dest: str | Path) -> list[Path]:
     """Copy the small files of every finished cell under ``runs_dir`` into ``dest``; the copies made."""
     runs_dir, dest = Path(runs_dir), Path(dest)
     copied = []
-    files = [runs_dir / name for name in (PROTOCOL_FILE, CAPTION_LAYOUT_FILE) if (runs_dir / name).is_file()]
+    kept = (PROTOCOL_FILE, CAPTION_LAYOUT_FILE, FLOORS_FILE)
+    files = [runs_dir / name for name in kept if (runs_dir / name).is_file()]
     for results in sorted(runs_dir.rglob(RESULTS_FILE)):
         cell = results.parent
         if not (cell / CELL_FILE).is_file():

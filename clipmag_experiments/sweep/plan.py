@@ -16,7 +16,8 @@ same run, whose results it takes (:mod:`clipmag_experiments.cells.same_run`).
 A grid extension's cells (``extend``) are priced as if every choice landed on an edge, and their
 CPU-hours are named apart, so the total is an upper bound.
 Where the sweep states the training throughput of its models on a CPU (``plan.cpu_pairs_per_second``,
-pairs per second per model label, measured), the plan adds CPU-hours: the pairs a cell trains
+pairs per second per model label, measured; ``default`` for the cells of a group without ``models``,
+whose arguments name the architecture), the plan adds CPU-hours: the pairs a cell trains
 (steps x global batch) at its model's rate, and a total per group - training only; loading models
 and testing come on top. A model that a prepare step builds is not there before the sweep runs; the
 plan counts the stand-in the sweep names for its label (``plan.stand_ins``) in its place.
@@ -39,7 +40,7 @@ from clipmag.registry.front_ends import get_front_end
 from clipmag.runtime.devices import Device
 from clipmag.train.cost import BYTES_PER_PARAMETER, CellCost
 from clipmag_experiments.cells.continuation import continued_cell
-from clipmag_experiments.design.grid import Cell, SweepConfig, expand
+from clipmag_experiments.design.grid import UNLABELLED, Cell, SweepConfig, expand
 from clipmag_experiments.design.slurm_settings import resources_for
 
 __all__ = ["CpuPlan", "cell_counter", "cell_world_size", "cpu_plan", "plan_sweep"]
@@ -174,14 +175,15 @@ def cpu_plan(
     extension_hours = 0.0
     cells = expand(cfg)
     for cell in cells:
-        if (only and cell.group not in only) or cell.model not in rates or shares_a_run(cell, cells):
+        label = cell.model or UNLABELLED  # a group without ``models`` names its architecture in its arguments
+        if (only and cell.group not in only) or label not in rates or shares_a_run(cell, cells):
             continue
         cost = count(cell)
         if cost is None:
             continue
         cost = _added_steps(cell, cost, cells, count)
         pairs[cell.group] += cost.steps * cost.global_batch
-        cell_hours = cost.steps * cost.global_batch / rates[cell.model] / 3600
+        cell_hours = cost.steps * cost.global_batch / rates[label] / 3600
         hours[cell.group] += cell_hours
         extension_hours += cell_hours if cell.extends else 0.0
     return CpuPlan(rates, dict(pairs), dict(hours), extension_hours)
