@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from clipmag.results.marks import family_mark, family_tally
+from clipmag.results.marks import family_mark, family_tally, p_text
 from clipmag.results.marks import verdict as verdict_of
-from clipmag.results.significance import Comparison
+from clipmag.results.significance import Comparison, compare_with_baseline
 from clipmag_experiments.report.docs_fair_fight import HEADS, SWEEP, choices, compared, table_rows
 from clipmag_experiments.report.starts import HeadResult
 from clipmag_experiments.report.stored import StoredResults, runs_value, time_value
@@ -122,6 +122,32 @@ def tally(stored: StoredResults, argument: str = "") -> str:
     return family_tally(tested)
 
 
+# the untrained SPLADE scored on SciFact and Cranfield at the fair fight's SciFact lengths (queries 64)
+START_SWEEP, START_GROUP = "positive_regime", "scifact-untuned"
+# at step 0 qnorm ranks exactly as dot and dnorm as cosine (a query's own norm orders nothing)
+RANKS_AS = {"cosine": "cosine", "dot": "dot", "qnorm": "dot", "dnorm": "cosine"}
+
+
+def from_start(stored: StoredResults, argument: str) -> str:
+    """``DATASET/HEAD``: SPLADE's change from its untrained start after SciFact's repeated pairs
+    (``scifact-2560``), x100 with its interval and p: whether a mark against cosine is the head
+    rising or cosine falling (``-4.60 [-6.63, -2.67], p<0.001``)."""
+    dataset, _, head = argument.partition("/")
+    trained = _head(stored, f"scifact-2560/{dataset}/splade/{head}", "ff-from-start")
+    untrained = [
+        c
+        for c in stored.sweep(START_SWEEP).group(START_GROUP)
+        if c.cell["model"] == "splade" and c.head == RANKS_AS.get(head)
+    ]
+    if len(untrained) != 1 or dataset not in untrained[0].results["metrics"]:
+        twin = RANKS_AS.get(head)
+        raise ValueError(f"value ff-from-start: no untrained splade {twin} on {dataset!r} in {START_GROUP}")
+    start = {q: float(v["NDCG@10"]) for q, v in untrained[0].results["metrics"][dataset]["per_query"].items()}
+    systems = {"start": dict.fromkeys(trained.per_query, start), head: trained.per_query}
+    c = compare_with_baseline(systems, "start")[head]
+    return f"{100 * c.difference:+.2f} [{100 * c.ci_low:+.2f}, {100 * c.ci_high:+.2f}], {p_text(c.p)}"
+
+
 def survivors(stored: StoredResults, argument: str = "") -> str:
     """``3 of 40``: the table's marks that survive Holm over all of its tests (†), and how many tests."""
     rows = table_rows(stored.sweep(SWEEP))
@@ -144,6 +170,7 @@ VALUES: dict[str, Callable[[StoredResults, str], str]] = {
     "ff-rate": rate,
     "ff-marked": marked,
     "ff-tally": tally,
+    "ff-from-start": from_start,
     "ff-survivors": survivors,
     "ff-edges": edges,
     "ff-runs": runs_value(SWEEP),
