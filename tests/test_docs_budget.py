@@ -88,7 +88,7 @@ def test_the_time_table_sums_each_groups_cells(stored):
 def test_the_prose_words_are_the_tables_marks_and_a_contradicting_sentence_is_stale(stored):
     verdicts = docs_budget_values.VALUES
     assert verdicts["budget-verdicts"](stored, "stdlib/splade/dnorm") == "above, above, above"
-    assert verdicts["budget-verdicts"](stored, "stdlib/splade/qnorm") == "level, level, level"
+    assert verdicts["budget-verdicts"](stored, "stdlib/splade/qnorm") == "not separated, not separated, not separated"
     assert verdicts["budget-verdict"](stored, "stdlib/splade/dnorm/middle") == "above"
     lead = [100 * GAIN["dnorm"] * np.log2(s / 9 + 1) for s in STEPS.values()]
     assert verdicts["budget-change"](stored, "stdlib/splade/dnorm/smallest/largest") == f"{lead[2] - lead[0]:+.2f}"

@@ -78,7 +78,7 @@ def test_the_table_marks_dnorm_above_and_qnorm_level_under_the_whole_tables_holm
     assert "▲†" in table and table.count("▲") == 2  # dnorm at both budgets, qnorm level
     assert "_Not run yet: `code-search-25600-learned`, `scifact-2560`._" in table
     assert ffv.verdict(stored, "code-search-25600/pypi-test/splade/dnorm") == "above†"
-    assert ffv.verdict(stored, "code-search-25600/pypi-test/splade/qnorm") == "level"
+    assert ffv.verdict(stored, "code-search-25600/pypi-test/splade/qnorm") == "not separated"
     assert ffv.difference(stored, "code-search-2560/pypi-test/splade/dnorm").startswith("+10.00 [")
     assert ffv.survivors(stored) == "2 of 4"
     assert ffv.verdicts(stored, "code-search-25600/splade/dnorm") == "above† on PyPI test"

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 from clipmag.results.marks import family_tally
 from clipmag.results.significance import Comparison
+from clipmag_experiments.design.protocol import read_protocol
 from clipmag_experiments.report import docs_budget, docs_fair_fight, docs_positive_values
 from clipmag_experiments.report.stored import StoredResults
 
-__all__ = ["BLOCKS", "Question", "QUESTIONS"]
+__all__ = ["BLOCKS", "PENDING", "Pending", "Question", "QUESTIONS"]
 
 
 @dataclass(frozen=True)
@@ -54,34 +55,55 @@ QUESTIONS = (
         "qnorm and dnorm against cosine, SPLADE and MiniLM starts, 3 budgets, repeated pairs",
         docs_budget.SWEEP,
         _budget,
-        "docs/experiments.md#the-budget-sweep",
+        "docs/experiments.md#the-budget-sweep-is-the-null-a-budget-artefact",
     ),
     Question(
         "From which start does magnitude help?",
         "dot, qnorm, dnorm, learnable against cosine from three starts, scale 20, code search and SciFact",
         docs_positive_values.SWEEP,
         _positive,
-        "docs/experiments.md#the-positive-regime",
+        "docs/experiments.md#where-magnitude-helps-the-positive-regime-sweep",
     ),
     Question(
         "Does a magnitude head beat a cosine tuned alike, on pairs never repeated?",
         "qnorm, dnorm against cosine from two dot-pretrained starts, 2,560 and 25,600 distinct pairs",
         docs_fair_fight.SWEEP,
         _fair_fight,
-        "docs/experiments.md#the-fair-fight",
+        "docs/experiments.md#the-fair-fight-every-head-selected-alike-no-pair-seen-twice",
     ),
 )
 
+
+@dataclass(frozen=True)
+class Pending:
+    """A question whose protocol is committed but whose sweep has no stored results yet: its row
+    says so until the results folder holds a run of that protocol (one of its groups, by name)."""
+
+    asked: str
+    protocol: str
+    link: str
+    folder: str
+    group: str
+
+    def answered(self, stored: StoredResults) -> bool:
+        starts = read_protocol(stored.root / self.folder)
+        return any(g.get("name") == self.group for s in starts for g in s.get("config", {}).get("groups", []))
+
+
 PENDING = (
-    (
+    Pending(
         "The same, powered: tuned at the compared budget, 1,000+ test queries, equivalence within 1 point",
         "configs/sweeps/powered_fight.yaml",
         "docs/experiments.md#the-powered-fight",
+        "powered_fight",
+        "fight",
     ),
-    (
-        "Do magnitude heads change CLIP zero-shot?",
+    Pending(
+        "Do magnitude heads change CLIP zero-shot, when it is zero-shot?",
         "configs/sweeps/clip_emoji.yaml",
-        "docs/clip.md",
+        "docs/clip.md#the-emoji-sweep-the-rebuilt-protocol",
+        "clip_emoji",
+        "towers",
     ),
 )
 
