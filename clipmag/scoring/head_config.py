@@ -12,6 +12,9 @@ from typing import Literal
 # command line can check a name without importing torch (a test keeps the two the same).
 HEAD_NAMES: tuple[str, ...] = ("cosine", "dot", "qnorm", "dnorm", "learnable")
 HeadName = Literal[HEAD_NAMES]  # type: ignore[valid-type]
+# The word every tool that scores with a trained model takes for the model's own head, the one its
+# head record names (``--norm model``, ``--head model``, ``retrieval.norms=[model]``).
+OWN_HEAD = "model"
 
 
 @dataclass
