@@ -87,7 +87,7 @@ HEAD_KEY = "head.name"
 
 def _head_word(flag: str, value: str) -> str:
     """The head one of our words names: ``model`` (the model's own) or a head's name."""
-    choices = HEAD_CHOICES if flag == "--head" else HEAD_NAMES
+    choices = HEAD_CHOICES if flag == "--head" else (*HEAD_NAMES, OWN_HEAD)
     if value not in choices:
         raise ConfigError(f"command line: {flag} takes {' or '.join(choices)}, got {value!r}")
     return value
@@ -215,20 +215,19 @@ def benchmark_values(argv: Sequence[str]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str]) -> None:
-    """CLIP-benchmark's CLI with our model type. ``--help`` alone prints what the command does and our
-    head flags, and says where CLIP-benchmark's own flags are listed, without loading CLIP-benchmark
-    (whose command line imports torch and open_clip: seconds before a word is printed). ``--help``
-    after other arguments (``eval --help``, say) also prints the values those arguments resolve to
-    and CLIP-benchmark's own help, which need its parser."""
+    """CLIP-benchmark's CLI with our model type. ``--help`` alone prints what the command does, our
+    head flags and the head they resolve to, and says where CLIP-benchmark's own flags are listed,
+    without loading CLIP-benchmark (whose command line imports torch and open_clip: seconds before a
+    word is printed). ``--help`` after other arguments (``eval --help``, say) prints the values all
+    of them resolve to and CLIP-benchmark's own help, which need its parser."""
     if "-h" in argv or "--help" in argv:
-        print(inspect.cleandoc(__doc__ or ""), "", HEAD_USAGE, "", sep="\n")
+        print(inspect.cleandoc(__doc__ or ""), "", HEAD_USAGE, "", "values (this command runs with):", sep="\n")
         words = [word for word in argv if word not in ("-h", "--help")]
+        values = benchmark_values(words) if words else {"head": split_head_flag(words)[0]}
+        print(*(f"  {key} = {value!r}" for key, value in values.items()), "", sep="\n", flush=True)
         if not words:
             print(OWN_FLAGS_AT, flush=True)
-            return
-        print("values (this command runs with):")
-        values = benchmark_values(words)
-        print(*(f"  {key} = {value!r}" for key, value in values.items()), "", sep="\n", flush=True)
+            raise SystemExit(0)  # as a --help of argparse ends
     run_cli(argv)
 
 

@@ -35,7 +35,6 @@ TEXT_OWN = {
     "data.sts_scale": "the STS objective's score scale",
     "data.validation_split": "a text evaluation set (BEIR) holds several splits; a shard folder is one split",
     "data.test_split": "a text evaluation set (BEIR) holds several splits; a shard folder is one split",
-    "model.init": "random init of a Hugging Face model; open_clip's random init is model.pretrained=null",
     "model.pooling": "a text encoder's pooling; open_clip's towers pool by their architecture",
     "model.query_prefix": "text prompts of E5-style encoders",
     "model.document_prefix": "text prompts of E5-style encoders",
@@ -43,13 +42,11 @@ TEXT_OWN = {
     "model.document_max_length": "queries and documents, both texts, truncated apart; captions: open_clip's context",
 }
 CLIP_OWN = {
-    "data.source": "bundled digits or shards; the text trainer reads the kind from data.train's value",
     "data.augment": "image augmentation",
     "data.classnames": "zero-shot classification of images",
     "data.templates": "zero-shot classification of images",
-    "data.bundled_seed": "the digits set is drawn with a seed; the text set is built from fixed sources",
+    "data.bundled.seed": "the digits set is drawn with a seed; the text set is built from fixed sources",
     "data.bundled.per_class": "digits drawn per class",
-    "model.pretrained": "open_clip's pretrained tag or checkpoint",
     "model.query_side": "which tower is the query; in text retrieval the query is the query",
     "model.image_init": "one tower's weights from elsewhere",
     "model.text_init": "one tower's weights from elsewhere",
@@ -75,7 +72,9 @@ VALUES = {
     "data.workers": "2",
     "data.skip_corrupt": "true",
     "data.bundled.train": "64",
-    "data.bundled.val": "8",
+    "data.bundled.validation": "8",
+    "data.bundled.seed": "3",
+    "model.init": "random",
     "data.bundled.test": "16",
 }
 

@@ -68,7 +68,7 @@ class BundledDataConfig:
 
     root: str = "runs/data/text-bundled"
     train: PositiveInt = 2500
-    val: PositiveInt = 100
+    validation: PositiveInt = 100
     test: PositiveInt = 150
     corpus_size: PositiveInt = 400
 
