@@ -307,6 +307,54 @@ def test_documented_block_runs(block: Block, clone: Path):
     run_block(block, clone, BLOCK_TIMEOUT_S[how])
 
 
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+# Run after the contract page's snippets, in their namespace: the front end they write parses its
+# command line, builds a model the engine accepts, trains a step's loss and registers.
+CONTRACT_CHECK = """
+cfg = parse_args(["--norm", "qnorm", "--batch-size", "8"])
+assert (cfg.head.name, cfg.loss.direction, cfg.loss.scale) == ("qnorm", "q2d", 20.0), cfg.loss
+import torch
+from clipmag.registry.front_ends import get_front_end
+from clipmag.scoring.heads import build_head
+from clipmag.scoring.losses import loss_from_config
+from clipmag.train.contract import checked_model
+model = checked_model(AudioText(build_head(cfg.head), loss_from_config(cfg.loss)), "audio")
+batch = {"audio": torch.randn(8, 40), "text": torch.randn(8, 300)}
+loss = model(batch)["loss"]
+assert loss.requires_grad and torch.equal(loss, model.loss_from(batch, tuple(model.embed_parts(batch)))["loss"])
+assert [len(chunk["audio"]) for chunk in model.chunks(batch, 3)] == [3, 3, 2]
+assert model.head_record().head["name"] == "qnorm"
+register()
+assert get_front_end("audio").module == "my_package.cli"
+"""
+# After the snippets without the model's: the command line parses, and torch is not loaded.
+LAZY_CHECK = """
+import sys
+assert parse_args(["--norm", "dot"]).head.name == "dot"
+assert "torch" not in sys.modules, "the command line snippet imported torch"
+"""
+
+
+def _run_snippets(snippets: list[str], check: str, tmp_path: Path) -> None:
+    program = "\n\n".join([*snippets, check])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-c", program], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_the_contract_pages_snippets_run_in_page_order(tmp_path):
+    snippets = [block.text for block in python_blocks(ARCHITECTURE)]
+    assert len(snippets) == 5
+    _run_snippets(snippets, CONTRACT_CHECK, tmp_path)
+
+
+def test_the_contract_pages_command_line_imports_torch_only_when_it_runs(tmp_path):
+    snippets = [block.text for block in python_blocks(ARCHITECTURE) if "nn.Module" not in block.text]
+    _run_snippets(snippets, LAZY_CHECK, tmp_path)
+
+
 def test_readme_python_snippet_runs(tmp_path):
     (snippet,) = python_blocks(REPO / "README.md")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
