@@ -4,7 +4,8 @@ runs/, data/ or cache/): the quick blocks (seconds: --help, plan, report, small 
 ``make test``, the longer ones (a few minutes on 2 cores) as slow tests. A block that needs a GPU,
 SLURM, a download, or more than a few minutes is named below with its reason and reported as not
 run; a block a reader cannot run as written opts out with a marker above it
-(tests/docs_blocks.py). README's Python snippet runs too."""
+(tests/docs_blocks.py). The Python blocks are run too where they run as written (README's, and
+the contract page's in page order), and every other says why not (``PYTHON_BLOCKS``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from docs_blocks import REPO, Block, python_blocks, shell_blocks
+from docs_blocks import PAGES, REPO, Block, python_blocks, shell_blocks
 
 QUICK, SLOW = "quick", "slow"
 GPU = "needs a GPU (and the paper's models from the hub)"
@@ -125,7 +126,9 @@ BLOCKS: dict[tuple[str, str], str] = {
         "docs/experiments.md",
         "python scripts/sweep.py --config configs/sweeps/demo.yaml",
     ): "the demo sweep, many minutes alone; tests/test_docs_demo.py checks its report",
-    ("docs/experiments.md", "python -m text_retrieval.data.download msmarco data/msmarco80k"): GPU,
+    ("docs/experiments.md", "python -m text_retrieval.data.download msmarco data/msmarco80k"): (
+        "downloads MS MARCO, AllNLI, BEIR and BRIGHT, then trains and tests the paper's models on GPUs"
+    ),
     (
         "docs/experiments.md",
         "python scripts/paper_dry_run.py",
@@ -308,6 +311,31 @@ def test_documented_block_runs(block: Block, clone: Path):
 
 
 ARCHITECTURE = REPO / "docs" / "architecture.md"
+RUN_BELOW = "run by a test below"
+# Each Python block by (page, first line): run by a test of this module, or why it is not. A block
+# neither named here fails test_every_python_block_is_classified.
+PYTHON_BLOCKS: dict[tuple[str, str], str] = {
+    ("README.md", "import torch"): RUN_BELOW,
+    ("docs/architecture.md", "import dataclasses"): RUN_BELOW,
+    ("docs/architecture.md", "def resolve(cfg: AudioConfig) -> AudioConfig:"): RUN_BELOW,
+    ("docs/architecture.md", "from torch import nn"): RUN_BELOW,
+    ("docs/architecture.md", "from clipmag.config.command_line import parse_cli"): RUN_BELOW,
+    ("docs/architecture.md", "from clipmag.registry.front_ends import register_front_end"): RUN_BELOW,
+    ("docs/clip.md", "import json, open_clip"): (
+        "needs docs/clip.md's first block's export (runs/clip/default), which is not run; tests/test_hub.py "
+        "loads an export with open_clip alone"
+    ),
+    ("docs/text.md", "from sentence_transformers import SentenceTransformer"): (
+        "needs the bundled run's export (runs/text/default), which is not run; tests/test_st_export.py loads "
+        "exports in sentence-transformers"
+    ),
+    ("docs/text.md", "from text_retrieval.model.encoder import TextEncoder"): (
+        "a template: path, folder and sts_folder are the reader's, and BRIGHT is a download"
+    ),
+    ("docs/text.md", "from text_retrieval.rag.answers import has_answer, score_prediction"): (
+        "run_rag on the bundled set fetches DPR's questions from PyPI; tests/test_rag_answers.py checks the rules"
+    ),
+}
 # Run after the contract page's snippets, in their namespace: the front end they write parses its
 # command line, builds a model the engine accepts, trains a step's loss and registers.
 CONTRACT_CHECK = """
@@ -333,6 +361,15 @@ import sys
 assert parse_args(["--norm", "dot"]).head.name == "dot"
 assert "torch" not in sys.modules, "the command line snippet imported torch"
 """
+
+
+def test_every_python_block_is_classified():
+    """Every Python block of the manuals is run by a test here or says why it is not; no entry names
+    a block that is gone."""
+    blocks = {(block.page, block.first_command): block.where for page in PAGES for block in python_blocks(page)}
+    unclassified = sorted(where for name, where in blocks.items() if name not in PYTHON_BLOCKS)
+    assert not unclassified, f"classify these Python blocks in PYTHON_BLOCKS: {unclassified}"
+    assert not set(PYTHON_BLOCKS) - set(blocks), f"no page has: {sorted(set(PYTHON_BLOCKS) - set(blocks))}"
 
 
 def _run_snippets(snippets: list[str], check: str, tmp_path: Path) -> None:
