@@ -80,28 +80,28 @@ def _sample_from_row(fields: list[str], path: Path, line: int) -> Sample:
     return {"query": fields[0], "positive": fields[1], "negatives": []}
 
 
-def pairs_from_jsonl(path: str | Path) -> list[Sample]:
-    """Samples from a JSONL file of pairs/triples or of SciFact-style ``{query, title, text}``."""
-    path = Path(path)
+def _samples(path: Path, layout: str) -> list[Sample]:
+    """Every line of ``path`` read as a sample of ``layout`` (``jsonl`` or ``tsv``); at least one."""
     if not path.is_file():
         raise FileNotFoundError(f"training pairs file not found: {path}")
-    samples = [_sample_from_record(obj, path, line) for line, obj in iter_jsonl(path)]
+    if layout == "tsv":
+        samples = [_sample_from_row(fields, path, line) for line, fields in iter_tsv(path)]
+    else:
+        samples = [_sample_from_record(obj, path, line) for line, obj in iter_jsonl(path)]
     if not samples:
         raise DataFormatError(path, None, "at least one training pair", "an empty file")
     return samples
 
 
+def pairs_from_jsonl(path: str | Path) -> list[Sample]:
+    """Samples from a JSONL file of pairs/triples or of SciFact-style ``{query, title, text}``."""
+    return _samples(Path(path), "jsonl")
+
+
 def read_pairs(path: str | Path) -> list[Sample]:
     """The samples of a pairs file, JSONL or TSV (by its name), in file order."""
     path = Path(path)
-    if not path.name.endswith(TSV_SUFFIXES):
-        return pairs_from_jsonl(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"training pairs file not found: {path}")
-    samples = [_sample_from_row(fields, path, line) for line, fields in iter_tsv(path)]
-    if not samples:
-        raise DataFormatError(path, None, "at least one query<TAB>document pair", "an empty file")
-    return samples
+    return _samples(path, "tsv" if path.name.endswith(TSV_SUFFIXES) else "jsonl")
 
 
 def pairs_retrieval_set(path: str | Path) -> RetrievalDataset:
