@@ -52,9 +52,10 @@ BLOCKS: dict[tuple[str, str], str] = {
         "docs/clip.md",
         "python scripts/train_clip.py --config configs/clip/sym_cosine.yaml --output runs/clip/cosine",
     ): "two CLIP trainings, minutes each on 2 cores; tests/test_clip_lit_runs.py locks a tower",
+    ("docs/clip.md", "python scripts/sweep.py plan --config configs/sweeps/clip_losses.yaml"): QUICK,
     (
         "docs/clip.md",
-        "python scripts/sweep.py plan --config configs/sweeps/clip_losses.yaml",
+        "python scripts/sweep.py --config configs/sweeps/clip_losses.yaml",
     ): "the whole CLIP sweep, many minutes alone",
     (
         "docs/clip.md",
