@@ -20,7 +20,17 @@ from importlib.metadata import distribution
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-HEAVY = ("torch", "transformers", "open_clip", "lancedb", "faiss", "sentence_transformers", "numpy", "scipy")
+HEAVY = (
+    "torch",
+    "transformers",
+    "open_clip",
+    "clip_benchmark",
+    "lancedb",
+    "faiss",
+    "sentence_transformers",
+    "numpy",
+    "scipy",
+)
 # Runs the entry point as the console script would, then says which heavy libraries it had loaded.
 CHILD = """
 import importlib, sys

@@ -84,7 +84,7 @@ def trainer_args(trainer: str, p: Profile, size: Size, out: Path, work: Path, te
         data = {"batch_size": size.text_batch, "validation": "[]", "test": "[]", "bundled.root": work / "text-data"}
         model = {"name": text_model, "query_max_length": query, "document_max_length": document}
     else:
-        data = {"batch_size": size.clip_batch, "bundled.train": size.clip_images, "bundled.val": 64}
+        data = {"batch_size": size.clip_batch, "bundled.train": size.clip_images, "bundled.validation": 64}
         data |= {"bundled.test": 64, "bundled.per_class": 2}
         model = {}
     sections = {"train": train, "data": data, "model": model}

@@ -1,7 +1,7 @@
 """The open_clip model the ``model`` section (:mod:`image_text.model_config`) names, built.
 
 ``build_open_clip`` makes the towers: the architecture (open_clip's, one of ours in
-``configs/clip/models``, or a JSON file), the weights of ``model.pretrained``, then one tower's
+``configs/clip/models``, or a JSON file), the weights of ``model.init``, then one tower's
 weights from another model (``model.image_init`` / ``model.text_init``) and the locks
 (``model.lock_image`` / ``model.lock_text``) of :mod:`image_text.towers`.
 """
@@ -18,7 +18,7 @@ from torch import nn
 from clipmag.errors import ConfigError
 from clipmag.train.dropout import set_layer_dropout
 
-from .model_config import MODEL_CONFIG_DIR, ClipModelConfig
+from .model_config import MODEL_CONFIG_DIR, RANDOM_INIT, ClipModelConfig
 from .towers import init_tower, lock_towers
 from .weights import WEIGHTS_FILE, export_weights_file, open_clip_state_dict
 
@@ -54,24 +54,23 @@ def build_open_clip(cfg: ClipModelConfig) -> tuple[nn.Module, Callable, Callable
     """(open_clip model, train transform, eval transform, tokenizer) for ``cfg``, its towers initialised
     and locked as it says; a local checkpoint is read as tensors and plain data only."""
     name = resolve_model_name(cfg.name)
-    local = cfg.pretrained is not None and (Path(cfg.pretrained).is_file() or Path(cfg.pretrained).is_dir())
-    tag = None if local else cfg.pretrained
+    start = None if cfg.init == RANDOM_INIT else cfg.init
+    local = start is not None and (Path(start).is_file() or Path(start).is_dir())
+    tag = None if local else start
     try:
         model, preprocess_train, preprocess_val = open_clip.create_model_and_transforms(name, pretrained=tag)
     except RuntimeError as err:
-        raise ConfigError(
-            f"model.pretrained={tag!r} for {name}: {err} (no downloads: give a local checkpoint)"
-        ) from None
+        raise ConfigError(f"model.init={tag!r} for {name}: {err} (no downloads: give a local checkpoint)") from None
     if local:
-        path = Path(cfg.pretrained)
+        path = Path(start)
         path = export_weights_file(path) if path.is_dir() else path
         if path is None:
-            raise ConfigError(f"model.pretrained: no {WEIGHTS_FILE} in the folder {cfg.pretrained}")
+            raise ConfigError(f"model.init: no {WEIGHTS_FILE} in the folder {start}")
         state = open_clip_state_dict(path)
         if getattr(model, "logit_bias", None) is None:
             state.pop("logit_bias", None)  # a SigLIP run's bias: the loss of this run decides its own
         model.load_state_dict(state, strict=True)
-        logger.info("loaded tower weights from %s", cfg.pretrained)
+        logger.info("loaded tower weights from %s", start)
     for side, source in (("image", cfg.image_init), ("text", cfg.text_init)):
         if source:
             init_tower(model, side, source, name)

@@ -40,16 +40,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from clipmag.config.entry import run_entry_point
 from clipmag.errors import ConfigError
-from clipmag.scoring.heads import HEAD_NAMES
+from clipmag.scoring.head_config import HEAD_NAMES, OWN_HEAD
 from clipmag.storage.naming import distinct_labels, model_label, slug
 
-from .benchmark_scoring import HEAD_CHOICES, head_aware
-
 MODEL_TYPE = "clipmag"
+HEAD_CHOICES = (OWN_HEAD, "cosine")  # what ``--head`` takes; ``--norm`` / ``head.name`` take any head
 HEAD_USAGE = (
     "clipmag: CLIP-benchmark's zero-shot classification and retrieval are scored with the model's head record "
     "(--head model, the default; in its trained roles; a class embedding is its prompts' mean direction times "
@@ -78,6 +75,11 @@ def register() -> None:
         cb_models.MODEL_TYPES.append(MODEL_TYPE)
 
 
+OWN_FLAGS_AT = (
+    "CLIP-benchmark's own flags, and the values a command line resolves to: "
+    "clipmag-eval-clip-benchmark eval --help (after any other arguments; it loads CLIP-benchmark and torch)"
+)
+
 # Our words in a CLIP-benchmark command line: the flags, and the key a ``key=value`` word sets.
 HEAD_FLAGS = ("--head", "--norm")
 HEAD_KEY = "head.name"
@@ -85,7 +87,7 @@ HEAD_KEY = "head.name"
 
 def _head_word(flag: str, value: str) -> str:
     """The head one of our words names: ``model`` (the model's own) or a head's name."""
-    choices = HEAD_CHOICES if flag == "--head" else HEAD_NAMES
+    choices = HEAD_CHOICES if flag == "--head" else (*HEAD_NAMES, OWN_HEAD)
     if value not in choices:
         raise ConfigError(f"command line: {flag} takes {' or '.join(choices)}, got {value!r}")
     return value
@@ -112,7 +114,7 @@ def split_head_flag(argv: Sequence[str]) -> tuple[str, list[str]]:
     if len(heads) > 1:
         given = ", ".join(f"{flag}{'=' if flag == HEAD_KEY else ' '}{value}" for flag, value in named.items())
         raise ConfigError(f"command line: {given} name different heads; give one")
-    return (heads.pop() if heads else "model"), rest
+    return (heads.pop() if heads else OWN_HEAD), rest
 
 
 def refuse_abbreviations(parser: argparse.ArgumentParser, words: Sequence[str]) -> None:
@@ -166,10 +168,11 @@ def run_cli(argv: Sequence[str]) -> None:
     at a time, each to its own files."""
     head, rest = split_head_flag(argv)
     register()
+    import torch
     from clip_benchmark import cli
 
-    if rest in (["-h"], ["--help"]):  # its eval command's options, where --head applies
-        rest = ["eval", "--help"]
+    from .benchmark_scoring import head_aware
+
     saved = sys.argv
     sys.argv = ["clip_benchmark", *rest]
     try:
@@ -212,14 +215,19 @@ def benchmark_values(argv: Sequence[str]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str]) -> None:
-    """CLIP-benchmark's CLI with our model type. ``--help`` first prints what the command does, our
-    ``--head`` and the values the other arguments resolve to, then CLIP-benchmark's own help (its
-    sub-commands, or with ``eval`` every flag)."""
+    """CLIP-benchmark's CLI with our model type. ``--help`` alone prints what the command does, our
+    head flags and the head they resolve to, and says where CLIP-benchmark's own flags are listed,
+    without loading CLIP-benchmark (whose command line imports torch and open_clip: seconds before a
+    word is printed). ``--help`` after other arguments (``eval --help``, say) prints the values all
+    of them resolve to and CLIP-benchmark's own help, which need its parser."""
     if "-h" in argv or "--help" in argv:
         print(inspect.cleandoc(__doc__ or ""), "", HEAD_USAGE, "", "values (this command runs with):", sep="\n")
         words = [word for word in argv if word not in ("-h", "--help")]
-        values = benchmark_values(words)
+        values = benchmark_values(words) if words else {"head": split_head_flag(words)[0]}
         print(*(f"  {key} = {value!r}" for key, value in values.items()), "", sep="\n", flush=True)
+        if not words:
+            print(OWN_FLAGS_AT, flush=True)
+            raise SystemExit(0)  # as a --help of argparse ends
     run_cli(argv)
 
 

@@ -36,12 +36,12 @@ from clip_benchmark.metrics.zeroshot_classification import accuracy, average_pre
 from clip_benchmark.metrics.zeroshot_retrieval import batchify, dataloader_with_indices, recall_at_k
 from sklearn.metrics import balanced_accuracy_score
 
+from clipmag.scoring.head_config import OWN_HEAD
 from clipmag.scoring.heads import build_head
 from clipmag.storage.safe_load import load_weights_only
 
 from .evaluate import class_embeddings
 
-HEAD_CHOICES = ("model", "cosine")  # what ``--head`` takes; ``--norm`` / ``head.name`` take any head
 Scorer = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
@@ -50,9 +50,9 @@ def scorer(model: Any, head: str) -> tuple[Scorer, str]:
     is ``model`` (the model's own head) or the name of a head to score with instead."""
     similarity = getattr(model, "similarity", None)
     if similarity is None:  # open_clip's own model: trained with cosine, the image side as query
-        chosen = build_head("cosine" if head == "model" else head)
+        chosen = build_head("cosine" if head == OWN_HEAD else head)
         return chosen.score, f"{chosen.name} (the model has no head record)"
-    if head != "model":
+    if head != OWN_HEAD:
         return partial(similarity, head=build_head(head)), f"{head} (the model's head: {model.head.name})"
     return similarity, f"{model.head.name} (query side {model.query_side})"
 
@@ -98,7 +98,7 @@ def classify(
     save_clf: str | None = None,
     load_clfs: Sequence[str] = (),
     *,
-    head: str = "model",
+    head: str = OWN_HEAD,
 ) -> dict[str, Any]:
     """CLIP-benchmark's ``zeroshot_classification.evaluate``, scored with ``head``. ``save_clf`` writes
     the class embeddings as it lays its classifier out ([D, C]); ``load_clfs`` averages such files
@@ -130,7 +130,7 @@ def retrieve(
     amp: bool = True,
     recall_k_list: Sequence[int] = (5,),
     *,
-    head: str = "model",
+    head: str = OWN_HEAD,
 ) -> dict[str, Any]:
     """CLIP-benchmark's ``zeroshot_retrieval.evaluate``, scored with ``head``: an image is found by any
     of its captions (its text retrieval), a caption finds its image (its image retrieval)."""

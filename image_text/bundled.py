@@ -174,7 +174,7 @@ def _as_digits(codes: np.ndarray) -> np.ndarray:
 
 def build_sized(sizes: DigitsSizes, seed: int) -> BundledDigits:
     """The bundled set at the sizes of a config section (``data.bundled``, ``--bundled-train`` ...)."""
-    return build_bundled(sizes.train, sizes.val, sizes.test, sizes.per_class, seed=seed)
+    return build_bundled(sizes.train, sizes.validation, sizes.test, sizes.per_class, seed=seed)
 
 
 def build_bundled(

@@ -28,14 +28,13 @@ from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optim_config import OptimConfig
 from clipmag.train.trainer_flags import in_batch_problem, trainer_flags
 
-from .data_config import ClipDataConfig, split_overlap
-from .model_config import ClipModelConfig, is_our_architecture, lock_problems
+from .data_config import BUNDLED, ClipDataConfig, split_overlap
+from .model_config import RANDOM_INIT, ClipModelConfig, is_our_architecture, lock_problems
 
 Objective = Literal["sym", "i2t", "t2i"]
-# The trainers' shared flags (clipmag.train.trainer_flags) and this trainer's own: the open_clip
-# weights, the query tower and the locks (frozen towers as in LiT).
+# The trainers' shared flags (clipmag.train.trainer_flags) and this trainer's own: the query tower
+# and the locks (frozen towers as in LiT).
 SHORTHANDS = trainer_flags(
-    pretrained="model.pretrained",
     query_side="model.query_side",
     lock_image="model.lock_image",
     lock_text="model.lock_text",
@@ -64,11 +63,15 @@ class ClipConfig:
 
     RENAMED_KEYS: ClassVar[dict[str, str]] = {
         "data.embedded": "data.bundled",
-        "data.embedded_seed": "data.bundled_seed",
+        "data.embedded_seed": "data.bundled.seed",
         **TRAINER_KEYS,
     }
     RENAMED_FLAGS: ClassVar[dict[str, str]] = TRAINER_FLAGS
-    RENAMED_VALUES: ClassVar[dict[str, dict[str, str]]] = {"data.source": BUNDLED_RENAME}
+    RENAMED_VALUES: ClassVar[dict[str, dict[str | None, str]]] = {
+        "data.train": {None: BUNDLED, **BUNDLED_RENAME},  # data.train=null was the bundled set
+        # model.pretrained=null (in a file; "null" on the command line): random weights, before the rename
+        "model.init": {None: RANDOM_INIT, "null": RANDOM_INIT},
+    }
 
 
 def _derived(key: str, given: str, derived: str, objective: str, problems: list[str]) -> str:
@@ -82,21 +85,17 @@ def _derived(key: str, given: str, derived: str, objective: str, problems: list[
 
 
 def _data_problems(d: ClipDataConfig) -> list[str]:
-    """What is wrong with the data section for its source."""
-    problems = []
-    if d.source == "shards" and not d.train:
-        problems.append("data.source=shards needs data.train (a folder of shards, or data/train-{000..009}.tar)")
-    given = [k for k in ("train", "validation", "test") if getattr(d, k)]
-    overlap = split_overlap({k: [getattr(d, k)] for k in given})
-    if d.source == "shards" and overlap:
-        problems.append(overlap)
-    if d.source == "bundled" and given:
-        problems.append(f"data.{given[0]} is set but data.source=bundled: drop one of them")
-    return problems
+    """What is wrong with the data section: bundled training with shards to evaluate on, or shard
+    splits that share a shard."""
+    given = [k for k in ("validation", "test") if getattr(d, k)]
+    if d.is_bundled:
+        return [f"data.{k} is set but data.train=bundled, which brings its own splits: drop one" for k in given[:1]]
+    overlap = split_overlap({k: [getattr(d, k)] for k in ("train", *given)})
+    return [overlap] if overlap else []
 
 
 def resolve(cfg: ClipConfig) -> ClipConfig:
-    """Derive loss direction, query side and data source; reject unusable settings early."""
+    """Derive loss direction and query side; reject unusable settings early."""
     problems: list[str] = []
     direction = _derived("loss.direction", cfg.loss.direction, DIRECTION[cfg.objective], cfg.objective, problems)
     side = cfg.model.query_side
@@ -104,7 +103,6 @@ def resolve(cfg: ClipConfig) -> ClipConfig:
         side = _derived("model.query_side", side, QUERY_SIDE[cfg.objective], cfg.objective, problems)
     elif side == "auto":
         side = "image"
-    source = cfg.data.source if cfg.data.source != "auto" else ("shards" if cfg.data.train else "bundled")
     try:
         loss = resolve_loss(dataclasses.replace(cfg.loss, direction=direction), infonce_scale=CLIP_INFONCE_SCALE)
     except ConfigError as err:
@@ -114,7 +112,6 @@ def resolve(cfg: ClipConfig) -> ClipConfig:
         cfg,
         loss=loss,
         model=dataclasses.replace(cfg.model, query_side=side),
-        data=dataclasses.replace(cfg.data, source=source),
     )
     problems += [p for p in [in_batch_problem(cfg.data.batch_size)] if p]
     problems += _data_problems(cfg.data) + lock_problems(cfg.model)

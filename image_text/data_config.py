@@ -10,12 +10,14 @@ import itertools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar
 
 from clipmag.config.checks import NonNegativeInt, PositiveInt, Seed
 from clipmag.storage.shards import shard_fingerprint
 
-__all__ = ["ClipDataConfig", "DigitsSizes", "split_overlap"]
+BUNDLED = "bundled"  # data.train: the bundled digits set, as the text trainer names its own
+
+__all__ = ["BUNDLED", "BundledDigits", "ClipDataConfig", "DigitsSizes", "split_overlap"]
 
 
 @dataclass
@@ -26,38 +28,46 @@ class DigitsSizes:
     empty: an empty split has no pair to score, and is refused here rather than deep inside a run."""
 
     train: PositiveInt = 20000
-    val: PositiveInt = 500
+    validation: PositiveInt = 500
     test: PositiveInt = 1000
     per_class: PositiveInt = 50
 
     def __post_init__(self) -> None:
-        if self.val + self.test > 10**4:
-            raise ValueError(f"val + test = {self.val + self.test}: at most 10000 distinct four-digit composites exist")
+        if self.validation + self.test > 10**4:
+            raise ValueError(
+                f"validation + test = {self.validation + self.test}: at most 10000 distinct four-digit composites exist"
+            )
+
+
+@dataclass
+class BundledDigits(DigitsSizes):
+    """The trainer's ``data.bundled`` section: the sizes, and the seed the set is drawn with (the shard
+    builder takes its own ``--seed``)."""
+
+    seed: Seed = 0
 
 
 @dataclass
 class ClipDataConfig:
-    """Where batches come from. ``source=auto``: shards when ``train`` is set, else the bundled set
-    (``bundled.py``), which needs nothing else.
-
-    ``train`` / ``validation`` / ``test``: a folder of ``*.tar`` or brace patterns
-    (``data/train-{000..009}.tar``, ``::`` joins several). Validation picks the best checkpoint;
-    the final numbers are on test, so the two must not share a shard. ``batch_size`` is per rank
-    and micro-batch. ``augment`` uses open_clip's training transform (random resized crop) for
-    shards, seeded per sample; the bundled set is always read un-augmented. ``workers``:
-    DataLoader processes per rank (resume with the value the run started with). ``classnames`` /
-    ``templates``: text files (one per line, templates with ``{c}``) that turn the ``cls`` field of
-    the test shards into a zero-shot classification task. ``bundled``: sizes of the bundled
-    splits (:class:`DigitsSizes`), built with ``bundled_seed``.
+    """Where batches come from. ``train``: ``bundled`` (the default) is the bundled set
+    (``bundled.py``), which brings its validation and test splits and needs nothing else, as the
+    text trainer's ``data.train=bundled`` does; else shards, as ``validation`` / ``test`` are: a
+    folder of ``*.tar`` or brace patterns (``data/train-{000..009}.tar``, ``::`` joins several).
+    Validation picks the best checkpoint; the final numbers are on test, so the two must not share a
+    shard. ``batch_size`` is per rank and micro-batch. ``augment`` uses open_clip's training
+    transform (random resized crop) for shards, seeded per sample; the bundled set is always read
+    un-augmented. ``workers``: DataLoader processes per rank (resume with the value the run started
+    with). ``classnames`` / ``templates``: text files (one per line, templates with ``{c}``) that
+    turn the ``cls`` field of the test shards into a zero-shot classification task. ``bundled``:
+    sizes of the bundled splits and the seed they are drawn with (:class:`BundledDigits`).
     ``skip_corrupt``: a training image that does not decode is replaced by the next of its shard
     that does (counted in results) instead of stopping the run; evaluation images are never skipped
     (a test set must stay the same). The text trainer spells these settings alike.
     """
 
-    source: Literal["auto", "bundled", "shards"] = "auto"
     batch_size: PositiveInt = 128
     eval_batch_size: PositiveInt = 256
-    train: str | None = None
+    train: str = BUNDLED
     validation: str | None = None
     test: str | None = None
     classnames: str | None = None
@@ -65,8 +75,15 @@ class ClipDataConfig:
     workers: NonNegativeInt = 0
     skip_corrupt: bool = False
     augment: bool = True
-    bundled: DigitsSizes = field(default_factory=DigitsSizes)
-    bundled_seed: Seed = 0
+    bundled: BundledDigits = field(default_factory=BundledDigits)
+
+    retired_keys: ClassVar[dict[str, str]] = {
+        "source": "data.train=bundled names the bundled set, a shard folder or pattern names shards"
+    }
+
+    @property
+    def is_bundled(self) -> bool:
+        return self.train == BUNDLED
 
 
 _OVERLAP_HARM = {

@@ -13,6 +13,7 @@ from clipmag.config.checks import Fraction, NonNegativeInt
 from clipmag.registry.config_packages import packaged_configs
 
 MODEL_CONFIG_DIR = packaged_configs("image_text") / "clip" / "models"  # our open_clip architectures (clipmag-tiny, ...)
+RANDOM_INIT = "random"  # ``model.init``: fresh weights, as in the text trainer
 
 
 @dataclass
@@ -20,13 +21,15 @@ class ClipModelConfig:
     """The open_clip architecture and where its weights come from.
 
     ``name``: an open_clip architecture (``ViT-B-32``), one of ours in ``configs/clip/models``
-    (``clipmag-tiny``) or a path to an open_clip JSON model config. ``pretrained``: an open_clip
-    tag (needs its weights in the local cache: nothing is downloaded) or a local checkpoint
-    (ours or open_clip's); ``None`` is random init. ``query_side`` is the query tower of the
-    ``sym`` objective (``auto``: image); ``i2t`` / ``t2i`` fix it.
+    (``clipmag-tiny``) or a path to an open_clip JSON model config. ``init``: where the starting
+    weights come from, as in the text trainer: ``random`` (the default: fresh weights), an open_clip
+    tag (needs its weights in the local cache: nothing is downloaded) or a local checkpoint (ours or
+    open_clip's); ``model.pretrained`` is its old name, and its ``null`` is ``random``.
+    ``query_side`` is the query tower of the ``sym`` objective (``auto``: image); ``i2t`` / ``t2i``
+    fix it.
 
     ``image_init`` / ``text_init``: take that tower's weights from a clipmag CLIP export, a run
-    folder, a checkpoint or an open_clip tag of this architecture (after ``pretrained``).
+    folder, a checkpoint or an open_clip tag of this architecture (after ``init``).
     ``lock_image`` / ``lock_text``: freeze that tower as open_clip's ``--lock-image`` /
     ``--lock-text`` do, with their options: the last ``lock_image_unlocked_groups`` groups or
     ``lock_text_unlocked_layers`` layers stay trainable, ``lock_image_freeze_bn_stats`` freezes
@@ -42,7 +45,7 @@ class ClipModelConfig:
     """
 
     name: str = "clipmag-tiny"
-    pretrained: str | None = None
+    init: str = RANDOM_INIT
     query_side: Literal["auto", "image", "text"] = "auto"
     image_init: str | None = None
     text_init: str | None = None

@@ -82,14 +82,20 @@ class ClipShardsCommand:
     deb_cache: str | None = None
     bundled_sizes: DigitsSizes = field(default_factory=DigitsSizes)
 
-    RENAMED_KEYS: ClassVar[dict[str, str]] = {"embedded": "bundled", "embedded_sizes": "bundled_sizes"}
+    RENAMED_KEYS: ClassVar[dict[str, str]] = {
+        "embedded": "bundled",
+        "embedded_sizes": "bundled_sizes",
+        "bundled_sizes.val": "bundled_sizes.validation",
+    }
     RENAMED_FLAGS: ClassVar[dict[str, str]] = {
         "embedded": "bundled",
         **{f"embedded_{size.name}": f"bundled_{size.name}" for size in fields(DigitsSizes)},
+        "embedded_val": "bundled_validation",
+        "bundled_val": "bundled_validation",
     }
 
 
-# Every key is a flag of its own name; the bundled set's sizes are --bundled-train, --bundled-val, ...
+# Every key is a flag of its own name; the bundled set's sizes are --bundled-train, --bundled-validation, ...
 FLAGS = {
     **{name: key for name, key in field_flags(ClipShardsCommand).items() if name != "bundled_sizes"},
     **{f"bundled_{size.name}": f"bundled_sizes.{size.name}" for size in fields(DigitsSizes)},

@@ -79,7 +79,7 @@ class ClipTask:
         self.eval_specs: dict[str, str | None] = {}
         self.classes: tuple[list[str], list[str]] | None = None
         self.zero_shot: ZeroShot | None = None
-        if cfg.data.source == "bundled":
+        if cfg.data.is_bundled:
             self._load_bundled()
         else:
             self._load_shards()
@@ -95,7 +95,7 @@ class ClipTask:
 
     def _load_bundled(self) -> None:
         d = self.cfg.data
-        sets = bundled_set.build_sized(d.bundled, d.bundled_seed)
+        sets = bundled_set.build_sized(d.bundled, d.bundled.seed)
         # training images in half precision: half the memory; the model reads them in float32
         self.train_images = self._images(sets.train).half()
         self.train_tokens = sets.train.caption_tokens(self.tokenizer)
@@ -158,7 +158,7 @@ class ClipTask:
         return self.zero_shot
 
     def train_batches(self, start_step: int) -> Iterator[Any]:
-        if self.cfg.data.source != "bundled":
+        if not self.cfg.data.is_bundled:
             return self.stream.batches(start_step)
         return self._bundled_batches(start_step)
 

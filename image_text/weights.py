@@ -3,7 +3,7 @@
 An export holds the towers' weights as safetensors (``open_clip_model.safetensors``, the first name
 open_clip's ``local-dir:`` looks for), ``open_clip_config.json`` and the head record: nothing in it
 is a pickle. Exports written before hold ``open_clip_pytorch_model.bin``, a torch file of tensors.
-That file, a training checkpoint and an open_clip checkpoint (``model.pretrained``: ``.pt``, ``.bin``
+That file, a training checkpoint and an open_clip checkpoint (``model.init``: ``.pt``, ``.bin``
 or ``.safetensors``) are read as tensors and plain data only (:mod:`clipmag.storage.safe_load`); one
 that needs pickle is refused.
 """

@@ -76,7 +76,7 @@ def test_every_prepare_step_is_checked_before_any_runs(tmp_path):
     assert toy_prepare.CALLS == [] and not (tmp_path / "runs").exists() and not (tmp_path / "prepared").exists()
 
 
-@pytest.mark.parametrize("split", ["train", "val", "test"])
+@pytest.mark.parametrize("split", ["train", "validation", "test"])
 def test_an_empty_bundled_clip_split_is_refused_naming_its_key(split):
     from image_text.cli import parse_args
 

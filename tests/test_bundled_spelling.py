@@ -47,7 +47,7 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
             lambda c: c.data.test,
         ),
         (TextConfig, "data.train=embedded", "data.train=bundled", lambda c: c.data.train),
-        (ClipConfig, "data.source=embedded", "data.source=bundled", lambda c: c.data.source),
+        (ClipConfig, "data.train=embedded", "data.train=bundled", lambda c: c.data.train),
         (RagConfig, "data.source=embedded", "data.source=bundled", lambda c: c.data.source),
         (PredictConfig, "data=embedded", "data=bundled", lambda c: c.data),
     ],
@@ -117,7 +117,7 @@ RENAMED_KEY_CASES = [
     (TextConfig, "data.embedded.root", "data.bundled.root", "runs/elsewhere", lambda c: c.data.bundled.root),
     (TextConfig, "data.embedded.corpus_size", "data.bundled.corpus_size", "7", lambda c: c.data.bundled.corpus_size),
     (ClipConfig, "data.embedded.per_class", "data.bundled.per_class", "3", lambda c: c.data.bundled.per_class),
-    (ClipConfig, "data.embedded_seed", "data.bundled_seed", "5", lambda c: c.data.bundled_seed),
+    (ClipConfig, "data.embedded_seed", "data.bundled.seed", "5", lambda c: c.data.bundled.seed),
     (RagConfig, "data.embedded_root", "data.bundled_root", "runs/rag-here", lambda c: c.data.bundled_root),
     (RagConfig, "data.embedded_questions", "data.bundled_questions", "9", lambda c: c.data.bundled_questions),
 ]
@@ -213,7 +213,7 @@ def test_a_stored_cell_given_an_old_key_is_the_same_run_as_the_new_key(monkeypat
     monkeypatch.chdir(REPO)
     stored = json.loads((STORED_CELL / "cell.json").read_text(encoding="utf-8"))["argv"]
     old = run_identity(_stored_cell([*stored, "data.embedded.n_dev=50"]))
-    assert old == run_identity(_stored_cell([*stored, "data.bundled.val=50"])) is not None
+    assert old == run_identity(_stored_cell([*stored, "data.bundled.validation=50"])) is not None
     assert old != run_identity(_stored_cell(stored))
 
 
@@ -224,7 +224,7 @@ def test_a_sweep_protocol_stored_with_an_old_key_is_the_same_protocol(tmp_path, 
 
     record_start(clip_sweep("data.embedded_seed"))
     with caplog.at_level(logging.WARNING, logger="clipmag"):
-        record_start(clip_sweep("data.bundled_seed"))
+        record_start(clip_sweep("data.bundled.seed"))
     assert "sweep config changed" not in caplog.text
     with caplog.at_level(logging.WARNING, logger="clipmag"):
         record_start(clip_sweep("train.seed"))

@@ -35,7 +35,7 @@ from image_text.model import ClipMagModel, ClipModelConfig, build_open_clip, loa
 TRAIN = [
     "model.name=clipmag-micro",
     "data.bundled.train=256",
-    "data.bundled.val=16",
+    "data.bundled.validation=16",
     "data.bundled.test=16",
     "data.bundled.per_class=1",
     "train.steps=40",

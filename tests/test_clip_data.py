@@ -226,7 +226,10 @@ def test_eval_set_keeps_every_caption_with_its_image(digit_shards, micro):
 
 def test_bundled_batches_draw_captions_per_epoch_resume_and_split_across_ranks():
     def task(batch_size: int, rank: int = 0, world_size: int = 1) -> ClipTask:
-        sizes = ["data.bundled.train=40", "data.bundled.val=4", "data.bundled.test=4", "data.bundled.per_class=1"]
+        sizes = [
+            f"data.bundled.{split}={n}"
+            for split, n in (("train", 40), ("validation", 4), ("test", 4), ("per_class", 1))
+        ]
         cfg = parse_args(["model.name=clipmag-micro", *sizes, f"data.batch_size={batch_size}"])
         return ClipTask(cfg, DistributedContext(rank, world_size, rank, torch.device("cpu"), None))
 
@@ -254,7 +257,8 @@ def test_bundled_shard_build_writes_each_caption_once(tmp_path, monkeypatch, cap
     calls = []
     real = bundled.captions_for
     monkeypatch.setattr(bundled, "captions_for", lambda digits: calls.append(1) or real(digits))
-    sizes = ["--bundled-train", str(n_train), "--bundled-val", "8", "--bundled-test", "12", "--bundled-per-class", "2"]
+    sizes = ["--bundled-train", str(n_train), "--bundled-validation", "8", "--bundled-test", "12"]
+    sizes += ["--bundled-per-class", "2"]
     shards_cli.main(["--output", str(tmp_path / "digits"), "--bundled", *sizes, "--shard-size", "20"])
     assert len(calls) == n_train + 8 + 12 + 10 * 2
     lines = capsys.readouterr().out.splitlines()

@@ -38,7 +38,7 @@ COMMON = [
     "train.progress=false",
     "train.device=cpu",
 ]
-BUNDLED = ["data.bundled.train=64", "data.bundled.val=8", "data.bundled.test=8", "data.bundled.per_class=1"]
+BUNDLED = ["data.bundled.train=64", "data.bundled.validation=8", "data.bundled.test=8", "data.bundled.per_class=1"]
 
 
 @pytest.fixture(scope="module")

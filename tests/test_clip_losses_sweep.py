@@ -28,7 +28,7 @@ def test_the_clip_losses_sweep_expands_as_documented():
         run = parse_args(cell.argv)
         groups.setdefault(cell.group, set()).add(run.head.name)
         assert run.model.query_side == "image" and run.train.precision == "fp32" and run.train.threads == 2
-        assert (run.model.name, run.train.steps, run.data.source) == ("clipmag-tiny", 400, "bundled")
+        assert (run.model.name, run.train.steps, run.data.train) == ("clipmag-tiny", 400, "bundled")
         expected = {
             "infonce-sym": ("sym", "infonce", False),
             "infonce-i2t": ("i2t", "infonce", False),

@@ -30,7 +30,7 @@ from image_text.model import load_clipmag
 MICRO = [
     "model.name=clipmag-micro",
     "data.bundled.train=512",
-    "data.bundled.val=32",
+    "data.bundled.validation=32",
     "data.bundled.test=64",
     "data.bundled.per_class=4",
     "train.log_every=1",
@@ -157,7 +157,7 @@ def test_results_and_clip_benchmark_cli_agree_on_the_multi_caption_test_split(tm
 
 def test_cli_reports_bad_shards_and_configs(tmp_path):
     (tmp_path / "broken.tar").write_bytes(b"\0garbage" * 100)
-    proc = train(tmp_path / "bad", "data.source=shards", f"data.train={tmp_path}/broken.tar", check=False)
+    proc = train(tmp_path / "bad", f"data.train={tmp_path}/broken.tar", check=False)
     assert proc.returncode != 0 and "not a readable tar file" in proc.stderr
     proc = train(tmp_path / "bad", "--objective", "both-ways", check=False)
     assert proc.returncode != 0 and "objective" in proc.stderr and "Traceback" not in proc.stderr

@@ -147,7 +147,7 @@ def test_state_dict_is_open_clips_and_export_round_trips(micro, tmp_path, learna
         b = loaded.similarity(loaded.encode_image(images), loaded.encode_text(texts))
     assert torch.allclose(a, b, atol=1e-5)
     assert a.shape == (3, 3)
-    warm, _, _, _ = build_open_clip(ClipModelConfig(name="clipmag-micro", pretrained=str(tmp_path / "export")))
+    warm, _, _, _ = build_open_clip(ClipModelConfig(name="clipmag-micro", init=str(tmp_path / "export")))
     assert torch.equal(warm.state_dict()["text_projection"], clip.state_dict()["text_projection"])
 
 
@@ -174,10 +174,10 @@ def test_objective_sets_direction_and_query_side():
     cfg = parse_args(["--objective", "sym", "--query-side", "text"])
     assert (cfg.loss.direction, cfg.model.query_side) == ("both", "text")
     cfg = parse_args(["--objective", "i2t"])
-    assert cfg.model.query_side == "image" and cfg.data.source == "bundled"
+    assert cfg.model.query_side == "image" and cfg.data.is_bundled
     assert parse_args(["--objective", "sym"]).model.query_side == "image"
     cfg = parse_args(["--train", "x/{0..1}.tar", "--validation", "x/val", "--test", "x/test"])
-    assert cfg.data.source == "shards" and (cfg.data.validation, cfg.data.test) == ("x/val", "x/test")
+    assert not cfg.data.is_bundled and (cfg.data.validation, cfg.data.test) == ("x/val", "x/test")
 
 
 @pytest.mark.parametrize(
@@ -188,10 +188,10 @@ def test_objective_sets_direction_and_query_side():
         (["data.batch_sz=4"], "unknown key 'data.batch_sz'"),
         (["--model", "ViT-Q-99"], "unknown open_clip architecture"),
         (["--model", "missing/model.json"], "JSON model config not found"),
-        (["data.source=shards"], "needs data.train"),
+        (["data.train=bundled", "--validation", "v"], "data.validation is set but data.train=bundled"),
         (["--train", "t", "--validation", "v", "--test", "v"], "validation would pick the checkpoint"),
-        (["--test", "data/test"], "data.test is set but data.source=bundled"),
-        (["data.bundled.val=5000", "data.bundled.test=5001"], "at most 10000 distinct"),
+        (["--test", "data/test"], "data.test is set but data.train=bundled"),
+        (["data.bundled.validation=5000", "data.bundled.test=5001"], "at most 10000 distinct"),
         (["--batch-size", "1"], "batch_size must be >= 2"),
         (["--bogus", "1"], "unknown flag --bogus"),
         (["--objective", "i2t", "--query-side", "text"], "model.query_side=text contradicts objective=i2t"),

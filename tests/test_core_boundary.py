@@ -36,3 +36,28 @@ def test_nothing_below_imports_the_experiments():
                 if re.match(r"\s*(from|import)\s+clipmag_experiments\b", line):
                     offenders.append(f"{path.relative_to(CORE.parent)}:{number}: {line.strip()}")
     assert not offenders, "\n".join(offenders)
+
+
+# The experiments' modules that import a front end directly, as docs/architecture.md names them (their
+# subject is that front end's own data); everything else reaches a front end through the registry.
+DIRECT_FRONT_END_IMPORTS = {
+    "clipmag_experiments/dry_run/paper.py",
+    "clipmag_experiments/dry_run/standin_models.py",
+    "clipmag_experiments/dry_run/standin_test_sets.py",
+    "clipmag_experiments/sweep/caption_layout.py",
+}
+
+
+def test_the_experiments_import_a_front_end_only_where_the_contract_page_says():
+    root = CORE.parent
+    importing = {
+        str(path.relative_to(root))
+        for path in sorted((root / "clipmag_experiments").rglob("*.py"))
+        if re.search(r"^\s*(from|import)\s+(text_retrieval|image_text)\b", path.read_text(encoding="utf-8"), re.M)
+    }
+    assert importing == DIRECT_FRONT_END_IMPORTS, (
+        "a module of clipmag_experiments imports a front end directly: reach it through the registry, or "
+        f"name it here and in docs/architecture.md: {sorted(importing ^ DIRECT_FRONT_END_IMPORTS)}"
+    )
+    page = (root / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert all(Path(name).name in page for name in DIRECT_FRONT_END_IMPORTS)

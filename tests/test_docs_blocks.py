@@ -4,7 +4,8 @@ runs/, data/ or cache/): the quick blocks (seconds: --help, plan, report, small 
 ``make test``, the longer ones (a few minutes on 2 cores) as slow tests. A block that needs a GPU,
 SLURM, a download, or more than a few minutes is named below with its reason and reported as not
 run; a block a reader cannot run as written opts out with a marker above it
-(tests/docs_blocks.py). README's Python snippet runs too."""
+(tests/docs_blocks.py). The Python blocks are run too where they run as written (README's, and
+the contract page's in page order), and every other says why not (``PYTHON_BLOCKS``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from docs_blocks import REPO, Block, python_blocks, shell_blocks
+from docs_blocks import PAGES, REPO, Block, python_blocks, shell_blocks
 
 QUICK, SLOW = "quick", "slow"
 GPU = "needs a GPU (and the paper's models from the hub)"
@@ -51,9 +52,10 @@ BLOCKS: dict[tuple[str, str], str] = {
         "docs/clip.md",
         "python scripts/train_clip.py --config configs/clip/sym_cosine.yaml --output runs/clip/cosine",
     ): "two CLIP trainings, minutes each on 2 cores; tests/test_clip_lit_runs.py locks a tower",
+    ("docs/clip.md", "python scripts/sweep.py plan --config configs/sweeps/clip_losses.yaml"): QUICK,
     (
         "docs/clip.md",
-        "python scripts/sweep.py plan --config configs/sweeps/clip_losses.yaml",
+        "python scripts/sweep.py --config configs/sweeps/clip_losses.yaml",
     ): "the whole CLIP sweep, many minutes alone",
     (
         "docs/clip.md",
@@ -124,7 +126,9 @@ BLOCKS: dict[tuple[str, str], str] = {
         "docs/experiments.md",
         "python scripts/sweep.py --config configs/sweeps/demo.yaml",
     ): "the demo sweep, many minutes alone; tests/test_docs_demo.py checks its report",
-    ("docs/experiments.md", "python -m text_retrieval.data.download msmarco data/msmarco80k"): GPU,
+    ("docs/experiments.md", "python -m text_retrieval.data.download msmarco data/msmarco80k"): (
+        "downloads MS MARCO, AllNLI, BEIR and BRIGHT, then trains and tests the paper's models on GPUs"
+    ),
     (
         "docs/experiments.md",
         "python scripts/paper_dry_run.py",
@@ -179,9 +183,20 @@ BLOCKS: dict[tuple[str, str], str] = {
         ),
     ): "batches of 256 pairs, many minutes on 2 cores; tests/test_grad_cache.py checks the chunked loss",
     (
+        "README.md",
+        (
+            "python scripts/train_text.py --train examples/pairs/train.jsonl --test examples/pairs/test.jsonl "
+            "--norm qnorm --output runs/text/my-pairs"
+        ),
+    ): SLOW,
+    (
         "docs/text.md",
-        "python scripts/make_text_shards.py data/myshards --jsonl pairs.jsonl",
-    ): "needs your own pairs.jsonl, SciFact and facebook/contriever from the hub",
+        "python scripts/train_text.py --train examples/pairs/train.jsonl --test examples/pairs/test.jsonl",
+    ): "README's command written on two lines, run there (a slow block) and by tests/test_own_pairs.py",
+    (
+        "docs/text.md",
+        "python scripts/make_text_shards.py runs/data/my-pairs-shards --jsonl examples/pairs/train.jsonl",
+    ): SLOW,
     (
         "docs/text.md",
         "python scripts/train_text.py model.init=random --norm cosine --output runs/text/random-cosine",
@@ -311,6 +326,88 @@ def test_documented_block_runs(block: Block, clone: Path):
     if how not in (QUICK, SLOW):
         pytest.skip(f"not run: {how}")
     run_block(block, clone, BLOCK_TIMEOUT_S[how])
+
+
+ARCHITECTURE = REPO / "docs" / "architecture.md"
+RUN_BELOW = "run by a test below"
+# Each Python block by (page, first line): run by a test of this module, or why it is not. A block
+# neither named here fails test_every_python_block_is_classified.
+PYTHON_BLOCKS: dict[tuple[str, str], str] = {
+    ("README.md", "import torch"): RUN_BELOW,
+    ("docs/architecture.md", "import dataclasses"): RUN_BELOW,
+    ("docs/architecture.md", "def resolve(cfg: AudioConfig) -> AudioConfig:"): RUN_BELOW,
+    ("docs/architecture.md", "from torch import nn"): RUN_BELOW,
+    ("docs/architecture.md", "from clipmag.config.command_line import parse_cli"): RUN_BELOW,
+    ("docs/architecture.md", "from clipmag.registry.front_ends import register_front_end"): RUN_BELOW,
+    ("docs/clip.md", "import json, open_clip"): (
+        "needs docs/clip.md's first block's export (runs/clip/default), which is not run; tests/test_hub.py "
+        "loads an export with open_clip alone"
+    ),
+    ("docs/text.md", "from sentence_transformers import SentenceTransformer"): (
+        "needs the bundled run's export (runs/text/default), which is not run; tests/test_st_export.py loads "
+        "exports in sentence-transformers"
+    ),
+    ("docs/text.md", "from text_retrieval.model.encoder import TextEncoder"): (
+        "a template: path, folder and sts_folder are the reader's, and BRIGHT is a download"
+    ),
+    ("docs/text.md", "from text_retrieval.rag.answers import has_answer, score_prediction"): (
+        "run_rag on the bundled set fetches DPR's questions from PyPI; tests/test_rag_answers.py checks the rules"
+    ),
+}
+# Run after the contract page's snippets, in their namespace: the front end they write parses its
+# command line, builds a model the engine accepts, trains a step's loss and registers.
+CONTRACT_CHECK = """
+cfg = parse_args(["--norm", "qnorm", "--batch-size", "8"])
+assert (cfg.head.name, cfg.loss.direction, cfg.loss.scale) == ("qnorm", "q2d", 20.0), cfg.loss
+import torch
+from clipmag.registry.front_ends import get_front_end
+from clipmag.scoring.heads import build_head
+from clipmag.scoring.losses import loss_from_config
+from clipmag.train.contract import checked_model
+model = checked_model(AudioText(build_head(cfg.head), loss_from_config(cfg.loss)), "audio")
+batch = {"audio": torch.randn(8, 40), "text": torch.randn(8, 300)}
+loss = model(batch)["loss"]
+assert loss.requires_grad and torch.equal(loss, model.loss_from(batch, tuple(model.embed_parts(batch)))["loss"])
+assert [len(chunk["audio"]) for chunk in model.chunks(batch, 3)] == [3, 3, 2]
+assert model.head_record().head["name"] == "qnorm"
+register()
+assert get_front_end("audio").module == "my_package.cli"
+"""
+# After the snippets without the model's: the command line parses, and torch is not loaded.
+LAZY_CHECK = """
+import sys
+assert parse_args(["--norm", "dot"]).head.name == "dot"
+assert "torch" not in sys.modules, "the command line snippet imported torch"
+"""
+
+
+def test_every_python_block_is_classified():
+    """Every Python block of the manuals is run by a test here or says why it is not; no entry names
+    a block that is gone."""
+    blocks = {(block.page, block.first_command): block.where for page in PAGES for block in python_blocks(page)}
+    unclassified = sorted(where for name, where in blocks.items() if name not in PYTHON_BLOCKS)
+    assert not unclassified, f"classify these Python blocks in PYTHON_BLOCKS: {unclassified}"
+    assert not set(PYTHON_BLOCKS) - set(blocks), f"no page has: {sorted(set(PYTHON_BLOCKS) - set(blocks))}"
+
+
+def _run_snippets(snippets: list[str], check: str, tmp_path: Path) -> None:
+    program = "\n\n".join([*snippets, check])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-c", program], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_the_contract_pages_snippets_run_in_page_order(tmp_path):
+    snippets = [block.text for block in python_blocks(ARCHITECTURE)]
+    assert len(snippets) == 5
+    _run_snippets(snippets, CONTRACT_CHECK, tmp_path)
+
+
+def test_the_contract_pages_command_line_imports_torch_only_when_it_runs(tmp_path):
+    snippets = [block.text for block in python_blocks(ARCHITECTURE) if "nn.Module" not in block.text]
+    _run_snippets(snippets, LAZY_CHECK, tmp_path)
 
 
 def test_readme_python_snippet_runs(tmp_path):

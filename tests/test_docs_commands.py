@@ -17,6 +17,9 @@ import pytest
 from docs_blocks import PAGES, REPO, shell_blocks
 
 DOTTED = re.compile(r"^'?\"?([a-z_]+(?:\.[a-z_]+)+)=")
+# A script whose plain --help is short (it answers before the program it wraps loads) and lists its
+# every flag with these arguments instead: CLIP-benchmark's flags are its eval command's.
+FULL_HELP = {"scripts/eval_clip_benchmark.py": ["eval", "--help"]}
 
 
 def _argv(command: str) -> list[str]:
@@ -31,7 +34,7 @@ def help_text(target: str) -> str:
     """What ``python TARGET --help`` prints, run in this process (the libraries are imported once)."""
     out = io.StringIO()
     argv, path = sys.argv, list(sys.path)
-    sys.argv = [target, "--help"]
+    sys.argv = [target, *FULL_HELP.get(target, ["--help"])]
     if target.endswith(".py"):
         sys.path.insert(0, str((REPO / target).parent))  # as python does for a script (benchmarks' harness)
     try:

@@ -345,7 +345,7 @@ def test_text_trainer_killed_during_a_checkpoint_write_resumes_exactly(text_root
 CLIP_MICRO = [
     "model.name=clipmag-micro",
     "data.bundled.train=64",
-    "data.bundled.val=16",
+    "data.bundled.validation=16",
     "data.bundled.test=16",
     "data.bundled.per_class=2",
     "data.batch_size=8",

@@ -158,7 +158,7 @@ def test_the_clip_trainer_reads_its_test_shards_before_training(tmp_path):
     digits = write_digit_shards(tmp_path / "digits", 16, 4, 4, per_class=1, shard_size=8)
     caption = _spoil_first_caption(digits / "test" / "shard-000000.tar")
     out = tmp_path / "run"
-    args = ["model.name=clipmag-micro", "data.source=shards", "data.batch_size=4", "train.steps=2"]
+    args = ["model.name=clipmag-micro", "data.batch_size=4", "train.steps=2"]
     args += [f"data.{split}_shards={digits / split}" for split in ("train", "val", "test")]
     args += ["train.device=cpu", "train.progress=false", "train.tensorboard=false", f"train.output_dir={out}"]
     with pytest.raises(ShardError, match=rf"shard-000000.tar: sample .*: its captions {caption} are not UTF-8 text"):

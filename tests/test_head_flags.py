@@ -13,6 +13,7 @@ from conftest import REPO
 from clipmag.config.build import key_type
 from clipmag.errors import ConfigError
 from clipmag.results.record import read_results
+from clipmag.scoring.head_config import OWN_HEAD
 from clipmag.train.trainer_flags import FRONT_END_VALUES, SHARED_TRAINER_FLAGS
 from image_text import cli as clip_cli
 from image_text.benchmark import benchmark_values, split_head_flag
@@ -62,10 +63,37 @@ def test_norm_sets_head_name_in_every_tool():
     assert text_cli.parse_args(["--norm", "qnorm"]).head.name == "qnorm"
     assert clip_cli.parse_args(["--norm", "qnorm"]).head.name == "qnorm"
     assert parse_eval([*EVAL, "--norm", "dnorm"]).head.name == "dnorm"
-    assert parse_eval(EVAL).head.name is None  # the model's own
+    assert parse_eval(EVAL).head.name == OWN_HEAD  # the model's own
     assert parse_mine([*MINE, "--norm", "dot"]).head.name == "dot"
     assert parse_rag(["--norm", "cosine", "dot"]).head.name == ["cosine", "dot"]
     assert parse_rag(["head.name=[qnorm, model]"]).head.name == ["qnorm", "model"]
+
+
+# Every tool that scores with a trained model, and what its parsed command holds for the model's own head.
+OWN_HEAD_TOOLS = {
+    "clipmag-eval-text": lambda words: parse_eval([*EVAL, *words]).head.name,
+    "clipmag-mine-negatives": lambda words: parse_mine([*MINE, *words]).head.name,
+    "clipmag-index": lambda words: parse_index(["build", "--model", "m", "--corpus", "c", *words]).head.name,
+    "clipmag-eval-rag": lambda words: parse_rag(words).head.name[0],
+    "clipmag-eval-clip-benchmark": lambda words: split_head_flag(words)[0],
+}
+
+
+@pytest.mark.parametrize("tool", sorted(OWN_HEAD_TOOLS))
+def test_the_models_own_head_is_one_word_in_every_tool(tool, caplog):
+    """``model`` names the model's own head wherever a head is chosen, ``--norm model`` as
+    ``head.name=model``; where the default is one head, it is that word. The old ``null`` of the
+    single-head tools still works, with one warning line."""
+    parsed = OWN_HEAD_TOOLS[tool]
+    assert parsed(["--norm", OWN_HEAD]) == parsed([f"head.name={OWN_HEAD}"]) == OWN_HEAD
+    if tool in ("clipmag-eval-text", "clipmag-mine-negatives", "clipmag-index"):
+        assert parsed([]) == OWN_HEAD
+        with caplog.at_level(logging.WARNING, logger="clipmag"):
+            assert parsed(["head.name=null"]) == OWN_HEAD
+        assert [r.getMessage() for r in caplog.records if "old spelling" in r.getMessage()] == [
+            f"command line: head.name=null is the old spelling, it is now head.name={OWN_HEAD} "
+            "(the old one still works for now)"
+        ]
 
 
 def test_every_console_script_is_listed_as_taking_a_head_or_not():
@@ -97,7 +125,7 @@ def test_the_clip_benchmark_wrapper_keeps_its_head_flags_from_clip_benchmarks_pr
     with pytest.raises(ConfigError, match="--head cosine, --norm dnorm name different heads"):
         split_head_flag(["--head", "cosine", "--norm", "dnorm"])
     with pytest.raises(ConfigError, match="--norm takes cosine or dot"):
-        split_head_flag(["--norm", "model"])
+        split_head_flag(["--norm", "l2"])
 
 
 @pytest.mark.parametrize(
@@ -153,7 +181,7 @@ def test_the_shared_flags_mean_the_same_in_both_trainers(parse, tmp_path):
 
 def test_a_clip_run_of_zero_steps_tests_the_start_itself(tmp_path):
     """``--steps 0`` (an untuned cell in a sweep) trains nothing and tests the starting model."""
-    micro = ["model.name=clipmag-micro", "data.bundled.train=64", "data.bundled.val=16", "data.bundled.test=32"]
+    micro = ["model.name=clipmag-micro", "data.bundled.train=64", "data.bundled.validation=16", "data.bundled.test=32"]
     micro += ["data.bundled.per_class=2", "train.tensorboard=false", "train.progress=false", "train.device=cpu"]
     clip_cli.main([*micro, "--steps", "0", "--batch-size", "8", "--output", str(tmp_path / "run")])
     results = read_results(tmp_path / "run" / "results.json")

@@ -2,7 +2,7 @@
 
 A ``.pt`` file whose pickle opens a marker file when it is read in full is handed to every loader
 that takes a checkpoint or weights from a user: ``load_clipmag`` (a checkpoint, a run folder, an
-older export), CLIP-benchmark's ``--pretrained``, the CLIP trainer's ``--pretrained`` and
+older export), CLIP-benchmark's ``--pretrained``, the CLIP trainer's ``--init`` and
 ``--resume``, the text trainer's ``--resume latest`` and a sharded checkpoint. Each refuses in one
 line naming the file, and the marker never appears. Legitimate files still load: a trainer's
 checkpoint (now plain data, and in the form earlier versions wrote) resumes to the uninterrupted
@@ -45,7 +45,7 @@ from text_retrieval.cli import parse_args as parse_text_args
 from text_retrieval.model.encoder import TextEncoder
 
 FIXTURE_EXPORT = REPO / "tests" / "fixtures" / "export-23aebd0"  # a learnable-head text export
-CLIP_MICRO = ["--model", "clipmag-micro", "data.bundled.train=16", "data.bundled.val=4", "data.bundled.test=4"]
+CLIP_MICRO = ["--model", "clipmag-micro", "data.bundled.train=16", "data.bundled.validation=4", "data.bundled.test=4"]
 CLIP_MICRO += ["data.bundled.per_class=1", "train.device=cpu", "train.progress=false", "train.tensorboard=false"]
 
 
@@ -122,7 +122,7 @@ def test_clip_benchmark_pretrained_refuses_a_payload(tmp_path, marker, monkeypat
     refused_line(err.strip().splitlines()[-1], ckpt)
 
 
-@pytest.mark.parametrize("flag", ["--pretrained", "--resume"])
+@pytest.mark.parametrize("flag", ["--init", "--resume"])
 def test_train_clip_refuses_a_payload(tmp_path, marker, capsys, flag):
     ckpt = payload_checkpoint(tmp_path / "payload.pt", marker)
     out = tmp_path / "run"
@@ -240,7 +240,7 @@ def test_clip_exports_are_safetensors_and_older_torch_exports_load(tmp_path):
         with torch.no_grad():
             torch.testing.assert_close(loaded.encode_image(images), model.encode_image(images))
         assert loaded.head.to_dict() == model.head.to_dict()
-        warm, _, _, _ = build_open_clip(ClipModelConfig(name="clipmag-micro", pretrained=str(folder)))
+        warm, _, _, _ = build_open_clip(ClipModelConfig(name="clipmag-micro", init=str(folder)))
         assert torch.equal(warm.state_dict()["text_projection"], model.clip.state_dict()["text_projection"])
 
 

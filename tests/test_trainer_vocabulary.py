@@ -1,7 +1,8 @@
 """Both trainers spell one setting one way. Every key of either trainer is one both have, or is listed
 here as the trainer's own with the reason the other has no such setting: a setting added to one
 trainer under a name of its own fails here until it is spelled as the other trainer spells it (or is
-declared its own). A key both trainers have is set by the same flag in both. The old spellings of
+declared its own). A key both trainers have is set by the same flag in both and takes values of one
+type in both, or ``VALUES_DIFFER`` says why its values are each trainer's own. The old spellings of
 either trainer (``clipmag.config.spellings.TRAINER_KEYS`` / ``TRAINER_FLAGS``) still work with one
 warning each: on the command line, in config files, in stored configs and in sweep protocols."""
 
@@ -35,7 +36,6 @@ TEXT_OWN = {
     "data.sts_scale": "the STS objective's score scale",
     "data.validation_split": "a text evaluation set (BEIR) holds several splits; a shard folder is one split",
     "data.test_split": "a text evaluation set (BEIR) holds several splits; a shard folder is one split",
-    "model.init": "random init of a Hugging Face model; open_clip's random init is model.pretrained=null",
     "model.pooling": "a text encoder's pooling; open_clip's towers pool by their architecture",
     "model.query_prefix": "text prompts of E5-style encoders",
     "model.document_prefix": "text prompts of E5-style encoders",
@@ -43,13 +43,11 @@ TEXT_OWN = {
     "model.document_max_length": "queries and documents, both texts, truncated apart; captions: open_clip's context",
 }
 CLIP_OWN = {
-    "data.source": "bundled digits or shards; the text trainer reads the kind from data.train's value",
     "data.augment": "image augmentation",
     "data.classnames": "zero-shot classification of images",
     "data.templates": "zero-shot classification of images",
-    "data.bundled_seed": "the digits set is drawn with a seed; the text set is built from fixed sources",
+    "data.bundled.seed": "the digits set is drawn with a seed; the text set is built from fixed sources",
     "data.bundled.per_class": "digits drawn per class",
-    "model.pretrained": "open_clip's pretrained tag or checkpoint",
     "model.query_side": "which tower is the query; in text retrieval the query is the query",
     "model.image_init": "one tower's weights from elsewhere",
     "model.text_init": "one tower's weights from elsewhere",
@@ -59,6 +57,21 @@ CLIP_OWN = {
     "model.lock_text": "a frozen tower (LiT)",
     "model.lock_text_unlocked_layers": "a frozen tower (LiT)",
     "model.lock_text_freeze_layer_norm": "a frozen tower (LiT)",
+}
+# Keys both trainers have whose values are each front end's own, with why: every other shared key
+# takes values of one type in both (a key added to both with two types fails here).
+VALUES_DIFFER = {
+    "objective": (
+        "the training objective: text ranks with InfoNCE (infonce) or regresses STS scores (sts); "
+        "image-text runs InfoNCE image -> text (i2t), text -> image (t2i) or both ways (sym), which "
+        "fixes loss.direction and model.query_side; in both, loss.direction=auto is derived from it"
+    ),
+    "model.init": (
+        "random means fresh weights in both; the other starts are the text encoder's own weights "
+        "(pretrained) and, for an open_clip architecture, which has none, a tag or checkpoint"
+    ),
+    "data.validation": "text: a list of sets, each scored apart; image-text: one set, its shards joined by ::",
+    "data.test": "text: a list of sets, each scored apart; image-text: one set, its shards joined by ::",
 }
 TRAINERS = {
     "text": (TextConfig, TEXT_FLAGS, text_cli.parse_args),
@@ -75,7 +88,9 @@ VALUES = {
     "data.workers": "2",
     "data.skip_corrupt": "true",
     "data.bundled.train": "64",
-    "data.bundled.val": "8",
+    "data.bundled.validation": "8",
+    "data.bundled.seed": "3",
+    "model.init": "random",
     "data.bundled.test": "16",
 }
 
@@ -106,6 +121,24 @@ def test_every_key_is_one_both_trainers_have_or_one_trainers_own():
         "a key only the image-text trainer has: if the text trainer has the setting, spell it alike "
         f"(the old spelling into {RENAMES_AT}), else add it to CLIP_OWN: {only_clip ^ set(CLIP_OWN)}"
     )
+
+
+def test_a_key_both_trainers_have_takes_one_type_in_both_or_says_why_not():
+    shared = keys(TextConfig) & keys(ClipConfig)
+    differ = {key for key in shared if key_type(TextConfig, key) != key_type(ClipConfig, key)}
+    assert differ == set(VALUES_DIFFER), (
+        "a key both trainers have takes values of another type in each: give it one type, or say why "
+        f"in VALUES_DIFFER: {differ ^ set(VALUES_DIFFER)}"
+    )
+
+
+def test_the_bundled_set_and_a_random_start_are_spelled_alike_in_both_trainers():
+    """``data.train=bundled`` trains on the trainer's bundled set and ``model.init=random`` starts
+    from fresh weights, in both; their sizes are ``data.bundled.train`` / ``validation`` / ``test``."""
+    for name, (cls, _, parse) in TRAINERS.items():
+        cfg = parse(["data.train=bundled", "model.init=random", "data.bundled.validation=8"])
+        assert (cfg.data.train, cfg.model.init, cfg.data.bundled.validation) == ("bundled", "random", 8), name
+        assert to_dict(cls())["data"]["train"] == "bundled", name
 
 
 def test_no_old_spelling_is_a_live_key_and_both_trainers_read_every_one():

@@ -73,7 +73,7 @@ class BundledDataConfig:
 
     root: str = "runs/data/text-bundled"
     train: PositiveInt = 2500
-    val: PositiveInt = 100
+    validation: PositiveInt = 100
     test: PositiveInt = 150
     corpus_size: PositiveInt = 400
 
@@ -82,11 +82,13 @@ class BundledDataConfig:
 class TextDataConfig:
     """Training data and evaluation sets.
 
-    ``train``: a shard folder/pattern (``scripts/make_text_shards.py``) for the ``infonce``
-    objective, an STS file (text_a, text_b, score) for ``sts``; ``bundled`` uses the bundled
-    default. ``workers``: DataLoader processes per rank. ``skip_corrupt``: every shard is checked
-    before training and a corrupt one is skipped instead of stopping the run. Evaluation
-    entries are dataset paths (BEIR, BRIGHT, STS) or ``bundled:indomain``, ``bundled:outdomain``,
+    ``train``: for the ``infonce`` objective a file of (query, document) pairs (JSONL
+    ``{"query", "positive", "negatives"?}`` or TSV ``query<TAB>document``, read into memory) or a
+    shard folder/pattern (``scripts/make_text_shards.py``, for sets too large for memory), an STS
+    file (text_a, text_b, score) for ``sts``; ``bundled`` uses the bundled default. ``workers``:
+    DataLoader processes per rank. ``skip_corrupt``: every shard is checked before training and a
+    corrupt one is skipped instead of stopping the run. Evaluation entries are dataset paths (BEIR,
+    BRIGHT, STS, a pairs file as above) or ``bundled:indomain``, ``bundled:outdomain``,
     ``bundled:sts``. ``validation`` runs during training (best checkpoint), ``test`` after it.
     Every rank reads its slice of the same global batch (``batch_size`` x ranks), so the order is
     the seed's and the global batch's whatever the number of processes (docs/cluster.md).

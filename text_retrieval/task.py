@@ -1,6 +1,7 @@
 """The text dense-retrieval task for the generic training loop: data, model, validation, export, test.
 
-``infonce`` reads (query, positive, hard negatives) from WebDataset shards; ``sts`` reads
+``infonce`` reads (query, positive, hard negatives) from WebDataset shards, or from a file of pairs
+(JSONL or TSV, :mod:`text_retrieval.data.loaders.pairs`) held in memory; ``sts`` reads
 (text_a, text_b, gold) pairs mapped onto [0, 1] by their declared scale. The model and its two
 objectives are :class:`text_retrieval.model.biencoder.BiEncoder`.
 """
@@ -27,7 +28,8 @@ from text_retrieval.config import TextConfig
 from text_retrieval.data.bundled.build import build_bundled
 from text_retrieval.data.loaders import STSPairs, load_eval_datasets, load_sts_file
 from text_retrieval.data.loaders.beir import is_beir_folder
-from text_retrieval.data.loaders.overlap import validation_test_overlap
+from text_retrieval.data.loaders.overlap import training_pairs_overlap, validation_test_overlap
+from text_retrieval.data.loaders.pairs import Sample, names_pairs_file, read_pairs
 from text_retrieval.data.loaders.sts import GoldScale
 from text_retrieval.data.training.crops import cropped_batches
 from text_retrieval.data.training.shards import TextShardStream
@@ -60,6 +62,7 @@ class TextRetrievalTask:
         self._refuse_validation_on_test_data()
         self.test_sets = self._load_test_sets()  # first: a missing or broken test set is named at once
         self._refuse_test_content_as_validation()
+        self._refuse_evaluation_on_training_pairs()
         self.validation_sets = [
             ds for spec in cfg.data.validation for ds in self._load(spec, cfg.data.validation_split)
         ]
@@ -87,6 +90,17 @@ class TextRetrievalTask:
         if problem:
             raise ConfigError(problem)
 
+    def _refuse_evaluation_on_training_pairs(self) -> None:
+        """A pairs file trained on is refused as validation or test data (``overlap.py``)."""
+        d = self.cfg.data
+        train = Path(d.train)  # the bundled set's pairs are never an evaluation set's
+        if self.cfg.objective != "infonce" or not names_pairs_file(train):
+            return
+        evaluated = {key: {spec: self.resolve(spec) for spec in getattr(d, key)} for key in ("validation", "test")}
+        problem = training_pairs_overlap(train, evaluated, {"validation": d.validation_split, "test": d.test_split})
+        if problem:
+            raise ConfigError(problem)
+
     def _load_test_sets(self) -> list[Any]:
         """The test sets, read in full before the first step: they are scored after the last, and a
         missing file, a malformed line or a byte that is not UTF-8 must not cost a whole training.
@@ -103,7 +117,7 @@ class TextRetrievalTask:
         """Build the bundled default once (rank 0 first, the others wait and reuse it)."""
         if self._bundled is None:
             e = self.cfg.data.bundled
-            kwargs = dict(n_train=e.train, n_test=e.test, n_dev=e.val, corpus_size=e.corpus_size, seed=0)
+            kwargs = dict(n_train=e.train, n_test=e.test, n_dev=e.validation, corpus_size=e.corpus_size, seed=0)
             if self.ctx.is_main:
                 self._bundled = build_bundled(e.root, **kwargs)
             dist_utils.barrier()
@@ -147,6 +161,8 @@ class TextRetrievalTask:
         train = self.resolve(d.train)
         if self.cfg.objective == "sts":
             return _pair_batches(self.sts_train_pairs(train), d.batch_size, seed, rank, world, start_step)
+        if names_pairs_file(train):
+            return _sample_batches(read_pairs(train), d.batch_size, seed, rank, world, start_step, str(train))
         stream = TextShardStream(train, d.batch_size, seed, rank, world, d.workers, d.skip_corrupt)
         _check_batch_fits(stream.num_samples, d.batch_size, world, train)
         if d.pairs == "crops":
@@ -296,6 +312,23 @@ def _check_batch_fits(num_samples: int, batch_size: int, world: int, where: str)
             f"{where}: {num_samples} training pairs are fewer than one global batch of {batch_size * world} "
             f"(data.batch_size={batch_size} x {world} ranks): batches would repeat queries; lower data.batch_size"
         )
+
+
+def _sample_batches(
+    samples: list[Sample], batch_size: int, seed: int, rank: int, world: int, start_step: int, where: str
+) -> Iterator[dict[str, Any]]:
+    """Endless seeded epochs over a pairs file's samples, global batches sliced by rank, in the
+    layout the shard stream yields; exact on resume."""
+    _check_batch_fits(len(samples), batch_size, world, where)
+    batches = SeededBatches(len(samples), batch_size, seed, rank, world, what=where)
+    return (
+        {
+            "query": [samples[i]["query"] for i in rows],
+            "positive": [samples[i]["positive"] for i in rows],
+            "negatives": [list(samples[i]["negatives"]) for i in rows],
+        }
+        for rows in batches.stream(start_step)
+    )
 
 
 def _pair_batches(

@@ -12,7 +12,8 @@ what it renamed in class attributes:
 * ``RENAMED_FLAGS``: old flag -> new flag (``--embedded-train`` -> ``--bundled-train``), read by
   :mod:`clipmag.config.command_line`; the old flags are not listed in ``--help``.
 * ``RENAMED_VALUES``: dotted key -> ``{old word: new word}``; a value that is the old word, or starts
-  with ``old:``, is rewritten to the new one (a list value item by item).
+  with ``old:``, is rewritten to the new one (a list value item by item); an old word ``None`` takes
+  a ``null`` value to the new word (``model.pretrained=null`` is ``model.init=random``).
 
 The two trainers once spelled one setting two ways (the text trainer's ``model.name_or_path`` and
 ``data.objective``, the image-text trainer's ``data.train_shards``, ...); :data:`TRAINER_KEYS` and
@@ -61,11 +62,14 @@ TRAINER_KEYS = {
     "data.allow_corrupt_shards": "data.skip_corrupt",
     "data.skip_broken_images": "data.skip_corrupt",
     "data.bundled.n_train": "data.bundled.train",
-    "data.bundled.n_dev": "data.bundled.val",
+    "data.bundled.n_dev": "data.bundled.validation",
+    "data.bundled.val": "data.bundled.validation",
+    "data.bundled_seed": "data.bundled.seed",
     "data.bundled.n_test": "data.bundled.test",
+    "model.pretrained": "model.init",
 }
 # The flags of the renamed data keys (``_`` for ``-``), old -> new.
-TRAINER_FLAGS = {"train_shards": "train", "val_shards": "validation", "test_shards": "test"}
+TRAINER_FLAGS = {"train_shards": "train", "val_shards": "validation", "test_shards": "test", "pretrained": "init"}
 # An old trainer key as a ``key=value`` word, and an old flag as a whole word.
 _OLD_KEY = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, TRAINER_KEYS)) + r")(?==)")
 _OLD_FLAG = {f"--{old.replace('_', '-')}": f"--{new.replace('_', '-')}" for old, new in TRAINER_FLAGS.items()}
@@ -141,9 +145,9 @@ def renamed_keys_tree(cls: type, data: dict[str, Any], source: str) -> dict[str,
     return data
 
 
-def _respell(word: str, renames: Mapping[str, str]) -> str:
+def _respell(word: str, renames: Mapping[str | None, str]) -> str:
     for old, new in renames.items():
-        if word == old or word.startswith(old + ":"):
+        if old is not None and (word == old or word.startswith(old + ":")):
             return new + word[len(old) :]
     return word
 
@@ -154,8 +158,10 @@ def renamed_value(cls: type, key: str, value: Any, source: str) -> Any:
     renames = getattr(cls, "RENAMED_VALUES", {}).get(key)
     if not renames:
         return value
-    if isinstance(value, str):
-        new: Any = _respell(value, renames)
+    if value is None and None in renames:
+        new: Any = renames[None]
+    elif isinstance(value, str):
+        new = _respell(value, renames)
     elif isinstance(value, list):
         new = [_respell(v, renames) if isinstance(v, str) else v for v in value]
     else:

@@ -12,6 +12,11 @@ from typing import Literal
 # command line can check a name without importing torch (a test keeps the two the same).
 HEAD_NAMES: tuple[str, ...] = ("cosine", "dot", "qnorm", "dnorm", "learnable")
 HeadName = Literal[HEAD_NAMES]  # type: ignore[valid-type]
+# The word every tool that scores with a trained model takes for the model's own head, the one its
+# head record names (``--norm model``, ``--head model``, ``retrieval.norms=[model]``); ``null`` was
+# its old spelling in some (OWN_HEAD_RENAME, a RENAMED_VALUES entry of their config classes).
+OWN_HEAD = "model"
+OWN_HEAD_RENAME: dict[str | None, str] = {None: OWN_HEAD, "null": OWN_HEAD}
 
 
 @dataclass
@@ -26,7 +31,12 @@ class HeadConfig:
 
 @dataclass
 class HeadChoice:
-    """The ``head`` section of a tool that scores with a trained model (evaluation, mining): ``name``
-    is the head to score with instead of the model's own; unset, the model's own (its head record)."""
+    """The ``head`` section of a tool that scores with a trained model (evaluation, mining, serving):
+    ``name`` is the head to score with, ``model`` (the default) the model's own (its head record)."""
 
-    name: HeadName | None = None
+    name: Literal[(*HEAD_NAMES, OWN_HEAD)] = OWN_HEAD  # type: ignore[valid-type]
+
+    @property
+    def instead(self) -> str | None:
+        """The head named to score with instead of the model's own; None for the model's own."""
+        return None if self.name == OWN_HEAD else self.name

@@ -17,6 +17,7 @@ __all__ = ["SHARED_TRAINER_FLAGS", "FRONT_END_VALUES", "trainer_flags", "in_batc
 
 SHARED_TRAINER_FLAGS: dict[str, str] = {
     "model": "model.name",
+    "init": "model.init",
     "objective": "objective",
     "train": "data.train",
     "validation": "data.validation",
@@ -38,7 +39,7 @@ SHARED_TRAINER_FLAGS: dict[str, str] = {
 # The shared flags whose values are each front end's own (its models, its objectives, its data: a
 # text trainer's test sets are a list, an image-text trainer's test shards one pattern); every other
 # shared flag sets a key of one type and range in both.
-FRONT_END_VALUES = ("model", "objective", "train", "validation", "test")
+FRONT_END_VALUES = ("model", "init", "objective", "train", "validation", "test")
 
 
 def trainer_flags(without: Sequence[str] = (), **own: str) -> dict[str, str]:

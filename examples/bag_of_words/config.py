@@ -16,8 +16,8 @@ from clipmag.train.optim_config import OptimConfig
 from clipmag.train.trainer_flags import in_batch_problem, trainer_flags
 
 INFONCE_SCALE = 20.0  # the paper's starting scale for every head
-# No choice of model or objective and no data splits to name: the other shared flags and --dim.
-FLAGS = trainer_flags(without=("model", "objective", "train", "validation", "test"), dim="model.dim")
+# No choice of model, start or objective and no data splits to name: the other shared flags and --dim.
+FLAGS = trainer_flags(without=("model", "init", "objective", "train", "validation", "test"), dim="model.dim")
 
 
 @dataclass

@@ -36,7 +36,7 @@ from clipmag.config.entry import run_entry_point
 from clipmag.errors import ConfigError
 from clipmag.runtime.logs import setup_logging
 from clipmag.runtime.precision_setting import PRECISIONS
-from clipmag.scoring.head_config import HeadChoice
+from clipmag.scoring.head_config import OWN_HEAD_RENAME, HeadChoice
 from clipmag.storage.folder_lock import FolderLock
 from text_retrieval.config import PoolingName
 from text_retrieval.data.loaders import EvalSettings
@@ -87,6 +87,7 @@ class EvalTextConfig:
     index_store: Literal["auto", "faiss", "lancedb", "qdrant"] = "auto"
 
     RENAMED_KEYS: ClassVar[dict[str, str]] = {"norm": "head.name"}
+    RENAMED_VALUES: ClassVar[dict[str, dict[str | None, str]]] = {"head.name": OWN_HEAD_RENAME}
 
 
 # Every top-level key is a flag of its own name; the sections' keys have the flags users know.
@@ -144,7 +145,7 @@ def _evaluate(cfg: EvalTextConfig) -> list[dict[str, Any]]:
             cfg.model,
             cfg.data,
             cfg.output,
-            norm=cfg.head.name,
+            norm=cfg.head.instead,
             pooling=cfg.pooling,
             split=cfg.split,
             top_k=cfg.top_k,

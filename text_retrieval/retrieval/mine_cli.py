@@ -50,7 +50,7 @@ from clipmag.results.provenance import provenance
 from clipmag.results.record import encoding_numerics
 from clipmag.runtime.logs import setup_logging
 from clipmag.runtime.precision_setting import PRECISIONS
-from clipmag.scoring.head_config import HeadChoice
+from clipmag.scoring.head_config import OWN_HEAD_RENAME, HeadChoice
 from clipmag.storage.folder_lock import FolderLock
 from clipmag.storage.naming import slug
 from text_retrieval.config import BundledDataConfig, PoolingName
@@ -103,7 +103,7 @@ class MineConfig:
 
     RENAMED_KEYS: ClassVar[dict[str, str]] = {"norm": "head.name", "embedded_root": "bundled_root"}
     RENAMED_FLAGS: ClassVar[dict[str, str]] = {"embedded_root": "bundled_root"}
-    RENAMED_VALUES: ClassVar[dict[str, dict[str, str]]] = {"data": BUNDLED_RENAME}
+    RENAMED_VALUES: ClassVar[dict[str, dict[str | None, str]]] = {"data": BUNDLED_RENAME, "head.name": OWN_HEAD_RENAME}
 
     @property
     def pool(self) -> str:
@@ -142,7 +142,7 @@ def _encoder(cfg: MineConfig) -> TextEncoder:
 
     encoder = TextEncoder.from_pretrained(
         cfg.model,
-        norm=cfg.head.name,
+        norm=cfg.head.instead,
         pooling=cfg.pooling,
         precision=cfg.precision,
         query_max_length=cfg.query_max_length,

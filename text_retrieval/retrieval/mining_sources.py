@@ -23,7 +23,7 @@ def _bundled_pairs(root: str | Path) -> list[dict[str, Any]]:
     """The training pairs ``data.train=bundled`` reads: built (or reused) with the trainer's sizes,
     which decide the held-out test modules, so no mined pair comes from a module the trainer tests on."""
     e = BundledDataConfig(root=str(root))
-    paths = build_bundled(e.root, n_train=e.train, n_test=e.test, n_dev=e.val, corpus_size=e.corpus_size, seed=0)
+    paths = build_bundled(e.root, n_train=e.train, n_test=e.test, n_dev=e.validation, corpus_size=e.corpus_size, seed=0)
     return pairs_from_jsonl(paths["train_pairs"])
 
 

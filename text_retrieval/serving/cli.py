@@ -47,7 +47,7 @@ from clipmag.config.entry import run_entry_point
 from clipmag.errors import ConfigError
 from clipmag.runtime.logs import setup_logging
 from clipmag.runtime.precision_setting import PRECISIONS
-from clipmag.scoring.head_config import HeadChoice
+from clipmag.scoring.head_config import OWN_HEAD_RENAME, HeadChoice
 from text_retrieval.config import PoolingName
 from text_retrieval.data.loaders import EvalSettings
 from text_retrieval.data.loaders.beir import corpus_fingerprint, read_corpus, read_queries
@@ -86,6 +86,7 @@ class BuildCommand:
     quiet: bool = False
 
     RENAMED_KEYS: ClassVar[dict[str, str]] = {"norm": "head.name"}
+    RENAMED_VALUES: ClassVar[dict[str, dict[str | None, str]]] = {"head.name": OWN_HEAD_RENAME}
 
 
 @dataclass
@@ -136,7 +137,9 @@ def _build(cfg: BuildCommand) -> dict[str, Any]:
     from text_retrieval.serving.served import build_served_index
 
     corpus = read_corpus_source(cfg.corpus)  # a wrong --corpus is named before a model loads
-    encoder = TextEncoder.from_pretrained(cfg.model, norm=cfg.head.name, pooling=cfg.pooling, precision=cfg.precision)
+    encoder = TextEncoder.from_pretrained(
+        cfg.model, norm=cfg.head.instead, pooling=cfg.pooling, precision=cfg.precision
+    )
     settings = EvalSettings(query_max_length=cfg.max_length, document_max_length=cfg.max_length)
     manifest = build_served_index(
         encoder,

@@ -1,10 +1,11 @@
-"""Evaluation data: BEIR and BRIGHT retrieval sets, STS pairs, and a detector that tells them apart.
+"""Evaluation data: BEIR and BRIGHT retrieval sets, STS pairs, files of (query, document) pairs, and a
+detector that tells them apart.
 
 ``load_eval_datasets(path)`` is what the command line and the trainer's evaluation use: it looks at
-a path, decides whether it is a BEIR folder, a BRIGHT task folder (or a folder of them), STS data,
-or a BRIGHT settings file (see :mod:`text_retrieval.data.loaders.eval_settings`), and loads it. A settings file
-named as a packaged config (``configs/eval/bright_official.yaml``) is found from any directory, as
-every config is.
+a path, decides whether it is a BEIR folder, a BRIGHT task folder (or a folder of them), a pairs
+file (:mod:`text_retrieval.data.loaders.pairs`), STS data, or a BRIGHT settings file (see
+:mod:`text_retrieval.data.loaders.eval_settings`), and loads it. A settings file named as a packaged
+config (``configs/eval/bright_official.yaml``) is found from any directory, as every config is.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from text_retrieval.data.loaders.eval_settings import (
     is_settings_file,
     read_settings_file,
 )
+from text_retrieval.data.loaders.pairs import is_pairs_file, pairs_retrieval_set
 from text_retrieval.data.loaders.reading import DataFormatError
 from text_retrieval.data.loaders.sts import STSPairs, is_sts_path, load_sts, load_sts_file
 
@@ -45,7 +47,7 @@ __all__ = [
 # the two equal: the fetcher imports these loaders, so they cannot import it back).
 FETCHED_STS = ("stsbenchmark", "sickr")
 
-DatasetKind = Literal["beir", "bright", "bright-collection", "bright-settings", "sts"]
+DatasetKind = Literal["beir", "bright", "bright-collection", "bright-settings", "pairs", "sts"]
 
 
 def located(path: str | Path) -> Path:
@@ -77,13 +79,15 @@ def detect_kind(path: str | Path) -> DatasetKind:
         return "bright-collection"
     if is_settings_file(path):
         return "bright-settings"
+    if is_pairs_file(path):
+        return "pairs"
     if is_sts_path(path):
         return "sts"
     raise ValueError(
         f"{path}: not a recognised evaluation dataset. Expected a BEIR folder (corpus.jsonl[.gz], "
         "queries.jsonl, qrels/<split>.tsv), a BRIGHT task folder (examples.jsonl, documents.jsonl) or a "
-        "folder of them, a BRIGHT settings file (.yaml), or STS data (a .csv/.tsv/.txt file of scored pairs, "
-        "or a folder of them)"
+        "folder of them, a BRIGHT settings file (.yaml), a file of (query, document) pairs (.jsonl, or .tsv of "
+        "two fields a line), or STS data (a .csv/.tsv/.txt file of scored pairs, or a folder of them)"
     )
 
 
@@ -119,4 +123,6 @@ def load_eval_datasets(
     if kind == "bright-settings":
         root, own = read_settings_file(path)
         return list(_load_bright(root, own, attach=True))
+    if kind == "pairs":
+        return [pairs_retrieval_set(path)]
     return list(load_sts(path, split=split))

@@ -4,9 +4,11 @@ Validation picks the checkpoint a run exports, so a validation set that is a tes
 path (a byte copy, a re-written copy, a subset of it) would tune the reported numbers on the test
 data, and a path comparison cannot see that. Each set is read down to its content: a BEIR split's
 judged query texts (``queries.jsonl`` joined with ``qrels/<split>.tsv``), a BRIGHT task's example
-queries, an STS set's sentence pairs; never a corpus, so the check costs little before training.
-A validation set that holds every query of a test set, or whose queries all lie in one, is refused;
-one that shares only some is reported (a few repeated queries happen in real data).
+queries, a pairs file's queries, an STS set's sentence pairs; never a corpus, so the check costs
+little before training. A validation set that holds every query of a test set, or whose queries all
+lie in one, is refused; one that shares only some is reported (a few repeated queries happen in real
+data). A file of training pairs is held to the same rule against every evaluation set: numbers on
+pairs the model trained on say nothing of pairs it has not seen.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ from text_retrieval.data.loaders import detect_kind, load_sts, located
 from text_retrieval.data.loaders.beir import read_qrels
 from text_retrieval.data.loaders.bright import is_bright_folder
 from text_retrieval.data.loaders.eval_settings import read_settings_file
+from text_retrieval.data.loaders.pairs import read_pairs
 from text_retrieval.data.loaders.reading import find_file, iter_jsonl, require_str
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["set_contents", "validation_test_overlap"]
+__all__ = ["set_contents", "validation_test_overlap", "training_pairs_overlap"]
 
 _HARM = "validation picks the checkpoint, so the test numbers would be tuned on the test set"
 
@@ -65,6 +68,8 @@ def set_contents(path: str | Path, split: str) -> dict[str, frozenset[str]]:
         kind = "bright"
     if kind.startswith("bright"):
         return _bright(path)
+    if kind == "pairs":
+        return {path.name: frozenset(sample["query"] for sample in read_pairs(path))}
     return {pairs.name: frozenset(f"{a}\t{b}" for a, b in zip(pairs.a, pairs.b)) for pairs in load_sts(path, split)}
 
 
@@ -93,4 +98,29 @@ def validation_test_overlap(
                 "data.validation %s (%s) and data.test %s (%s) share %d of %d validation queries",
                 *(spec, name, test_spec, test_name, shared, len(content)),
             )
+    return None
+
+
+def training_pairs_overlap(
+    train: Path, evaluated: Mapping[str, Mapping[str, Path]], splits: Mapping[str, str]
+) -> str | None:
+    """The refusal for an evaluation set all of whose queries are training queries of the pairs file
+    ``train``, or None; ``evaluated`` maps ``validation`` / ``test`` to each setting's spelling and
+    path, ``splits`` to their splits. Partial overlaps are logged."""
+    trained = frozenset(sample["query"] for sample in read_pairs(train))
+    for key, specs in evaluated.items():
+        for spec, path in specs.items():
+            for name, content in set_contents(path, splits[key]).items():
+                shared = len(content & trained)
+                if shared and shared == len(content):
+                    return (
+                        f"data.{key} {spec!r}: all {shared} of its queries ({name}) are training queries of "
+                        f"data.train {str(train)!r}, so its numbers would score pairs the model trained on: "
+                        "hold some pairs out in a file of their own"
+                    )
+                if shared:
+                    logger.warning(
+                        "data.%s %s (%s) shares %d of %d queries with data.train %s",
+                        *(key, spec, name, shared, len(content), train),
+                    )
     return None
