@@ -118,12 +118,12 @@ def findings_table(stored: StoredResults) -> str:
         sweep = stored.sweep(q.sweep)
         lines.append(
             f"| {q.asked} | {q.compared} | {sweep.runs_at()} | {family_tally(q.comparisons(stored))} | "
-            f"[{q.link.split('#')[-1].replace('-', ' ')}]({q.link}) |"
+            f"[{q.sweep.replace('_', ' ')}]({q.link}) |"
         )
-    for asked, protocol, link in PENDING:
-        if not (stored.root / protocol.split("/")[-1].removesuffix(".yaml")).is_dir():
+    for p in PENDING:
+        if not p.answered(stored):
             lines.append(
-                f"| {asked} | protocol `{protocol}`, committed before its run | - | not run yet | [protocol]({link}) |"
+                f"| {p.asked} | protocol `{p.protocol}`, committed before its run | - | not run yet | [protocol]({p.link}) |"
             )
     return "\n".join(lines)
 
