@@ -103,6 +103,8 @@ STAGE1_PACKAGES = (
     "rich",
     "pydantic",
 )
+# what the duplicate rules drop, counted per package in the manifest
+DROP_REASONS = ("held_out_copies", "code_copies", "no_summary", "shared_summary")
 _COMMENT_LINE = re.compile(r"^\s*#.*$", re.MULTILINE)
 _NOT_WORD = re.compile(r"[^\w\s]")
 
@@ -151,8 +153,7 @@ def _distinct(
     for stage in stages:
         summary_count: dict[str, int] = {}
         for name, fns in stage.items():
-            row = counts[name] = {"functions": len(fns), "held_out_copies": 0, "code_copies": 0, "no_summary": 0}
-            row["shared_summary"] = 0
+            row = counts[name] = {"functions": len(fns), **dict.fromkeys(DROP_REASONS, 0)}
             kept[name] = []
             for fn in fns:
                 code = code_key(fn.code)
