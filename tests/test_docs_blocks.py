@@ -119,7 +119,7 @@ BLOCKS: dict[tuple[str, str], str] = {
         "docs/experiments.md",
         "python -m text_retrieval.data.bundled.pypi_pairs runs/data/pypi-pairs --cache runs/data/pypi-wheels "
         "--min-train-pairs 25600",
-    ): "downloads 46 pinned wheels from PyPI, then the fair-fight sweep, hours alone",
+    ): "downloads the pinned wheels from PyPI, then the fair-fight sweep, hours alone",
     ("docs/deploy.md", "python results/deploy/measure_compression.py --export runs/text/dot-for-ann/export"): BENCHMARK,
     ("docs/deploy.md", "python results/deploy/measure_hybrid.py --export runs/text/dot-for-ann/export"): BENCHMARK,
     (

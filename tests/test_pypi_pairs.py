@@ -5,18 +5,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+import platform
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 import yaml
 
 from clipmag.errors import UserError
+from text_retrieval.data.bundled.package_pairs import default_held_out
 from text_retrieval.data.bundled.pypi_pairs import (
+    MORE_TRAIN_PINS_FILE,
+    PINS_FILE,
     STAGE1_PACKAGES,
     PypiPairsCommand,
     build_pypi_pairs,
     code_key,
+    held_out_versions,
+    read_pins,
     summary_key,
 )
 from text_retrieval.data.loaders.beir import load_beir
@@ -41,7 +48,7 @@ PACKAGES = {
     "alpha": _function("held_sum", "Add every value of a held out tree together.", "total = 0  # start")
     + _function("alpha_one", "Compute the first alpha score of the values.")
     + _function("alpha_two", "Return the weighted alpha total of all values."),
-    # the same summary as a dev function, up to case and punctuation: ambiguous, dropped on both sides
+    # the same summary as a dev function, up to case and punctuation: the dev pair stays, this copy goes
     "beta": _function("beta_one", "compute the DEV score of the values!")
     + _function("beta_two", "Fold the beta values into one running number."),
     "devpkg": _function("dev_one", "Compute the dev score of the values.")
@@ -54,7 +61,14 @@ PACKAGES = {
     "testpkg": _function("test_one", "Measure the test score of all values.")
     + _function("test_two", "Score the test values with a weighting."),
 }
-SPLIT = {"alpha": "train", "beta": "train", "gamma": "train", "devpkg": "dev", "testpkg": "test"}
+SPLIT = {"alpha": "train", "beta": "train", "gamma": "train", "devpkg": "dev", "testpkg": "test", "delta": "train"}
+# a training package of the extra pin group: a dev summary, a main training pair's code and summary, one new pair
+MORE_TRAIN = (
+    _function("delta_one", "Compute the dev score of the values.")
+    + _function("alpha_one", "A summary of its own over copied alpha code.")
+    + _function("delta_three", "Fold the beta values into one running number.")
+    + _function("delta_two", "Fold the delta values into one running total.")
+)
 
 
 def _wheel(folder: Path, name: str, source: str) -> dict[str, str]:
@@ -96,16 +110,52 @@ def test_pairs_are_distinct_disjoint_from_held_out_trees_and_split_by_package(tm
     codes = [p["positive"] for p in train] + dev.corpus_texts + test.corpus_texts
     assert len({summary_key(q) for q in queries}) == len(queries) and len({code_key(c) for c in codes}) == len(codes)
     assert not any("held out" in q or "hidden" in q for q in queries)  # the held-out copy and the tests' code
-    assert "Compute the dev score of the values." not in dev.queries.values()  # its near twin sat in a train package
+    assert "Compute the dev score of the values." in dev.queries.values()  # its near twin in a train package went
     manifest = json.loads(paths["manifest"].read_text())
     assert manifest["per_package"]["alpha"]["held_out_copies"] == 1
     assert manifest["per_package"]["gamma"]["code_copies"] == 1
-    assert manifest["per_package"]["beta"]["shared_summary"] == 1 and manifest["per_package"]["devpkg"]["kept"] == 1
-    assert manifest["sizes"]["train_pairs"] == 4
+    assert manifest["per_package"]["beta"]["shared_summary"] == 1 and manifest["per_package"]["devpkg"]["kept"] == 2
+    assert manifest["sizes"]["train_pairs"] == 4 and manifest["sizes"]["dev_pool"] == 2
     again = _build(tmp_path / "again", small)
     written = sorted(p.relative_to(tmp_path / "set") for p in (tmp_path / "set").rglob("*") if p.is_file())
     for name in (p for p in written if p.name != "manifest.json"):  # a manifest records when it was built
         assert (tmp_path / "set" / name).read_bytes() == (again["manifest"].parent / name).read_bytes()
+
+
+def test_more_training_packages_leave_the_dev_and_test_sets_and_the_main_pairs_as_they_are(tmp_path, small):
+    more = tmp_path / "more.json"
+    more.write_text(json.dumps({"packages": [_wheel(small["cache"], "delta", MORE_TRAIN)]}))
+    base, larger = _build(tmp_path / "base", small), _build(tmp_path / "larger", {**small, "more_train_pins": more})
+    for split in ("dev", "test"):
+        for name in ("corpus.jsonl", "queries.jsonl", f"qrels/{split}.tsv"):
+            assert (base[split] / name).read_bytes() == (larger[split] / name).read_bytes()
+    rows = [
+        {json.loads(line)["doc_id"] for line in paths["pairs"].read_text().splitlines()} for paths in (base, larger)
+    ]
+    assert rows[1] - rows[0] == {"delta/delta/core.py:delta_two"} and rows[0] < rows[1]
+    delta = json.loads(larger["manifest"].read_text())["per_package"]["delta"]
+    assert delta["more_train"] and (delta["kept"], delta["code_copies"], delta["shared_summary"]) == (1, 1, 2)
+
+
+def test_the_extra_pin_group_only_adds_packages_to_train(tmp_path, small):
+    pins = json.loads(small["pins_file"].read_text())["packages"]
+    more = tmp_path / "more.json"
+    for entry, problem in (
+        ({**pins[0], "name": "other", "split": "dev"}, "is not split 'train'"),
+        (pins[0], "already"),
+    ):
+        more.write_text(json.dumps({"packages": [entry]}))
+        with pytest.raises(UserError, match=problem):
+            _build(tmp_path / "set", {**small, "more_train_pins": more})
+
+
+def test_the_key_names_the_version_of_every_held_out_tree():
+    """A newer scikit-learn or Python is other held-out code, so the set is built again under it."""
+    versions = held_out_versions(default_held_out())
+    assert versions == {
+        "stdlib": f"python=={platform.python_version()}",
+        "sklearn": f"scikit-learn=={metadata.version('scikit-learn')}",
+    }
 
 
 def test_a_wheel_whose_sha256_is_not_the_pin_is_refused(tmp_path, small):
@@ -133,19 +183,17 @@ def test_the_held_out_starts_are_the_stage1_packages_of_the_sweeps():
     assert {p["split"] for p in pins} == {"train", "dev", "test"}
 
 
-def test_the_manuals_describe_the_set_the_pins_and_the_command_build():
-    """The fair fight's data sentence (wheels, packages per split, queries and documents) is the pin
-    file's and the command's defaults, in the manual and in the sweep's protocol header alike."""
-    pins = json.loads((REPO / "text_retrieval" / "data" / "bundled" / "pypi_pins.json").read_text())["packages"]
-    split = {s: [p["name"] for p in pins if p["split"] == s] for s in ("train", "dev", "test")}
+def test_the_manual_describes_the_set_the_pins_and_the_command_build():
+    """The manual's sentence on the set (wheels, packages per split, queries and documents) is the pin
+    files' and the command's defaults."""
+    pins, more = read_pins(PINS_FILE), read_pins(MORE_TRAIN_PINS_FILE)
+    split = {s: [p.name for p in pins if p.split == s] for s in ("train", "dev", "test")}
     command = PypiPairsCommand()
-    dev = f"{', '.join(split['dev'])}: {command.n_dev} queries"
-    test = f"{', '.join(split['test'])}: {command.n_test} queries"
     docs = " ".join((REPO / "docs" / "experiments.md").read_text().split())
-    header = " ".join(line.lstrip("# ") for line in (REPO / "configs/sweeps/fair_fight.yaml").read_text().splitlines())
-    assert f"read from {len(pins)} wheels" in docs and f"train ({len(split['train'])})" in docs
-    assert f"dev ({dev} over {command.corpus_size:,} documents)" in docs
-    assert f"test ({test} over {command.corpus_size:,} documents)" in docs
-    assert f"from {len(pins)} pinned PyPI wheels" in header and f"train ({len(split['train'])} packages)" in header
-    assert f"{command.n_dev} queries, {command.corpus_size:,} documents) and test (" in header
-    assert all(name in header for name in split["dev"] + split["test"])
+    assert (
+        f"**The PyPI pair set**, read from {len(pins)} wheels" in docs
+        and f"train ({len(split['train'])} packages)" in docs
+    )
+    for name, n in (("dev", command.n_dev), ("test", command.n_test)):
+        assert f"{name} ({', '.join(split[name])}: {n:,} queries over {command.corpus_size:,} documents)" in docs
+    assert f"`--more-train` adds {len(more)} training wheels" in docs

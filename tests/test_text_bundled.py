@@ -8,16 +8,24 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import platform
 import sysconfig
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+import torch
 
+from clipmag.config.build import build_config
+from clipmag.errors import UserError
+from clipmag.runtime.distributed import DistributedContext
+from text_retrieval.config import TextConfig
 from text_retrieval.data.bundled.build import build_bundled
 from text_retrieval.data.bundled.extract import extract_file, summarize_docstring
 from text_retrieval.data.loaders.beir import load_beir
 from text_retrieval.data.loaders.sts import load_sts
 from text_retrieval.data.training.shards import TextShardStream
+from text_retrieval.task import TextRetrievalTask
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 MODULES = [
@@ -107,6 +115,32 @@ def test_outdomain_and_shards(built):
     assert stream.num_samples == SMALL["n_train"]
     batch = next(stream.batches(0))
     assert len(batch["query"]) == 5 and all(p.startswith(("def ", "async def ", "@")) for p in batch["positive"])
+
+
+def test_the_held_out_trees_are_read_only_under_their_pinned_versions(built, sources, tmp_path):
+    """A pin other than this machine's Python or scikit-learn stops the build before it writes; this
+    machine's own versions build the set, which the manifest's key records."""
+    stdlib, ood = sources
+    python, sklearn = platform.python_version(), metadata.version("scikit-learn")
+    for pins, key in (
+        ({"python": "3.0.1"}, "data.bundled.python"),
+        ({"scikit_learn": "0.1"}, "data.bundled.scikit_learn"),
+    ):
+        with pytest.raises(UserError, match=rf"{key}: .* pinned to .* but this machine has"):
+            build_bundled(tmp_path / "other", stdlib_dir=stdlib, ood_dir=ood, **SMALL, **pins)
+        assert not (tmp_path / "other").exists()
+    pinned = build_bundled(
+        tmp_path / "pinned", stdlib_dir=stdlib, ood_dir=ood, **SMALL, python=python, scikit_learn=sklearn
+    )
+    key = json.loads(pinned["manifest"].read_text())["key"]
+    assert (key["python"], key["packages"]["scikit-learn"]) == (python, sklearn)
+
+
+def test_a_run_with_a_pin_of_another_version_stops_before_it_reads_a_set(tmp_path):
+    cfg = build_config(TextConfig, None, [f"data.bundled.root={tmp_path}", "data.bundled.scikit_learn=0.1"])
+    with pytest.raises(UserError, match="data.bundled.scikit_learn"):
+        TextRetrievalTask(cfg, DistributedContext(0, 1, 0, torch.device("cpu"), None))
+    assert not any(tmp_path.iterdir())
 
 
 def test_sts_task(built):

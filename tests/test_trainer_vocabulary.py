@@ -31,6 +31,8 @@ from text_retrieval.config import TextConfig
 TEXT_OWN = {
     "data.bundled.corpus_size": "the bundled code-search set has a corpus; the digits set pairs images and captions",
     "data.bundled.root": "the bundled text set is written to a folder; the digits set is drawn in memory",
+    "data.bundled.python": "the bundled code-search sets are read from the interpreter's standard library",
+    "data.bundled.scikit_learn": "the bundled out-of-domain set is read from the installed scikit-learn",
     "data.hard_negatives": "mined hard negatives travel with text pairs; image-text shards hold none",
     "data.sts_range": "the STS objective's gold scale",
     "data.sts_scale": "the STS objective's score scale",

@@ -69,13 +69,17 @@ class TextModelConfig:
 @dataclass
 class BundledDataConfig:
     """Size of the bundled default set (see text_retrieval/data/bundled/build.py). Every config that
-    shares ``root`` must use the same sizes, or the set is rebuilt; evaluation is sized for CPUs."""
+    shares ``root`` must use the same sizes, or the set is rebuilt; evaluation is sized for CPUs.
+    ``python`` and ``scikit_learn`` pin the versions its code-search sets are read from (the running
+    interpreter's standard library, the installed scikit-learn): set, any other version is refused."""
 
     root: str = "runs/data/text-bundled"
     train: PositiveInt = 2500
     validation: PositiveInt = 100
     test: PositiveInt = 150
     corpus_size: PositiveInt = 400
+    python: str | None = None
+    scikit_learn: str | None = None
 
 
 @dataclass

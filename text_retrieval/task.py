@@ -117,7 +117,8 @@ class TextRetrievalTask:
         """Build the bundled default once (rank 0 first, the others wait and reuse it)."""
         if self._bundled is None:
             e = self.cfg.data.bundled
-            kwargs = dict(n_train=e.train, n_test=e.test, n_dev=e.validation, corpus_size=e.corpus_size, seed=0)
+            sizes = dict(n_train=e.train, n_test=e.test, n_dev=e.validation, corpus_size=e.corpus_size, seed=0)
+            kwargs = dict(**sizes, python=e.python, scikit_learn=e.scikit_learn)
             if self.ctx.is_main:
                 self._bundled = build_bundled(e.root, **kwargs)
             dist_utils.barrier()

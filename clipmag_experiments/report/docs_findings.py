@@ -122,9 +122,8 @@ def findings_table(stored: StoredResults) -> str:
         )
     for p in PENDING:
         if not p.answered(stored):
-            lines.append(
-                f"| {p.asked} | protocol `{p.protocol}`, committed before its run | - | not run yet | [protocol]({p.link}) |"
-            )
+            protocol = f"protocol `{p.protocol}`, committed before its run"
+            lines.append(f"| {p.asked} | {protocol} | - | not run yet | [protocol]({p.link}) |")
     return "\n".join(lines)
 
 

@@ -36,7 +36,10 @@ A fresh machine has no data folder, so the default experiment builds its data fr
 
 Everything is deterministic for a given interpreter and installed package versions: building
 twice gives byte-identical files. Other Python or scikit-learn versions give other (equally
-built) sets, which the manifest records.
+built) sets, which the manifest records (``key.python``, ``key.packages``). An experiment whose
+numbers must be read on the same code pins both (``python=``, ``scikit_learn=``; the text config's
+``data.bundled.python`` and ``data.bundled.scikit_learn``): a build under any other version is
+refused, never silently made from other code.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from clipmag.errors import UserError
 from clipmag.results.record import installed_versions
 from clipmag.storage.files import write_text_atomic
 from text_retrieval.data.bundled.extract import CodeFunction, extract_functions, installed_package_dir
@@ -169,6 +173,19 @@ def build_sts(folder: Path, seed: int, data_dir: Path | None = None) -> dict[str
     return {"sts_train": len(train), "sts_test": len(test)}
 
 
+def check_pinned_trees(python: str | None, scikit_learn: str | None) -> None:
+    """Refuse to read the held-out trees from another Python or scikit-learn than the pinned one: the
+    in-domain and out-of-domain test sets are that code, so another version is another test set."""
+    found = {"python": sys.version.split()[0], "scikit_learn": installed_versions(["scikit-learn"])["scikit-learn"]}
+    for key, pin in (("python", python), ("scikit_learn", scikit_learn)):
+        if pin is not None and pin != found[key]:
+            name = "Python" if key == "python" else "scikit-learn"
+            raise UserError(
+                f"data.bundled.{key}: the bundled code-search sets are pinned to {name} {pin}, but this machine has "
+                f"{found[key]}; their test queries would be other code: run under {name} {pin} or change the pin"
+            )
+
+
 def _paths(root: Path, with_shards: bool) -> dict[str, Path]:
     paths = {
         "train_pairs": root / "train" / "pairs.jsonl",
@@ -197,13 +214,17 @@ def build_bundled(
     stdlib_dir: str | Path | None = None,
     ood_dir: str | Path | None = None,
     force: bool = False,
+    python: str | None = None,
+    scikit_learn: str | None = None,
 ) -> dict[str, Path]:
     """Build (or reuse) the bundled default data set under ``root``; see the module docstring.
 
     Returns the paths: ``train_pairs``, ``train_shards`` (unless ``samples_per_shard`` is None),
     ``indomain`` and ``outdomain`` (BEIR folders), ``sts`` (folder), ``sts_train``, ``sts_test``,
     ``manifest``. ``stdlib_dir``/``ood_dir`` replace the two source trees (tests use small ones).
+    ``python``/``scikit_learn``: the versions the trees must come from (:func:`check_pinned_trees`).
     """
+    check_pinned_trees(python, scikit_learn)
     root = Path(root)
     stdlib_root = Path(stdlib_dir) if stdlib_dir else Path(sysconfig.get_paths()["stdlib"])
     ood_root = Path(ood_dir) if ood_dir else installed_package_dir("sklearn", "the bundled data set")

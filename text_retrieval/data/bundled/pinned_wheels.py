@@ -21,9 +21,11 @@ from clipmag.errors import UserError
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["PINS_FILE", "SPLITS", "Pin", "fetch_wheel", "read_pins", "unpack_sources"]
+__all__ = ["MORE_TRAIN_PINS_FILE", "PINS_FILE", "SPLITS", "Pin", "fetch_wheel", "read_pins", "unpack_sources"]
 
 PINS_FILE = Path(__file__).with_name("pypi_pins.json")
+# training packages only, read after every other pin: a larger training set with the same dev and test sets
+MORE_TRAIN_PINS_FILE = Path(__file__).with_name("pypi_pins_more_train.json")
 SPLITS = ("dev", "test", "train")  # in reading order: a code copy in two packages stays in the evaluation split
 # one wheel per pin whatever machine builds the set: the interpreter and platform the pins name
 PIP_TARGET = ["--platform", "manylinux_2_17_x86_64", "--python-version", "3.11", "--implementation", "cp"]
@@ -98,5 +100,6 @@ def unpack_sources(wheel: Path, into: Path) -> Path:
                     target = into / member
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_bytes(archive.read(member))
+        into.mkdir(parents=True, exist_ok=True)  # a wheel without source files is read as empty
         done.write_text(wheel.name + "\n")
     return into

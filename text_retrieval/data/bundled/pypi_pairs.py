@@ -16,17 +16,19 @@ the split the whole package goes to: ``train``, ``dev`` or ``test``). ``build_py
    held-out tree: the standard library and scikit-learn (the code-search test sets) and the
    packages minilm-dot was continued on (:data:`STAGE1_PACKAGES`, the stage-1 step of the
    positive-regime and budget sweeps);
-4. keeps each code once over the whole set (dev and test packages are read first, so a copy in a
-   training package is what goes) and drops a summary shared by two functions everywhere, so every
-   pair is distinct in both its query and its document and no pair crosses a split.
+4. keeps each code and each summary once over the whole set, reading the packages in stages - dev,
+   test, train, then the extra training packages of ``pypi_pins_more_train.json`` when asked for -
+   so a copy in a later stage is what goes, and what a stage keeps never depends on the stages after
+   it; a summary two functions of one stage share is ambiguous and goes from both. Every pair is
+   distinct in both its query and its document and no pair crosses a split.
 
 It writes ``train/pairs.jsonl`` and ``train/shards/`` (shuffled with ``seed``), ``pypi-dev/`` and
 ``pypi-test/`` (BEIR layout: ``n_dev`` / ``n_test`` queries drawn with ``seed`` from the split's
 pairs, a corpus of their code plus the split's other functions up to ``corpus_size``) and
-``manifest.json`` (the pins and their sha256, per-package counts of what was kept and dropped and
-why, and the sha256 of the training pairs). The same pins, held-out trees and settings give
-byte-identical files; a later call with the same key returns at once; offline once the cache holds
-the wheels.
+``manifest.json`` (the pins and their sha256, the version each held-out tree was read from, per-package
+counts of what was kept and dropped and why, and the sha256 of the training pairs). The same pins,
+held-out versions and settings give byte-identical files; a later call with the same key returns at
+once; offline once the cache holds the wheels.
 
     python -m text_retrieval.data.bundled.pypi_pairs runs/data/pypi-pairs --cache runs/data/pypi-wheels
 """
@@ -38,6 +40,7 @@ import json
 import logging
 import random
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,15 +54,36 @@ from clipmag.runtime.logs import setup_logging
 from clipmag.storage.files import write_text_atomic
 from text_retrieval.data.bundled.build import STDLIB_EXCLUDED, sample_functions, write_beir
 from text_retrieval.data.bundled.extract import CodeFunction, extract_functions, installed_package_dir
-from text_retrieval.data.bundled.package_pairs import built_with, default_held_out
-from text_retrieval.data.bundled.pinned_wheels import PINS_FILE, SPLITS, fetch_wheel, read_pins, unpack_sources
+from text_retrieval.data.bundled.package_pairs import built_with, default_held_out, distribution_version
+from text_retrieval.data.bundled.pinned_wheels import (
+    MORE_TRAIN_PINS_FILE,
+    PINS_FILE,
+    SPLITS,
+    Pin,
+    fetch_wheel,
+    read_pins,
+    unpack_sources,
+)
 from text_retrieval.data.training.shards import write_text_shards
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["PINS_FILE", "STAGE1_PACKAGES", "PypiPairsCommand", "build_pypi_pairs", "read_pins", "main"]
+__all__ = [
+    "MORE_TRAIN_PINS_FILE",
+    "PINS_FILE",
+    "STAGE1_PACKAGES",
+    "PypiPairsCommand",
+    "build_pypi_pairs",
+    "held_out_versions",
+    "read_pins",
+    "main",
+]
 
-PYPI_PAIRS_VERSION = 1  # bump whenever a change alters the files written
+PYPI_PAIRS_VERSION = 2  # bump whenever a change alters the files written
+# evaluation sizes: at least 1,000 queries each, so a comparison can resolve about a point of nDCG@10
+DEV_QUERIES = 1000
+TEST_QUERIES = 1000
+CORPUS_SIZE = 5000
 SAMPLES_PER_SHARD = 1000
 # minilm-dot's continued-pretraining packages (the stage-1 prepare step of positive_regime.yaml and
 # budget.yaml): held out, so no start has trained on a pair of this set
@@ -79,6 +103,8 @@ STAGE1_PACKAGES = (
     "rich",
     "pydantic",
 )
+# what the duplicate rules drop, counted per package in the manifest
+DROP_REASONS = ("held_out_copies", "code_copies", "no_summary", "shared_summary")
 _COMMENT_LINE = re.compile(r"^\s*#.*$", re.MULTILINE)
 _NOT_WORD = re.compile(r"[^\w\s]")
 
@@ -113,35 +139,45 @@ def default_held_out_trees() -> dict[str, Path]:
 
 
 def _distinct(
-    functions: Mapping[str, list[CodeFunction]], held: tuple[set[str], set[str]]
+    stages: Sequence[Mapping[str, list[CodeFunction]]], held: tuple[set[str], set[str]]
 ) -> tuple[dict[str, list[CodeFunction]], dict[str, dict[str, int]]]:
     """Per package, the functions left after the held-out and duplicate rules (module docstring), and
-    what each rule dropped. ``functions`` comes in reading order (dev, test, then train packages)."""
+    what each rule dropped. ``stages`` come in reading order (dev, test, then train packages): a code
+    or summary an earlier stage holds goes from the later one, and a summary two functions of one
+    stage share goes from both, so what a stage keeps never depends on the stages after it."""
     held_codes, held_summaries = held
     seen_codes: set[str] = set()
-    summary_count: dict[str, int] = {}
+    seen_summaries: set[str] = set()
     kept: dict[str, list[CodeFunction]] = {}
     counts: dict[str, dict[str, int]] = {}
-    for name, fns in functions.items():
-        row = counts[name] = {"functions": len(fns), "held_out_copies": 0, "code_copies": 0, "no_summary": 0}
-        kept[name] = []
-        for fn in fns:
-            code = code_key(fn.code)
-            if code in held_codes or (fn.summary and summary_key(fn.summary) in held_summaries):
-                row["held_out_copies"] += 1
-            elif code in seen_codes:
-                row["code_copies"] += 1
-            elif not fn.summary:
-                seen_codes.add(code)
-                row["no_summary"] += 1
-            else:
-                seen_codes.add(code)
-                kept[name].append(fn)
-                summary_count[summary_key(fn.summary)] = summary_count.get(summary_key(fn.summary), 0) + 1
-    for name, fns in kept.items():
-        counts[name]["shared_summary"] = sum(summary_count[summary_key(f.summary or "")] > 1 for f in fns)
-        kept[name] = [f for f in fns if summary_count[summary_key(f.summary or "")] == 1]
-        counts[name]["kept"] = len(kept[name])
+    for stage in stages:
+        summary_count: dict[str, int] = {}
+        for name, fns in stage.items():
+            row = counts[name] = {"functions": len(fns), **dict.fromkeys(DROP_REASONS, 0)}
+            kept[name] = []
+            for fn in fns:
+                code = code_key(fn.code)
+                summary = summary_key(fn.summary) if fn.summary else None
+                if code in held_codes or summary in held_summaries:
+                    row["held_out_copies"] += 1
+                elif code in seen_codes:
+                    row["code_copies"] += 1
+                elif summary is None:
+                    seen_codes.add(code)
+                    row["no_summary"] += 1
+                elif summary in seen_summaries:
+                    seen_codes.add(code)
+                    row["shared_summary"] += 1
+                else:
+                    seen_codes.add(code)
+                    kept[name].append(fn)
+                    summary_count[summary] = summary_count.get(summary, 0) + 1
+        for name in stage:
+            ambiguous = [f for f in kept[name] if summary_count[summary_key(f.summary or "")] > 1]
+            counts[name]["shared_summary"] += len(ambiguous)
+            kept[name] = [f for f in kept[name] if summary_count[summary_key(f.summary or "")] == 1]
+            counts[name]["kept"] = len(kept[name])
+        seen_summaries |= summary_count.keys()
     return kept, counts
 
 
@@ -149,32 +185,59 @@ def _jsonl(rows: Iterable[Mapping[str, Any]]) -> str:
     return "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
 
 
+def held_out_versions(trees: Mapping[str, Path]) -> dict[str, str]:
+    """What each held-out tree was read from: the interpreter for the standard library, the installed
+    distribution otherwise. Another version is other code, so the set is built again."""
+    return {
+        name: f"python=={sys.version.split()[0]}" if name == "stdlib" else distribution_version(name) for name in trees
+    }
+
+
+def _read_more_train(path: str | Path | None, pins: Sequence[Pin]) -> list[Pin]:
+    """The extra training pins of ``path``: train packages only, none already pinned."""
+    if path is None:
+        return []
+    more = read_pins(path)
+    wrong = [p.name for p in more if p.split != "train"]
+    if wrong:
+        raise UserError(f"{path}: {', '.join(wrong)} is not split 'train'; this file only adds training packages")
+    twice = sorted({p.name for p in more} & {p.name for p in pins})
+    if twice:
+        raise UserError(f"{path}: {', '.join(twice)} is already pinned in the main pin file")
+    return more
+
+
 def build_pypi_pairs(
     root: str | Path,
     *,
     cache: str | Path,
     pins_file: str | Path = PINS_FILE,
-    n_dev: int = 200,
-    n_test: int = 300,
-    corpus_size: int = 1000,
+    more_train_pins: str | Path | None = None,
+    n_dev: int = DEV_QUERIES,
+    n_test: int = TEST_QUERIES,
+    corpus_size: int = CORPUS_SIZE,
     seed: int = 0,
     min_train_pairs: int = 1,
     held_out: Mapping[str, Path] | None = None,
 ) -> dict[str, Path]:
     """Build (or reuse) the set under ``root`` (module docstring); returns the paths ``pairs``,
-    ``shards``, ``dev``, ``test`` and ``manifest``. ``held_out`` maps names to source trees whose
-    functions are kept out (default: :func:`default_held_out_trees`); fewer than ``min_train_pairs``
-    training pairs is an error, so a run of that many pairs never repeats one."""
+    ``shards``, ``dev``, ``test`` and ``manifest``. ``more_train_pins``: a pin file of training
+    packages read after all others (:data:`MORE_TRAIN_PINS_FILE`), which leaves the dev and test sets
+    and the main training pairs as they are. ``held_out`` maps names to source trees whose functions
+    are kept out (default: :func:`default_held_out_trees`); fewer than ``min_train_pairs`` training
+    pairs is an error, so a run of that many pairs never repeats one."""
     root, cache = Path(root), Path(cache)
     pins = read_pins(pins_file)
+    more = _read_more_train(more_train_pins, pins)
     held_out = dict(held_out) if held_out is not None else default_held_out_trees()
-    pinned_held = sorted({p.name for p in pins} & set(held_out))
+    pinned_held = sorted({p.name for p in [*pins, *more]} & set(held_out))
     if pinned_held:
         raise UserError(f"{pins_file}: {', '.join(pinned_held)} is held out (test data or a start's training data)")
     key = {
         "version": PYPI_PAIRS_VERSION,
         "pins": {p.name: {"version": p.version, "sha256": p.sha256, "split": p.split} for p in pins},
-        "held_out": sorted(held_out),
+        "more_train_pins": {p.name: {"version": p.version, "sha256": p.sha256} for p in more},
+        "held_out": held_out_versions(held_out),
         "settings": {"n_dev": n_dev, "n_test": n_test, "corpus_size": corpus_size, "seed": seed},
     }
     paths = {
@@ -188,13 +251,12 @@ def build_pypi_pairs(
         logger.info("PyPI pairs up to date in %s", root)
         return paths
     paths["manifest"].unlink(missing_ok=True)  # absent until the build completes
-    ordered = sorted(pins, key=lambda p: (SPLITS.index(p.split), p.name))
-    functions = {}
-    for pin in ordered:
-        source = unpack_sources(fetch_wheel(pin, cache), cache / "src" / pin.sha256[:16])
-        functions[pin.name] = extract_functions(source, prefix=f"{pin.name}/")
+    stages = [sorted((p for p in pins if p.split == split), key=lambda p: p.name) for split in SPLITS]
+    stages.append(sorted(more, key=lambda p: p.name))
+    functions = [{pin.name: _pin_functions(pin, cache) for pin in stage} for stage in stages]
     logger.info("PyPI pairs: holding out %s", ", ".join(sorted(held_out)))
     kept, counts = _distinct(functions, _held_out_keys(held_out))
+    ordered = [pin for stage in stages for pin in stage]
     by_split = {split: [f for p in ordered if p.split == split for f in kept[p.name]] for split in SPLITS}
     if len(by_split["train"]) < min_train_pairs:
         raise UserError(
@@ -208,18 +270,21 @@ def build_pypi_pairs(
     write_text_atomic(paths["pairs"], text)
     shards = write_text_shards(rows, paths["shards"], SAMPLES_PER_SHARD, overwrite=True)
     sizes = {"train_pairs": len(rows), "train_shards": len(shards)}
-    for split, n in (("dev", n_dev), ("test", n_test)):
+    for split, n, stage in (("dev", n_dev, functions[0]), ("test", n_test, functions[1])):
         if by_split[split]:
-            pool = [f for p in ordered if p.split == split for f in functions[p.name]]
+            pool = [f for fns in stage.values() for f in fns]
             queries = sample_functions(by_split[split], n, seed, split)
             sizes |= {
                 f"{split}_{k}": v
                 for k, v in write_beir(paths[split], {split: queries}, pool, corpus_size, seed).items()
             }
+            sizes[f"{split}_pool"] = len(by_split[split])
     manifest = {
         "key": key,
         "sizes": sizes,
-        "per_package": {p.name: {"split": p.split, "file": p.file, **counts[p.name]} for p in ordered},
+        "per_package": {
+            p.name: {"split": p.split, "file": p.file, "more_train": p in more, **counts[p.name]} for p in ordered
+        },
         "sha256_train_pairs": hashlib.sha256(text.encode("utf-8")).hexdigest(),
         "description": "see text_retrieval/data/bundled/pypi_pairs.py",
         "provenance": provenance(),
@@ -229,18 +294,26 @@ def build_pypi_pairs(
     return paths
 
 
+def _pin_functions(pin: Pin, cache: Path) -> list[CodeFunction]:
+    """The functions of one pinned wheel, fetched and unpacked into ``cache`` when needed."""
+    source = unpack_sources(fetch_wheel(pin, cache), cache / "src" / pin.sha256[:16])
+    return extract_functions(source, prefix=f"{pin.name}/")
+
+
 @dataclass
 class PypiPairsCommand:
     """ROOT: the output folder; ``cache``: where the wheels and their unpacked sources are kept;
-    ``pins``: the pin file (unset: ``pypi_pins.json`` beside this module). The dev and test sets are
-    sized for evaluation on CPUs: the dev set is read at every evaluated checkpoint."""
+    ``pins``: the pin file (unset: ``pypi_pins.json`` beside this module); ``more_train``: add the
+    training packages of ``pypi_pins_more_train.json`` (the dev and test sets stay the same). The dev
+    set is read at every evaluated checkpoint, so its size is a cost on CPUs."""
 
     root: str = ""
     cache: str = "runs/data/pypi-wheels"
     pins: str | None = None
-    n_dev: PositiveInt = 200
-    n_test: PositiveInt = 300
-    corpus_size: PositiveInt = 1000
+    more_train: bool = False
+    n_dev: PositiveInt = DEV_QUERIES
+    n_test: PositiveInt = TEST_QUERIES
+    corpus_size: PositiveInt = CORPUS_SIZE
     seed: int = 0
     min_train_pairs: PositiveInt = 1
 
@@ -254,6 +327,7 @@ def main(argv: Sequence[str]) -> None:
         cmd.root,
         cache=cmd.cache,
         pins_file=cmd.pins or PINS_FILE,
+        more_train_pins=MORE_TRAIN_PINS_FILE if cmd.more_train else None,
         n_dev=cmd.n_dev,
         n_test=cmd.n_test,
         corpus_size=cmd.corpus_size,
