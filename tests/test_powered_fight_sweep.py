@@ -61,3 +61,21 @@ def test_compared_seeds_0_and_1_are_the_tuning_runs_and_the_plan_prices_only_see
     rates = plan.rates
     seed_two = sum(400 * 64 / rates[start] / 3600 for start in STARTS for _ in HEADS)
     assert abs(plan.hours["fight"] - seed_two) < 1e-9
+
+
+def test_the_headers_data_sentence_is_the_pin_file_and_the_builders_defaults():
+    """The protocol's counts are what the builder draws and the pins split, not typed beside them."""
+    import json
+    from importlib.resources import files
+
+    from text_retrieval.data.bundled.pypi_pairs import PypiPairsCommand
+
+    header = config_path("configs/sweeps/powered_fight.yaml").read_text(encoding="utf-8")
+    pins_file = files("text_retrieval.data.bundled").joinpath("pypi_pins.json")
+    pins = json.loads(pins_file.read_text(encoding="utf-8"))["packages"]
+    splits = {split: sum(1 for p in pins if p["split"] == split) for split in ("train", "dev", "test")}
+    command = PypiPairsCommand()
+    assert command.n_dev == command.n_test == 1000 and command.corpus_size == 5000
+    assert f"train (the fair fight's {splits['train']} packages)" in header
+    assert f"dev ({splits['dev']} packages: 1,000 queries over 5,000" in header
+    assert f"test ({splits['test']} packages: 1,000 queries over 5,000" in header
