@@ -131,3 +131,17 @@ def test_a_staging_folder_is_emptied_but_for_its_lock(tmp_path):
         (lock.folder / "ids.json").write_text("[]")
         lock.empty()
         assert [p.name for p in lock.folder.iterdir()] == [LOCK_FILE]
+
+
+def test_a_report_is_written_beside_a_running_sweep_but_two_reports_at_once_are_refused(tmp_path):
+    """A report has a lock of its own: the sweep holding its folder does not stop it, a second
+    report into the same folder does, before it writes anything."""
+    from clipmag_experiments.report.build import REPORT_LOCK, build_report
+
+    with FolderLock(tmp_path, "sweep"):  # the sweep still running
+        with FolderLock(tmp_path, "report", REPORT_LOCK):  # a report being written
+            with pytest.raises(FolderBusy, match="in use by another report"):
+                build_report(tmp_path)
+        with pytest.raises(FileNotFoundError, match="no finished sweep cells"):
+            build_report(tmp_path)  # the report's own lock taken beside the sweep's; nothing to report
+    assert not (tmp_path / "report.md").exists()

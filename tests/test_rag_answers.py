@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from clipmag.results.significance import mcnemar_p
@@ -88,3 +90,35 @@ def test_mcnemar_exact_p():
     # 6 questions only the first row gets right, 0 the other way: p = 2 * 0.5**6
     assert mcnemar_p([1] * 6 + [0, 1], [0] * 6 + [0, 1]) == pytest.approx(2 * 0.5**6)
     assert mcnemar_p([1, 0], [1, 0]) == 1.0
+
+
+def test_two_runs_appending_to_one_generation_cache_never_interleave_lines(tmp_path):
+    """Each run appends its generations under an exclusive lock of the cache file: every line of
+    both runs parses, and a later run reads all of them back."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from text_retrieval.rag.reader import GenerationCache
+
+    cache = tmp_path / "generations.jsonl"
+    writer = textwrap.dedent(
+        """
+        import sys
+        from types import SimpleNamespace
+        from text_retrieval.rag.reader import GenerationCache
+
+        class Echo:  # a reader whose outputs are long enough to span many buffer flushes
+            identity = "echo-" + sys.argv[2]
+            def generate(self, prompts):
+                return [p.text * 40 for p in prompts]
+
+        prompts = [SimpleNamespace(text=f"{sys.argv[2]}-{i}-" + "x" * 200) for i in range(1500)]
+        GenerationCache(sys.argv[1]).generate(Echo(), prompts)
+        """
+    )
+    runs = [subprocess.Popen([sys.executable, "-c", writer, str(cache), name]) for name in ("a", "b")]
+    assert [run.wait(timeout=120) for run in runs] == [0, 0]
+    lines = cache.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 3000 and all(json.loads(line)["output"] for line in lines)
+    assert len(GenerationCache(cache).entries) == 3000

@@ -61,9 +61,10 @@ def _remove(entry: Path) -> None:
 class FolderLock:
     """The exclusive lock of one folder, held from :meth:`acquire` until :meth:`release` or exit."""
 
-    def __init__(self, folder: str | Path, what: str) -> None:
+    def __init__(self, folder: str | Path, what: str, file: str = LOCK_FILE) -> None:
         self.folder = Path(folder)
         self.what = what  # e.g. "training run", "sweep": named in the refusal
+        self.file = file  # another name locks another writer's files in a folder a run holds
         self._handle: IO[str] | None = None
         self.left_by: dict[str, Any] = {}  # the record of a holder that died holding it, once acquired
         self.created = False  # whether acquire made the folder (see abandon)
@@ -71,7 +72,7 @@ class FolderLock:
 
     @property
     def path(self) -> Path:
-        return self.folder / LOCK_FILE
+        return self.folder / self.file
 
     def acquire(self, wait: bool = False) -> FolderLock:
         """Take the lock, or raise :class:`FolderBusy` at once naming the holder; with ``wait``, log

@@ -10,6 +10,7 @@ from typing import Any
 
 from clipmag.registry.evaluations import EVALUATIONS
 from clipmag.results.marks import POWER_NOTE, QUERY_TEST, SEED_TEST, mark
+from clipmag.storage.folder_lock import FolderLock
 from clipmag_experiments.design.protocol import read_protocol
 from clipmag_experiments.report import plots
 from clipmag_experiments.report.collect import (
@@ -41,6 +42,7 @@ BRIGHT = ("NDCG@10", "Recall@1", "Recall@100")
 STS = ("spearman", "spearman_reversed", "asymmetry_gap")
 DIAGNOSTICS = ("cohens_d_doc_norm", "document_norm_cv", "query_norm_cv")
 PREDICTIONS_FILE = "predict_norm.json"
+REPORT_LOCK = ".clipmag-report.lock"  # a report's own lock beside the run folder's
 
 
 def _groups(table: list[TableRow]) -> list[str]:
@@ -210,8 +212,15 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report", allo
     """Write tables (``table_*.md``/``.csv``), figures and ``report.md`` into ``runs_dir``.
 
     Refuses cells from more than one code state (commits, a dirty tree, none recorded) unless
-    ``allow_mixed``; the report names the code behind each table either way."""
+    ``allow_mixed``; the report names the code behind each table either way. Two reports written
+    into one folder at once would interleave their files: the second is refused (a lock of its own,
+    so a report of a sweep still running is not)."""
     runs_dir = Path(runs_dir)
+    with FolderLock(runs_dir, "report", REPORT_LOCK):
+        return _write_report(runs_dir, title, allow_mixed)
+
+
+def _write_report(runs_dir: Path, title: str, allow_mixed: bool) -> Path:
     cells = find_cells(runs_dir)
     if not cells:
         raise FileNotFoundError(f"{runs_dir}: no finished sweep cells (folders with cell.json and results.json)")

@@ -16,6 +16,7 @@ prompt hash, so two heads that retrieve the same passages cost one reader pass.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -180,6 +181,8 @@ class GenerationCache:
     """Generations keyed by ``sha256(reader identity + prompt)``, in memory and optionally on disk.
 
     The file is append-only JSON lines ``{"key", "output"}``; a killed run keeps what it generated.
+    Two runs sharing one cache file append under an exclusive lock of the file, so their lines never
+    interleave mid-line.
     """
 
     def __init__(self, path: str | Path | None = None) -> None:
@@ -213,5 +216,6 @@ class GenerationCache:
             if self.path is not None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 with self.path.open("a", encoding="utf-8") as handle:
+                    fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes
                     handle.writelines(json.dumps({"key": k, "output": v}) + "\n" for k, v in new.items())
         return [self.entries[k] for k in keys]
