@@ -115,6 +115,11 @@ BLOCKS: dict[tuple[str, str], str] = {
         "docs/experiments.md",
         "python scripts/sweep.py plan --config configs/sweeps/fair_fight.yaml",
     ): QUICK,
+    ("docs/experiments.md", "python scripts/sweep.py plan --config configs/sweeps/powered_fight.yaml"): QUICK,
+    (
+        "docs/experiments.md",
+        "python scripts/sweep.py --config configs/sweeps/powered_fight.yaml",
+    ): "the powered fight itself: downloads the pinned wheels, then about 15 CPU-hours alone over sittings",
     (
         "docs/experiments.md",
         "python -m text_retrieval.data.bundled.pypi_pairs runs/data/pypi-pairs --cache runs/data/pypi-wheels "
@@ -334,6 +339,10 @@ RUN_BELOW = "run by a test below"
 # neither named here fails test_every_python_block_is_classified.
 PYTHON_BLOCKS: dict[tuple[str, str], str] = {
     ("README.md", "import torch"): RUN_BELOW,
+    ("docs/deploy.md", "import json"): (
+        "a fragment: needs a learnable export (runs/text/learnable/export) and the raw embeddings d, q of its "
+        "encoder, which the page leaves to the reader's corpus"
+    ),
     ("docs/architecture.md", "import dataclasses"): RUN_BELOW,
     ("docs/architecture.md", "def resolve(cfg: AudioConfig) -> AudioConfig:"): RUN_BELOW,
     ("docs/architecture.md", "from torch import nn"): RUN_BELOW,

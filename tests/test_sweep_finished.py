@@ -91,5 +91,9 @@ def test_a_sweep_goes_on_from_an_earlier_sittings_archive(toy_sweep, tmp_path, c
     assert json.loads((cells / "cosine" / "seed0" / "restored.json").read_text())["from"].endswith("cosine/seed0")
     starts = read_protocol(cfg.output_dir)
     assert len(starts) == 2 and starts[0] == first_start
+    (tmp_path / "a-file").write_text("")
     with pytest.raises(ValueError, match="restore_from .* is not a folder"):
-        sweep.run_sweep(dataclasses.replace(cfg, restore_from=str(tmp_path / "nowhere")))
+        sweep.run_sweep(dataclasses.replace(cfg, restore_from=str(tmp_path / "a-file")))
+    caplog.clear()
+    sweep.run_sweep(dataclasses.replace(cfg, restore_from=str(tmp_path / "nowhere")))  # the first sitting
+    assert "no archive there yet" in caplog.text

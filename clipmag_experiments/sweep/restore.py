@@ -55,7 +55,11 @@ def restore_protocol(archive: Path, output_dir: Path) -> None:
 
 
 def restore_cells(cells: Sequence[Cell], archive: Path, output_dir: Path) -> list[Cell]:
-    """Copy every archived finished cell that ``output_dir`` lacks back in; the cells restored."""
+    """Copy every archived finished cell that ``output_dir`` lacks back in; the cells restored. No
+    archive yet (the first sitting) is one line: every cell runs here."""
+    if not archive.is_dir():
+        logger.warning("restore_from %s: no archive there yet, so no cell is restored: every cell runs here", archive)
+        return []
     restored = []
     for cell in cells:
         source = archive / cell.directory.relative_to(output_dir)

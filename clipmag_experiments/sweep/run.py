@@ -185,10 +185,8 @@ def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep")
     cells = [c for c in expand(cfg) if not only or c.group in only]
     check_cells(cells, source)
     check_prepare(cfg.prepare, source)
-    if cfg.restore_from and not Path(cfg.restore_from).is_dir():
-        raise ConfigError(
-            f"{source}: restore_from {cfg.restore_from} is not a folder; archive a sitting's cells there first"
-        )
+    if cfg.restore_from and Path(cfg.restore_from).exists() and not Path(cfg.restore_from).is_dir():
+        raise ConfigError(f"{source}: restore_from {cfg.restore_from} is not a folder: name the archive's folder")
     if cfg.launcher == "slurm":
         check_cluster()
     threads = cell_threads(cfg.pack * cfg.nproc_per_node) if cfg.pack > 1 else 0
