@@ -151,7 +151,7 @@ BLOCKS: dict[tuple[str, str], str] = {
     (
         "docs/experiments.md",
         (
-            "python -m clipmag_experiments.predictor.sign_test --sweeps results/positive_regime "
+            "python -m clipmag_experiments.predictor.sign_accuracy --sweeps results/positive_regime "
             "results/fair_fight --output runs/predictor_signs.json"
         ),
     ): QUICK,

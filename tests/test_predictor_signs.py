@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO
 
 from clipmag_experiments.predictor.points import Point
-from clipmag_experiments.predictor.sign_test import (
+from clipmag_experiments.predictor.sign_accuracy import (
     collect_points,
     fit_rule,
     leave_one_start_out,

@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from clipmag.results.record import RESULTS_FILE, read_results
+from clipmag_experiments.cells.restored import restored_from
 from clipmag_experiments.design.grid import Cell
-from clipmag_experiments.sweep.restore import restored_from
 
 __all__ = ["unfinished_reason"]
 

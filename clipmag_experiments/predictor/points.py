@@ -25,16 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clipmag.registry.evaluations import get_evaluation
 from clipmag.results.record import RESULTS_FILE
 from clipmag_experiments.report.collect import CellResult, find_cells
-from text_retrieval.predict.start_diagnostics import set_metrics
 
 __all__ = ["MAGNITUDE_HEADS", "Point", "sweep_points", "untuned_diagnostics", "diagnostics_records"]
 
 METRIC = "NDCG@10"
 BASELINE = "cosine"
 MAGNITUDE_HEADS = ("qnorm", "dnorm")
-START_DIAGNOSTICS = "start-diagnostics"  # the sweep evaluation of text_retrieval.predict.start_diagnostics
+START_DIAGNOSTICS = "start-diagnostics"  # the registered sweep evaluation that records a start's diagnostics
 
 
 @dataclass
@@ -140,6 +140,7 @@ def diagnostics_records(
         except (OSError, KeyError, TypeError, json.JSONDecodeError) as err:
             what = "not a start-diagnostics record (clipmag-start-diagnostics --output)"
             raise ValueError(f"{file}: {what}: {err}") from None
-        for dataset, entry in sets.items():
-            found.setdefault((start, dataset), {}).update(set_metrics(entry))
+        metrics = get_evaluation(START_DIAGNOSTICS).read(file.parent).metrics  # its reader names the numbers
+        for dataset in sets:
+            found.setdefault((start, dataset), {}).update(metrics.get(dataset, {}))
     return found

@@ -26,24 +26,12 @@ from pathlib import Path
 from clipmag.results.record import RESULTS_FILE
 from clipmag.runtime.logs import logger
 from clipmag.storage.files import write_text_atomic
+from clipmag_experiments.cells.restored import RESTORED_FILE
 from clipmag_experiments.design.grid import CELL_FILE, Cell
 from clipmag_experiments.design.protocol import PROTOCOL_FILE
 from clipmag_experiments.sweep.archive import CELL_FILES
 
-__all__ = ["RESTORED_FILE", "restore_cells", "restore_protocol", "restored_from"]
-
-RESTORED_FILE = "restored.json"
-
-
-def restored_from(cell_dir: Path) -> str | None:
-    """The archive a cell folder was restored from (None: it trained here, or has not run)."""
-    path = cell_dir / RESTORED_FILE
-    if not path.is_file():
-        return None
-    try:
-        return str(json.loads(path.read_text(encoding="utf-8"))["from"])
-    except (ValueError, KeyError, TypeError):
-        return None
+__all__ = ["restore_cells", "restore_protocol"]
 
 
 def restore_protocol(archive: Path, output_dir: Path) -> None:

@@ -1,4 +1,5 @@
-"""A start's magnitude diagnostics before any fine-tuning, per test set, in one command.
+"""A start's magnitude diagnostics before any fine-tuning, per test set, in one command: how much
+relevance its document norms carry, how much its norms vary, and the Fisher predictor's verdict.
 
 What a start's norms carry is read in three places otherwise: an untuned sweep cell's
 ``results.json`` (Cohen's d of document norms and both sides' norm statistics, per test set),

@@ -19,7 +19,7 @@ share its diagnostic, so they are not independent: the Wilson interval and McNem
 as if they were and overstate certainty; the permutation test keeps the strata but not that
 dependence either; the per-start accuracies show how much one start carries.
 
-    python -m clipmag_experiments.predictor.sign_test --sweeps results/positive_regime results/fair_fight \\
+    python -m clipmag_experiments.predictor.sign_accuracy --sweeps results/positive_regime results/fair_fight \\
         --output runs/predictor_signs.json
 """
 
