@@ -39,7 +39,7 @@ from clipmag.runtime.precision import autocast, autocast_dtype
 from clipmag.scoring.diagnostics import cohens_d
 from clipmag.scoring.heads import build_head
 
-from .model import ClipMagModel
+from ..model.clip_model import ClipMagModel
 
 RECALL_KS: tuple[int, ...] = (1, 5, 10)
 OUTCOME_KS: tuple[int, ...] = (1, 5)  # the per-query outcomes a results file keeps (it stays small on COCO)
@@ -220,7 +220,7 @@ def zero_shot_predictions(
     """Each image's class with cosine and with the head (``{"cosine": ..., "head": ...}``): the class
     whose embedding scores highest against the image, in the model's trained roles (the classes are
     the texts, ranked for the image as in I->T retrieval). ``prompt_features``: raw features of
-    :func:`image_text.prompts.zero_shot_prompts`."""
+    :func:`image_text.data.prompts.zero_shot_prompts`."""
     classes = class_embeddings(prompt_features.view(n_classes, -1, prompt_features.shape[1]))
     return {
         scoring: model.similarity(image_features, classes, head).argmax(dim=1)
