@@ -10,7 +10,7 @@ from PIL import Image
 
 from image_text.data.near_duplicates import near_duplicate_rows, without_shared_captions
 from image_text.data.shards import Sample
-from image_text.evaluation.evaluate import image_text_recall, recall_hits, tied_queries
+from image_text.evaluation.retrieval import image_text_recall, recall_hits, tied_queries
 
 
 def test_a_tie_with_a_non_match_is_a_miss_in_any_order():

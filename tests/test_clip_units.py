@@ -16,7 +16,7 @@ from clipmag.scoring.losses import InfoNCE
 from image_text.cli import parse_args
 from image_text.data import bundled
 from image_text.data.reading import ShardError, validate_shards
-from image_text.evaluation.evaluate import hardest_negative_norm_d, image_text_recall, retrieval_metrics
+from image_text.evaluation.retrieval import hardest_negative_norm_d, image_text_recall, retrieval_metrics
 from image_text.model.architecture import build_open_clip
 from image_text.model.clip_model import ClipMagModel
 from image_text.model.config import ClipModelConfig

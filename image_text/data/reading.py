@@ -6,7 +6,7 @@ Shards follow open_clip's conventions - tar files whose samples hold an image (`
 counts in ``sizes.json`` - with one addition taken from CLIP-benchmark's retrieval sets: a sample is
 one *image* and ``txt`` holds all of its captions, one per line (COCO has five). Training draws one
 of them per image per epoch (``stream.py``); evaluation scores every caption
-(``image_text.evaluation.evaluate``). A single-line ``txt`` is the one-caption case and reads the same way.
+(``image_text.evaluation.retrieval``). A single-line ``txt`` is the one-caption case and reads the same way.
 
 Errors fail loudly. open_clip logs and skips unreadable samples (``log_and_continue``); here every
 shard is checked before training starts, shards are read through ``clipmag.storage.shards.read_samples``

@@ -1,2 +1,3 @@
-"""Evaluation: head-aware retrieval in the COCO protocol and zero-shot (``evaluate``), and CLIP-benchmark
-on clipmag checkpoints (``benchmark``), scored with the model's head (``benchmark_scoring``)."""
+"""Evaluation: head-aware retrieval in the COCO protocol and the printed summary (``retrieval``),
+zero-shot classification (``zero_shot``), and CLIP-benchmark on clipmag checkpoints (``benchmark``),
+scored with the model's head (``benchmark_scoring``)."""
