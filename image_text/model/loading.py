@@ -25,6 +25,8 @@ from .weights import WEIGHTS_FILE, export_weights_file, open_clip_state_dict, re
 
 
 def _model_from_record(clip: nn.Module, record: HeadRecord, name: str) -> ClipMagModel:
+    """The model a head record describes around loaded towers: its head, its query side, and its loss
+    with the recorded scale (and SigLIP's bias), so the loaded model scores as the trained one did."""
     scale = record.scale if record.scale is not None and math.isfinite(record.scale) and record.scale > 0 else 1.0
     loss: ContrastiveLoss
     if record.loss_kind == "siglip":
