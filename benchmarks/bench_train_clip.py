@@ -60,8 +60,8 @@ from harness import (
     write_record,
 )
 
-from image_text import bundled, shards
-from image_text.model_config import MODEL_CONFIG_DIR
+from image_text.data import bundled, shards
+from image_text.model.config import MODEL_CONFIG_DIR
 
 OPEN_CLIP_LAUNCH = (
     "import sys, open_clip; open_clip.add_model_config(sys.argv[1]); "

@@ -56,7 +56,7 @@ from harness import ROOT, cpu_name
 
 from clipmag.config.entry import run_entry_point
 from clipmag.runtime.logs import read_metrics
-from image_text.model_config import ClipModelConfig
+from image_text.model.config import ClipModelConfig
 
 SCIFACT = Path(os.environ.get("CLIPMAG_SHARED_DATA", ROOT.parent / "shared" / "data")) / "beir" / "scifact"
 SCIFACT_NDCG, SCIFACT_TOLERANCE = 0.6451, 0.002

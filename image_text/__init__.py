@@ -1,17 +1,13 @@
 """The image-text front end: open_clip towers with a similarity head, trained by the shared engine.
 
-A sample is an image with all of its captions (COCO has five). Modules: ``model_config`` (the
-model section: which open_clip towers, from which weights), ``architecture`` (those towers
-built), ``towers`` (a tower from another model, locked towers), ``model`` (open_clip + head +
-loss, open_clip-compatible checkpoints and export), ``data_config`` (the data settings, the
-split check), ``data`` (shard checks, sample decoding, evaluation sets), ``stream`` (training
-batches of shards, resumable by counts), ``bundled`` (the offline composite-digits set),
-``emoji`` / ``debian`` (the emoji set, drawn from pinned Debian packages),
-``config`` (the run's settings and their resolution), ``task`` (the engine task), ``cli`` (the
-command line), ``evaluate`` (head-aware retrieval in the COCO protocol, and zero-shot),
-``benchmark`` / ``benchmark_scoring`` (CLIP-benchmark on our checkpoints, scored with the
-model's head), ``sources`` / ``download`` / ``shards`` / ``shards_cli`` (captions files, COCO and
-Flickr30k, the split by image, writing shards and benchmark sets).
+A sample is an image with all of its captions (COCO has five). ``config.py`` (the run's settings and
+their resolution), ``task.py`` (the engine task), ``cli.py`` (the command line) and ``cost.py`` (a
+step's count for sweep plans) make the trainer; ``plugin.py`` registers it with the core. The rooms:
+``model/`` (the model section, open_clip towers, the model with its head and loss, weights, export
+and loading), ``data/`` (the data section, shard reading and training batches, the bundled digits,
+the emoji set from pinned Debian packages, captions files, COCO and Flickr30k, the split by image,
+writing shards and benchmark sets, and the shard builder's command line), ``evaluation/``
+(head-aware retrieval in the COCO protocol, zero-shot, and CLIP-benchmark scored with the head).
 
 The package imports none of them: its plugin registration and command lines stay free of torch and
 open_clip until a model is built.

@@ -28,8 +28,8 @@ from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optim_config import OptimConfig
 from clipmag.train.trainer_flags import in_batch_problem, trainer_flags
 
-from .data_config import BUNDLED, ClipDataConfig, split_overlap
-from .model_config import RANDOM_INIT, ClipModelConfig, is_our_architecture, lock_problems
+from .data.config import BUNDLED, ClipDataConfig, split_overlap
+from .model.config import RANDOM_INIT, ClipModelConfig, is_our_architecture, lock_problems
 
 Objective = Literal["sym", "i2t", "t2i"]
 # The trainers' shared flags (clipmag.train.trainer_flags) and this trainer's own: the query tower
@@ -116,7 +116,7 @@ def resolve(cfg: ClipConfig) -> ClipConfig:
     problems += [p for p in [in_batch_problem(cfg.data.batch_size)] if p]
     problems += _data_problems(cfg.data) + lock_problems(cfg.model)
     if not is_our_architecture(cfg.model.name):
-        from .architecture import resolve_model_name  # open_clip's own names: only open_clip knows them
+        from .model.architecture import resolve_model_name  # open_clip's own names: only open_clip knows them
 
         try:
             resolve_model_name(cfg.model.name)

@@ -14,8 +14,8 @@ import torch
 
 from clipmag.train.cost import CellCost, count_step, extra_forwards
 
-from .architecture import resolve_model_name
 from .config import ClipConfig
+from .model.architecture import resolve_model_name
 
 __all__ = ["clip_cell_cost"]
 

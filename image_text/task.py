@@ -4,7 +4,7 @@ batches (bundled digits or WebDataset shards), head-aware evaluation, export and
 Validation (``evaluate``, which picks the best checkpoint) runs on the validation split and the final
 numbers (``test``) on the test split: the bundled set has both, shards name them
 ``data.validation`` and ``data.test``. Both score every caption of every image
-(``image_text.evaluate``). The test numbers are filed under the data's name: ``digits`` for the
+(``image_text.evaluation``). The test numbers are filed under the data's name: ``digits`` for the
 bundled set, the shard folder's otherwise (``data/coco/test`` -> ``coco``).
 """
 
@@ -27,23 +27,18 @@ from clipmag.scoring.losses import loss_from_config
 from clipmag.storage.user_files import non_blank_lines
 from clipmag.train.batching import SeededBatches
 
-from . import bundled as bundled_set
-from .architecture import build_open_clip, resolve_model_name
 from .config import ClipConfig
-from .data import EvalSet, check_eval_set, flatten_captions, read_eval_set, shard_paths
-from .data_config import split_overlap
-from .evaluate import (
-    encode,
-    format_results,
-    retrieval_metrics,
-    retrieval_outcomes,
-    zero_shot_metrics,
-    zero_shot_outcomes,
-    zero_shot_predictions,
-)
-from .model import ClipMagModel, export_open_clip, load_clipmag
-from .prompts import zero_shot_prompts
-from .stream import ClipShardStream
+from .data import bundled as bundled_set
+from .data.config import split_overlap
+from .data.prompts import zero_shot_prompts
+from .data.reading import EvalSet, check_eval_set, flatten_captions, read_eval_set, shard_paths
+from .data.stream import ClipShardStream
+from .evaluation.retrieval import encode, format_results, retrieval_metrics, retrieval_outcomes
+from .evaluation.zero_shot import zero_shot_metrics, zero_shot_outcomes, zero_shot_predictions
+from .model.architecture import build_open_clip, resolve_model_name
+from .model.clip_model import ClipMagModel
+from .model.export import export_open_clip
+from .model.loading import load_clipmag
 
 logger = logging.getLogger("clipmag")
 BUNDLED_NAME = "digits"

@@ -1,5 +1,5 @@
 """CLIP-benchmark's own CLI on clipmag models, its zero-shot tasks scored with the model's head
-(``--head model``, the default) or cosine (``--head cosine``); see image_text.benchmark.
+(``--head model``, the default) or cosine (``--head cosine``); see image_text.evaluation.benchmark.
 
     python scripts/eval_clip_benchmark.py eval --model_type clipmag --model tiny \
         --pretrained runs/clip/export --dataset wds/digits_retrieval \
@@ -14,7 +14,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from image_text.benchmark import entry  # noqa: E402
+from image_text.evaluation.benchmark import entry  # noqa: E402
 
 if __name__ == "__main__":
     entry()

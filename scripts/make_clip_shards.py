@@ -11,7 +11,7 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from image_text.shards_cli import entry  # noqa: E402
+from image_text.data.shards_cli import entry  # noqa: E402
 
 if __name__ == "__main__":
     entry()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from image_text import shards_cli
+from image_text.data import shards_cli
 
 
 def write_digit_shards(out: Path, train: int, val: int, test: int, per_class: int, shard_size: int) -> Path:

@@ -123,7 +123,11 @@ def test_loading_a_clip_export_does_not_say_its_weights_are_random(tmp_path, cap
 
     from clipmag.scoring.heads import build_head
     from clipmag.scoring.losses import InfoNCE
-    from image_text.model import ClipMagModel, ClipModelConfig, build_open_clip, export_open_clip, load_clipmag
+    from image_text.model.architecture import build_open_clip
+    from image_text.model.clip_model import ClipMagModel
+    from image_text.model.config import ClipModelConfig
+    from image_text.model.export import export_open_clip
+    from image_text.model.loading import load_clipmag
 
     clip, _, _, _ = build_open_clip(ClipModelConfig(name="clipmag-micro"))
     model = ClipMagModel(clip, build_head("dnorm"), InfoNCE(10.0), "image", "clipmag-micro")

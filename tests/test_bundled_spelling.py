@@ -19,8 +19,8 @@ from clipmag_experiments.cells.same_run import run_identity
 from clipmag_experiments.design.grid import Cell
 from clipmag_experiments.design.protocol import read_protocol, record_start
 from clipmag_experiments.sweep import run as sweep
-from image_text import shards_cli as clip_shards
 from image_text.config import ClipConfig
+from image_text.data import shards_cli as clip_shards
 from text_retrieval.config import TextConfig
 from text_retrieval.data import shards_cli as text_shards
 from text_retrieval.predict.config import PredictConfig

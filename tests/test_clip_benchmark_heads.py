@@ -2,7 +2,7 @@
 the offline digits sets (its own ``wds`` reader), scored with the model's head.
 
 Under ``--head cosine`` the numbers are plain CLIP-benchmark's (its command line with our loader and
-its own scoring, on the same export); under ``--head model`` retrieval is ``image_text.evaluate``'s
+its own scoring, on the same export); under ``--head model`` retrieval is ``image_text.evaluation.retrieval``'s
 on the same split, and classification is the argmax of the head over class embeddings (mean prompt
 direction times mean prompt norm) in the model's trained roles, where qnorm with the image as the
 query re-weights classes by their text norms and dnorm does not. A one-side head ranks the side it
@@ -27,10 +27,13 @@ from clipmag.errors import ConfigError
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE
-from image_text import benchmark
-from image_text.data import read_eval_set
-from image_text.evaluate import recall_hits, retrieval_metrics
-from image_text.model import ClipMagModel, ClipModelConfig, build_open_clip, load_clipmag
+from image_text.data.reading import read_eval_set
+from image_text.evaluation import benchmark
+from image_text.evaluation.retrieval import recall_hits, retrieval_metrics
+from image_text.model.architecture import build_open_clip
+from image_text.model.clip_model import ClipMagModel
+from image_text.model.config import ClipModelConfig
+from image_text.model.loading import load_clipmag
 
 TRAIN = [
     "model.name=clipmag-micro",

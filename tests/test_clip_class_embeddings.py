@@ -12,9 +12,11 @@ from clip_benchmark.metrics.zeroshot_classification import zero_shot_classifier
 
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE
-from image_text import emoji
-from image_text.benchmark_scoring import _classifier
-from image_text.model import ClipMagModel, ClipModelConfig, build_open_clip
+from image_text.data import emoji
+from image_text.evaluation.benchmark_scoring import _classifier
+from image_text.model.architecture import build_open_clip
+from image_text.model.clip_model import ClipMagModel
+from image_text.model.config import ClipModelConfig
 
 CLASSNAMES = ["face smiling", "animal mammal", "transport air", "flag"]
 TEMPLATES = list(emoji.TEMPLATES)  # the emoji set's own prompts (CLIP-benchmark takes a list)

@@ -8,9 +8,9 @@ import numpy as np
 import torch
 from PIL import Image
 
-from image_text.evaluate import image_text_recall, recall_hits, tied_queries
-from image_text.near_duplicates import near_duplicate_rows, without_shared_captions
-from image_text.shards import Sample
+from image_text.data.near_duplicates import near_duplicate_rows, without_shared_captions
+from image_text.data.shards import Sample
+from image_text.evaluation.retrieval import image_text_recall, recall_hits, tied_queries
 
 
 def test_a_tie_with_a_non_match_is_a_miss_in_any_order():

@@ -19,12 +19,12 @@ from PIL import Image
 from clipmag.errors import UserError
 from clipmag.runtime.distributed import DistributedContext
 from clipmag.storage.shards import read_samples
-from image_text import download, shards_cli, sources
 from image_text.cli import parse_args
-from image_text.data import read_eval_set
-from image_text.model import build_open_clip
-from image_text.model_config import ClipModelConfig
-from image_text.stream import ClipShardStream
+from image_text.data import download, shards_cli, sources
+from image_text.data.reading import read_eval_set
+from image_text.data.stream import ClipShardStream
+from image_text.model.architecture import build_open_clip
+from image_text.model.config import ClipModelConfig
 from image_text.task import ClipTask
 
 
@@ -252,7 +252,7 @@ def test_bundled_shard_build_writes_each_caption_once(tmp_path, monkeypatch, cap
     """The builder is linear in its input: every composite's captions are written exactly once
     (taking them from the whole split per sample made the build quadratic), and it reports each
     shard as it goes."""
-    from image_text import bundled
+    from image_text.data import bundled
 
     calls = []
     real = bundled.captions_for

@@ -24,9 +24,9 @@ from clipmag_experiments.sweep import floors
 from clipmag_experiments.sweep.archive import archive_results
 from clipmag_experiments.sweep.caption_layout import read_caption_layouts, write_caption_layout
 from clipmag_experiments.sweep.floors import read_floors
-from image_text import debian, emoji, shards_cli
-from image_text.data import read_eval_set
-from image_text.prompts import zero_shot_prompts
+from image_text.data import debian, emoji, shards_cli
+from image_text.data.prompts import zero_shot_prompts
+from image_text.data.reading import read_eval_set
 
 SKIN_AND_SELECTOR = {f"{c:x}" for c in range(0x1F3FB, 0x1F400)} | {"fe0f"}
 

@@ -22,7 +22,7 @@ def test_the_emoji_sweep_chooses_towers_then_scales_on_validation_and_compares_o
     path = config_path("configs/sweeps/clip_emoji.yaml")
     cfg = sweep.load_sweep_config(path)
     build, floors = cfg.prepare
-    assert build.module == "image_text.shards_cli" and "--emoji" in build.args
+    assert build.module == "image_text.data.shards_cli" and "--emoji" in build.args
     assert floors.args == ["data/emoji/baselines.json", "runs/clip_emoji"]  # the tables' floors, kept with the runs
     cells = sweep.expand(cfg)
     sweep.check_cells(cells, str(path))  # every cell parses with the CLIP trainer's own config
@@ -58,8 +58,8 @@ def test_the_emoji_sweep_chooses_towers_then_scales_on_validation_and_compares_o
 
 def test_every_tower_reads_each_training_text_whole():
     """The context holds the longest training text (50 tokens with its start and end tokens)."""
-    from image_text.architecture import build_open_clip
-    from image_text.model_config import ClipModelConfig
+    from image_text.model.architecture import build_open_clip
+    from image_text.model.config import ClipModelConfig
 
     for name in ("clipmag-emoji-t", "clipmag-emoji-s"):
         assert build_open_clip(ClipModelConfig(name=name))[0].context_length >= 50

@@ -19,12 +19,14 @@ from clipmag.scoring.head_record import HeadRecord
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE, SigLIP
 from clipmag.train.resume_check import ResumeMismatch
-from image_text import benchmark
-from image_text.architecture import build_open_clip
 from image_text.cli import main
-from image_text.model import ClipMagModel, export_open_clip, load_clipmag
-from image_text.model_config import ClipModelConfig
-from image_text.weights import WEIGHTS_FILE
+from image_text.evaluation import benchmark
+from image_text.model.architecture import build_open_clip
+from image_text.model.clip_model import ClipMagModel
+from image_text.model.config import ClipModelConfig
+from image_text.model.export import export_open_clip
+from image_text.model.loading import load_clipmag
+from image_text.model.weights import WEIGHTS_FILE
 
 pytestmark = pytest.mark.slow
 COMMON = [

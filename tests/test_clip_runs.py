@@ -25,7 +25,7 @@ from conftest import REPO, run_python, script_env
 
 from clipmag.results.record import read_results
 from clipmag.scoring.head_record import HeadRecord
-from image_text.model import load_clipmag
+from image_text.model.loading import load_clipmag
 
 MICRO = [
     "model.name=clipmag-micro",

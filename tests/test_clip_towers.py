@@ -14,11 +14,12 @@ from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE
 from clipmag.train.optim_config import OptimConfig
 from clipmag.train.optimizer import build_optimizer
-from image_text.architecture import build_open_clip
 from image_text.cli import parse_args
-from image_text.model import ClipMagModel, export_open_clip
-from image_text.model_config import MODEL_CONFIG_DIR, ClipModelConfig
-from image_text.towers import tower_keys
+from image_text.model.architecture import build_open_clip
+from image_text.model.clip_model import ClipMagModel
+from image_text.model.config import MODEL_CONFIG_DIR, ClipModelConfig
+from image_text.model.export import export_open_clip
+from image_text.model.towers import tower_keys
 
 
 def micro(seed: int, **settings) -> torch.nn.Module:

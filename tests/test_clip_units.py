@@ -13,12 +13,15 @@ import torch
 from clipmag.errors import ConfigError
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE
-from image_text import bundled
 from image_text.cli import parse_args
-from image_text.data import ShardError, validate_shards
-from image_text.evaluate import hardest_negative_norm_d, image_text_recall, retrieval_metrics
-from image_text.model import ClipMagModel, build_open_clip, export_open_clip, load_clipmag
-from image_text.model_config import ClipModelConfig
+from image_text.data import bundled
+from image_text.data.reading import ShardError, validate_shards
+from image_text.evaluation.retrieval import hardest_negative_norm_d, image_text_recall, retrieval_metrics
+from image_text.model.architecture import build_open_clip
+from image_text.model.clip_model import ClipMagModel
+from image_text.model.config import ClipModelConfig
+from image_text.model.export import export_open_clip
+from image_text.model.loading import load_clipmag
 
 
 @pytest.fixture(scope="module")
@@ -219,7 +222,7 @@ def test_bad_shards_fail_clearly(tmp_path):
 def test_a_run_folder_resolves_to_the_model_its_results_tested(tmp_path):
     from clipmag.results.record import build_results, write_results
     from clipmag.scoring.head_record import HeadRecord
-    from image_text.weights import tested_model
+    from image_text.model.weights import tested_model
 
     run = tmp_path / "moved-run"
     (run / "checkpoints").mkdir(parents=True)

@@ -12,9 +12,9 @@ import torch.nn.functional as F
 from clipmag.runtime.precision import MATH_ATTENTION_MAX_TOKENS, training_attention
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE
-from image_text.architecture import build_open_clip
-from image_text.model import ClipMagModel
-from image_text.model_config import ClipModelConfig
+from image_text.model.architecture import build_open_clip
+from image_text.model.clip_model import ClipMagModel
+from image_text.model.config import ClipModelConfig
 
 FLASH_BACKWARD = "ScaledDotProductFlashAttentionForCpuBackward0"
 

@@ -24,10 +24,10 @@ from clipmag.runtime.distributed import DistributedContext
 from clipmag.scoring.heads import build_head
 from clipmag.storage.shards import ShardError, write_tar_shards
 from image_text.cli import parse_args
-from image_text.data import read_eval_set
-from image_text.model import build_open_clip
-from image_text.model_config import ClipModelConfig
-from image_text.stream import ClipShardStream
+from image_text.data.reading import read_eval_set
+from image_text.data.stream import ClipShardStream
+from image_text.model.architecture import build_open_clip
+from image_text.model.config import ClipModelConfig
 from image_text.task import ClipTask
 from text_retrieval.data.loaders import EvalSettings, RetrievalDataset, load_eval_datasets
 from text_retrieval.data.shards_cli import main as make_shards_main

@@ -19,7 +19,7 @@ from clipmag.config.build import load_yaml
 from clipmag.storage.shards import ShardError
 from clipmag.storage.user_files import NotUtf8Error
 from image_text.cli import main as train_clip
-from image_text.sources import read_caption_file, read_karpathy
+from image_text.data.sources import read_caption_file, read_karpathy
 from text_retrieval.cli import main as train_text
 from text_retrieval.data.loaders import load_beir, load_eval_datasets, load_sts_file
 from text_retrieval.data.loaders.eval_settings import read_settings_file

@@ -140,7 +140,7 @@ def test_a_safetensors_file_is_checked_against_its_own_header(tmp_path):
 
 
 def test_a_truncated_clip_export_is_named_by_its_loader(tmp_path):
-    from image_text.weights import read_weights, write_weights
+    from image_text.model.weights import read_weights, write_weights
 
     path = write_weights({"visual.proj": torch.zeros(64, 8)}, tmp_path)
     path.write_bytes(path.read_bytes()[:-16])

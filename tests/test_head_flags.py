@@ -16,9 +16,9 @@ from clipmag.results.record import read_results
 from clipmag.scoring.head_config import OWN_HEAD
 from clipmag.train.trainer_flags import FRONT_END_VALUES, SHARED_TRAINER_FLAGS
 from image_text import cli as clip_cli
-from image_text.benchmark import benchmark_values, split_head_flag
 from image_text.config import SHORTHANDS as CLIP_FLAGS
 from image_text.config import ClipConfig
+from image_text.evaluation.benchmark import benchmark_values, split_head_flag
 from text_retrieval import cli as text_cli
 from text_retrieval.config import TEXT_SHORTHANDS as TEXT_FLAGS
 from text_retrieval.config import TextConfig

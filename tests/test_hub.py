@@ -14,8 +14,10 @@ from clipmag.hub import main, push_export
 from clipmag.scoring.head_record import HEAD_FILE
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE
-from image_text.model import ClipMagModel, build_open_clip, export_open_clip
-from image_text.model_config import ClipModelConfig
+from image_text.model.architecture import build_open_clip
+from image_text.model.clip_model import ClipMagModel
+from image_text.model.config import ClipModelConfig
+from image_text.model.export import export_open_clip
 
 
 @pytest.fixture(scope="module")

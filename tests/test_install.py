@@ -81,7 +81,7 @@ def test_console_scripts_run_from_outside_the_repository(installed, tmp_path):
 
 def test_packaged_configs_resolve_and_load(installed, tmp_path):
     code = (
-        "from image_text.model import resolve_model_name; print(resolve_model_name('clipmag-tiny'));"
+        "from image_text.model.architecture import resolve_model_name; print(resolve_model_name('clipmag-tiny'));"
         "from clipmag_experiments.sweep.run import load_sweep_config as load;"
         "print(len(load('configs/sweeps/demo.yaml').groups));"
         "from text_retrieval.cli import parse_args;"

@@ -35,11 +35,15 @@ from clipmag.storage.folder_lock import LOCK_FILE
 from clipmag.storage.safe_load import UnsafeFileError
 from clipmag.train.checkpoint import load_checkpoint
 from clipmag.train.sharded_reading import CheckedReader, check_metadata, load_checked
-from image_text import benchmark
 from image_text import cli as clip_cli
 from image_text.cli import parse_args as parse_clip_args
-from image_text.model import ClipMagModel, ClipModelConfig, build_open_clip, export_open_clip, load_clipmag
-from image_text.weights import LEGACY_WEIGHTS_FILE, WEIGHTS_FILE
+from image_text.evaluation import benchmark
+from image_text.model.architecture import build_open_clip
+from image_text.model.clip_model import ClipMagModel
+from image_text.model.config import ClipModelConfig
+from image_text.model.export import export_open_clip
+from image_text.model.loading import load_clipmag
+from image_text.model.weights import LEGACY_WEIGHTS_FILE, WEIGHTS_FILE
 from text_retrieval import cli as text_cli
 from text_retrieval.cli import parse_args as parse_text_args
 from text_retrieval.model.encoder import TextEncoder

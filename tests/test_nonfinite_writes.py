@@ -11,7 +11,7 @@ from text_fixtures import tiny_train_args, write_code_search_set, write_tiny_ber
 from transformers import AutoModel, AutoTokenizer
 
 from clipmag.storage.finite import NonFiniteWeights
-from image_text.weights import write_weights
+from image_text.model.weights import write_weights
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.serving.cli import main as index_main
 

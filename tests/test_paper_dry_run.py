@@ -21,7 +21,7 @@ from clipmag_experiments.dry_run.standin_coco import KARPATHY_COUNTS, write_karp
 from clipmag_experiments.dry_run.standin_test_sets import write_beir, write_bright_hub, write_dpr
 from clipmag_experiments.dry_run.standin_training_sets import write_msmarco_v11, write_nli_archives
 from clipmag_experiments.sweep.run import check_cells
-from image_text import shards_cli
+from image_text.data import shards_cli
 from text_retrieval.data import download
 from text_retrieval.data.loaders import detect_kind, load_beir, load_eval_datasets, load_sts
 from text_retrieval.data.loaders.bright import BRIGHT_TASKS, load_bright_collection

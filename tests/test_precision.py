@@ -12,7 +12,7 @@ from clipmag.runtime import precision
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE
 from clipmag.train.checkpoint import load_checkpoint
-from image_text.evaluate import encode as clip_encode
+from image_text.evaluation.retrieval import encode as clip_encode
 from text_retrieval.model.encoder import TextEncoder
 
 CPU = torch.device("cpu")

@@ -124,7 +124,10 @@ def test_clip_benchmark_writes_one_file_per_same_named_checkpoint(tmp_path):
 
     from clipmag.scoring.heads import build_head
     from clipmag.scoring.losses import InfoNCE
-    from image_text.model import ClipMagModel, ClipModelConfig, build_open_clip, export_open_clip
+    from image_text.model.architecture import build_open_clip
+    from image_text.model.clip_model import ClipMagModel
+    from image_text.model.config import ClipModelConfig
+    from image_text.model.export import export_open_clip
 
     exports = []
     for seed, sweep in enumerate("xy"):
@@ -156,7 +159,7 @@ def test_clip_benchmark_writes_one_file_per_same_named_checkpoint(tmp_path):
 
 @pytest.mark.parametrize("template", ["{dataset}_{pretrained}.json", "{dataset}_{pretrained_full_path}.json"])
 def test_clip_benchmark_templates_name_a_checkpoint_file_as_clip_benchmark_does(tmp_path, template):
-    from image_text.benchmark import output_templates
+    from image_text.evaluation.benchmark import output_templates
 
     alone = tmp_path / "a" / "checkpoints" / "best.pt"
     alone.parent.mkdir(parents=True)

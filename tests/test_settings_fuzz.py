@@ -49,7 +49,7 @@ def _tools() -> dict[str, Tool]:
     from clipmag_experiments.sweep import rerun
     from clipmag_experiments.sweep.run import SweepConfig
     from image_text import cli as clip_cli
-    from image_text import shards_cli as clip_shards
+    from image_text.data import shards_cli as clip_shards
     from text_retrieval import cli as text_cli
     from text_retrieval.data import shards_cli as text_shards
     from text_retrieval.evaluation import cli as eval_text

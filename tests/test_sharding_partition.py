@@ -2,7 +2,7 @@
 
 ``test_text_shards.py`` already shows, for the text reader with equal shards, that one epoch of steps
 yields every sample once and that a resumed rank continues its batches. What is shown here: the
-same for the image-text reader (``image_text.stream``), and for both readers a layout whose shards
+same for the image-text reader (``image_text.data.stream``), and for both readers a layout whose shards
 do not split evenly over the four streams (the builders' last shard is short): every shard-epoch is
 partitioned exactly - each stream's share of epoch 0 (the shards at its positions of the epoch's
 permutation) holds every sample once across the streams - and a run restarted mid-epoch from its
@@ -25,7 +25,7 @@ import torch
 from PIL import Image
 
 from clipmag.storage.shards import write_tar_shards
-from image_text.stream import ClipShardStream
+from image_text.data.stream import ClipShardStream
 from text_retrieval.data.training.shards import TextShardStream, write_text_shards
 
 WORLD, WORKERS = 2, 2

@@ -23,7 +23,11 @@ from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import SigLIP
 from clipmag.train.grad_cache import cached_backward
 from image_text.cli import parse_args
-from image_text.model import ClipMagModel, ClipModelConfig, build_open_clip, export_open_clip, load_clipmag
+from image_text.model.architecture import build_open_clip
+from image_text.model.clip_model import ClipMagModel
+from image_text.model.config import ClipModelConfig
+from image_text.model.export import export_open_clip
+from image_text.model.loading import load_clipmag
 
 
 def _features(n: int = 6, dim: int = 5, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

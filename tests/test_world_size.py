@@ -22,8 +22,8 @@ from clipmag.errors import ConfigError
 from clipmag.runtime.logs import read_metrics
 from clipmag.train.dropout import active_dropout, set_layer_dropout
 from clipmag.train.resume_check import config_identity
-from image_text.model import build_open_clip
-from image_text.model_config import ClipModelConfig
+from image_text.model.architecture import build_open_clip
+from image_text.model.config import ClipModelConfig
 from text_retrieval.config import TextConfig
 from text_retrieval.model.encoder import TextEncoder
 

@@ -109,7 +109,7 @@ def _sts_sets() -> list[SweepStep]:
 def _coco() -> list[SweepStep]:
     _write("data/raw/coco/dataset_coco.json", lambda: write_karpathy_coco("data/raw/coco"))
     args = ["--output", "data/coco", "--images", "data/raw/coco", "--karpathy", "data/raw/coco/dataset_coco.json"]
-    return [SweepStep("coco-shards", "image_text.shards_cli", args, creates="data/coco/splits.json")]
+    return [SweepStep("coco-shards", "image_text.data.shards_cli", args, creates="data/coco/splits.json")]
 
 
 def _dpr() -> list[SweepStep]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from clipmag.config.entry import run_entry_point
 from clipmag.errors import ConfigError
 from clipmag.storage.files import write_text_atomic
-from image_text.data import caption_owners, dataset_name, validate_shards
+from image_text.data.reading import caption_owners, dataset_name, validate_shards
 
 __all__ = ["CAPTION_LAYOUT_FILE", "read_caption_layouts", "write_caption_layout"]
 

@@ -3,7 +3,7 @@ with its results.
 
 A zero-shot or recall figure needs its floor beside it: chance, the training set's majority class,
 a pixel nearest neighbour, a random ranking. The data builder computes them with the set
-(:mod:`image_text.baselines`); a sweep's prepare step copies them into the sweep folder, so the
+(:mod:`image_text.data.baselines`); a sweep's prepare step copies them into the sweep folder, so the
 archive carries them with the cells and the report prints them under its tables wherever the data
 is not:
 

@@ -1,7 +1,7 @@
 """The image-text trainer's ``data`` section, plain data, and the checks it needs before any shard is
 read: the bundled set's sizes, and whether two splits share a shard. No torch, PIL or webdataset
 here, so the command line shows and checks the section before anything heavy loads; reading the
-shards is :mod:`image_text.data`.
+shards is :mod:`image_text.data.reading`.
 """
 
 from __future__ import annotations

@@ -118,7 +118,9 @@ def unpacked(pin: DebPin, cache: Path | None = None) -> Path:
     found = _sha256(deb)
     if found != pin.sha256:
         deb.unlink()
-        raise UserError(f"{pin.file}: sha256 {found}, pinned {pin.sha256} (image_text/debian_pins.json); removed it")
+        raise UserError(
+            f"{pin.file}: sha256 {found}, pinned {pin.sha256} (image_text/data/debian_pins.json); removed it"
+        )
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     _unpack(deb, partial)

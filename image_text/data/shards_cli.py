@@ -19,7 +19,7 @@ OUT/{train,val,test}/shard-*.tar (+ sizes.json; one sample per image holding all
 OUT/splits.json (which image went where, and by which rule) and, in CLIP-benchmark's wds layout,
 OUT/wds/<name>_retrieval from the test split (+ <name>_classification when classes are given), and
 with classes OUT/baselines.json: chance, majority-class and pixel nearest-neighbour zero-shot and
-random-ranking retrieval on each evaluated split (:mod:`image_text.baselines`).
+random-ranking retrieval on each evaluated split (:mod:`image_text.data.baselines`).
 Train with ``--train OUT/train --validation OUT/val --test OUT/test``.
 """
 
@@ -39,7 +39,7 @@ from clipmag.storage.user_files import non_blank_lines
 
 from . import sources
 from .baselines import set_baselines
-from .data_config import DigitsSizes
+from .config import DigitsSizes
 from .download import download
 from .emoji import build_emoji
 from .shards import Sample, caption_text, write_benchmark_classification, write_benchmark_retrieval, write_shards
@@ -55,7 +55,7 @@ class ClipShardsCommand:
     """What to write. One source: ``captions`` (``filename<TAB>caption[<TAB>class]`` per line, one
     line per caption), ``karpathy`` (a Karpathy split file), ``download`` (fetch into ``images``, then
     as ``karpathy``), ``bundled`` (the composite digits) or ``emoji`` (Noto emoji with Unicode and
-    CLDR texts from pinned Debian packages, :mod:`image_text.emoji`). ``images``: the image folder;
+    CLDR texts from pinned Debian packages, :mod:`image_text.data.emoji`). ``images``: the image folder;
     ``name``: the benchmark set's name (default: digits, emoji, or the output folder's name); the
     fractions split a captions file's images or the emoji set's base emoji; ``overwrite`` replaces
     shards an earlier run left in ``output``. ``emoji_size``: the side of an emoji image in pixels;
@@ -244,7 +244,7 @@ def _write_benchmarks(
 
 def _write_baselines(built: Built, path: Path) -> None:
     """``baselines.json``: what the validation, test and shifted images give without learning
-    (:mod:`image_text.baselines`), for every table of a model trained on the set."""
+    (:mod:`image_text.data.baselines`), for every table of a model trained on the set."""
     evaluated = {"val": built.splits["val"], "test": built.classified, SHIFTED_NAME: built.shifted}
     n_classes = len(built.classnames or [])
     record = {

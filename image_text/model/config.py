@@ -1,6 +1,6 @@
 """Which open_clip model a run trains and where its weights come from: the ``model`` section, plain
 data (no torch, no open_clip), so a command line can show and check it before anything heavy loads.
-:mod:`image_text.architecture` builds what it names.
+:mod:`image_text.model.architecture` builds what it names.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ head = json.load(open(f"{{path}}/{head_file}"))["head"]  # the exponents: {head_
 ```
 
 Score with the head: scale each side by its norm to the power -g (q by gq, d by gd), then take
-the dot product; `image_text.model.load_clipmag(path)` does this for you.
+the dot product; `image_text.model.loading.load_clipmag(path)` does this for you.
 """
 
 

@@ -1,9 +1,9 @@
-"""The open_clip model the ``model`` section (:mod:`image_text.model_config`) names, built.
+"""The open_clip model the ``model`` section (:mod:`image_text.model.config`) names, built.
 
 ``build_open_clip`` makes the towers: the architecture (open_clip's, one of ours in
 ``configs/clip/models``, or a JSON file), the weights of ``model.init``, then one tower's
 weights from another model (``model.image_init`` / ``model.text_init``) and the locks
-(``model.lock_image`` / ``model.lock_text``) of :mod:`image_text.towers`.
+(``model.lock_image`` / ``model.lock_text``) of :mod:`image_text.model.towers`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from torch import nn
 from clipmag.errors import ConfigError
 from clipmag.train.dropout import set_layer_dropout
 
-from .model_config import MODEL_CONFIG_DIR, RANDOM_INIT, ClipModelConfig
+from .config import MODEL_CONFIG_DIR, RANDOM_INIT, ClipModelConfig
 from .towers import init_tower, lock_towers
 from .weights import WEIGHTS_FILE, export_weights_file, open_clip_state_dict
 

@@ -1,4 +1,5 @@
-"""Head-aware image-text evaluation: the columns of docs/method.md section 5, plus zero-shot accuracy.
+"""Head-aware image-text retrieval: the columns of docs/method.md section 5 (zero-shot accuracy is
+:mod:`image_text.evaluation.zero_shot`), and the printed summary of both.
 
 Stock CLIP evaluation (and CLIP-benchmark) L2-normalises both towers, so it measures cosine
 whatever the model was trained with. Here every number is computed twice: with cosine and with the
@@ -12,12 +13,8 @@ T->I R@k the fraction of captions whose image is among their top k images; a can
 with the match ranks above it (``recall_hits``), and the queries a tie decided are counted
 (``*_tied_r<k>_*``). ``image_text_recall`` is
 the one scorer every CLIP evaluation here goes through; which caption belongs to which image comes
-from the data (``image_of_text``), never from comparing caption strings.
-
-Zero-shot classification ranks class embeddings for each image, in the model's trained roles (the
-classes are texts); a class embedding is its prompts' mean direction times their mean norm
-(``class_embeddings``). Every query's outcome is kept too (``retrieval_outcomes``,
-``zero_shot_outcomes``), for the sweep report's query-level tests.
+from the data (``image_of_text``), never from comparing caption strings. Every query's outcome is
+kept too (``retrieval_outcomes``), for the sweep report's query-level tests.
 
 Cohen's d of norms (docs/method.md section 3 asks us to define the unmatched set). For every query we
 compare the raw norm of its highest-cosine matched candidate with that of its *hardest unmatched*
@@ -31,15 +28,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import numpy as np
 import torch
-import torch.nn.functional as F
 
 from clipmag.runtime.precision import autocast, autocast_dtype
 from clipmag.scoring.diagnostics import cohens_d
 from clipmag.scoring.heads import build_head
 
-from .model import ClipMagModel
+from ..model.clip_model import ClipMagModel
 
 RECALL_KS: tuple[int, ...] = (1, 5, 10)
 OUTCOME_KS: tuple[int, ...] = (1, 5)  # the per-query outcomes a results file keeps (it stays small on COCO)
@@ -200,50 +195,6 @@ def retrieval_metrics(
     out["image_norm_mean"] = float(image_features.norm(dim=1).mean())
     out["text_norm_mean"] = float(text_features.norm(dim=1).mean())
     out["n_images"], out["n_texts"] = float(len(image_features)), float(len(text_features))
-    return out
-
-
-def class_embeddings(prompt_features: torch.Tensor) -> torch.Tensor:
-    """Class embeddings [..., D] from the raw features of each class's prompts [..., T, D]: the mean
-    direction of the prompts (CLIP-benchmark's and open_clip's classifier, exactly) times their
-    mean norm (the magnitude the model gives the class's prompts, whatever their spread in
-    direction). docs/clip.md says why."""
-    features = prompt_features.float()
-    direction = F.normalize(F.normalize(features, dim=-1).mean(dim=-2), dim=-1)
-    return direction * features.norm(dim=-1).mean(dim=-1, keepdim=True)
-
-
-@torch.no_grad()
-def zero_shot_predictions(
-    model: ClipMagModel, image_features: torch.Tensor, prompt_features: torch.Tensor, n_classes: int
-) -> dict[str, torch.Tensor]:
-    """Each image's class with cosine and with the head (``{"cosine": ..., "head": ...}``): the class
-    whose embedding scores highest against the image, in the model's trained roles (the classes are
-    the texts, ranked for the image as in I->T retrieval). ``prompt_features``: raw features of
-    :func:`image_text.prompts.zero_shot_prompts`."""
-    classes = class_embeddings(prompt_features.view(n_classes, -1, prompt_features.shape[1]))
-    return {
-        scoring: model.similarity(image_features, classes, head).argmax(dim=1)
-        for scoring, head in (("cosine", build_head("cosine")), ("head", None))
-    }
-
-
-def zero_shot_metrics(predictions: dict[str, torch.Tensor], labels: torch.Tensor) -> dict[str, float]:
-    """Zero-shot top-1 accuracy and mean per-class recall of each scoring's predictions."""
-    out: dict[str, float] = {}
-    for scoring, pred in predictions.items():
-        out[f"zeroshot_acc1_{scoring}"] = float((pred == labels).float().mean())
-        recalls = [float((pred[labels == c] == c).float().mean()) for c in labels.unique().tolist()]
-        out[f"zeroshot_mean_per_class_recall_{scoring}"] = float(np.mean(recalls))
-    return out
-
-
-def zero_shot_outcomes(predictions: dict[str, torch.Tensor], labels: torch.Tensor) -> dict[str, dict[str, float]]:
-    """Each image's zero-shot hit (``zeroshot-<row>``: ``zeroshot_acc1_<scoring>``), for query-level tests."""
-    out: dict[str, dict[str, float]] = {}
-    for scoring, pred in predictions.items():
-        for row, hit in enumerate((pred == labels).tolist()):
-            out.setdefault(f"zeroshot-{row}", {})[f"zeroshot_acc1_{scoring}"] = float(hit)
     return out
 
 

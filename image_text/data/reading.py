@@ -1,12 +1,12 @@
 """Image-text data: shard lookup and checks, sample decoding, evaluation sets (the data settings are
-:mod:`image_text.data_config`).
+:mod:`image_text.data.config`).
 
 Shards follow open_clip's conventions - tar files whose samples hold an image (``jpg``/``png``/
 ``jpeg``/``webp``), a caption file (``txt``) and optionally a class index (``cls``), with the sample
 counts in ``sizes.json`` - with one addition taken from CLIP-benchmark's retrieval sets: a sample is
 one *image* and ``txt`` holds all of its captions, one per line (COCO has five). Training draws one
 of them per image per epoch (``stream.py``); evaluation scores every caption
-(``image_text.evaluate``). A single-line ``txt`` is the one-caption case and reads the same way.
+(``image_text.evaluation.retrieval``). A single-line ``txt`` is the one-caption case and reads the same way.
 
 Errors fail loudly. open_clip logs and skips unreadable samples (``log_and_continue``); here every
 shard is checked before training starts, shards are read through ``clipmag.storage.shards.read_samples``

@@ -6,7 +6,7 @@ L2-normalises both towers' features, so its own numbers are cosine whatever head
 trained with; ``--head model`` (the default) scores zero-shot classification and retrieval with
 the model's head record instead, ``--norm NAME`` (or ``head.name=NAME``, as in every clipmag tool)
 with the head NAME and ``--head cosine`` with cosine, all through
-:mod:`image_text.benchmark_scoring`. CLIP-benchmark's flags are written in full: a flag that only
+:mod:`image_text.evaluation.benchmark_scoring`. CLIP-benchmark's flags are written in full: a flag that only
 begins one of them (``--norm`` would be its ``--normalize``) is refused. Its other tasks (linear
 probe, captioning, ...) do not score pairs and run unchanged. Its ``acc5`` is NaN for datasets
 with fewer than five classes.
@@ -60,7 +60,7 @@ def load_for_benchmark(
 ) -> tuple[Any, Any, Any]:
     """CLIP-benchmark's loader contract: (model with encode_image/encode_text, transform, tokenizer).
     The model is ours, head included: its raw features are what open_clip's towers give."""
-    from .model import load_clipmag
+    from ..model.loading import load_clipmag
 
     model, transform, tokenizer = load_clipmag(pretrained, device=device)
     return model.to(device).eval(), transform, tokenizer

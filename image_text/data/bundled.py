@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .data_config import DigitsSizes
+from .config import DigitsSizes
 
 POSITIONS: tuple[str, ...] = ("top left", "top right", "bottom left", "bottom right")
 # {0}..{3}: the digits in POSITIONS order; the first template is the canonical caption.

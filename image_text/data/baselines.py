@@ -5,7 +5,7 @@ A zero-shot top-1 means little without its floor: on skewed classes, always nami
 set's most common class can beat chance many times over, and a nearest neighbour in raw pixels
 (each evaluated image takes the class of the training image closest to it, Euclidean distance on
 ``PIXEL_SIDE``-pixel colour thumbnails) reads what the images give away by their look alone. Each is
-scored as zero-shot is (:func:`image_text.evaluate.zero_shot_metrics`): top-1 and mean per-class
+scored as zero-shot is (:func:`image_text.evaluation.zero_shot.zero_shot_metrics`): top-1 and mean per-class
 recall over the classes the evaluated images hold. Retrieval's floor is a random ranking: R@k's
 expected value, exactly, for the set's captions per image.
 """

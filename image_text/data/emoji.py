@@ -1,6 +1,6 @@
 """The emoji image-text set: Noto colour emoji with their Unicode names, CLDR keywords and names in
 other languages, a zero-shot task over the CLDR emoji subgroups, and the same test emoji in grey as a
-shifted domain. Every part is a pinned Debian package (:mod:`image_text.debian`); no one in this
+shifted domain. Every part is a pinned Debian package (:mod:`image_text.data.debian`); no one in this
 project drew, named or grouped an emoji.
 
 Why this set (docs/clip.md, "The emoji set"): the digits' ten classes are at their ceiling, so
@@ -23,7 +23,7 @@ each base once (its default, yellow form). The held-out splits are then cleaned 
 image whose pixels nearly equal an image of an earlier split (training, then validation) or of its
 own split is dropped (Noto draws several territories with one flag: Bouvet Island is Svalbard &
 Jan Mayen's), and a caption that several images of a held-out split share is dropped from all of
-them, so each test caption belongs to exactly one image (:mod:`image_text.near_duplicates`).
+them, so each test caption belongs to exactly one image (:mod:`image_text.data.near_duplicates`).
 The shifted domain draws the test emoji in grey (Noto's bitmap, its luminance only): the same shapes
 without the colour the towers also learned from.
 """
@@ -207,7 +207,7 @@ class EmojiSet:
 
 
 def cleaned_held_out(splits: dict[str, list[Sample]]) -> dict[str, dict[str, list[str]]]:
-    """Clean validation and test in place for retrieval (:mod:`image_text.near_duplicates`): drop an
+    """Clean validation and test in place for retrieval (:mod:`image_text.data.near_duplicates`): drop an
     image that nearly repeats one of training, of validation (for test) or of its own split, then
     every caption several images of the split share (and an image left with none); returns the keys
     and captions that went, per split."""
@@ -230,7 +230,7 @@ def cleaned_held_out(splits: dict[str, list[Sample]]) -> dict[str, dict[str, lis
 def build_emoji(
     cache: Path | None, image_size: int, val_fraction: float, test_fraction: float, seed: int, limit: int | None
 ) -> EmojiSet:
-    """Fetch the pinned packages (once; :func:`image_text.debian.unpacked`) and draw the set.
+    """Fetch the pinned packages (once; :func:`image_text.data.debian.unpacked`) and draw the set.
     ``limit`` keeps that many base emoji with their variants (a seeded choice; every class stays named)
     for a small set."""
     pins = load_pins()

@@ -14,46 +14,28 @@ into it too, so open_clip consumers see the temperature the model was trained wi
 is open_clip's ``logit_bias`` in the same way (added to an architecture that has none, and written
 into the export's ``open_clip_config.json`` as ``init_logit_bias`` so open_clip builds it). Only a
 learnable head adds keys (``clipmag_head.raw_q`` / ``raw_d``); ``export_open_clip`` leaves them out
-and writes the head to ``clipmag_head.json`` beside the weights (safetensors: :mod:`image_text.weights`).
+and writes the head to ``clipmag_head.json`` beside the weights (safetensors: :mod:`image_text.model.weights`).
+Exporting is :mod:`image_text.model.export`, loading an export or a checkpoint back
+:mod:`image_text.model.loading`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import json
-import logging
-import math
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-import open_clip
 import torch
 from torch import nn
 
 from clipmag.scoring.diagnostics import magnitude_summary
-from clipmag.scoring.head_record import HEAD_FILE, HeadRecord
-from clipmag.scoring.heads import SimilarityHead, build_head
-from clipmag.scoring.loss_config import SIGLIP_BIAS
-from clipmag.scoring.losses import ContrastiveLoss, InfoNCE, SigLIP
-from image_text.card import CARD_FILE, clip_model_card
+from clipmag.scoring.head_record import HeadRecord
+from clipmag.scoring.heads import SimilarityHead
+from clipmag.scoring.losses import ContrastiveLoss, SigLIP
 
-from .architecture import build_open_clip, resolve_model_name
 from .attention import text_tower, tower_attention, tower_lengths
-from .model_config import ClipModelConfig
-from .weights import (
-    HEAD_PREFIX,
-    WEIGHTS_FILE,
-    export_weights_file,
-    open_clip_state_dict,
-    read_checkpoint,
-    tested_model,
-    write_weights,
-)
+from .weights import HEAD_PREFIX
 
-OPEN_CLIP_CONFIG_FILE = "open_clip_config.json"
 Side = Literal["image", "text"]
 
 
@@ -187,105 +169,3 @@ class ClipMagModel(nn.Module):
             bias=float(self.loss.bias.detach()) if isinstance(self.loss, SigLIP) else None,
             model_name=self.model_name,
         )
-
-
-def export_open_clip(model: ClipMagModel, directory: str | Path) -> Path:
-    """Write open_clip-loadable weights + config and the head record to ``directory``.
-
-    ``open_clip.create_model_and_transforms("local-dir:<directory>")`` loads the towers;
-    ``load_clipmag`` also restores the head. The model card (``README.md``) says both.
-    """
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    write_weights({k: v for k, v in model.state_dict().items() if not k.startswith(HEAD_PREFIX)}, directory)
-    name = model.model_name
-    preprocess = dict(getattr(model.clip.visual, "preprocess_cfg", {}) or {})
-    model_cfg = dict(open_clip.get_model_config(name))
-    if getattr(model.clip, "logit_bias", None) is not None:  # so that open_clip builds the parameter
-        model_cfg["init_logit_bias"] = float(model.clip.logit_bias.detach().reshape(()))
-    cfg = {"model_cfg": model_cfg, "preprocess_cfg": preprocess}
-    (directory / OPEN_CLIP_CONFIG_FILE).write_text(json.dumps(cfg, indent=2))
-    model.head_record().write(directory)
-    (directory / CARD_FILE).write_text(clip_model_card(model.head_record()), encoding="utf-8")
-    return directory
-
-
-def _model_from_record(clip: nn.Module, record: HeadRecord, name: str) -> ClipMagModel:
-    scale = record.scale if record.scale is not None and math.isfinite(record.scale) and record.scale > 0 else 1.0
-    loss: ContrastiveLoss
-    if record.loss_kind == "siglip":
-        loss = SigLIP(scale, SIGLIP_BIAS if record.bias is None else record.bias, learnable=False, gather=False)
-    else:
-        loss = InfoNCE(scale=scale, direction=record.loss_direction or "both", gather=False)
-    return ClipMagModel(clip, build_head(record), loss, record.query_side or "image", name)
-
-
-RANDOM_INIT_NOTICE = "No pretrained weights loaded"  # open_clip's warning for a model it built without weights
-
-
-class _DropRandomInitNotice(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith(RANDOM_INIT_NOTICE)
-
-
-@contextlib.contextmanager
-def _weights_from_clipmag() -> Iterator[None]:
-    """Around open_clip building a model whose every tensor clipmag loads next: its warning that the
-    model was "initialized randomly" (logged on the root logger) would be false, so it is dropped."""
-    notice = _DropRandomInitNotice()
-    logging.getLogger().addFilter(notice)
-    try:
-        yield
-    finally:
-        logging.getLogger().removeFilter(notice)
-
-
-def load_clipmag(path: str | Path, device: str | torch.device = "cpu") -> tuple[ClipMagModel, Callable, Callable]:
-    """(model with its head, eval transform, tokenizer) from an export folder, a training checkpoint
-    or a run folder.
-
-    An export folder holds ``open_clip_config.json``, the weights and ``clipmag_head.json``; a
-    checkpoint (``checkpoints/latest.pt`` or ``best.pt``) holds the resolved config and the head
-    record. A finished run folder gives the model its ``results.json`` tested (so an evaluation of
-    the run scores the model its results describe); an unfinished one its latest checkpoint.
-    Either way the head the model was trained with comes back. Files are read as tensors and plain
-    data: one that needs pickle is refused.
-    """
-    path = tested_model(Path(path))
-    if path.is_dir() and HeadRecord.exists(path):
-        record = HeadRecord.read(path)
-        weights = export_weights_file(path)
-        if weights is None:
-            raise FileNotFoundError(f"{path}: no {WEIGHTS_FILE} beside its {HEAD_FILE}: not a complete CLIP export")
-        state = open_clip_state_dict(weights)
-        with _weights_from_clipmag():
-            clip, _, preprocess = open_clip.create_model_and_transforms(
-                f"local-dir:{path}",
-                load_weights=False,
-                pretrained_text=False,  # the weights are ours, read above
-            )
-        clip.load_state_dict(state)
-        tokenizer = open_clip.get_tokenizer(f"local-dir:{path}")
-        model = _model_from_record(clip, record, record.model_name or "local")
-        return model.to(device).eval(), preprocess, tokenizer
-    if path.is_dir():
-        path = path / "checkpoints" / "latest.pt"
-    if not path.is_file():
-        raise FileNotFoundError(f"no clipmag model at {path}: expected an export folder or a checkpoint file")
-    ckpt = read_checkpoint(path)
-    model_cfg = ckpt["config"]["model"]
-    with _weights_from_clipmag():
-        clip, _, preprocess, tokenizer = build_open_clip(ClipModelConfig(name=model_cfg["name"]))
-    record = HeadRecord.from_dict(ckpt["head"], source=f"{path}: 'head'")
-    if record.query_side is None:  # a format-1 checkpoint kept only the head: the rest is in its config
-        objective = ckpt["config"].get("objective", "sym")
-        record = dataclasses.replace(
-            record,
-            query_side={"i2t": "image", "t2i": "text"}.get(objective, model_cfg.get("query_side", "image")),
-            loss_kind="infonce",
-            loss_direction=ckpt["config"].get("loss", {}).get("direction", "both"),
-            scale=math.exp(float(ckpt["state_dict"]["logit_scale"])),
-        )
-    model = _model_from_record(clip, record, resolve_model_name(model_cfg["name"]))
-    model.load_state_dict(ckpt["state_dict"])
-    return model.to(device).eval(), preprocess, tokenizer

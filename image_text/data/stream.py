@@ -33,7 +33,7 @@ from clipmag.runtime.logs import logger
 from clipmag.storage.shard_stream import AddressableShardStream
 from clipmag.storage.shards import ShardError, read_samples
 
-from .data import decode_sample, shard_sizes, validate_shards
+from .reading import decode_sample, shard_sizes, validate_shards
 
 SAMPLE_SALT = 7_919  # separates the in-shard draws from the shard permutation's seed
 

@@ -25,7 +25,7 @@ from PIL import Image
 
 from clipmag.storage.shards import write_tar_shards
 
-IMAGE_EXTENSIONS = ("jpg", "png", "jpeg", "webp")  # the image members a sample may hold (the reader: data.py)
+IMAGE_EXTENSIONS = ("jpg", "png", "jpeg", "webp")  # the image members a sample may hold (the reader: reading.py)
 
 
 class Sample(NamedTuple):

@@ -13,10 +13,10 @@ Two things differ from CLIP-benchmark, and only in what the scores are:
 * Features stay raw and the scores are ``ClipMagModel.similarity``: the head chosen (the model's,
   or the one ``--norm`` names) in the roles the model was trained with (``query_side``). Retrieval ranks the one
   [images x texts] matrix along rows (its text retrieval, our I->T) and columns (its image
-  retrieval, our T->I), as :mod:`image_text.evaluate` does.
+  retrieval, our T->I), as :mod:`image_text.evaluation.retrieval` does.
 * A class is a text: classification ranks class embeddings for each image exactly as I->T
   retrieval ranks captions, and a class embedding is its prompts' mean direction (CLIP-benchmark's
-  classifier) times their mean norm (``image_text.evaluate.class_embeddings``).
+  classifier) times their mean norm (``image_text.evaluation.zero_shot.class_embeddings``).
 
 Under cosine both are CLIP-benchmark's numbers (to float rounding; exactly its arithmetic in fp32,
 ``--no_amp``). The metrics gain one entry, ``head``, naming the scoring. A model without a head
@@ -40,7 +40,7 @@ from clipmag.scoring.head_config import OWN_HEAD
 from clipmag.scoring.heads import build_head
 from clipmag.storage.safe_load import load_weights_only
 
-from .evaluate import class_embeddings
+from .zero_shot import class_embeddings
 
 Scorer = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 

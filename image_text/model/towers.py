@@ -27,7 +27,7 @@ from torch import nn
 from clipmag.errors import ConfigError
 from clipmag.train.checkpoint import CHECKPOINT_DIR, LATEST
 
-from .model_config import ClipModelConfig
+from .config import ClipModelConfig
 from .weights import export_weights_file, open_clip_state_dict, tested_model
 
 logger = logging.getLogger("clipmag")
