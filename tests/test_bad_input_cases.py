@@ -295,7 +295,7 @@ def test_a_resume_on_rebuilt_shards_is_refused_unless_told_to_go_on(tiny_text, t
 
     from text_fixtures import tiny_train_args
 
-    from clipmag.train.checkpoint import load_checkpoint
+    from clipmag.train.checkpoint.files import load_checkpoint
     from text_retrieval.cli import main
     from text_retrieval.data.training.shards import write_text_shards
 

@@ -18,7 +18,7 @@ from conftest import REPO, run_python
 
 from clipmag.runtime.logs import read_metrics
 from clipmag.storage.safe_load import load_weights_only
-from clipmag.train.checkpoint_schema import FORMAT
+from clipmag.train.checkpoint.schema import FORMAT
 
 WORKER = str(REPO / "tests" / "engine_worker.py")
 FORMAT_1 = REPO / "tests" / "data" / "checkpoint-format1.pt"

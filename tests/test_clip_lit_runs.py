@@ -18,7 +18,7 @@ from clipmag.scoring.head_config import HEAD_NAMES
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE, SigLIP
-from clipmag.train.resume_check import ResumeMismatch
+from clipmag.train.checkpoint.resume_check import ResumeMismatch
 from image_text.cli import main
 from image_text.evaluation import benchmark
 from image_text.model.architecture import build_open_clip

@@ -12,7 +12,7 @@ from conftest import REPO, run_python
 
 from clipmag.runtime.logs import read_metrics
 from clipmag.scoring.head_record import HeadRecord
-from clipmag.train.checkpoint import load_checkpoint, resolve_resume
+from clipmag.train.checkpoint.files import load_checkpoint, resolve_resume
 from clipmag.train.diverged_record import DIVERGED_FILE, read_divergence
 from clipmag.train.run_checkpoints import carried_seconds
 

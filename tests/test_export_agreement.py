@@ -17,8 +17,8 @@ from clipmag.results.record import read_results
 from text_retrieval.cli import main as train_main
 from text_retrieval.data.bundled.build import build_bundled
 from text_retrieval.data.loaders import load_eval_datasets
-from text_retrieval.evaluation.evaluate import evaluate_paths
 from text_retrieval.evaluation.metrics import evaluate_run
+from text_retrieval.evaluation.pipeline import evaluate_paths
 
 BUNDLED = {"train": 64, "test": 20, "val": 10, "corpus_size": 60}  # data.bundled's sizes
 TOP_K = 100  # the depth of the trainer's test runs

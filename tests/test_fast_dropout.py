@@ -13,11 +13,11 @@ from torch import nn
 
 from clipmag.runtime.distributed import DistributedContext
 from clipmag.runtime.logs import read_metrics
+from clipmag.train.checkpoint.resume_check import ResumeMismatch
 from clipmag.train.dropout import active_dropout, set_layer_dropout
-from clipmag.train.fast_dropout import FastDropout, fast_dropout, keep_mask, swap_dropout_layers
-from clipmag.train.hf_fast_dropout import ATTENTION_NAME, fast_dropout_attention
+from clipmag.train.dropout.fast import FastDropout, fast_dropout, keep_mask, swap_dropout_layers
+from clipmag.train.dropout.hf_attention import ATTENTION_NAME, fast_dropout_attention
 from clipmag.train.loop_config import uses_fast_dropout
-from clipmag.train.resume_check import ResumeMismatch
 from text_retrieval.cli import main, parse_args
 from text_retrieval.task import TextRetrievalTask
 

@@ -29,8 +29,8 @@ from clipmag.config.entry import USER_ERRORS
 from clipmag.errors import ConfigError
 from clipmag.results.record import read_results
 from clipmag.runtime.logs import read_metrics
-from clipmag.train.checkpoint import load_checkpoint
-from clipmag.train.resume_check import ResumeMismatch
+from clipmag.train.checkpoint.files import load_checkpoint
+from clipmag.train.checkpoint.resume_check import ResumeMismatch
 from clipmag.train.run_folder import RunFolderInUse
 
 WORKER = REPO / "tests" / "engine_worker.py"

@@ -27,7 +27,7 @@ from test_train_text import tiny_setup  # noqa: F401  (the tiny BERT fixture, fo
 
 from clipmag.storage.disk_full import DiskFull
 from clipmag.storage.safetensors_files import BrokenWeightsFile, check_safetensors
-from clipmag.train.checkpoint import load_checkpoint
+from clipmag.train.checkpoint.files import load_checkpoint
 from clipmag.train.stop_signals import INTERRUPT_NOTICE, QUIT_NOTICE
 
 STALL_WORKER = REPO / "tests" / "stall_worker.py"

@@ -33,7 +33,7 @@ from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE
 from clipmag.storage.folder_lock import LOCK_FILE
 from clipmag.storage.safe_load import UnsafeFileError
-from clipmag.train.checkpoint import load_checkpoint
+from clipmag.train.checkpoint.files import load_checkpoint
 from clipmag.train.sharded_reading import CheckedReader, check_metadata, load_checked
 from image_text import cli as clip_cli
 from image_text.cli import parse_args as parse_clip_args

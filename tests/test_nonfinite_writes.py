@@ -101,7 +101,7 @@ def test_a_head_record_or_checkpoint_holding_an_inf_number_is_not_written(tmp_pa
     """Not only tensors: a learned scale that reached inf in a head record, or any number of a
     checkpoint's state, is refused before the file is opened, naming where it sits."""
     from clipmag.scoring.head_record import HEAD_FILE, HeadRecord
-    from clipmag.train.checkpoint import atomic_save
+    from clipmag.train.checkpoint.files import atomic_save
 
     record = HeadRecord(head={"name": "cosine"}, scale=float("inf"))
     with pytest.raises(NonFiniteWeights, match=f"{HEAD_FILE}: not written: value 'scale' holds inf or nan"):

@@ -11,7 +11,7 @@ from text_fixtures import minilm_encoder
 from clipmag.runtime import precision
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE
-from clipmag.train.checkpoint import load_checkpoint
+from clipmag.train.checkpoint.files import load_checkpoint
 from image_text.evaluation.retrieval import encode as clip_encode
 from text_retrieval.model.encoder import TextEncoder
 

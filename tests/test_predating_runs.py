@@ -14,11 +14,11 @@ import yaml
 from text_fixtures import REPO, tiny_train_args, write_code_search_set, write_tiny_bert
 
 from clipmag.registry.config_packages import config_path
-from clipmag.train import checkpoint as ckpt_io
 from clipmag.train.checkpoint import CHECKPOINT_DIR
+from clipmag.train.checkpoint import files as ckpt_io
+from clipmag.train.checkpoint.predating import recorded_overrides
+from clipmag.train.checkpoint.resume_check import ResumeMismatch, check_resumable
 from clipmag.train.loop_config import uses_fast_dropout
-from clipmag.train.predating import recorded_overrides
-from clipmag.train.resume_check import ResumeMismatch, check_resumable
 from clipmag_experiments.sweep import run as sweep
 from clipmag_experiments.sweep.rerun import rerun_cell
 from clipmag_experiments.sweep.rerun_comparison import numbers

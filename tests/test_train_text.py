@@ -99,7 +99,7 @@ def test_train_evaluate_export_and_reload(tiny_setup, tmp_path):
     st = SentenceTransformer(str(out / "export"), device="cpu", trust_remote_code=True)  # the learnable head's module
     theirs = st.similarity(st.encode_query(texts), st.encode_document(texts))
     assert ours.detach().numpy() == pytest.approx(theirs.numpy(), abs=1e-4)
-    from text_retrieval.evaluation.evaluate import evaluate_paths
+    from text_retrieval.evaluation.pipeline import evaluate_paths
 
     beir = tiny_setup / "beir"
     (as_trained,) = evaluate_paths([str(out / "export")], [beir], tmp_path / "eval", show_progress=False)

@@ -34,13 +34,19 @@ TEXT_OWN = {
     "data.bundled.python": "the bundled code-search sets are read from the interpreter's standard library",
     "data.bundled.scikit_learn": "the bundled out-of-domain set is read from the installed scikit-learn",
     "data.hard_negatives": "mined hard negatives travel with text pairs; image-text shards hold none",
-    "data.pairs": "a text pair is a query and its document, or two crops of one document; an image-text pair is fixed",
-    "data.crop_ratio": "the span of a document each crop of a crop pair takes",
-    "model.init_seed": "the seed of a randomly initialised text encoder, fixed apart from the training seed",
+    "data.pairs": (
+        "the text trainer also makes unsupervised pairs from documents alone (two crops of one, "
+        "Contriever's); the image-text trainer trains on the image-caption pairs it is given"
+    ),
+    "data.crop_ratio": "the share of a document's words each crop takes, under data.pairs=crops",
     "data.sts_range": "the STS objective's gold scale",
     "data.sts_scale": "the STS objective's score scale",
     "data.validation_split": "a text evaluation set (BEIR) holds several splits; a shard folder is one split",
     "data.test_split": "a text evaluation set (BEIR) holds several splits; a shard folder is one split",
+    "model.init_seed": (
+        "a random start fixed apart from the training seed, for the text experiments' from-scratch "
+        "starts; the image-text trainer's random towers are drawn from train.seed"
+    ),
     "model.pooling": "a text encoder's pooling; open_clip's towers pool by their architecture",
     "model.query_prefix": "text prompts of E5-style encoders",
     "model.document_prefix": "text prompts of E5-style encoders",

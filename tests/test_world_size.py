@@ -20,8 +20,8 @@ from text_fixtures import tiny_train_args, write_code_search_set, write_tiny_ber
 from clipmag.config.build import build_config, to_dict
 from clipmag.errors import ConfigError
 from clipmag.runtime.logs import read_metrics
+from clipmag.train.checkpoint.resume_check import config_identity
 from clipmag.train.dropout import active_dropout, set_layer_dropout
-from clipmag.train.resume_check import config_identity
 from image_text.model.architecture import build_open_clip
 from image_text.model.config import ClipModelConfig
 from text_retrieval.config import TextConfig

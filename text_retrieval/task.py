@@ -22,7 +22,7 @@ from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import loss_from_config
 from clipmag.train.batching import SeededBatches
 from clipmag.train.dropout import check_dropout_off
-from clipmag.train.hf_fast_dropout import use_fast_dropout
+from clipmag.train.dropout.hf_attention import use_fast_dropout
 from clipmag.train.loop_config import uses_fast_dropout
 from text_retrieval.config import TextConfig
 from text_retrieval.data.bundled.build import build_bundled

@@ -11,7 +11,7 @@ a run killed and resumed from ``latest`` repeats the uninterrupted run step for 
 
 Nothing is written into the run folder before it is known to be this run's: the folder must not
 hold another run (``clipmag.train.run_folder``) and a checkpoint to resume must match this run
-(``clipmag.train.resume_check``); only then are ``config.yaml`` and the metrics written.
+(``clipmag.train.checkpoint.resume_check``); only then are ``config.yaml`` and the metrics written.
 """
 
 from __future__ import annotations
@@ -34,14 +34,15 @@ from clipmag.runtime.distributed import DistributedContext
 from clipmag.runtime.logs import MetricsWriter, logger
 from clipmag.runtime.precision import autocast_dtype
 from clipmag.scoring.heads import SimilarityHead
-from clipmag.train import checkpoint as ckpt_io
 from clipmag.train import sharding
+from clipmag.train.checkpoint import BEST, CHECKPOINT_DIR
+from clipmag.train.checkpoint import files as ckpt_io
+from clipmag.train.checkpoint.data_fingerprint import training_data_fingerprint
+from clipmag.train.checkpoint.resume_check import step_identity
 from clipmag.train.contract import Task, checked_model
-from clipmag.train.data_fingerprint import training_data_fingerprint
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optim_config import OptimConfig
 from clipmag.train.optimizer import build_optimizer, build_scheduler
-from clipmag.train.resume_check import step_identity
 from clipmag.train.run_checkpoints import RunCheckpoints
 from clipmag.train.stop_signals import StopRequests
 from clipmag.train.train_step import TrainStep
@@ -63,7 +64,7 @@ class Trainer(RunCheckpoints):
         self.attempt_started, self.earlier_seconds = time.perf_counter(), 0.0  # a resume sets the earlier part
         self.task, self.loop, self.optim_cfg, self.full_config, self.ctx = task, loop, optim, full_config, ctx
         self.output_dir = Path(loop.output_dir)
-        self.ckpt_dir = self.output_dir / ckpt_io.CHECKPOINT_DIR
+        self.ckpt_dir = self.output_dir / CHECKPOINT_DIR
         if loop.threads:
             torch.set_num_threads(loop.threads)
         seed_everything(loop.seed)  # identical initial weights on every rank
@@ -137,7 +138,7 @@ class Trainer(RunCheckpoints):
         if self.best is None or metrics[key] > self.best:
             self.best = metrics[key]
             if self.ctx.is_main:  # for testing, not resuming: rank 0's RNG state is enough
-                ckpt_io.atomic_save(self._best_state(), self.ckpt_dir / ckpt_io.BEST)
+                ckpt_io.atomic_save(self._best_state(), self.ckpt_dir / BEST)
                 logger.info("new best %s %.4f at step %d", key, self.best, self.step)
 
     # ---- the loop ----------------------------------------------------------------------------

@@ -53,7 +53,7 @@ class TrainLoopConfig:
     keep_best: bool = True
     resume: str | None = None
     # Resume even when data.train is not what the checkpoint trained on (its fingerprint differs):
-    # without it such a resume is refused (clipmag/train/data_fingerprint.py).
+    # without it such a resume is refused (clipmag/train/checkpoint/data_fingerprint.py).
     resume_other_data: bool = False
     # Replace the run already in output_dir (its checkpoints, metrics, results and export are
     # removed first); without it or ``resume``, a folder that holds a run is refused.
@@ -63,7 +63,7 @@ class TrainLoopConfig:
     max_loss: PositiveFloat = 1e4
     max_norm: PositiveFloat = 1e4
     gradient_checkpointing: bool = False
-    # Dropout on the CPU from raw random bits (clipmag/train/fast_dropout.py): torch's semantics,
+    # Dropout on the CPU from raw random bits (clipmag/train/dropout/fast.py): torch's semantics,
     # other masks than torch's; false keeps torch's dropout. The text trainer uses it. Unset, a new
     # run uses it and a resume keeps what its checkpoint ran with (torch's dropout for a checkpoint
     # from before this key); set, a resume whose checkpoint ran otherwise is refused.

@@ -27,12 +27,12 @@ from clipmag.runtime.lost_rank import LostRank, is_lost_rank
 from clipmag.scoring.head_record import HeadRecord
 from clipmag.storage.disk_full import DiskFull, is_disk_full
 from clipmag.storage.folder_lock import FolderLock
-from clipmag.train import checkpoint as ckpt_io
+from clipmag.train.checkpoint import files as ckpt_io
+from clipmag.train.checkpoint.resume_check import resumed_loop
 from clipmag.train.contract import Task
 from clipmag.train.engine import Trainer
 from clipmag.train.loop_config import TrainLoopConfig
 from clipmag.train.optim_config import OptimConfig
-from clipmag.train.resume_check import resumed_loop
 from clipmag.train.train_step import TrainingDiverged
 
 EXPORT_DIR = "export"

@@ -4,7 +4,7 @@ claim on the run folder, resume, the best checkpoint and the choice of the weigh
 Mixed into :class:`clipmag.train.engine.Trainer`, whose ``__init__`` sets the attributes annotated
 below; kept apart from the loop because this is where a run meets its folder: nothing is written
 there before it is known to be this run's (``clipmag.train.run_folder``) and a checkpoint to resume
-must match this run (``clipmag.train.resume_check``).
+must match this run (``clipmag.train.checkpoint.resume_check``).
 """
 
 from __future__ import annotations
@@ -23,14 +23,15 @@ from clipmag.runtime.distributed import DistributedContext
 from clipmag.runtime.logs import MetricsWriter, logger
 from clipmag.storage.files import write_text_atomic
 from clipmag.storage.finite import NonFiniteWeights, first_non_finite
-from clipmag.train import checkpoint as ckpt_io
 from clipmag.train import dropout, sharding
-from clipmag.train.checkpoint_schema import FORMAT, FORMAT_KEY, check_checkpoint_schema
+from clipmag.train.checkpoint import BEST, LATEST
+from clipmag.train.checkpoint import files as ckpt_io
+from clipmag.train.checkpoint.data_fingerprint import FINGERPRINT_KEY, check_same_data
+from clipmag.train.checkpoint.resume_check import ResumeMismatch, check_resumable
+from clipmag.train.checkpoint.schema import FORMAT, FORMAT_KEY, check_checkpoint_schema
 from clipmag.train.contract import Task
-from clipmag.train.data_fingerprint import FINGERPRINT_KEY, check_same_data
 from clipmag.train.diverged_record import clear_divergence
 from clipmag.train.loop_config import TrainLoopConfig
-from clipmag.train.resume_check import ResumeMismatch, check_resumable
 from clipmag.train.run_folder import plan_run_folder
 from clipmag.train.train_step import TrainStep
 
@@ -129,7 +130,7 @@ class RunCheckpoints:
             sharding.save_sharded(self.ckpt_dir, self.step, self.model, self.optimizer, self.trainer_state(rng))
             return
         if self.ctx.is_main:
-            ckpt_io.atomic_save(self.state(rng), self.ckpt_dir / ckpt_io.LATEST)
+            ckpt_io.atomic_save(self.state(rng), self.ckpt_dir / LATEST)
         dist_utils.barrier()
 
     def require_finite_weights(self) -> None:
@@ -206,14 +207,14 @@ class RunCheckpoints:
     def _latest_path(self) -> Path | None:
         if self.sharded:
             return sharding.latest_sharded(self.ckpt_dir)
-        return self.ckpt_dir / ckpt_io.LATEST
+        return self.ckpt_dir / LATEST
 
     def _select_tested(self) -> dict[str, Any]:
         """The best checkpoint by the primary metric when validation ran, else the final model.
 
         The chosen weights are loaded into the tested model, so the export is the model that is tested.
         """
-        best = self.ckpt_dir / ckpt_io.BEST
+        best = self.ckpt_dir / BEST
         if self.best is None or not best.is_file():
             reason = "no validation metric was recorded"
             return {"selection": "final", "path": str(self._latest_path()), "step": self.step, "reason": reason}

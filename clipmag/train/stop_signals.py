@@ -30,7 +30,7 @@ import torch
 
 from clipmag.runtime import distributed as dist_utils
 from clipmag.runtime.logs import logger
-from clipmag.train.checkpoint import RERUN
+from clipmag.train.checkpoint.files import RERUN
 
 __all__ = ["STOP_SIGNALS", "RunStopped", "StopRequests"]
 

@@ -22,7 +22,7 @@ from torch.nn.parallel import DistributedDataParallel
 from clipmag.errors import UserError
 from clipmag.runtime import distributed as dist_utils
 from clipmag.train import sharding
-from clipmag.train.checkpoint import what_remains
+from clipmag.train.checkpoint.files import what_remains
 from clipmag.train.diverged_record import record_divergence
 from clipmag.train.grad_cache import cached_backward
 from clipmag.train.loop_config import TrainLoopConfig

@@ -5,7 +5,7 @@ only the largest when each budget is a checkpoint of one run. The second is fair
 to a checkpoint is the run a shorter budget would have been: true under a learning-rate schedule
 that does not depend on the run's length (constant after a warm-up), false under a decay planned
 for the longest budget. The trainer's resume check enforces it: a checkpoint whose schedule was
-planned for its step count cannot be extended (:mod:`clipmag.train.resume_check`).
+planned for its step count cannot be extended (:mod:`clipmag.train.checkpoint.resume_check`).
 
 A group with ``continue_from: EARLIER`` gives each cell the final checkpoint of the finished cell of
 ``EARLIER`` at the same place (model, head, variant, seed), copied into the cell's own folder, and
@@ -13,7 +13,7 @@ the cell's ``--resume latest`` trains on from there to its own ``train.steps``. 
 names the cell it continued (``continues``); ``clipmag-rerun-cell`` re-runs it from step 0, which
 under a constant schedule must give the same numbers. A cell interrupted after it started resumes
 from its own checkpoint, never from the earlier cell's again. It trains with the dropout of the run
-it continues, as every resume does (:func:`clipmag.train.resume_check.resumed_loop`: a stored
+it continues, as every resume does (:func:`clipmag.train.checkpoint.resume_check.resumed_loop`: a stored
 checkpoint from before ``train.fast_dropout`` continues with torch's), so a curve's budgets are alike.
 """
 
@@ -23,7 +23,8 @@ import dataclasses
 import shutil
 from collections.abc import Sequence
 
-from clipmag.train.checkpoint import CHECKPOINT_DIR, resolve_resume
+from clipmag.train.checkpoint import CHECKPOINT_DIR
+from clipmag.train.checkpoint.files import resolve_resume
 from clipmag_experiments.cells.finished import unfinished_reason
 from clipmag_experiments.design.grid import Cell
 

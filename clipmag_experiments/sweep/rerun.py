@@ -29,7 +29,7 @@ from clipmag.results.provenance import code_state, describe_code, same_code
 from clipmag.results.record import RESULTS_FILE, read_results
 from clipmag.runtime.logs import logger, setup_logging
 from clipmag.storage.user_files import read_json
-from clipmag.train.predating import recorded_overrides
+from clipmag.train.checkpoint.predating import recorded_overrides
 from clipmag_experiments.design.grid import CELL_FILE, Cell
 from clipmag_experiments.sweep.rerun_comparison import Comparison, compare_results, format_comparison, record_comparison
 

@@ -132,8 +132,8 @@ def main(argv: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def _evaluate(cfg: EvalTextConfig) -> list[dict[str, Any]]:
-    from text_retrieval.evaluation.evaluate import evaluate_paths
-    from text_retrieval.retrieval.corpus_cache import shared_encoding
+    from text_retrieval.evaluation.pipeline import evaluate_paths
+    from text_retrieval.retrieval.shared_encoding import shared_encoding
 
     encoding = dataclasses.replace(
         cfg.encoding,

@@ -30,7 +30,8 @@ worse, reads past its end during search. A damaged one is removed with a warning
 encoded again; where it cannot be removed, the error names the folder to delete.
 
 Without ``cache_dir`` (validation during training) the corpus is encoded in memory by one process,
-stored in the settings' ``cache_dtype`` as well.
+stored in the settings' ``cache_dtype`` as well. The process group the ranks share is set up by
+:func:`text_retrieval.retrieval.shared_encoding.shared_encoding`.
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ import numpy as np
 
 from clipmag.runtime import distributed as dist_utils
 from clipmag.runtime.precision import autocast_dtype
-from clipmag.scoring.diagnostics import row_norms
 from clipmag.storage.folder_lock import FolderLock
 from clipmag.storage.naming import folder_part, slug
 from text_retrieval.model.encoder import TextEncoder
@@ -58,14 +58,10 @@ from text_retrieval.retrieval.index import CACHE_DTYPES, RetrievalSettings, rele
 
 logger = logging.getLogger("clipmag")
 
-__all__ = ["DamagedCacheError", "corpus_cache_key", "encode_corpus", "corpus_norms", "shared_encoding"]
+__all__ = ["DamagedCacheError", "corpus_cache_key", "encode_corpus"]
 
 CACHE_VERSION = 2
 _PARTIAL, _LAYOUT, _DONE = "embeddings.partial.npy", "partial.json", "chunks"
-TEMPORARY_CACHE = "corpus_cache.tmp"
-# Ranks other than 0 wait in the next corpus's first barrier while rank 0 searches and scores the
-# previous one, which on a large corpus takes far longer than torch.distributed's default 30 minutes.
-_WAIT_MINUTES = 24 * 60
 
 
 class DamagedCacheError(ValueError):
@@ -266,28 +262,3 @@ def _finish(folder: Path, identity: dict[str, str], documents: int, chunk_size: 
     os.replace(folder / _PARTIAL, folder / "embeddings.npy")
     shutil.rmtree(folder / _DONE)
     (folder / _LAYOUT).unlink()
-
-
-def corpus_norms(docs: np.ndarray, rows: int = 65_536) -> np.ndarray:
-    """Raw L2 norms (float64) of a possibly memory-mapped corpus, read in bounded chunks."""
-    norms = np.empty(len(docs), dtype=np.float64)
-    for start in range(0, len(docs), rows):
-        norms[start : start + rows] = row_norms(docs[start : start + rows])
-        release_pages(docs, start, min(start + rows, len(docs)))
-    return norms
-
-
-@contextmanager
-def shared_encoding(output: str | Path, cache_dir: str | Path | None) -> Iterator[tuple[Path | None, bool]]:
-    """An evaluation's process group: under torchrun every rank joins (gloo on CPU, NCCL on GPU) and
-    the ranks share each corpus's encoding, into ``cache_dir`` or, without one, a temporary cache
-    under ``output`` that rank 0 removes at the end. Yields (the cache folder to use, distributed)."""
-    ctx = dist_utils.init_distributed("auto", timeout_minutes=_WAIT_MINUTES)
-    temporary = ctx.is_distributed and cache_dir is None
-    cache = Path(output) / TEMPORARY_CACHE if temporary else (Path(cache_dir) if cache_dir else None)
-    try:
-        yield cache, ctx.is_distributed
-        if temporary and ctx.is_main:  # the other ranks stopped reading it at their last corpus's barrier
-            shutil.rmtree(cache, ignore_errors=True)
-    finally:
-        dist_utils.cleanup()

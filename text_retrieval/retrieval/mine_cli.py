@@ -153,9 +153,9 @@ def _encoder(cfg: MineConfig) -> TextEncoder:
 
 def _mine(cfg: MineConfig, staging: Path) -> tuple[TextEncoder, list[dict[str, Any]], dict[str, Any]] | None:
     """The encoder, the mined samples and the summary; None on the ranks that only helped encode."""
-    from text_retrieval.retrieval.corpus_cache import shared_encoding
     from text_retrieval.retrieval.mining import mine_negatives
     from text_retrieval.retrieval.mining_sources import load_corpus, load_samples
+    from text_retrieval.retrieval.shared_encoding import shared_encoding
 
     samples = load_samples(cfg.data, cfg.split, cfg.bundled_root)
     corpus = load_corpus(cfg.corpus) if cfg.corpus else []

@@ -36,7 +36,8 @@ from clipmag.storage.folder_lock import FolderLock
 from text_retrieval.data.loaders import EvalSettings, RetrievalDataset
 from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.retrieval.compression import Compression
-from text_retrieval.retrieval.corpus_cache import corpus_norms, encode_corpus
+from text_retrieval.retrieval.corpus_cache import encode_corpus
+from text_retrieval.retrieval.corpus_norms import corpus_norms
 from text_retrieval.retrieval.encoding import evaluation_encoding, with_export_lengths
 from text_retrieval.serving.faiss_store import FaissStore, build_faiss
 from text_retrieval.serving.lance_store import LanceStore, build_lance

@@ -6,7 +6,7 @@ write that finds the disk full says so in one line with the checkpoint that rema
 Keys follow open_clip's (``epoch``, ``name``, ``state_dict``, ``optimizer``, ``scaler``) plus what
 an exact resume needs (``step``, ``samples_seen``, ``scheduler``, RNG states) and what every
 consumer of the model needs (``head``, the resolved ``config``); ``format`` names the schema a
-resume reads it against (:mod:`clipmag.train.checkpoint_schema`).
+resume reads it against (:mod:`clipmag.train.checkpoint.schema`).
 
 Everything in a checkpoint is tensors and plain data (numpy's RNG state too), so it is read with
 ``torch.load(weights_only=True)`` (:mod:`clipmag.storage.safe_load`): a checkpoint someone hands you
@@ -27,10 +27,8 @@ from clipmag.storage.files import open_replacing
 from clipmag.storage.finite import require_finite
 from clipmag.storage.safe_load import UnsafeFileError, load_weights_only
 from clipmag.train import sharding
+from clipmag.train.checkpoint import CHECKPOINT_DIR, LATEST
 
-CHECKPOINT_DIR = "checkpoints"
-LATEST = "latest.pt"
-BEST = "best.pt"
 RERUN = "rerun with train.resume=latest (--resume latest)"  # continues a run, or starts one that saved nothing
 
 

@@ -1,4 +1,4 @@
-"""Fast dropout (``clipmag.train.fast_dropout``) in a Hugging Face transformer: its dropout layers
+"""Fast dropout (``clipmag.train.dropout.fast``) in a Hugging Face transformer: its dropout layers
 and the dropout of its attention probabilities.
 
 The layers are swapped in place. The attention dropout is not a layer call: the model passes its
@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from clipmag.runtime.logs import logger
-from clipmag.train.fast_dropout import fast_dropout, swap_dropout_layers
+from clipmag.train.dropout.fast import fast_dropout, swap_dropout_layers
 
 __all__ = ["ATTENTION_NAME", "fast_dropout_attention", "use_fast_dropout"]
 

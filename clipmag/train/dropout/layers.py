@@ -25,7 +25,7 @@ from torch import nn
 from clipmag.errors import ConfigError
 from clipmag.runtime.distributed import DistributedContext
 from clipmag.runtime.logs import logger
-from clipmag.train import checkpoint as ckpt_io
+from clipmag.train.checkpoint import files as ckpt_io
 
 DROPOUT_LAYERS = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 RANDOM_DROP_NAMES = ("PatchDropout", "DropPath")  # class names of layers that drop patches or paths

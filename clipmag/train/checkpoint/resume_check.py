@@ -6,7 +6,7 @@ cosine checkpoint continued with a dnorm head reports dnorm numbers for a mixed 
 checkpoint stores its run's *step identity* - the settings that decide what one optimizer step
 computes - and a resume compares it, and the shapes of the weights, with the new run before
 anything is written; a difference is one error naming each key with both values. A checkpoint
-written before a setting existed ran with what it now switches off (:mod:`clipmag.train.predating`):
+written before a setting existed ran with what it now switches off (:mod:`clipmag.train.checkpoint.predating`):
 it is compared as it ran, and a resume of it takes that value (:func:`resumed_loop`).
 """
 
@@ -22,9 +22,9 @@ import torch
 
 from clipmag.runtime.logs import logger
 from clipmag.scoring.heads import build_head
-from clipmag.train import checkpoint as ckpt_io
+from clipmag.train.checkpoint import files as ckpt_io
+from clipmag.train.checkpoint.predating import NEW_RUN_VALUES, PREDATING_VALUES, with_predating_values
 from clipmag.train.loop_config import TrainLoopConfig
-from clipmag.train.predating import NEW_RUN_VALUES, PREDATING_VALUES, with_predating_values
 
 STEP_SECTIONS = ("loss", "optim")  # every key of these changes what a step computes
 STEP_LOOP_KEYS = ("seed", "grad_accum", "steps", "fast_dropout")  # fast_dropout: which masks dropout draws
@@ -67,7 +67,7 @@ def _recorded_identity(ckpt: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def resumed_loop(loop: TrainLoopConfig) -> tuple[TrainLoopConfig, dict[str, Any] | None]:
-    """``loop`` with each ``train`` setting of :data:`~clipmag.train.predating.PREDATING_VALUES` that
+    """``loop`` with each ``train`` setting of :data:`~clipmag.train.checkpoint.predating.PREDATING_VALUES` that
     the user left unset decided: a new run takes the setting's default, a resume the value its
     checkpoint ran with - torch's dropout for a run from before ``train.fast_dropout`` - so resuming,
     or continuing in a sweep, an old run trains on as it ran. A value the user set is kept, and the
