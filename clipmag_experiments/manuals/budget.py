@@ -54,6 +54,7 @@ BUDGETS = {
 }
 TRAINING_PAIRS = {"code-search": 2500, "scifact": 919}
 SELECTION_GROUP = "code-search-2688"  # the budget the dev grids ran at, whose cells carry the choice
+POSITIONS = ("smallest", "middle", "largest")  # how a value names one of a task's three budgets
 
 
 def _finished(sweep: StoredSweep) -> list[str]:
@@ -200,9 +201,6 @@ def plan_hours(stored: StoredResults, argument: str = "") -> str:
 def plan_rates(stored: StoredResults, argument: str = "") -> str:
     """The training throughputs the sweep stated: ``splade 30, minilm-dot 48`` (pairs/s)."""
     return ", ".join(f"{model} {rate:g}" for model, rate in _stated_rates(stored.sweep(SWEEP)).items())
-
-
-POSITIONS = ("smallest", "middle", "largest")
 
 
 def _parts(argument: str, names: tuple[str, ...], value: str) -> list[str]:

@@ -48,6 +48,14 @@ CODE_BUDGETS = ("code-search-2560", "code-search-25600")  # the test curve: one 
 LARGEST = "code-search-25600"  # the dev curves: every evaluated step of the largest budget
 LEARNED = "code-search-25600-learned"  # the largest budget again, its loss scale trained
 TEST_SETS = {**DATASETS, "pypi-test": "PyPI test packages (held out)"}
+# the test sets as a sentence names them
+SHORT = {
+    "pypi-test": "PyPI test",
+    "stdlib": "stdlib",
+    "sklearn": "scikit-learn",
+    "scifact": "SciFact",
+    "cranfield": "Cranfield",
+}
 
 
 def _finished(sweep: StoredSweep) -> list[str]:
@@ -223,16 +231,6 @@ def curves_table(stored: StoredResults) -> str:
         values = " | ".join(f"{by_group[g]:.2f}" if g in by_group else "-" for g in CODE_BUDGETS)
         lines.append(f"| {start} | {TEST_SETS.get(dataset, dataset)} | {head} | {values} |")
     return "\n".join(lines)
-
-
-# the test sets as a sentence names them
-SHORT = {
-    "pypi-test": "PyPI test",
-    "stdlib": "stdlib",
-    "sklearn": "scikit-learn",
-    "scifact": "SciFact",
-    "cranfield": "Cranfield",
-}
 
 
 def _head(stored: StoredResults, argument: str, value: str) -> HeadResult:

@@ -50,6 +50,10 @@ DATASETS = {
     "cranfield": "Cranfield (out of domain)",
 }
 HEADS = ("cosine", "dot", "qnorm", "dnorm", "learnable")
+SETTING_KEYS = {"scale20": "scale 20", "dev": "each head's dev-chosen scale"}
+TASKS = {"code-search": ("stdlib", "sklearn"), "scifact": ("scifact", "cranfield")}
+# the groups whose cells are fine-tuned or untuned starts (the grids are selection runs on a dev split)
+TESTED = {"code-search-untuned", "scifact-untuned", *(g for pair in SETTINGS.values() for g in pair)}
 
 
 def order(value: str, known: Sequence[str]) -> tuple[int, str]:
@@ -270,12 +274,6 @@ def test_seconds(stored: StoredResults) -> str:
         ]
         lines.append(f"| {start} | " + " | ".join(f"{m:.0f} s" for m in means) + " |")
     return "\n".join(lines)
-
-
-SETTING_KEYS = {"scale20": "scale 20", "dev": "each head's dev-chosen scale"}
-TASKS = {"code-search": ("stdlib", "sklearn"), "scifact": ("scifact", "cranfield")}
-# the groups whose cells are fine-tuned or untuned starts (the grids are selection runs on a dev split)
-TESTED = {"code-search-untuned", "scifact-untuned", *(g for pair in SETTINGS.values() for g in pair)}
 
 
 def _parts(argument: str, count: int, name: str) -> list[str]:
