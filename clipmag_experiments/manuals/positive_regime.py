@@ -17,6 +17,7 @@ import numpy as np
 
 from clipmag.results.marks import difference_text, family_mark, mark, p_text
 from clipmag.results.significance import Comparison, with_family_holm
+from clipmag_experiments.manuals.arguments import argument_parts
 from clipmag_experiments.report.starts import HeadResult, StartRow
 from clipmag_experiments.report.stored import StoredResults, StoredSweep, runs_value
 from clipmag_experiments.report.verdicts import PredictorCase, predictor_cases
@@ -276,13 +277,6 @@ def test_seconds(stored: StoredResults) -> str:
     return "\n".join(lines)
 
 
-def _parts(argument: str, count: int, name: str) -> list[str]:
-    parts = argument.split("/")
-    if len(parts) != count:
-        raise ValueError(f"value {name}: expected {count} parts separated by '/', got {argument!r}")
-    return parts
-
-
 def _row(stored: StoredResults, group: str, start: str, dataset: str) -> StartRow:
     for row in stored.sweep(SWEEP).start_rows:
         if (row.group, row.start, row.dataset) == (group, start, dataset):
@@ -291,7 +285,7 @@ def _row(stored: StoredResults, group: str, start: str, dataset: str) -> StartRo
 
 
 def _head(stored: StoredResults, argument: str, name: str) -> HeadResult:
-    group, start, dataset, head = _parts(argument, 4, name)
+    group, start, dataset, head = argument_parts(argument, 4, name)
     row = _row(stored, group, start, dataset)
     if head not in row.heads:
         raise ValueError(f"{SWEEP}: group {group!r} has no head {head!r} for {start} on {dataset}")
@@ -305,7 +299,7 @@ def mean(stored: StoredResults, argument: str) -> str:
 
 def untuned(stored: StoredResults, argument: str) -> str:
     """``START/DATASET/HEAD``: the start itself (0 steps) under a head, x100."""
-    start, dataset, head = _parts(argument, 3, "pr-untuned")
+    start, dataset, head = argument_parts(argument, 3, "pr-untuned")
     row = next((r for r in stored.sweep(SWEEP).start_rows if (r.start, r.dataset) == (start, dataset)), None)
     if row is None or head not in row.untuned:
         raise ValueError(f"{SWEEP}: no untuned {head} score of {start} on {dataset!r}")
@@ -314,7 +308,7 @@ def untuned(stored: StoredResults, argument: str) -> str:
 
 def setting_gap(stored: StoredResults, argument: str) -> str:
     """``START/DATASET/HEAD``: the head's mean at scale 20 minus at its dev-chosen scale (x100)."""
-    start, dataset, head = _parts(argument, 3, "pr-setting-gap")
+    start, dataset, head = argument_parts(argument, 3, "pr-setting-gap")
     task = 0 if dataset in TASKS["code-search"] else 1
     fixed, chosen = (_row(stored, SETTINGS[s][task], start, dataset).heads[head] for s in SETTINGS)
     return f"{100 * (fixed.mean - chosen.mean):.1f}"
@@ -322,7 +316,7 @@ def setting_gap(stored: StoredResults, argument: str) -> str:
 
 def dev_margin(stored: StoredResults, argument: str) -> str:
     """``START/HEAD``: by how much (dev nDCG@10 x100) the chosen scale beat the runner-up on the dev split."""
-    start, head = _parts(argument, 2, "pr-dev-margin")
+    start, head = argument_parts(argument, 2, "pr-dev-margin")
     cell = next(
         c
         for c in stored.sweep(SWEEP).group("code-search-dev-scale")
@@ -377,7 +371,7 @@ def table_below(stored: StoredResults, argument: str) -> str:
 def below_by_start(stored: StoredResults, argument: str) -> str:
     """``SETTING/TASK``: the ▼ of the setting's table on the task's test sets, per start
     (``splade 4, minilm-dot 2, minilm 0``)."""
-    setting, task = _parts(argument, 2, "pr-below-by")
+    setting, task = argument_parts(argument, 2, "pr-below-by")
     rows = [r for r in ordered_rows(stored.sweep(SWEEP), SETTINGS[SETTING_KEYS[setting]]) if r.dataset in TASKS[task]]
     starts = dict.fromkeys(r.start for r in rows)
     return ", ".join(f"{s} {sum(len(r.marked('▼')) for r in rows if r.start == s)}" for s in starts)
@@ -413,7 +407,7 @@ def detectable_median(stored: StoredResults, argument: str) -> str:
 
 def predictor(stored: StoredResults, argument: str) -> str:
     """``SETTING/NAME`` (``scale20`` or ``dev``; a predictor, or ``majority``): right on k of n cases."""
-    setting, name = _parts(argument, 2, "pr-predictor")
+    setting, name = argument_parts(argument, 2, "pr-predictor")
     scores = predictor_scores(stored)[SETTING_KEYS[setting]]
     key = next(iter(scores)) if name == "majority" else name
     if key not in scores:
@@ -428,7 +422,7 @@ def untuned_d_max(stored: StoredResults, argument: str = "") -> str:
 
 
 def _start_comparisons(stored: StoredResults, argument: str, name: str) -> list:
-    group, start = _parts(argument, 2, name)
+    group, start = argument_parts(argument, 2, name)
     rows = [r for r in stored.sweep(SWEEP).start_rows if (r.group, r.start) == (group, start)]
     if not rows:
         raise ValueError(f"{SWEEP}: no rows of group {group!r} and start {start!r}")
@@ -486,7 +480,7 @@ def d_single_runs(stored: StoredResults, argument: str = "") -> str:
 
 
 def _document_cv(stored: StoredResults, argument: str, name: str, inside: bool) -> str:
-    start, head = _parts(argument, 2, name)
+    start, head = argument_parts(argument, 2, name)
     values = [
         float(diag["document_norm"]["cv"])
         for _, s, h, _, _, diag in _tested_rows(stored)
