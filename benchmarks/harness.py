@@ -196,7 +196,7 @@ def write_record(
 ) -> None:
     """A benchmark's figures as JSON, with what they belong to: the CPU and its bf16 units, the torch threads, the
     settings (``args`` less ``--output`` and the ``leave_out`` flags, machine-specific paths) and the
-    code state, so a table rendered from it (``clipmag_experiments.report.docs_speed``) names them.
+    code state, so a table rendered from it (``clipmag_experiments.manuals.speed``) names them.
     The code state is the one the benchmark started from (:func:`code_at_start`): benchmarks run one
     after another write their records into the tree, which must not count as a change of the code."""
     record = {

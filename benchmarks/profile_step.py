@@ -52,7 +52,7 @@ from clipmag.config.build import build_config
 from clipmag.runtime.distributed import init_distributed
 from clipmag.runtime.machine import bf16_units
 from clipmag.train.engine import Trainer
-from clipmag_experiments.report.docs_speed import KINDS as ORDER
+from clipmag_experiments.manuals.speed import KINDS as ORDER
 
 KINDS = (
     ("embedding grad", r"embedding_dense_backward|embedding_backward|index_put|_index_put_impl|index_add"),

@@ -104,7 +104,7 @@ def report_main(argv: Sequence[str]) -> Path | None:
         clipmag-report runs/paper_text --title "Heads on BEIR and BRIGHT" --allow-mixed
         clipmag-report docs --check"""
     if argv and argv[0] == "docs":
-        from clipmag_experiments.report.docs_sync import docs_main
+        from clipmag_experiments.manuals.sync import docs_main
 
         status = docs_main(argv[1:])
         if status:

@@ -12,7 +12,7 @@ import sys
 import pytest
 from text_fixtures import REPO
 
-from clipmag_experiments.report.docs_deploy import ann_scale_table
+from clipmag_experiments.manuals.deploy import ann_scale_table
 
 
 @pytest.mark.slow

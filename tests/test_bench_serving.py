@@ -15,7 +15,7 @@ import yaml
 from text_fixtures import REPO, write_tiny_bert
 
 from clipmag.scoring.heads import build_head
-from clipmag_experiments.report.docs_serving import ann_trained_table, serving_speed_table
+from clipmag_experiments.manuals.serving import ann_trained_table, serving_speed_table
 from text_retrieval.model.encoder import TextEncoder
 
 STORES = {"faiss": {"hnsw": [16], "ivf": [1, 64]}, "lancedb": {"IVF_FLAT": [None]}, "qdrant-local": {"exact": [None]}}

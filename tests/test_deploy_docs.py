@@ -9,10 +9,10 @@ import pytest
 from text_fixtures import REPO
 
 from clipmag.scoring.head_record import HeadRecord
-from clipmag_experiments.report.docs_deploy import BLOCKS, VALUES
-from clipmag_experiments.report.docs_serving import BLOCKS as SERVING_BLOCKS
-from clipmag_experiments.report.docs_serving import VALUES as SERVING_VALUES
-from clipmag_experiments.report.docs_sync import docs_main, stale_marks
+from clipmag_experiments.manuals.deploy import BLOCKS, VALUES
+from clipmag_experiments.manuals.serving import BLOCKS as SERVING_BLOCKS
+from clipmag_experiments.manuals.serving import VALUES as SERVING_VALUES
+from clipmag_experiments.manuals.sync import docs_main, stale_marks
 from clipmag_experiments.report.stored import StoredResults
 from text_retrieval.model.card import write_model_card
 from text_retrieval.model.serving_card import ENGINE_SETTINGS

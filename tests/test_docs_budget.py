@@ -13,9 +13,8 @@ import pytest
 from clipmag.errors import ConfigError
 from clipmag.results.record import build_results, write_results
 from clipmag.scoring.head_record import HeadRecord
-from clipmag_experiments.report import docs_budget_values
-from clipmag_experiments.report.docs_budget import BLOCKS, VALUES
-from clipmag_experiments.report.docs_sync import marks
+from clipmag_experiments.manuals.budget import BLOCKS, VALUES
+from clipmag_experiments.manuals.sync import marks
 from clipmag_experiments.report.stored import StoredResults
 
 BATCH = 64
@@ -86,7 +85,7 @@ def test_the_time_table_sums_each_groups_cells(stored):
 
 
 def test_the_prose_words_are_the_tables_marks_and_a_contradicting_sentence_is_stale(stored):
-    verdicts = docs_budget_values.VALUES
+    verdicts = VALUES
     assert verdicts["budget-verdicts"](stored, "stdlib/splade/dnorm") == "above, above, above"
     assert verdicts["budget-verdicts"](stored, "stdlib/splade/qnorm") == "not separated, not separated, not separated"
     assert verdicts["budget-verdict"](stored, "stdlib/splade/dnorm/middle") == "above"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from clipmag_experiments.report.docs_demo import BLOCKS, VALUES
+from clipmag_experiments.manuals.demo import BLOCKS, VALUES
 from clipmag_experiments.report.stored import StoredResults
 
 

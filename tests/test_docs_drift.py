@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from clipmag.errors import ConfigError
-from clipmag_experiments.report.docs_sync import (
+from clipmag_experiments.manuals.sync import (
     BLOCKS,
     VALUES,
     docs_main,

@@ -12,8 +12,7 @@ import pytest
 
 from clipmag.results.record import build_results, write_results
 from clipmag.scoring.head_record import HeadRecord
-from clipmag_experiments.report import docs_fair_fight as ff
-from clipmag_experiments.report import docs_fair_fight_values as ffv
+from clipmag_experiments.manuals import fair_fight as ff
 from clipmag_experiments.report.stored import StoredResults
 
 QUERIES = 60
@@ -77,14 +76,14 @@ def test_the_table_marks_dnorm_above_and_qnorm_level_under_the_whole_tables_holm
     assert "`code-search-25600` | 25,600" in table and "`code-search-2560` | 2,560" in table
     assert "▲†" in table and table.count("▲") == 2  # dnorm at both budgets, qnorm level
     assert "_Not run yet: `code-search-25600-learned`, `scifact-2560`._" in table
-    assert ffv.verdict(stored, "code-search-25600/pypi-test/splade/dnorm") == "above†"
-    assert ffv.verdict(stored, "code-search-25600/pypi-test/splade/qnorm") == "not separated"
-    assert ffv.difference(stored, "code-search-2560/pypi-test/splade/dnorm").startswith("+10.00 [")
-    assert ffv.survivors(stored) == "2 of 4"
-    assert ffv.verdicts(stored, "code-search-25600/splade/dnorm") == "above† on PyPI test"
-    tally = ffv.tally(stored, "code-search-2560")  # qnorm's twin scores leave nothing to detect but an MDE
+    assert ff.verdict(stored, "code-search-25600/pypi-test/splade/dnorm") == "above†"
+    assert ff.verdict(stored, "code-search-25600/pypi-test/splade/qnorm") == "not separated"
+    assert ff.difference(stored, "code-search-2560/pypi-test/splade/dnorm").startswith("+10.00 [")
+    assert ff.survivors(stored) == "2 of 4"
+    assert ff.verdicts(stored, "code-search-25600/splade/dnorm") == "above† on PyPI test"
+    tally = ff.tally(stored, "code-search-2560")  # qnorm's twin scores leave nothing to detect but an MDE
     assert tally.startswith("1 above†, 0 below† and 1 not separated (MDE ") and tally.endswith("), of 2")
-    whole = ffv.tally(stored)  # both budgets: dnorm above at each, qnorm level at each
+    whole = ff.tally(stored)  # both budgets: dnorm above at each, qnorm level at each
     assert whole.startswith("2 above†, 0 below† and 2 not separated (MDE ") and whole.endswith("), of 4")
 
 
@@ -92,7 +91,7 @@ def test_the_choices_name_each_grid_as_its_stored_cells_read_it_and_an_edge(stor
     table = ff.choices_table(stored)
     assert "| splade | qnorm | 2e-5 (2e-5, 6e-5, 2e-4) **edge** | 20 (5, 10, 20, 50) |" in table
     assert "| splade | cosine | 6e-5 (2e-5, 6e-5, 2e-4) | 20 (5, 10, 20, 50) |" in table
-    assert ffv.edges(stored) == "1 of 6"
+    assert ff.edges(stored) == "1 of 6"
 
 
 def test_the_curves_show_dev_at_every_step_and_test_at_each_budget(stored):
@@ -104,16 +103,16 @@ def test_the_curves_show_dev_at_every_step_and_test_at_each_budget(stored):
 
 def test_a_value_for_a_row_the_table_lacks_is_refused(stored):
     with pytest.raises(ValueError, match="no dnorm of splade on scifact in group 'scifact-2560'"):
-        ffv.verdict(stored, "scifact-2560/scifact/splade/dnorm")
+        ff.verdict(stored, "scifact-2560/scifact/splade/dnorm")
     with pytest.raises(ValueError, match="expected GROUP/DATASET/START/HEAD"):
-        ffv.verdict(stored, "code-search-2560/splade/dnorm")
+        ff.verdict(stored, "code-search-2560/splade/dnorm")
 
 
 def test_the_hours_sum_every_run_and_say_at_least_when_a_resume_hid_time(stored, tmp_path):
-    assert ffv.VALUES["ff-hours"](stored, "") == "0.4 hours"  # 39 runs of 36 s
+    assert ff.VALUES["ff-hours"](stored, "") == "0.4 hours"  # 39 runs of 36 s
     partial = {"train_seconds": 30.0, "test_seconds": 6.0, "train_seconds_partial": True}
     _cell(tmp_path, "code-search-2560", "cosine", 0, 40, timings=partial, variant=None)
-    assert ffv.VALUES["ff-hours"](StoredResults(tmp_path), "") == "at least 0.0 hours"
+    assert ff.VALUES["ff-hours"](StoredResults(tmp_path), "") == "at least 0.0 hours"
 
 
 def test_the_learned_arm_shows_where_each_heads_scale_went(tmp_path):
@@ -123,17 +122,17 @@ def test_the_learned_arm_shows_where_each_heads_scale_went(tmp_path):
 
 
 def test_the_marked_comparisons_mean_and_rate_are_read_from_the_table(stored):
-    assert ffv.marked(stored, "above") == (
+    assert ff.marked(stored, "above") == (
         "splade's dnorm on PyPI test in code-search-2560; splade's dnorm on PyPI test in code-search-25600"
     )
-    assert ffv.marked(stored, "above-row") == ffv.marked(stored, "above")
-    assert ffv.marked(stored, "below") == "none"
-    assert ffv.mean(stored, "code-search-25600/pypi-test/splade/cosine") == "50.10"  # seeds 0-2 average
-    assert ffv.rate(stored, "splade/qnorm") == "2e-5" and ffv.rate(stored, "splade/dnorm") == "6e-5"
+    assert ff.marked(stored, "above-row") == ff.marked(stored, "above")
+    assert ff.marked(stored, "below") == "none"
+    assert ff.mean(stored, "code-search-25600/pypi-test/splade/cosine") == "50.10"  # seeds 0-2 average
+    assert ff.rate(stored, "splade/qnorm") == "2e-5" and ff.rate(stored, "splade/dnorm") == "6e-5"
     with pytest.raises(ValueError, match="expected above, below, above-row or below-row"):
-        ffv.marked(stored, "higher")
+        ff.marked(stored, "higher")
     with pytest.raises(ValueError, match="no dev choice for dnorm of minilm-dot"):
-        ffv.rate(stored, "minilm-dot/dnorm")
+        ff.rate(stored, "minilm-dot/dnorm")
 
 
 def test_the_stored_fight_puts_no_head_above_cosine_on_distinct_code_pairs():
@@ -141,5 +140,5 @@ def test_the_stored_fight_puts_no_head_above_cosine_on_distinct_code_pairs():
     under Holm within the row; this fails if a stored ▲ in a code-search group says otherwise."""
     stored = StoredResults(Path(__file__).resolve().parents[1] / "results")
     code_search = tuple(f" in {group}" for group in ff.GROUPS if group.startswith("code-search"))
-    above = ffv.marked(stored, "above-row").split("; ")
+    above = ff.marked(stored, "above-row").split("; ")
     assert not [a for a in above if a.endswith(code_search)], above

@@ -15,8 +15,8 @@ from conftest import REPO, run_python
 
 from clipmag.errors import ConfigError
 from clipmag.results.provenance import describe_code
-from clipmag_experiments.report.docs_speed import BLOCKS
-from clipmag_experiments.report.docs_sync import render_text
+from clipmag_experiments.manuals.speed import BLOCKS
+from clipmag_experiments.manuals.sync import render_text
 from clipmag_experiments.report.stored import StoredResults
 
 BENCHMARKS = REPO / "benchmarks"

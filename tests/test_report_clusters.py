@@ -12,7 +12,7 @@ import pytest
 from clipmag.errors import ConfigError
 from clipmag.results.marks import family_mark, verdict
 from clipmag.results.significance import holm
-from clipmag_experiments.report import docs_clip
+from clipmag_experiments.manuals import clip
 from clipmag_experiments.report.collect import caption_clusters, find_cells
 from clipmag_experiments.report.stored import StoredResults
 
@@ -80,17 +80,17 @@ def test_the_clip_table_tests_captions_over_images_and_its_words_are_its_marks(t
     """Cosine and qnorm of the stored symmetric-InfoNCE group: text -> image compared over the 1,000
     images, image -> text over the 1,000 image queries; the prose's words are the row marks, and Holm
     over the whole table stands beside them."""
-    group = tmp_path / "results" / docs_clip.SWEEPS["clip"] / "infonce-sym" / "default"
+    group = tmp_path / "results" / clip.SWEEPS["clip"] / "infonce-sym" / "default"
     for head in ("cosine", "qnorm"):
         shutil.copytree(STORED.parents[1] / head, group / head)
     stored = StoredResults(tmp_path / "results")
-    rows = docs_clip.tested_table(stored, docs_clip.SWEEPS["clip"])
+    rows = clip.tested_table(stored, clip.SWEEPS["clip"])
     table = {row.metric: row.cells["qnorm"].comparison for row in rows}
     assert table["t2i_r1_head"].n_units == 1000 and table["t2i_r1_head"].n_queries == 5000
     assert table["i2t_r1_head"].n_units is None  # an image query is its own unit
     for metric in ("i2t_r1_head", "t2i_r1_head"):
         words = verdict(table[metric]) + family_mark(table[metric])  # † where the whole table's Holm keeps it
-        assert docs_clip.VALUES["clip-verdict"](stored, f"infonce-sym/{metric}/qnorm") == words
+        assert clip.VALUES["clip-verdict"](stored, f"infonce-sym/{metric}/qnorm") == words
     tested = [c for c in table.values() if c is not None]
-    assert docs_clip.VALUES["clip-tests"](stored, "") == str(len(tested))
+    assert clip.VALUES["clip-tests"](stored, "") == str(len(tested))
     assert [c.p_family for c in tested] == holm([c.p for c in tested])

@@ -11,7 +11,7 @@ from text_fixtures import TINY_SIZES, minilm_path, tiny_train_args, write_code_s
 
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 from clipmag.runtime.machine import cpu_name
-from clipmag_experiments.report.docs_reruns import BLOCKS, cell_label
+from clipmag_experiments.manuals.reruns import BLOCKS, cell_label
 from clipmag_experiments.report.stored import StoredResults
 from clipmag_experiments.sweep import run as sweep
 from clipmag_experiments.sweep.rerun import rerun_cell, rerun_main

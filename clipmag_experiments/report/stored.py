@@ -1,6 +1,6 @@
 """The stored sweep folders under a results root (``results/``), read once per process.
 
-The manuals' renderers (:mod:`clipmag_experiments.report.docs_sync`) ask for the same sweep many
+The manuals' renderers (:mod:`clipmag_experiments.manuals.sync`) ask for the same sweep many
 times - a table, then the numbers in the prose around it - and its query-level tests take seconds,
 so the cells, the starting-point rows and the code state of each sweep are computed on first use
 and kept.

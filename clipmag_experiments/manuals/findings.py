@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from clipmag.results.marks import family_tally
 from clipmag.results.significance import Comparison
 from clipmag_experiments.design.protocol import read_protocol
-from clipmag_experiments.report import docs_budget, docs_fair_fight, docs_positive_values
+from clipmag_experiments.manuals import budget, fair_fight, positive_regime
 from clipmag_experiments.report.stored import StoredResults
 
 __all__ = ["BLOCKS", "PENDING", "Pending", "Question", "QUESTIONS"]
@@ -35,39 +35,39 @@ class Question:
 
 
 def _budget(stored: StoredResults) -> list[Comparison]:
-    rows = docs_budget.table_rows(stored.sweep(docs_budget.SWEEP))
-    heads = [r.heads[h] for r, _ in rows for h in docs_budget.HEADS[1:] if h in r.heads]
+    rows = budget.table_rows(stored.sweep(budget.SWEEP))
+    heads = [r.heads[h] for r, _ in rows for h in budget.HEADS[1:] if h in r.heads]
     return [h.comparison for h in heads if h.comparison is not None]
 
 
 def _positive(stored: StoredResults) -> list[Comparison]:
-    return [c for _, _, c in docs_positive_values.table_holm(stored, "scale20")]
+    return [c for _, _, c in positive_regime.table_holm(stored, "scale20")]
 
 
 def _fair_fight(stored: StoredResults) -> list[Comparison]:
-    rows = docs_fair_fight.table_rows(stored.sweep(docs_fair_fight.SWEEP))
-    return [h.comparison for h in docs_fair_fight.compared(rows)]
+    rows = fair_fight.table_rows(stored.sweep(fair_fight.SWEEP))
+    return [h.comparison for h in fair_fight.compared(rows)]
 
 
 QUESTIONS = (
     Question(
         "Does more training data let a magnitude head overtake cosine?",
         "qnorm and dnorm against cosine, SPLADE and MiniLM starts, 3 budgets, repeated pairs",
-        docs_budget.SWEEP,
+        budget.SWEEP,
         _budget,
         "docs/experiments.md#the-budget-sweep-is-the-null-a-budget-artefact",
     ),
     Question(
         "From which start does magnitude help?",
         "dot, qnorm, dnorm, learnable against cosine from three starts, scale 20, code search and SciFact",
-        docs_positive_values.SWEEP,
+        positive_regime.SWEEP,
         _positive,
         "docs/experiments.md#where-magnitude-helps-the-positive-regime-sweep",
     ),
     Question(
         "Does a magnitude head beat a cosine tuned alike, on pairs never repeated?",
         "qnorm, dnorm against cosine from two dot-pretrained starts, 2,560 and 25,600 distinct pairs",
-        docs_fair_fight.SWEEP,
+        fair_fight.SWEEP,
         _fair_fight,
         "docs/experiments.md#the-fair-fight-every-head-selected-alike-no-pair-seen-twice",
     ),

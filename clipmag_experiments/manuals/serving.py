@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from clipmag.results.provenance import describe_code
-from clipmag_experiments.report.docs_deploy import benchmark_record, smallest_setting
+from clipmag_experiments.manuals.deploy import benchmark_record, smallest_setting
 from clipmag_experiments.report.stored import StoredResults
 
 __all__ = ["BLOCKS", "VALUES", "ann_trained_table", "serving_speed_table"]

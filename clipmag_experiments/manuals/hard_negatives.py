@@ -16,6 +16,7 @@ import numpy as np
 
 from clipmag.results.marks import difference_text, mark
 from clipmag.results.significance import Comparison, compare_with_baseline
+from clipmag_experiments.manuals.arguments import argument_parts
 from clipmag_experiments.report.stored import StoredResults, runs_value
 
 __all__ = ["BLOCKS", "VALUES"]
@@ -101,28 +102,21 @@ def hard_vs_more(stored: StoredResults) -> str:
     return "\n".join(lines)
 
 
-def _parts(argument: str, count: int, name: str) -> list[str]:
-    parts = argument.split("/")
-    if len(parts) != count:
-        raise ValueError(f"value {name}: expected {count} parts separated by '/', got {argument!r}")
-    return parts
-
-
 def mean(stored: StoredResults, argument: str) -> str:
     """``DATASET/VARIANT``: nDCG@10 x100, mean over seeds."""
-    dataset, variant = _parts(argument, 2, "hn-mean")
+    dataset, variant = argument_parts(argument, 2, "hn-mean")
     return f"{100 * _mean(_systems(stored)[dataset][variant]):.2f}"
 
 
 def difference(stored: StoredResults, argument: str) -> str:
     """``DATASET/VARIANT/BASELINE``: the mean per-query difference x100 (one test, no family)."""
-    dataset, variant, baseline = _parts(argument, 3, "hn-difference")
+    dataset, variant, baseline = argument_parts(argument, 3, "hn-difference")
     return f"{100 * _compare(stored, dataset, (variant,), baseline)[variant].difference:+.2f}"
 
 
 def random_share(stored: StoredResults, argument: str) -> str:
     """``DATASET/HEAD``: the share of the mined gain that random negatives from the same pool also give."""
-    dataset, head = _parts(argument, 2, "hn-random-share")
+    dataset, head = argument_parts(argument, 2, "hn-random-share")
     systems = _systems(stored)[dataset]
     plain = _mean(systems[head])
     return f"{(_mean(systems[f'{head}-random']) - plain) / (_mean(systems[f'{head}-mined']) - plain):.0%}"

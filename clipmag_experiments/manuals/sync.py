@@ -8,8 +8,10 @@ docs/*.md mark every table of stored results as a block, rendered whole::
     <!-- /results:positive-regime -->
 
 and every number in the prose as an inline value, ``<!-- value:hn-mean:scifact/cosine -->60.04<!-- /value -->``
-(a value's name may carry an argument after a colon). Each name is a renderer below, which reads
-the stored sweep folders under the results root (``results/``, :mod:`clipmag_experiments.report.stored`).
+(a value's name may carry an argument after a colon). Each name is a renderer of one sweep's or
+topic's module of this room, which registers it in its ``BLOCKS`` or ``VALUES``; this module gathers
+them and reads the stored sweep folders under the results root (``results/``,
+:mod:`clipmag_experiments.report.stored`).
 
 ``clipmag-report docs`` re-renders every mark of the manuals in place; with ``--check`` it changes
 nothing and exits 1 naming each mark whose text is not what the results give
@@ -25,23 +27,20 @@ from pathlib import Path
 
 from clipmag.config.command_line import field_flags, parse_cli
 from clipmag.errors import ConfigError
-from clipmag_experiments.report import (
-    docs_budget,
-    docs_budget_values,
-    docs_clip,
-    docs_compression_values,
-    docs_demo,
-    docs_deploy,
-    docs_fair_fight,
-    docs_fair_fight_values,
-    docs_findings,
-    docs_hard_negatives,
-    docs_plan,
-    docs_positive,
-    docs_positive_values,
-    docs_reruns,
-    docs_serving,
-    docs_speed,
+from clipmag_experiments.manuals import (
+    budget,
+    clip,
+    compression,
+    demo,
+    deploy,
+    fair_fight,
+    findings,
+    hard_negatives,
+    plan,
+    positive_regime,
+    reruns,
+    serving,
+    speed,
 )
 from clipmag_experiments.report.stored import StoredResults
 
@@ -58,32 +57,31 @@ __all__ = [
 ]
 
 BLOCKS: dict[str, Callable[[StoredResults], str]] = {
-    **docs_positive.BLOCKS,
-    **docs_hard_negatives.BLOCKS,
-    **docs_speed.BLOCKS,
-    **docs_budget.BLOCKS,
-    **docs_reruns.BLOCKS,
-    **docs_deploy.BLOCKS,
-    **docs_serving.BLOCKS,
-    **docs_clip.BLOCKS,
-    **docs_demo.BLOCKS,
-    **docs_fair_fight.BLOCKS,
-    **docs_findings.BLOCKS,
-    **docs_plan.BLOCKS,
+    **positive_regime.BLOCKS,
+    **hard_negatives.BLOCKS,
+    **speed.BLOCKS,
+    **budget.BLOCKS,
+    **reruns.BLOCKS,
+    **deploy.BLOCKS,
+    **serving.BLOCKS,
+    **clip.BLOCKS,
+    **demo.BLOCKS,
+    **fair_fight.BLOCKS,
+    **findings.BLOCKS,
+    **plan.BLOCKS,
 }
 VALUES: dict[str, Callable[[StoredResults, str], str]] = {
-    **docs_positive_values.VALUES,
-    **docs_hard_negatives.VALUES,
-    **docs_budget.VALUES,
-    **docs_budget_values.VALUES,
-    **docs_clip.VALUES,
-    **docs_demo.VALUES,
-    **docs_fair_fight_values.VALUES,
-    **docs_speed.VALUES,
-    **docs_deploy.VALUES,
-    **docs_serving.VALUES,
-    **docs_compression_values.VALUES,
-    **docs_plan.VALUES,
+    **positive_regime.VALUES,
+    **hard_negatives.VALUES,
+    **budget.VALUES,
+    **clip.VALUES,
+    **demo.VALUES,
+    **fair_fight.VALUES,
+    **speed.VALUES,
+    **deploy.VALUES,
+    **serving.VALUES,
+    **compression.VALUES,
+    **plan.VALUES,
 }
 
 _NAME = r"[\w-]+"
