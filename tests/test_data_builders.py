@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, script_env
 
+from clipmag.storage.folder_lock import LOCK_FILE
 from clipmag_experiments.dry_run.standin_training_sets import msmarco_schema
 from text_retrieval.data import download
 from text_retrieval.data.loaders.beir import load_beir
@@ -89,7 +90,12 @@ def _build_80k(source: Path, out: Path, seed: int = 0, *extra: str) -> dict:
 
 
 def _files(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+    """A folder's content: every file but the empty lock a shard build leaves (clipmag.storage.folder_lock)."""
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != LOCK_FILE
+    }
 
 
 def test_msmarco80k_selection_rule_and_counts(msmarco_source, tmp_path):

@@ -271,8 +271,8 @@ def test_a_value_torch_or_numpy_would_refuse_later_is_refused_naming_its_key(nam
 
 
 def test_the_clip_trainers_bundled_seed_is_a_seed():
-    with pytest.raises(ConfigError, match=r"key 'data.bundled_seed' expects int >= 0 and <= 4294967295, got -1"):
-        TOOLS["clipmag-train-clip"].parse(["data.bundled_seed=-1"])
+    with pytest.raises(ConfigError, match=r"key 'data.bundled.seed' expects int >= 0 and <= 4294967295, got -1"):
+        TOOLS["clipmag-train-clip"].parse(["data.bundled.seed=-1"])
 
 
 @pytest.mark.parametrize("name", ["clipmag-train-text", "clipmag-train-clip"])
