@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from clipmag.results.marks import family_tally
+from clipmag.results.record import RESULTS_FILE
 from clipmag.results.significance import Comparison
 from clipmag_experiments.design.protocol import read_protocol
 from clipmag_experiments.manuals import budget, fair_fight, positive_regime
@@ -86,8 +87,11 @@ class Pending:
     group: str
 
     def answered(self, stored: StoredResults) -> bool:
+        """Whether the results folder holds a finished cell of the protocol's compared group: a sweep
+        archived over several sittings is still pending while only its earlier groups are stored."""
         starts = read_protocol(stored.root / self.folder)
-        return any(g.get("name") == self.group for s in starts for g in s.get("config", {}).get("groups", []))
+        named = any(g.get("name") == self.group for s in starts for g in s.get("config", {}).get("groups", []))
+        return named and any((stored.root / self.folder / self.group).glob(f"*/*/*/{RESULTS_FILE}"))
 
 
 PENDING = (
