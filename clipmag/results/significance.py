@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
+from clipmag.results.clusters import cluster_sums
 from clipmag.results.family import MOST_DRAWS, MOST_REPLICATES, Resolved, holm, resolved_holm
 from clipmag.results.randomisation import FIRST_DRAWS, PValue, sign_flip
 from clipmag.results.two_level import FIRST_REPLICATES, TwoLevel, two_level_bootstrap
@@ -86,21 +87,6 @@ def mcnemar_p(a: Sequence[float], b: Sequence[float]) -> float:
     if only_a + only_b == 0:
         return 1.0
     return float(stats.binomtest(only_a, only_a + only_b, 0.5).pvalue)
-
-
-def cluster_sums(differences: Sequence[float], clusters: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
-    """Each cluster's summed difference and its number of queries, clusters in order of first sight.
-
-    A cluster's queries move together, so the cluster is what the tests treat as independent: its
-    sum is what a sign flip flips and what the bootstrap resamples (with its size, so the resampled
-    statistic stays the mean over queries)."""
-    d = np.asarray(differences, dtype=float)
-    labels = list(clusters)
-    if len(labels) != d.size:
-        raise ValueError(f"paired test: {len(labels)} cluster labels for {d.size} differences; give one per query")
-    index = {label: i for i, label in enumerate(dict.fromkeys(labels))}
-    inverse = np.array([index[label] for label in labels], dtype=int)
-    return np.bincount(inverse, weights=d, minlength=len(index)), np.bincount(inverse, minlength=len(index))
 
 
 def _clustered(clusters: Sequence[Hashable] | None) -> bool:

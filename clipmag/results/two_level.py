@@ -26,6 +26,7 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
+from clipmag.results.clusters import cluster_sums
 from clipmag.results.randomisation import PValue
 
 __all__ = ["FIRST_REPLICATES", "TwoLevel", "two_level_bootstrap"]
@@ -53,16 +54,10 @@ class TwoLevel:
         if d.ndim != 2 or d.shape[0] < 2 or d.shape[1] < 1:
             raise ValueError(f"two-level bootstrap: need seeds x queries with 2+ seeds, got shape {d.shape}")
         labels = list(clusters) if clusters is not None else list(range(d.shape[1]))
-        index = {label: i for i, label in enumerate(dict.fromkeys(labels))}
-        inverse = np.array([index[label] for label in labels], dtype=int)
-        self.sums = np.stack([np.bincount(inverse, weights=row, minlength=len(index)) for row in d])  # S x G
-        self.sizes = np.bincount(inverse, minlength=len(index)).astype(float)
+        self.sums = np.stack([cluster_sums(row, labels)[0] for row in d])  # seeds x clusters
+        self.sizes = cluster_sums(d[0], labels)[1].astype(float)
         self.estimate = float(d.mean())
         self._deviations = np.empty(0)
-
-    @property
-    def seeds(self) -> int:
-        return int(self.sums.shape[0])
 
     def deviations(self, replicates: int) -> np.ndarray:
         """The first ``replicates`` bootstrap estimates minus the estimate (the same first ones for
