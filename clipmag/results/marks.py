@@ -82,17 +82,22 @@ def p_text(p: float, name: str = "p") -> str:
     return f"{name}<0.001" if p < 0.001 else f"{name}={p:.3f}"
 
 
-def family_tally(comparisons: list[Comparison]) -> str:
+def family_tally(comparisons: list[Comparison], words: tuple[str, str, str] = ("above", "below", "equivalent")) -> str:
     """How a family's comparisons came out under its correction, with the smallest and largest MDE
     at the family's level of those it left open: ``1 above†, 0 below†, 2 equivalent≈ and 9
-    undecided (MDE 1.20-3.40), of 12``; without a margin the open ones are ``not separated``."""
+    undecided (MDE 1.20-3.40), of 12``; without a margin the open ones are ``not separated``.
+    ``words``: what above, below and equivalent are called (a head's change from its start reads
+    ``rose``, ``fell``, ``held``)."""
+    above_word, below_word, equivalent_word = words
     above = sum(1 for c in comparisons if c.family_significant and c.difference > 0)
     below = sum(1 for c in comparisons if c.family_significant and c.difference <= 0)
     equivalent = sum(1 for c in comparisons if c.family_equivalent)
     rest = [c for c in comparisons if not c.family_significant and not c.family_equivalent]
     mdes = sorted(100 * (c.detectable_family if c.detectable_family is not None else c.detectable) for c in rest)
     margin = any(c.margin is not None for c in comparisons)
-    parts = [f"{above} above†", f"{below} below†"] + ([f"{equivalent} equivalent≈"] if margin else [])
+    parts = [f"{above} {above_word}†", f"{below} {below_word}†"] + (
+        [f"{equivalent} {equivalent_word}≈"] if margin else []
+    )
     open_word = "undecided" if margin else "not separated"
     tail = f"{len(rest)} {open_word}" + (f" (MDE {mdes[0]:.2f}-{mdes[-1]:.2f})" if mdes else "")
     return f"{', '.join(parts)} and {tail}, of {len(comparisons)}"

@@ -25,7 +25,8 @@ cluster-robust standard error (:func:`cluster_sums`).
 * The effect is the mean per-query difference with a 95% percentile-bootstrap interval over
   queries, or over clusters where queries share a target (``scipy.stats.bootstrap``, seeded), and
   the seed-aware test's own interval beside it.
-* A claim about a whole table rests on all of its tests at once: :func:`with_family_holm` adds
+* A claim about a whole table rests on all of its tests at once:
+  :func:`~clipmag.results.family.with_family_holm` (re-exported here) adds
   Holm's correction over every comparison given (``p_family``), beside the per-row one, the MDE at
   that level, and, with the protocol's margin, the equivalence tests that let "no difference" be
   read as "level within the margin".
@@ -33,22 +34,23 @@ cluster-robust standard error (:func:`cluster_sums`).
   with 80% power at the level of its mark (:func:`detectable_difference`), so a reader sees how
   large a gain could have hidden in a comparison that found none.
 
-How a comparison is written in the tables and the manuals (marks, verdicts, p-values) is
-:mod:`clipmag.results.marks`. scipy is imported by the functions that test, so the commands that
-only name the tests (a sweep's ``--help``) start without it.
+The record of one comparison and its evidence is :mod:`clipmag.results.comparison`; how it is
+written in the tables and the manuals (marks, verdicts, p-values) is :mod:`clipmag.results.marks`.
+scipy is imported by the functions that test, so the commands that only name the tests (a sweep's
+``--help``) start without it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 
 from clipmag.results.clusters import cluster_sums
-from clipmag.results.family import MOST_DRAWS, MOST_REPLICATES, Resolved, holm, resolved_holm
-from clipmag.results.randomisation import FIRST_DRAWS, PValue, sign_flip
-from clipmag.results.two_level import FIRST_REPLICATES, TwoLevel, two_level_bootstrap
+from clipmag.results.comparison import ALPHA, POWER, Comparison, Evidence, mde_z
+from clipmag.results.family import MOST_REPLICATES, Resolved, holm, resolved_holm, with_family_holm
+from clipmag.results.randomisation import sign_flip
+from clipmag.results.two_level import FIRST_REPLICATES, two_level_bootstrap
 
 __all__ = [
     "ALPHA",
@@ -67,8 +69,6 @@ __all__ = [
     "with_family_holm",
 ]
 
-ALPHA = 0.05
-POWER = 0.8
 BOOTSTRAP_RESAMPLES = 10_000
 SEED = 0
 # one system's scores: seed -> query id -> score
@@ -160,12 +160,6 @@ def _bootstrap_interval(d: np.ndarray, clusters: Sequence[Hashable] | None = Non
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
-def _mde_z(family: int) -> float:
-    from scipy import stats
-
-    return float(stats.norm.ppf(1 - ALPHA / (2 * max(1, family))) + stats.norm.ppf(POWER))
-
-
 def standard_error(differences: Sequence[float], clusters: Sequence[Hashable] | None = None) -> float:
     """The standard error of the mean difference the query-level test sees: ``sd / sqrt(n)``, or the
     cluster-robust ``sqrt(G / (G - 1) * sum((S_g - n_g * mean)^2)) / n`` where ``G`` clusters of
@@ -195,103 +189,7 @@ def detectable_difference(
     ``family`` comparisons one true difference among nulls is found only when its p passes the
     first step, ``ALPHA / family``, so that level decides the power: the MDE beside a mark is the
     one at the level the mark is drawn at (the row's, or the whole table's beside a dagger)."""
-    return _mde_z(family) * standard_error(differences, clusters)
-
-
-class Evidence:
-    """What a comparison's tests read, kept so a family can ask for more draws: the units' summed
-    seed-averaged differences (queries, or clusters), their sizes, and the seed x query replicates.
-
-    Each p is computed once per number of draws (and margin): the manuals' renderers put one table
-    under its family's correction many times, and the same draws give the same p."""
-
-    def __init__(self, units: np.ndarray, sizes: np.ndarray, two_level: TwoLevel | None) -> None:
-        self.units, self.sizes, self.two_level = units, sizes, two_level
-        self._known: dict[tuple, PValue | None] = {}
-
-    def _once(self, key: tuple, compute: Callable[[], PValue | None]) -> PValue | None:
-        if key not in self._known:
-            self._known[key] = compute()
-        return self._known[key]
-
-    def query_p(self, draws: int = FIRST_DRAWS) -> PValue:
-        return self._once(("query", draws), lambda: sign_flip(self.units, draws=draws))  # type: ignore[return-value]
-
-    def query_equivalence_p(self, margin: float, draws: int = FIRST_DRAWS) -> PValue:
-        """Two one-sided sign-flip tests: the difference is below ``+margin`` and above ``-margin``."""
-
-        def both() -> PValue:
-            below = sign_flip(self.units - margin * self.sizes, "less", draws)
-            above = sign_flip(self.units + margin * self.sizes, "greater", draws)
-            return max(below, above, key=lambda v: v.p)
-
-        return self._once(("query-equivalence", margin, draws), both)  # type: ignore[return-value]
-
-    def two_level_p(self, draws: int = FIRST_REPLICATES) -> PValue | None:
-        if self.two_level is None:
-            return None
-        return self._once(("two-level", draws), lambda: self.two_level.p(draws))  # type: ignore[union-attr]
-
-    def two_level_equivalence_p(self, margin: float, draws: int = FIRST_REPLICATES) -> PValue | None:
-        if self.two_level is None:
-            return None
-        sides = [self.two_level.p(draws, margin, side) for side in ("below", "above")]
-        return max(sides, key=lambda v: v.p)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One head against the baseline on one test set: effect, tests and the mark they earn."""
-
-    n_queries: int
-    n_seeds: int
-    difference: float  # mean over queries of (head - baseline), seeds averaged
-    ci_low: float
-    ci_high: float
-    p: float  # the query-level test, uncorrected
-    p_holm: float  # corrected over the heads compared with the same baseline
-    p_seeds: float | None  # the paper's paired t-test over seed means
-    detectable: float = float("nan")  # the smallest difference found with 80% power (detectable_difference)
-    n_units: int | None = None  # the clusters the test flipped, where queries share a target; None: the queries
-    p_family: float | None = None  # Holm over every comparison a claim rests on (with_family_holm)
-    se: float = float("nan")  # the query-level standard error of the difference (standard_error)
-    p_draws: int = 0  # the query-level p's Monte Carlo draws (0: exact) and its Monte Carlo error
-    p_error: float = 0.0
-    p_two_level: float | None = None  # the seed-aware test (two_level): seeds and queries resampled
-    p_two_level_holm: float | None = None
-    p_two_level_family: float | None = None
-    two_level_low: float | None = None  # its 95% interval of the difference
-    two_level_high: float | None = None
-    detectable_family: float | None = None  # the MDE at the family's Holm level (beside p_family)
-    margin: float | None = None  # the equivalence margin the family was tested with
-    p_equivalent_family: float | None = None  # two one-sided tests within the margin, Holm over the family
-    p_equivalent_two_level_family: float | None = None
-    unresolved: bool = False  # a family mark the Monte Carlo error left open at MOST_DRAWS
-    evidence: Evidence | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def significant(self) -> bool:
-        """The row's mark: the query-level test and, with 2+ seeds, the seed-aware one, each under
-        the row's Holm."""
-        return self.p_holm < ALPHA and (self.p_two_level_holm is None or self.p_two_level_holm < ALPHA)
-
-    @property
-    def family_significant(self) -> bool:
-        """The whole family's mark (†): both tests under the family's Holm, and decided."""
-        if self.p_family is None or self.unresolved:
-            return False
-        return self.p_family < ALPHA and (self.p_two_level_family is None or self.p_two_level_family < ALPHA)
-
-    @property
-    def family_equivalent(self) -> bool:
-        """Equivalent within ``margin``: both two-one-sided tests under the family's Holm."""
-        if self.p_equivalent_family is None or self.unresolved:
-            return False
-        both = self.p_equivalent_two_level_family
-        return self.p_equivalent_family < ALPHA and (both is None or both < ALPHA)
-
-    def to_dict(self) -> dict[str, float | int | None]:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "evidence"}
+    return mde_z(family) * standard_error(differences, clusters)
 
 
 def _seed_means(system: PerQuery, seeds: Sequence[int], queries: Sequence[str]) -> dict[int, float]:
@@ -364,102 +262,12 @@ def compare_with_baseline(
             p_draws=value.draws,
             p_error=value.error,
             p_two_level=two_level.values[i].p if two_level else None,
+            p_two_level_replicates=two_level.values[i].draws if two_level else 0,
+            p_two_level_error=two_level.values[i].error if two_level else 0.0,
             p_two_level_holm=two_level.adjusted[i] if two_level else None,
             two_level_low=tl_interval[0],
             two_level_high=tl_interval[1],
             unresolved=not query.decided[i] or (two_level is not None and not two_level.decided[i]),
             evidence=evidence,
-        )
-    return out
-
-
-def _stored_or(evidence_test: Callable[[Evidence], PValue | None], stored: Callable[[Comparison], PValue | None]):
-    """A family's test read from the evidence where a comparison carries it (it can then be
-    resolved with more draws), else from the stored values (read back from a results file)."""
-
-    def first(c: Comparison) -> PValue | None:
-        return evidence_test(c.evidence) if c.evidence is not None else stored(c)
-
-    return first
-
-
-def _family(
-    comparisons: Sequence[Comparison],
-    first: Callable[[Comparison], PValue | None],
-    more: Callable[[Evidence, int], PValue | None],
-    most: int = MOST_DRAWS,
-) -> tuple[list[float | None], list[bool]]:
-    """One test over every comparison that has it, resolved under the family's Holm: its adjusted
-    p per comparison (None where the comparison has no such test) and whether each mark is decided."""
-    tested = [(i, c, value) for i, c in enumerate(comparisons) if (value := first(c)) is not None]
-    adjusted: list[float | None] = [None] * len(comparisons)
-    decided = [True] * len(comparisons)
-    if not tested:
-        return adjusted, decided
-    resolved = resolved_holm(
-        [value for _, _, value in tested],
-        [(lambda draws, e=c.evidence: more(e, draws)) if c.evidence is not None else None for _, c, _ in tested],
-        ALPHA,
-        most,
-    )
-    for (i, _, _), p, ok in zip(tested, resolved.adjusted, resolved.decided):
-        adjusted[i], decided[i] = p, ok
-    return adjusted, decided
-
-
-def _stored_query_p(c: Comparison) -> PValue:
-    return PValue(c.p, c.p_draws, c.p_error)
-
-
-def _stored_two_level_p(c: Comparison) -> PValue | None:
-    return None if c.p_two_level is None else PValue(c.p_two_level, FIRST_REPLICATES, 0.0)
-
-
-def with_family_holm(comparisons: Sequence[Comparison], margin: float | None = None) -> list[Comparison]:
-    """The same comparisons, each with ``p_family``: Holm's correction over all of them, for the
-    query-level and the seed-aware test alike, each p resolved at the family's level
-    (:mod:`clipmag.results.family`), and the MDE at that level (``detectable_family``).
-
-    The per-row correction guards a sentence about one row; a sentence about a whole table needs
-    the correction over the whole table. With ``margin`` (the protocol's equivalence margin, on the
-    metric's scale), each comparison is also tested for equivalence: two one-sided tests that the
-    difference lies within ``±margin``, query-level and seed-aware, under the family's Holm, so a
-    comparison reads above, below, equivalent within the margin, or undecided."""
-    if not comparisons:
-        return []
-    query, query_ok = _family(comparisons, _stored_or(Evidence.query_p, _stored_query_p), Evidence.query_p)
-    two, two_ok = _family(
-        comparisons, _stored_or(Evidence.two_level_p, _stored_two_level_p), Evidence.two_level_p, MOST_REPLICATES
-    )
-    none: list[float | None] = [None] * len(comparisons)
-    equivalent, equivalent_ok = none, [True] * len(comparisons)
-    equivalent_two, equivalent_two_ok = none, [True] * len(comparisons)
-    if margin is not None:
-        equivalent, equivalent_ok = _family(
-            comparisons,
-            _stored_or(lambda e: e.query_equivalence_p(margin), lambda c: None),
-            lambda e, n: e.query_equivalence_p(margin, n),
-        )
-        equivalent_two, equivalent_two_ok = _family(
-            comparisons,
-            _stored_or(lambda e: e.two_level_equivalence_p(margin), lambda c: None),
-            lambda e, n: e.two_level_equivalence_p(margin, n),
-            MOST_REPLICATES,
-        )
-    z = _mde_z(len(comparisons))
-    out = []
-    for i, c in enumerate(comparisons):
-        decided = query_ok[i] and two_ok[i] and equivalent_ok[i] and equivalent_two_ok[i]
-        out.append(
-            replace(
-                c,
-                p_family=query[i],
-                p_two_level_family=two[i],
-                detectable_family=z * c.se if np.isfinite(c.se) else None,
-                margin=margin,
-                p_equivalent_family=equivalent[i],
-                p_equivalent_two_level_family=equivalent_two[i],
-                unresolved=c.unresolved or not decided,
-            )
         )
     return out
