@@ -97,3 +97,24 @@ def test_a_sweep_goes_on_from_an_earlier_sittings_archive(toy_sweep, tmp_path, c
     caplog.clear()
     sweep.run_sweep(dataclasses.replace(cfg, restore_from=str(tmp_path / "nowhere")))  # the first sitting
     assert "no archive there yet" in caplog.text
+
+
+def test_an_archived_cell_that_ran_with_other_arguments_is_not_restored(toy_sweep, tmp_path, caplog):
+    """The archive is another sitting's, or another sweep's with cells at the same places: a cell is
+    restored only if it ran with this cell's arguments (an amended protocol's cell runs again)."""
+    import dataclasses
+    import shutil
+
+    from clipmag_experiments.sweep.archive import archive_results
+
+    cfg, _ = toy_sweep
+    archive = tmp_path / "archive"
+    archive_results(cfg.output_dir, archive)
+    shutil.rmtree(cfg.output_dir)
+    group = dataclasses.replace(cfg.groups[0], args=["loss.scale=5.0"])
+    amended = dataclasses.replace(cfg, groups=[group], restore_from=str(archive))
+    toy_frontend.CALLS.clear()
+    with caplog.at_level(logging.WARNING, logger="clipmag"):
+        sweep.run_sweep(amended)
+    assert sorted(c[c.index("--norm") + 1] for c in toy_frontend.CALLS) == ["cosine", "qnorm"]
+    assert "toy/cosine/seed0 ran otherwise (there nothing more, here loss.scale=5.0)" in caplog.text

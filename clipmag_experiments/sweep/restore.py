@@ -9,7 +9,10 @@ folder lacks back in, with ``restored.json`` saying from where. A restored cell 
 without the checkpoint and export its results name (they stayed on the machine that trained it),
 so a choice reads its dev scores and a later cell can be its same run, as on the first machine;
 what needs its weights (an evaluation of its export, a group that continues its training) stops
-with one line naming the cell.
+with one line naming the cell. An archived cell is this cell's run only if it ran with this cell's
+arguments (the ones a dev choice put in aside, in today's spelling): one that ran otherwise (an
+amended protocol, another sweep's archive at the same place, another thread count) is left where
+it is, with a line saying which argument differs, and the cell runs here.
 
 The protocol record comes first: when the sweep's own folder has no ``sweep.json``, the archive's
 is copied in before this start is appended, so the record still shows the protocol's first start
@@ -23,6 +26,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from clipmag.config.spellings import current_spelling
 from clipmag.results.record import RESULTS_FILE
 from clipmag.runtime.logs import logger
 from clipmag.storage.files import write_text_atomic
@@ -31,7 +35,7 @@ from clipmag_experiments.design.grid import CELL_FILE, Cell
 from clipmag_experiments.design.protocol import PROTOCOL_FILE
 from clipmag_experiments.sweep.archive import CELL_FILES
 
-__all__ = ["restore_cells", "restore_protocol"]
+__all__ = ["ran_otherwise", "restore_cells", "restore_protocol"]
 
 
 def restore_protocol(archive: Path, output_dir: Path) -> None:
@@ -40,6 +44,33 @@ def restore_protocol(archive: Path, output_dir: Path) -> None:
     if source.is_file() and not target.exists():
         output_dir.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, target)
+
+
+def _without_output(argv: list[str]) -> list[str]:
+    """``argv`` without ``--output FOLDER``: where a run writes is not what it computes (another
+    sweep's archive holds the same run under its own folder)."""
+    if "--output" in argv and argv.index("--output") + 1 < len(argv):
+        at = argv.index("--output")
+        return argv[:at] + argv[at + 2 :]
+    return argv
+
+
+def ran_otherwise(cell: Cell, archived: dict) -> str | None:
+    """How the archived cell's arguments (its ``cell.json``) differ from ``cell``'s, or None: the
+    arguments its dev choice inserted (``chosen.args``) are set aside, since the cell not yet run
+    has not chosen, and both are read in today's spelling."""
+    ran = list(archived.get("argv") or [])
+    for arg in (archived.get("chosen") or {}).get("args", []):
+        if arg in ran:
+            ran.remove(arg)
+    ran, given = current_spelling(_without_output(ran)), current_spelling(_without_output(list(cell.argv)))
+    if ran == given:
+        return None
+    only_there = [a for a in ran if a not in given]
+    only_here = [a for a in given if a not in ran]
+    if only_there or only_here:
+        return f"there {' '.join(only_there) or 'nothing more'}, here {' '.join(only_here) or 'nothing more'}"
+    return "the same arguments in another order"
 
 
 def restore_cells(cells: Sequence[Cell], archive: Path, output_dir: Path) -> list[Cell]:
@@ -55,6 +86,11 @@ def restore_cells(cells: Sequence[Cell], archive: Path, output_dir: Path) -> lis
             continue
         if not (source / CELL_FILE).is_file():
             continue  # results without the cell's description: not a finished sweep cell
+        if (why := ran_otherwise(cell, json.loads((source / CELL_FILE).read_text(encoding="utf-8")))) is not None:
+            logger.warning(
+                "restore_from %s: %s ran otherwise (%s), so it is not restored: it runs here", archive, cell.label, why
+            )
+            continue
         cell.directory.mkdir(parents=True, exist_ok=True)
         for name in CELL_FILES:
             if (source / name).is_file():

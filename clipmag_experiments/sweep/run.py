@@ -205,11 +205,11 @@ def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep")
         every_cell = [
             dataclasses.replace(c, sweep_sha256=protocol["config_sha256"]) for c in expand(runnable_groups(cfg))
         ]
-        if cfg.restore_from:
-            restore_cells(every_cell, Path(cfg.restore_from), Path(cfg.output_dir))
         if threads:
             every_cell = with_threads(every_cell, threads)
             logger.info("pack %d: up to %d cells at once, each with train.threads=%d", cfg.pack, cfg.pack, threads)
+        if cfg.restore_from:  # after the thread counts: a cell is restored only if it ran with this one's
+            restore_cells(every_cell, Path(cfg.restore_from), Path(cfg.output_dir))
         cells = [c for c in every_cell if not only or c.group in only]
         if cfg.launcher == "slurm":
             run_on_slurm(cells, every_cell, cfg)
