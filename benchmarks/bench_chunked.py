@@ -74,7 +74,7 @@ def _ours(args: argparse.Namespace, queries: list[str], docs: list[str]) -> list
 
     head = build_head("cosine")
     encoder = TextEncoder.from_pretrained("all-MiniLM-L6-v2", head=head, max_length=args.max_length)
-    model = BiEncoder(encoder, InfoNCE(scale=20.0), "infonce", 0, 1.0).train()
+    model = BiEncoder(encoder, InfoNCE(scale=20.0), "retrieval", 0, 1.0).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=5e-6, betas=(0.9, 0.98), weight_decay=0.01)
     times = []
     for step in range(args.steps + 1):

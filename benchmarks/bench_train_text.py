@@ -102,7 +102,7 @@ def our_config(
     return build_config(
         TextConfig,
         base={
-            "objective": "infonce",
+            "objective": "retrieval",
             "model": {**model, "pooling": "mean"},
             "data": {**data, "hard_negatives": 0},
             "head": {"name": "cosine"},

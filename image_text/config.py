@@ -67,6 +67,7 @@ class ClipConfig:
         **TRAINER_KEYS,
     }
     RENAMED_FLAGS: ClassVar[dict[str, str]] = TRAINER_FLAGS
+    LISTED_KEYS: ClassVar[tuple[str, ...]] = ("data.validation", "data.test")  # one shard set each, before
     RENAMED_VALUES: ClassVar[dict[str, dict[str | None, str]]] = {
         "data.train": {None: BUNDLED, **BUNDLED_RENAME},  # data.train=null was the bundled set
         # model.pretrained=null (in a file; "null" on the command line): random weights, before the rename
@@ -90,7 +91,7 @@ def _data_problems(d: ClipDataConfig) -> list[str]:
     given = [k for k in ("validation", "test") if getattr(d, k)]
     if d.is_bundled:
         return [f"data.{k} is set but data.train=bundled, which brings its own splits: drop one" for k in given[:1]]
-    overlap = split_overlap({k: [getattr(d, k)] for k in ("train", *given)})
+    overlap = split_overlap({"train": [d.train], **{k: list(getattr(d, k)) for k in given}})
     return [overlap] if overlap else []
 
 

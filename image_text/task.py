@@ -1,11 +1,12 @@
 """The image-text training task for the generic engine: the open_clip model with its head, the
 batches (bundled digits or WebDataset shards), head-aware evaluation, export and test.
 
-Validation (``evaluate``, which picks the best checkpoint) runs on the validation split and the final
-numbers (``test``) on the test split: the bundled set has both, shards name them
-``data.validation`` and ``data.test``. Both score every caption of every image
-(``image_text.evaluation``). The test numbers are filed under the data's name: ``digits`` for the
-bundled set, the shard folder's otherwise (``data/coco/test`` -> ``coco``).
+Validation (``evaluate``, which picks the best checkpoint) runs on the validation sets and the final
+numbers (``test``) on the test sets: the bundled set has one of each, shards name them in the lists
+``data.validation`` and ``data.test`` (as the text trainer does: the first validation set picks the
+checkpoint, every set is scored apart). Each scores every caption of every image
+(``image_text.evaluation``) and is filed under the data's name: ``digits`` for the bundled set, the
+shard folder's otherwise (``data/coco/test`` -> ``coco``), so two sets of one name are refused.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from .config import ClipConfig
 from .data import bundled as bundled_set
 from .data.config import split_overlap
 from .data.prompts import zero_shot_prompts
-from .data.reading import EvalSet, check_eval_set, flatten_captions, read_eval_set, shard_paths
+from .data.reading import EvalSet, check_eval_set, dataset_name, flatten_captions, read_eval_set, shard_paths
 from .data.stream import ClipShardStream
 from .evaluation.retrieval import encode, format_results, retrieval_metrics, retrieval_outcomes
 from .evaluation.zero_shot import zero_shot_metrics, zero_shot_outcomes, zero_shot_predictions
@@ -70,10 +71,10 @@ class ClipTask:
             self.clip, self.preprocess_train, self.preprocess_val, self.tokenizer = built
         if cfg.train.gradient_checkpointing:  # open_clip's own: both towers recompute their blocks
             self.clip.set_grad_checkpointing(True)
-        self.eval_sets: dict[str, EvalSet | None] = {}
-        self.eval_specs: dict[str, str | None] = {}
+        self.eval_sets: dict[str, list[EvalSet]] = {"val": [], "test": []}
+        self.eval_specs: dict[str, list[str]] = {"val": [], "test": []}
         self.classes: tuple[list[str], list[str]] | None = None
-        self.zero_shot: ZeroShot | None = None
+        self.bundled_zero_shot: ZeroShot | None = None  # the bundled set's own classification images
         if cfg.data.is_bundled:
             self._load_bundled()
         else:
@@ -94,9 +95,9 @@ class ClipTask:
         # training images in half precision: half the memory; the model reads them in float32
         self.train_images = self._images(sets.train).half()
         self.train_tokens = sets.train.caption_tokens(self.tokenizer)
-        self.eval_sets = {"val": self._bundled_eval(sets.val), "test": self._bundled_eval(sets.test)}
+        self.eval_sets = {"val": [self._bundled_eval(sets.val)], "test": [self._bundled_eval(sets.test)]}
         cls_split = sets.classification
-        self.zero_shot = ZeroShot(
+        self.bundled_zero_shot = ZeroShot(
             self._images(cls_split),
             torch.as_tensor(cls_split.labels),
             bundled_set.CLASSNAMES,
@@ -113,9 +114,15 @@ class ClipTask:
 
     def _load_shards(self) -> None:
         d = self.cfg.data
-        self.eval_specs = {"val": d.validation, "test": d.test}
-        specs = {"train": d.train, "validation": d.validation, "test": d.test}
-        overlap = split_overlap({key: shard_paths(spec, f"data.{key}") for key, spec in specs.items() if spec})
+        self.eval_specs = {"val": list(d.validation), "test": list(d.test)}
+        specs = {"train": [d.train], "validation": d.validation, "test": d.test}
+        overlap = split_overlap(
+            {
+                key: [p for spec in given for p in shard_paths(spec, f"data.{key}")]
+                for key, given in specs.items()
+                if given
+            }
+        )
         if overlap:
             raise ConfigError(overlap)
         self.stream = ClipShardStream(
@@ -137,20 +144,35 @@ class ClipTask:
             )
 
     def _read_eval_sets(self) -> None:
-        """The validation and test splits, read in full before the first step: the test is scored
+        """The validation and test sets, read in full before the first step: the tests are scored
         after the last, and a broken image or caption must not cost a whole training. Rank 0, which
-        evaluates, keeps them; the other ranks decode every sample too, so every rank stops on a fault."""
-        for split, spec in self.eval_specs.items():
+        evaluates, keeps them; the other ranks decode every sample too, so every rank stops on a fault.
+        Each set is filed under its folder's name, so two of one name in a list are refused."""
+        for split, specs in self.eval_specs.items():
             key = f"data.{'validation' if split == 'val' else split}"
-            if spec and self.ctx.is_main:
-                self.eval_sets[split] = read_eval_set(spec, self.preprocess_val, self.tokenizer, key)
-            elif spec:
-                check_eval_set(spec, key)
+            names: dict[str, str] = {}
+            for i, spec in enumerate(specs):
+                where = f"{key}[{i}]" if len(specs) > 1 else key
+                if self.ctx.is_main:
+                    self.eval_sets[split].append(read_eval_set(spec, self.preprocess_val, self.tokenizer, where))
+                else:
+                    check_eval_set(spec, where)
+                name = dataset_name(spec)  # after the read, which names a missing or broken set clearly
+                if name in names:
+                    raise ConfigError(
+                        f"{key}: {names[name]} and {spec} are both named {name!r} (their folder's name), and each set "
+                        "is scored under its name: keep one, or give one a folder of another name"
+                    )
+                names[name] = spec
 
-    def _zero_shot(self, test: EvalSet) -> ZeroShot | None:
-        if self.zero_shot is None and self.classes is not None and bool((test.labels >= 0).all()):
-            self.zero_shot = ZeroShot(test.images, test.labels, *self.classes)
-        return self.zero_shot
+    def _zero_shot(self, data: EvalSet) -> ZeroShot | None:
+        """The zero-shot task scored beside a test set: the bundled set's own classification images,
+        or the set's images where the classes are given and every image has one."""
+        if self.bundled_zero_shot is not None:
+            return self.bundled_zero_shot
+        if self.classes is not None and bool((data.labels >= 0).all()):
+            return ZeroShot(data.images, data.labels, *self.classes)
+        return None
 
     def train_batches(self, start_step: int) -> Iterator[Any]:
         if not self.cfg.data.is_bundled:
@@ -196,17 +218,20 @@ class ClipTask:
         return image_features, self._encode(model.encode_text, data.tokens)
 
     def evaluate(self, model: ClipMagModel) -> dict[str, float]:
-        """Validation: retrieval on the validation split (empty without one), and zero-shot on its own
+        """Validation: retrieval on each validation set (empty without one), and zero-shot on its own
         images where the classes are given and every image has one, so a choice may read zero-shot
-        without a test number."""
-        data = self.eval_sets.get("val")
-        if data is None:
-            return {}
-        metrics = retrieval_metrics(model, *self._features(model, data), data.image_of_text)
-        if self.classes is not None and bool((data.labels >= 0).all()):
-            predictions = self._zero_shot_predictions(model, ZeroShot(data.images, data.labels, *self.classes))
-            metrics.update(zero_shot_metrics(predictions, data.labels))
-        return metrics
+        without a test number. The first set's metrics unprefixed (they pick the best checkpoint),
+        every set's under its name, as in the text trainer."""
+        flat: dict[str, float] = {}
+        for i, data in enumerate(self.eval_sets["val"]):
+            metrics = retrieval_metrics(model, *self._features(model, data), data.image_of_text)
+            if self.classes is not None and bool((data.labels >= 0).all()):
+                predictions = self._zero_shot_predictions(model, ZeroShot(data.images, data.labels, *self.classes))
+                metrics.update(zero_shot_metrics(predictions, data.labels))
+            if i == 0:
+                flat.update(metrics)
+            flat.update({f"{data.name}/{k}": v for k, v in metrics.items()})
+        return flat
 
     def _zero_shot_predictions(self, model: ClipMagModel, zero_shot: ZeroShot) -> dict[str, torch.Tensor]:
         """Each zero-shot image's class, with cosine and with the head."""
@@ -228,12 +253,13 @@ class ClipTask:
         return model
 
     def test(self, model: ClipMagModel) -> dict[str, dict[str, Any]]:
-        """Retrieval (and zero-shot, where classes are known) on the test split, under its name, with
+        """Retrieval (and zero-shot, where classes are known) on each test set, under its name, with
         every query's outcome (``per_query``: the report's query-level tests)."""
-        data = self.eval_sets.get("test")
-        if data is None:
-            logger.warning("no test split (data.test): results.json gets no test numbers")
-            return {}
+        if not self.eval_sets["test"]:
+            logger.warning("no test set (data.test): results.json gets no test numbers")
+        return {data.name: self._tested(model, data) for data in self.eval_sets["test"]}
+
+    def _tested(self, model: ClipMagModel, data: EvalSet) -> dict[str, Any]:
         features = self._features(model, data)
         metrics: dict[str, Any] = retrieval_metrics(model, *features, data.image_of_text)
         per_query = retrieval_outcomes(model, *features, data.image_of_text)
@@ -243,7 +269,7 @@ class ClipTask:
             metrics.update(zero_shot_metrics(predictions, zero_shot.labels))
             per_query.update(zero_shot_outcomes(predictions, zero_shot.labels))
         # each caption's image: the report tests the captions of one image as one cluster
-        return {data.name: {**metrics, "per_query": per_query, "image_of_text": data.image_of_text.tolist()}}
+        return {**metrics, "per_query": per_query, "image_of_text": data.image_of_text.tolist()}
 
     def run_identity(self) -> dict[str, Any]:
         m = self.cfg.model
@@ -260,8 +286,10 @@ class ClipTask:
         the towers and how the head scores them); the run's metrics are in its results.json."""
 
     def format_results(self, metrics: dict[str, dict[str, Any]]) -> str:
-        name, found = next(iter(metrics.items()), ("no test split", {}))
-        title = (
-            f"{name}: {self.cfg.objective} objective, head {self.cfg.head.name}, query side {self.cfg.model.query_side}"
+        """Each test set's summary under a title naming it, the objective, the head and the query side."""
+        setting = f"{self.cfg.objective} objective, head {self.cfg.head.name}, query side {self.cfg.model.query_side}"
+        if not metrics:
+            return f"no test set: {setting}"
+        return "\n".join(
+            f"{name}: {setting}\n{format_results(found, self.cfg.head.name)}" for name, found in metrics.items()
         )
-        return title + "\n" + format_results(found, self.cfg.head.name)

@@ -47,7 +47,7 @@ def test_the_emoji_sweep_chooses_towers_then_scales_on_validation_and_compares_o
         run = parse_args(cell.argv)
         assert run.model.query_side == "image" and run.train.precision == "fp32", cell.label
         assert run.data.train == "data/emoji/train" and not run.data.augment
-        assert (run.data.validation, run.data.test) == ("data/emoji/val", "data/emoji/test"), cell.label
+        assert (run.data.validation, run.data.test) == (["data/emoji/val"], ["data/emoji/test"]), cell.label
         assert run.train.eval_every == 100, cell.label  # the checkpoint is each run's best on validation
     lit = next(c for c in cells if c.group == "lit")
     tower = next(c for c in cells if c.group == "lit-image-tower")

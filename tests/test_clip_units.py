@@ -180,7 +180,7 @@ def test_objective_sets_direction_and_query_side():
     assert cfg.model.query_side == "image" and cfg.data.is_bundled
     assert parse_args(["--objective", "sym"]).model.query_side == "image"
     cfg = parse_args(["--train", "x/{0..1}.tar", "--validation", "x/val", "--test", "x/test"])
-    assert not cfg.data.is_bundled and (cfg.data.validation, cfg.data.test) == ("x/val", "x/test")
+    assert not cfg.data.is_bundled and (cfg.data.validation, cfg.data.test) == (["x/val"], ["x/test"])
 
 
 @pytest.mark.parametrize(

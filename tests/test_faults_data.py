@@ -207,7 +207,20 @@ def test_validation_on_the_test_shards_spelled_otherwise_is_refused(digits, tmp_
     with pytest.raises(ConfigError, match=r"data.train and data.test share .*train/shard-000001.tar"):
         _clip_task(f"data.train={train}", f"data.validation={val}", f"data.test={one_file}")
     task = _clip_task(f"data.train={train}", f"data.validation={val}", f"data.test={test}")
-    assert task.eval_specs == {"val": val, "test": test}
+    assert task.eval_specs == {"val": [val], "test": [test]}
+
+
+def test_several_test_sets_are_scored_apart_and_two_of_one_name_are_refused(digits, tmp_path):
+    """``data.test`` is a list in both trainers: each set under its folder's name, and a second set
+    whose folder has the same name would overwrite the first's numbers, so it is refused."""
+    train, val, test = (str(digits / split) for split in ("train", "val", "test"))
+    other = shutil.copytree(test, tmp_path / "held-out" / "test")
+    task = _clip_task(f"data.train={train}", f"data.validation={val}", "--test", test, str(other))
+    assert [s.name for s in task.eval_sets["test"]] == [digits.name, "held-out"]
+    assert task.eval_specs["test"] == [test, str(other)]
+    twin = shutil.copytree(test, tmp_path / digits.name / "test")
+    with pytest.raises(ConfigError, match=rf"data.test: {test} and {twin} are both named '{digits.name}'"):
+        _clip_task(f"data.train={train}", f"data.test=[{test}, {twin}]")
 
 
 def test_validation_on_a_byte_copy_of_the_test_shards_is_refused(digits, tmp_path):

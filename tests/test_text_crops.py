@@ -53,7 +53,7 @@ def test_crop_pairs_are_independent_and_seeded_by_run_step_and_text():
         (["data.crop_ratio=[0.5, 0.1]"], "data.crop_ratio"),
         (["data.crop_ratio=[0.0, 0.5]"], "data.crop_ratio"),
         (["data.pairs=crops", "data.hard_negatives=1"], "data.hard_negatives=0"),
-        (["data.pairs=crops", "objective=sts"], "objective=infonce"),
+        (["data.pairs=crops", "objective=sts"], "objective=retrieval"),
     ],
 )
 def test_crop_settings_are_checked(overrides, message):

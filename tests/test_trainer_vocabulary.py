@@ -73,16 +73,15 @@ CLIP_OWN = {
 # takes values of one type in both (a key added to both with two types fails here).
 VALUES_DIFFER = {
     "objective": (
-        "the training objective: text ranks with InfoNCE (infonce) or regresses STS scores (sts); "
-        "image-text runs InfoNCE image -> text (i2t), text -> image (t2i) or both ways (sym), which "
-        "fixes loss.direction and model.query_side; in both, loss.direction=auto is derived from it"
+        "the task the model is trained for, one meaning in both: text ranks documents (retrieval) or "
+        "regresses STS scores (sts); image-text ranks texts for an image (i2t), images for a text (t2i) "
+        "or both (sym), which also fixes model.query_side; in both loss.direction=auto is derived from "
+        "it and the loss family is loss.kind (infonce or siglip)"
     ),
     "model.init": (
         "random means fresh weights in both; the other starts are the text encoder's own weights "
         "(pretrained) and, for an open_clip architecture, which has none, a tag or checkpoint"
     ),
-    "data.validation": "text: a list of sets, each scored apart; image-text: one set, its shards joined by ::",
-    "data.test": "text: a list of sets, each scored apart; image-text: one set, its shards joined by ::",
 }
 TRAINERS = {
     "text": (TextConfig, TEXT_FLAGS, text_cli.parse_args),
@@ -271,3 +270,29 @@ def test_a_sweep_argument_list_in_an_old_spelling_compares_equal_to_todays():
     new = ["objective=sts", "--train", "d/train", "--validation=d/val", "model.name=m"]
     assert current_spelling(old) == new
     assert current_spelling(["reader.name_or_path=m", "data.trainer=x"]) == ["reader.name_or_path=m", "data.trainer=x"]
+
+
+def test_the_objective_is_the_task_and_the_loss_family_is_loss_kind_in_both(caplog):
+    """``objective`` once named the loss family in the text trainer (``infonce``) and the task in the
+    image-text trainer; it is the task in both now, the loss family ``loss.kind`` in both, and the
+    old text value still reads, with one warning."""
+    text = text_cli.parse_args(["--siglip"])
+    clip = clip_cli.parse_args(["--siglip", "--objective", "i2t"])
+    assert (text.objective, text.loss.kind) == ("retrieval", "siglip")
+    assert (clip.objective, clip.loss.kind) == ("i2t", "siglip")
+    with caplog.at_level(logging.WARNING, logger="clipmag"):
+        old = text_cli.parse_args(["objective=infonce"])
+    assert old.objective == "retrieval"
+    said = [r.getMessage() for r in caplog.records]
+    assert [m for m in said if "objective=infonce is the old spelling, it is now objective=retrieval" in m], said
+
+
+def test_a_clip_config_file_from_before_the_lists_reads_one_set_as_a_list_of_one(tmp_path, caplog):
+    """``data.validation`` / ``data.test`` are lists in both trainers; an image-text config file (or a
+    stored run's) that gives one shard set as a string still reads, with one warning per key."""
+    path = tmp_path / "old.yaml"
+    path.write_text("data:\n  train: d/train\n  validation: d/val\n  test: d/test\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="clipmag"):
+        cfg = build_config(ClipConfig, path, [])
+    assert (cfg.data.validation, cfg.data.test) == (["d/val"], ["d/test"])
+    assert sum("takes a list now" in r.getMessage() for r in caplog.records) == 2

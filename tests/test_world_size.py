@@ -109,7 +109,8 @@ def test_a_stored_config_with_the_retired_split_by_rank_key_loads(caplog):
         cfg = build_config(TextConfig, stored)
     warned = [r.getMessage() for r in caplog.records]
     retired = [w for w in warned if "key 'data.split_by_rank' is no longer read" in w]
-    renamed = [w for w in warned if "is deprecated, it is now" in w]  # its keys of older spellings
+    # its keys and values of older spellings (objective=infonce is objective=retrieval now)
+    renamed = [w for w in warned if "is deprecated, it is now" in w or "is the old spelling, it is now" in w]
     assert any("'data.embedded' is deprecated, it is now 'data.bundled'" in w for w in renamed)
     assert len(retired) == 1 and len(warned) == 1 + len(renamed) == len(set(warned))  # one line each, nothing else
     assert cfg.data.batch_size == 16 and "split_by_rank" not in to_dict(cfg)["data"]

@@ -140,10 +140,13 @@ class TextDataConfig:
 
 @dataclass
 class TextConfig:
-    """One text run: the objective (``infonce`` for retrieval, ``sts`` for an MSE regression onto
-    gold similarities), the encoder, the data and the shared head / loss / optimizer / loop sections."""
+    """One text run: the objective, the task the model is trained for (``retrieval``: queries rank
+    documents, with the contrastive loss of ``loss.kind``, InfoNCE or SigLIP; ``sts``: an MSE
+    regression onto gold similarities), the encoder, the data and the shared head / loss / optimizer /
+    loop sections. As in the image-text trainer, the objective is the task and ``loss.kind`` the
+    loss family (``objective=infonce`` is the old spelling of ``retrieval``)."""
 
-    objective: Literal["infonce", "sts"] = "infonce"
+    objective: Literal["retrieval", "sts"] = "retrieval"
     model: TextModelConfig = field(default_factory=TextModelConfig)
     data: TextDataConfig = field(default_factory=TextDataConfig)
     head: HeadConfig = field(default_factory=HeadConfig)
@@ -156,7 +159,8 @@ class TextConfig:
     RENAMED_KEYS: ClassVar[dict[str, str]] = {"data.embedded": "data.bundled", **TRAINER_KEYS}
     RENAMED_FLAGS: ClassVar[dict[str, str]] = TRAINER_FLAGS
     RENAMED_VALUES: ClassVar[dict[str, dict[str, str]]] = {
-        f"data.{key}": BUNDLED_RENAME for key in ("train", "validation", "test")
+        **{f"data.{key}": BUNDLED_RENAME for key in ("train", "validation", "test")},
+        "objective": {"infonce": "retrieval"},  # the loss family's name, when the key meant that
     }
 
 
@@ -164,8 +168,8 @@ def resolve_text_config(cfg: TextConfig) -> TextConfig:
     """Derive what ``auto`` leaves open (the loss direction is the paper's ``q2d``, InfoNCE's starting
     scale the paper's 20); refuse an InfoNCE batch without a second candidate per query."""
     if cfg.objective == "sts" and cfg.data.pairs == "crops":
-        raise ConfigError("data.pairs=crops makes contrastive pairs; it trains with objective=infonce, not sts")
-    if cfg.objective == "infonce" and (problem := in_batch_problem(cfg.data.batch_size, cfg.data.hard_negatives)):
+        raise ConfigError("data.pairs=crops makes contrastive pairs; it trains with objective=retrieval, not sts")
+    if cfg.objective == "retrieval" and (problem := in_batch_problem(cfg.data.batch_size, cfg.data.hard_negatives)):
         raise ConfigError(problem)
     if cfg.loss.direction == "auto":
         cfg = dataclasses.replace(cfg, loss=dataclasses.replace(cfg.loss, direction="q2d"))

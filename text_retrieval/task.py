@@ -94,7 +94,7 @@ class TextRetrievalTask:
         """A pairs file trained on is refused as validation or test data (``overlap.py``)."""
         d = self.cfg.data
         train = Path(d.train)  # the bundled set's pairs are never an evaluation set's
-        if self.cfg.objective != "infonce" or not names_pairs_file(train):
+        if self.cfg.objective != "retrieval" or not names_pairs_file(train):
             return
         evaluated = {key: {spec: self.resolve(spec) for spec in getattr(d, key)} for key in ("validation", "test")}
         problem = training_pairs_overlap(train, evaluated, {"validation": d.validation_split, "test": d.test_split})

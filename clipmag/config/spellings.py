@@ -14,6 +14,9 @@ what it renamed in class attributes:
 * ``RENAMED_VALUES``: dotted key -> ``{old word: new word}``; a value that is the old word, or starts
   with ``old:``, is rewritten to the new one (a list value item by item); an old word ``None`` takes
   a ``null`` value to the new word (``model.pretrained=null`` is ``model.init=random``).
+* ``LISTED_KEYS``: dotted keys that took one value and take a list now (the image-text trainer's
+  ``data.validation`` / ``data.test``, lists as in the text trainer); one value given is a list of
+  one, and ``null`` (no set) the empty list.
 
 The two trainers once spelled one setting two ways (the text trainer's ``model.name_or_path`` and
 ``data.objective``, the image-text trainer's ``data.train_shards``, ...); :data:`TRAINER_KEYS` and
@@ -155,6 +158,17 @@ def _respell(word: str, renames: Mapping[str | None, str]) -> str:
 def renamed_value(cls: type, key: str, value: Any, source: str) -> Any:
     """``value`` of dotted ``key`` with the old words ``cls`` renamed (``RENAMED_VALUES``) in their new
     spelling, and one warning line naming ``source``, the key and both spellings when one changed."""
+    if key in getattr(cls, "LISTED_KEYS", ()) and (value is None or isinstance(value, str)):
+        listed = [] if value is None else [value]
+        logger.warning(
+            "%s: %s takes a list now, and %s is %s=[%s] (the old form still works for now)",
+            source,
+            key,
+            "one value" if listed else "null (no set)",
+            key,
+            value or "",
+        )
+        return listed
     renames = getattr(cls, "RENAMED_VALUES", {}).get(key)
     if not renames:
         return value
@@ -179,8 +193,9 @@ def renamed_value(cls: type, key: str, value: Any, source: str) -> Any:
 
 
 def respelled_tree(cls: type, data: dict[str, Any], source: str) -> dict[str, Any]:
-    """A YAML mapping with the values of the keys ``cls`` lists in ``RENAMED_VALUES`` respelled."""
-    for key in getattr(cls, "RENAMED_VALUES", {}):
+    """A YAML mapping with the values of the keys ``cls`` lists in ``RENAMED_VALUES`` respelled, and
+    one value of a key in ``LISTED_KEYS`` as a list of one."""
+    for key in [*getattr(cls, "RENAMED_VALUES", {}), *getattr(cls, "LISTED_KEYS", ())]:
         *parents, leaf = key.split(".")
         node: Any = data
         for part in parents:

@@ -161,7 +161,7 @@ class RunCheckpoints:
             ckpt = checkpoint if checkpoint is not None else ckpt_io.load_checkpoint(resume_path)
         if ckpt is not None:
             check_checkpoint_schema(ckpt, resume_path)  # a missing key is named before anything is rewritten
-            check_resumable(ckpt, resume_path, self.identity, self.model.state_dict())
+            check_resumable(ckpt, resume_path, self.identity, self.model.state_dict(), type(self.full_config))
             train = to_dict(self.full_config).get("data", {}).get("train")
             check_same_data(ckpt, resume_path, self.data_fingerprint, train, self.loop.resume_other_data)
             if self.sharded and not ckpt.get("sharded"):

@@ -51,10 +51,11 @@ class BundledDigits(DigitsSizes):
 class ClipDataConfig:
     """Where batches come from. ``train``: ``bundled`` (the default) is the bundled set
     (``bundled.py``), which brings its validation and test splits and needs nothing else, as the
-    text trainer's ``data.train=bundled`` does; else shards, as ``validation`` / ``test`` are: a
-    folder of ``*.tar`` or brace patterns (``data/train-{000..009}.tar``, ``::`` joins several).
-    Validation picks the best checkpoint; the final numbers are on test, so the two must not share a
-    shard. ``batch_size`` is per rank and micro-batch. ``augment`` uses open_clip's training
+    text trainer's ``data.train=bundled`` does; else shards: a folder of ``*.tar`` or brace patterns
+    (``data/train-{000..009}.tar``, ``::`` joins several into one set). ``validation`` and ``test``
+    are lists of such sets, as in the text trainer, each scored apart under its folder's name; the
+    first validation set picks the best checkpoint, the final numbers are on the test sets, so no two
+    splits may share a shard. ``batch_size`` is per rank and micro-batch. ``augment`` uses open_clip's training
     transform (random resized crop) for shards, seeded per sample; the bundled set is always read
     un-augmented. ``workers``: DataLoader processes per rank (resume with the value the run started
     with). ``classnames`` / ``templates``: text files (one per line, templates with ``{c}``) that
@@ -68,8 +69,8 @@ class ClipDataConfig:
     batch_size: PositiveInt = 128
     eval_batch_size: PositiveInt = 256
     train: str = BUNDLED
-    validation: str | None = None
-    test: str | None = None
+    validation: list[str] = field(default_factory=list)
+    test: list[str] = field(default_factory=list)
     classnames: str | None = None
     templates: str | None = None
     workers: NonNegativeInt = 0

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from clipmag.config.spellings import renamed_value
 from clipmag.runtime.logs import logger
 from clipmag.scoring.heads import build_head
 from clipmag.train.checkpoint import files as ckpt_io
@@ -116,7 +117,11 @@ def _shape_problems(saved: Mapping[str, torch.Tensor], current: Mapping[str, tor
 
 
 def check_resumable(
-    ckpt: Mapping[str, Any], path: str | Path, identity: Mapping[str, Any], state: Mapping[str, torch.Tensor]
+    ckpt: Mapping[str, Any],
+    path: str | Path,
+    identity: Mapping[str, Any],
+    state: Mapping[str, torch.Tensor],
+    config_class: type | None = None,
 ) -> None:
     """Raise ``ResumeMismatch`` unless checkpoint ``ckpt`` (read from ``path``) can be continued by
     a run with step identity ``identity`` and model weights ``state``.
@@ -124,10 +129,13 @@ def check_resumable(
     A checkpoint written before the step identity was stored is compared on what its saved
     config holds, one written before a setting existed as it ran (``train.fast_dropout`` false);
     other keys that only one side knows are not compared, and one that records no settings at all
-    is compared on its weights.
+    is compared on its weights. A value the run's ``config_class`` has renamed since
+    (``RENAMED_VALUES``: ``objective=infonce`` is ``retrieval`` now) is compared in its new spelling.
     """
     saved = _recorded_identity(ckpt)
     saved = with_predating_values(saved) if saved else saved
+    if config_class is not None:
+        saved = {key: renamed_value(config_class, key, value, str(path)) for key, value in saved.items()}
     problems = [
         f"{key} is {saved[key]!r} there and {identity[key]!r} here"
         for key in identity
