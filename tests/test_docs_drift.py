@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from clipmag.errors import ConfigError
+from clipmag_experiments.manuals.findings_figure import draw, figure_stale
 from clipmag_experiments.manuals.sync import (
     BLOCKS,
     VALUES,
@@ -132,3 +133,16 @@ def test_bad_marks_are_one_line_naming_the_file_and_line(copied):
         marks("# m\n<!-- results:hard-negatives -->\n| a |\n", "manual.md", stored)
     with pytest.raises(ConfigError, match=r"manual.md:1: value:hn-mean:scifact/nothing cannot be rendered"):
         marks("<!-- value:hn-mean:scifact/nothing -->1<!-- /value -->", "manual.md", stored)
+
+
+def test_the_findings_figure_is_drawn_from_the_comparisons_the_table_counts(stored, tmp_path):
+    assert figure_stale(stored, REPO) is None, "redraw it with `python scripts/report.py docs`"
+    assert figure_stale(stored, tmp_path).endswith("missing; draw it with clipmag-report docs")
+    drawn = draw(stored, tmp_path)
+    assert figure_stale(stored, tmp_path) is None
+    from PIL import Image
+
+    with Image.open(drawn) as image:
+        picture = image.copy()
+    picture.save(drawn)  # the same picture without the digest of its values
+    assert "drawn from other values" in figure_stale(stored, tmp_path)

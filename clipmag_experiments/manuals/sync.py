@@ -35,9 +35,11 @@ from clipmag_experiments.manuals import (
     deploy,
     fair_fight,
     findings,
+    findings_figure,
     hard_negatives,
     plan,
     positive_regime,
+    powered_fight,
     reruns,
     serving,
     speed,
@@ -67,7 +69,9 @@ BLOCKS: dict[str, Callable[[StoredResults], str]] = {
     **clip.BLOCKS,
     **demo.BLOCKS,
     **fair_fight.BLOCKS,
+    **powered_fight.BLOCKS,
     **findings.BLOCKS,
+    **findings_figure.BLOCKS,
     **plan.BLOCKS,
 }
 VALUES: dict[str, Callable[[StoredResults, str], str]] = {
@@ -77,6 +81,7 @@ VALUES: dict[str, Callable[[StoredResults, str], str]] = {
     **clip.VALUES,
     **demo.VALUES,
     **fair_fight.VALUES,
+    **powered_fight.VALUES,
     **speed.VALUES,
     **deploy.VALUES,
     **serving.VALUES,
@@ -205,20 +210,33 @@ def docs_main(argv: Sequence[str]) -> int:
         if not path.is_file():
             raise ConfigError(f"--files: {path} is not a file")
     stored = StoredResults(cmd.results)
+    shown = [name for name in findings_figure.FIGURES if any(_shows(path, name) for path in files)]
     if cmd.check:
         stale = stale_marks(files, stored)
         for m in stale:
             print(f"{m.source}: {m.name} is stale: the results give {m.rendered.strip()[:200]!r}")
+        figures = [why for name in shown if (why := findings_figure.FIGURES[name][1](stored, Path(".")))]
+        for why in figures:
+            print(why)
         print(
-            f"{len(stale)} stale marks in {len(files)} files"
-            if stale
+            f"{len(stale)} stale marks and {len(figures)} stale figures in {len(files)} files"
+            if stale or figures
             else f"every mark of {len(files)} files matches {cmd.results}"
         )
-        return 1 if stale else 0
+        return 1 if stale or figures else 0
     for path in files:
         text = path.read_text(encoding="utf-8")
         rendered = render_text(text, str(path), stored)
         if rendered != text:
             path.write_text(rendered, encoding="utf-8")
             print(f"{path}: rendered")
+    for name in shown:
+        draw, stale_because = findings_figure.FIGURES[name]
+        if stale_because(stored, Path(".")):
+            print(f"{draw(stored, Path('.'))}: drawn")
     return 0
+
+
+def _shows(path: Path, block: str) -> bool:
+    """Whether the manual at ``path`` holds the block ``block`` (a figure's link)."""
+    return f"<!-- results:{block} -->" in path.read_text(encoding="utf-8")

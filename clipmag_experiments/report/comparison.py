@@ -22,7 +22,7 @@ from clipmag.results.significance import Comparison, with_family_holm
 from clipmag_experiments.design.protocol import read_protocol
 from clipmag_experiments.report.starts import StartRow
 
-__all__ = ["comparison_section", "protocol_comparison"]
+__all__ = ["comparison_section", "holm_over_table", "protocol_comparison"]
 
 
 def protocol_comparison(runs_dir: Path) -> dict[str, Any] | None:
@@ -48,7 +48,7 @@ def _row_line(row: StartRow, attribute: str = "comparison") -> str:
     return f"- `{row.group}` / `{row.start}` on {row.dataset}: " + "; ".join(parts) + "."
 
 
-def _holm_over_table(rows: list[StartRow], margin: float | None, attribute: str = "comparison") -> list[StartRow]:
+def holm_over_table(rows: list[StartRow], margin: float | None, attribute: str = "comparison") -> list[StartRow]:
     """The rows with every comparison's corrected p taken over all of them (the protocol's whole-table
     family, :func:`with_family_holm`, with its equivalence margin): the marks then rest on the family
     the protocol names. ``attribute``: against cosine, or each head's change from its start."""
@@ -89,13 +89,13 @@ def comparison_section(runs_dir: Path, rows: list[StartRow]) -> list[str]:
     if statement.get("equivalence"):
         lines += [f"Equivalence: {statement['equivalence']}.", ""]
     if statement.get("holm") == "table":
-        compared = _holm_over_table(compared, margin)
+        compared = holm_over_table(compared, margin)
     missing = sorted(set(groups) - {r.group for r in compared})
     lines += [_row_line(r) for r in compared]
     if missing:
         lines.append(f"- Not (yet) finished: {', '.join(f'`{g}`' for g in missing)}.")
     if statement.get("start_group"):
-        from_start = _holm_over_table(compared, margin, "from_start")
+        from_start = holm_over_table(compared, margin, "from_start")
         lines += ["", "Each head's change from its untuned start (the same tests, Holm over these):", ""]
         lines += [_row_line(r, "from_start") for r in from_start]
     return [*lines, ""]
