@@ -176,3 +176,5 @@ def test_the_retrieval_evaluation_keeps_every_querys_score_for_a_sweep(tmp_path)
     assert len(per_query) == 6 and result.metrics[label]["NDCG@10"] == pytest.approx(
         np.mean([row["NDCG@10"] for row in per_query.values()])
     )
+    stored = json.loads((folder / "results.json").read_text())  # the archived file names its code
+    assert stored["provenance"]["code"]["commit"] and stored["versions"]["torch"]

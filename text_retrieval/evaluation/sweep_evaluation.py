@@ -38,11 +38,17 @@ def parse_args(argv: Sequence[str]) -> EvalTextConfig:
 
 def main(argv: Sequence[str]) -> dict[str, Any]:
     """Score the export on every ``--data`` set; ``results.json`` holds each set's metrics and its
-    per-query nDCG@10, written last, so its presence means the evaluation finished."""
+    per-query nDCG@10, written last, so its presence means the evaluation finished. It names the code
+    that scored (``provenance``): only this file is archived with a cell, and a choice read from it must
+    say which commit's scoring it rests on."""
     cfg = parse_args(argv)
     records = evaluate_main(argv)
+    if not records:  # a rank that only helped encode: rank 0 writes the summary
+        return {}
     summary = {
         "split": cfg.split,
+        "provenance": records[0]["provenance"],  # every set is scored by one command, one code state
+        "versions": records[0]["versions"],
         "metrics": {r["dataset_label"]: r["metrics"] for r in records},
         "per_query": {
             r["dataset_label"]: {q: {KEPT: row[KEPT]} for q, row in r.get("per_query", {}).items()} for r in records
