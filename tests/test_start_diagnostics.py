@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from text_fixtures import write_code_search_set, write_tiny_bert
 
+from clipmag.errors import UserError
 from clipmag.scoring.diagnostics import document_norm_effect, norm_stats, row_norms
 from text_retrieval.data.loaders import load_beir
 from text_retrieval.model.encoder import TextEncoder
@@ -60,3 +61,16 @@ def test_a_random_start_is_diagnosed_as_one_seeded_model(start_setup, tmp_path):
     assert random[0]["init"] == "random" and random[0]["init_seed"] == 3
     assert random[0]["sets"] == random[1]["sets"]
     assert random[0]["sets"]["beir"]["query_norm"] != pretrained["sets"]["beir"]["query_norm"]
+
+
+def test_the_bundled_sets_are_read_with_the_settings_of_the_runs_beside_them(start_setup, tmp_path):
+    """``bundled.*`` reaches the set a start is diagnosed on: a pinned scikit-learn of another
+    version stops the command before it reads or builds anything under ``bundled.root``."""
+    root = tmp_path / "bundled"
+    root.mkdir()
+    with pytest.raises(UserError, match="scikit_learn"):
+        main(
+            ["--model", str(start_setup / "bert"), "--data", "bundled:outdomain", "--output", str(tmp_path / "out")]
+            + [f"bundled.root={root}", "bundled.scikit_learn=0.1"]
+        )
+    assert not any(root.iterdir())

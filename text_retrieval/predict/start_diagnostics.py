@@ -23,6 +23,8 @@ Examples:
     clipmag-start-diagnostics --model splade-tiny --data bundled:indomain bundled:outdomain --output runs/starts/splade
     clipmag-start-diagnostics --model all-MiniLM-L6-v2 model.init=random model.init_seed=0 --start random \\
         --data data/beir/scifact --output runs/starts/random
+    clipmag-start-diagnostics --model splade-tiny --data bundled:indomain bundled.test=1000 \\
+        bundled.corpus_size=5000 bundled.root=runs/data/text-bundled-powered --output runs/starts/splade-1000
 
 ``--output`` is a folder that receives ``results.json``; as a sweep evaluation (kind
 ``start-diagnostics``) on an untuned cell, ``--model`` is the cell's export, which is the start.
@@ -44,7 +46,7 @@ from clipmag.config.command_line import parse_cli
 from clipmag.config.entry import run_entry_point
 from clipmag.registry.evaluations import EvaluationResult
 from clipmag.results.record import RESULTS_FILE
-from text_retrieval.config import TextModelConfig
+from text_retrieval.config import BundledDataConfig, TextModelConfig
 
 if TYPE_CHECKING:  # torch and transformers: only once a start is diagnosed, never for --help
     from text_retrieval.data.loaders import RetrievalDataset
@@ -57,11 +59,14 @@ __all__ = ["StartDiagnosticsConfig", "parse_args", "main", "entry", "read_evalua
 class StartDiagnosticsConfig:
     """``start``: the label the record carries (unset: ``model.name``); ``data``: the test sets;
     ``split``: their qrels split; ``n_pairs``: judged pairs the Fisher predictor reads per set;
-    ``nonrelevant_sample``: never-relevant documents Cohen's d compares with; ``output``: a folder."""
+    ``nonrelevant_sample``: never-relevant documents Cohen's d compares with; ``output``: a folder.
+    ``bundled``: the trainer's ``data.bundled`` (root, sizes, pinned versions), so ``bundled:indomain``
+    is the same set the runs it is read beside were tested on (a sweep's 1,000-query trees)."""
 
     model: TextModelConfig = field(default_factory=TextModelConfig)
     start: str = ""
     data: list[str] = field(default_factory=lambda: ["bundled:indomain", "bundled:outdomain"])
+    bundled: BundledDataConfig = field(default_factory=BundledDataConfig)
     split: str = "test"
     n_pairs: PositiveInt = 200
     nonrelevant_sample: PositiveInt = 1000
@@ -148,7 +153,9 @@ def main(argv: Sequence[str]) -> dict[str, Any]:
     from text_retrieval.data.loaders import RetrievalDataset
     from text_retrieval.task import TextRetrievalTask
 
-    text = TextConfig(model=cfg.model, data=TextDataConfig(test=list(cfg.data), test_split=cfg.split))
+    text = TextConfig(
+        model=cfg.model, data=TextDataConfig(test=list(cfg.data), test_split=cfg.split, bundled=cfg.bundled)
+    )
     text = dataclasses.replace(text, train=dataclasses.replace(text.train, seed=cfg.seed))
     task = TextRetrievalTask(text, DistributedContext(0, 1, 0, torch.device("cpu"), None))  # reads every set first
     encoder = task.build_encoder()
