@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 
 import pytest
 import toy_frontend
@@ -54,9 +55,15 @@ def test_the_archive_keeps_the_protocol_and_each_cells_small_files_only(cfg, tmp
     cell = tmp_path / "runs" / "toy" / "default" / "qnorm" / "seed0"
     (cell / "checkpoints").mkdir()
     (cell / "checkpoints" / "latest.pt").write_bytes(b"weights")
+    pretrained = Path(cfg.output_dir) / "pretrain" / "start"  # a start a prepare step trained in the sweep's folder
+    (pretrained / "export").mkdir(parents=True)
+    for name, text in (("results.json", "{}"), ("config.yaml", "seed: 0"), ("export/model.safetensors", "weights")):
+        (pretrained / name).write_text(text)
     copied = archive_results(cfg.output_dir, tmp_path / "kept")
     kept = sorted(str(p.relative_to(tmp_path / "kept")) for p in copied)
     assert kept == [
+        "pretrain/start/config.yaml",
+        "pretrain/start/results.json",
         "sweep.json",
         *(f"toy/default/{h}/seed0/{f}" for h in ("cosine", "qnorm") for f in ("cell.json", "results.json")),
     ]

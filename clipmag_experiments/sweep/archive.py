@@ -3,8 +3,10 @@
 A sweep's folder holds checkpoints and exports (tens to hundreds of MB per cell) beside the few KB
 that the report reads. ``archive_results(runs, dest)`` copies only those - every finished cell's
 ``cell.json``, ``results.json``, ``config.yaml``, ``metrics.jsonl`` and its evaluations'
-``results.json`` - and the sweep's ``sweep.json`` (its protocol record), caption layout and floors
-(``baselines.json``), keeping the layout, so
+``results.json`` - the record of every run a prepare step trained inside the sweep's folder (a start
+the sweep pretrains: ``results.json``, ``config.yaml`` and ``metrics.jsonl``, no ``cell.json``; on
+a fresh machine the step runs again, as its export is not archived) and the sweep's ``sweep.json``
+(its protocol record), caption layout and floors (``baselines.json``), keeping the layout, so
 ``clipmag-report DEST`` rebuilds the report anywhere. Copied back into a fresh ``output_dir``, the
 files let a ``choose_variant`` group read its selection group's scores; the cells themselves run
 again there, as a finished cell must have the export its results name.
@@ -29,7 +31,8 @@ from clipmag_experiments.sweep.floors import FLOORS_FILE
 
 __all__ = ["ArchiveCommand", "archive_results", "main"]
 
-CELL_FILES = (CELL_FILE, RESULTS_FILE, "config.yaml", "metrics.jsonl")
+RUN_FILES = (RESULTS_FILE, "config.yaml", "metrics.jsonl")  # what a training run writes beside its weights
+CELL_FILES = (CELL_FILE, *RUN_FILES)
 
 
 def archive_results(runs_dir: str | Path, dest: str | Path) -> list[Path]:
@@ -39,11 +42,13 @@ def archive_results(runs_dir: str | Path, dest: str | Path) -> list[Path]:
     kept = (PROTOCOL_FILE, CAPTION_LAYOUT_FILE, FLOORS_FILE)
     files = [runs_dir / name for name in kept if (runs_dir / name).is_file()]
     for results in sorted(runs_dir.rglob(RESULTS_FILE)):
-        cell = results.parent
-        if not (cell / CELL_FILE).is_file():
-            continue  # an evaluation's results, or a run that is not a sweep cell: taken with its cell
-        files += [cell / name for name in CELL_FILES if (cell / name).is_file()]
-        files += sorted((cell / EVALUATIONS_DIR).glob(f"*/{RESULTS_FILE}"))
+        run = results.parent
+        if (run / CELL_FILE).is_file():
+            files += [run / name for name in CELL_FILES if (run / name).is_file()]
+            files += sorted((run / EVALUATIONS_DIR).glob(f"*/{RESULTS_FILE}"))
+        elif (run / "config.yaml").is_file() and EVALUATIONS_DIR not in run.relative_to(runs_dir).parts:
+            files += [run / name for name in RUN_FILES if (run / name).is_file()]  # a prepare step's run
+        # else an evaluation's results: taken with its cell
     for source in files:
         target = dest / source.relative_to(runs_dir)
         if target.is_file() and target.read_bytes() == source.read_bytes():
