@@ -120,6 +120,11 @@ BLOCKS: dict[tuple[str, str], str] = {
         "docs/experiments.md",
         "python scripts/sweep.py --config configs/sweeps/powered_fight.yaml",
     ): "the powered fight itself: downloads the pinned wheels, then about 15 CPU-hours alone over sittings",
+    ("docs/experiments.md", "python scripts/sweep.py plan --config configs/sweeps/ladder.yaml"): QUICK,
+    (
+        "docs/experiments.md",
+        "python scripts/sweep.py --config configs/sweeps/ladder.yaml",
+    ): "the ladder itself: downloads the pinned wheels, pretrains, then 33 CPU-hours or more alone over sittings",
     (
         "docs/experiments.md",
         "python -m text_retrieval.data.bundled.pypi_pairs runs/data/pypi-pairs --cache runs/data/pypi-wheels "

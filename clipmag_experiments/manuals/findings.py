@@ -18,7 +18,7 @@ from clipmag.results.marks import family_tally
 from clipmag.results.record import RESULTS_FILE
 from clipmag.results.significance import Comparison
 from clipmag_experiments.design.protocol import read_protocol
-from clipmag_experiments.manuals import budget, fair_fight, positive_regime, powered_fight
+from clipmag_experiments.manuals import budget, fair_fight, ladder, positive_regime, powered_fight
 from clipmag_experiments.report.starts import StartRow
 from clipmag_experiments.report.stored import StoredResults
 
@@ -107,6 +107,23 @@ POWERED = Pending(
     "fight",
 )
 
+LADDER = Pending(
+    "Where does magnitude help, from random weights to a Contriever-style start, at 25,600 and 102,400 pairs?",
+    "configs/sweeps/ladder.yaml",
+    "docs/experiments.md#the-ladder-of-starts",
+    ladder.SWEEP,
+    "fight",
+)
+
+
+def _where(stored: StoredResults) -> list[Labelled]:
+    return [
+        Labelled(rung.label, name, head.comparison)
+        for rung in ladder.rungs(stored)
+        for name, head in rung.row.heads.items()
+        if head.comparison is not None
+    ]
+
 
 QUESTIONS = (
     Question(
@@ -140,6 +157,15 @@ QUESTIONS = (
         pending=POWERED,
         progress=powered_fight.progress,
     ),
+    Question(
+        LADDER.asked,
+        "dot, qnorm, dnorm against cosine from five starts in the order of their norm signal (the powered fight's "
+        "three, random weights, a Contriever-style start), 25,600 and 102,400 distinct pairs, each sweep's own table",
+        ladder.SWEEP,
+        _where,
+        LADDER.link,
+        pending=LADDER,
+    ),
 )
 
 
@@ -152,6 +178,7 @@ PENDING = (
         "clip_emoji",
         "towers",
     ),
+    LADDER,
 )
 
 

@@ -1,11 +1,13 @@
 """A sweep's cost plan in the manuals, rendered from its committed config by the code behind
 ``clipmag-sweep plan``, so the page's table and hours are what the plan command prints and change
-with the config, never typed by hand (docs/experiments.md, the fair fight and the powered fight).
+with the config, never typed by hand (docs/experiments.md: the fair fight, the powered fight and the
+ladder of starts).
 
-The blocks ``fair-fight-plan`` and ``powered-fight-plan`` are the per-group tables of pairs trained
-and CPU-hours at the sweep's stated throughputs; the values ``fair-fight-hours:WHICH`` and
-``powered-fight-hours:WHICH`` are a plan's ``total``, the ``extensions``' share (grid extensions
-run only when a choice lands on an edge) or the total ``without-extensions``.
+The blocks ``fair-fight-plan``, ``powered-fight-plan`` and ``ladder-plan`` are the per-group tables
+of pairs trained and CPU-hours at the sweep's stated throughputs; the values
+``fair-fight-hours:WHICH``, ``powered-fight-hours:WHICH`` and ``ladder-hours:WHICH`` are a plan's
+``total``, the ``extensions``' share (grid extensions run only when a choice lands on an edge) or
+the total ``without-extensions``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ __all__ = ["BLOCKS", "VALUES"]
 
 FAIR_FIGHT = "fair_fight"
 POWERED_FIGHT = "powered_fight"
+LADDER = "ladder"
+PLANNED = {"fair-fight": FAIR_FIGHT, "powered-fight": POWERED_FIGHT, "ladder": LADDER}  # the names' prefix: sweep
 
 
 @cache
@@ -61,14 +65,20 @@ def plan_rate(stored: StoredResults, model: str) -> str:
     return f"{rates[model]:g}"
 
 
+def _plan_block(sweep: str) -> Callable[[StoredResults], str]:
+    """The block renderer of one sweep's plan table."""
+    return lambda stored: _table(_sweep_plan(stored, sweep))
+
+
+def _hours_value(prefix: str, sweep: str) -> Callable[[StoredResults, str], str]:
+    """The value renderer of one sweep's planned hours (``PREFIX-hours:WHICH``)."""
+    return lambda stored, which: _hours(_sweep_plan(stored, sweep), which, f"{prefix}-hours")
+
+
 BLOCKS: dict[str, Callable[[StoredResults], str]] = {
-    "fair-fight-plan": lambda stored: _table(_sweep_plan(stored, FAIR_FIGHT)),
-    "powered-fight-plan": lambda stored: _table(_sweep_plan(stored, POWERED_FIGHT)),
+    f"{prefix}-plan": _plan_block(sweep) for prefix, sweep in PLANNED.items()
 }
 VALUES: dict[str, Callable[[StoredResults, str], str]] = {
-    "fair-fight-hours": lambda stored, which: _hours(_sweep_plan(stored, FAIR_FIGHT), which, "fair-fight-hours"),
-    "powered-fight-hours": lambda stored, which: _hours(
-        _sweep_plan(stored, POWERED_FIGHT), which, "powered-fight-hours"
-    ),
+    **{f"{prefix}-hours": _hours_value(prefix, sweep) for prefix, sweep in PLANNED.items()},
     "fair-fight-rate": plan_rate,
 }

@@ -41,7 +41,18 @@ from clipmag_experiments.report.comparison import holm_over_table, protocol_comp
 from clipmag_experiments.report.starts import HeadResult, StartRow
 from clipmag_experiments.report.stored import StoredResults, StoredSweep, runs_value, time_value
 
-__all__ = ["BLOCKS", "VALUES", "SWEEP", "HEADS", "compared", "progress", "table_rows"]
+__all__ = [
+    "BLOCKS",
+    "VALUES",
+    "SWEEP",
+    "HEADS",
+    "compared",
+    "compared_rows",
+    "interval",
+    "progress",
+    "said",
+    "table_rows",
+]
 
 SWEEP = "powered_fight"
 STARTS = ("splade", "minilm-dot", "minilm")
@@ -73,17 +84,23 @@ def _ordered(rows: list[StartRow]) -> list[StartRow]:
     return sorted(rows, key=lambda r: (order(r.dataset, list(TEST_SETS)), order(r.start, STARTS)))
 
 
-def table_rows(sweep: StoredSweep) -> list[StartRow]:
-    """The compared rows by test set and start, each head's test against cosine under Holm over the
-    whole table and each head's change from its start under Holm over those changes, both with the
-    protocol's equivalence margin: the families a sentence about the table rests on."""
+def compared_rows(sweep: StoredSweep, groups: tuple[str, ...] = (FIGHT,)) -> list[StartRow]:
+    """The compared rows of ``groups`` by test set and start, each head's test against cosine under
+    Holm over the whole table and each head's change from its start under Holm over those changes,
+    both with the protocol's equivalence margin: the families a sentence about the table rests on
+    (a sweep on this protocol with several compared groups, as the ladder's budgets, is one table)."""
 
     def compute() -> list[StartRow]:
-        rows = _ordered([r for r in sweep.start_rows if r.group == FIGHT])
+        rows = _ordered([r for r in sweep.start_rows if r.group in groups])
         margin = _margin(sweep)
         return holm_over_table(holm_over_table(rows, margin), margin, "from_start")
 
-    return sweep.derived("powered-fight-rows", compute)
+    return sweep.derived(f"compared-rows:{','.join(groups)}", compute)
+
+
+def table_rows(sweep: StoredSweep) -> list[StartRow]:
+    """The powered fight's compared rows (:func:`compared_rows` of its ``fight`` group)."""
+    return compared_rows(sweep)
 
 
 def compared(rows: list[StartRow], attribute: str = "comparison") -> list[Comparison]:
@@ -138,14 +155,14 @@ def _fight_rows(stored: StoredResults) -> list[StartRow]:
     return table_rows(sweep)
 
 
-def _interval(c: Comparison) -> str:
+def interval(c: Comparison) -> str:
     """``-0.92 [-1.30, -0.55], MDE 0.80``: the difference x100, its 95% interval and the MDE at the
     table's Holm level."""
     mde = c.detectable_family if c.detectable_family is not None else c.detectable
     return f"{100 * c.difference:+.2f} [{100 * c.ci_low:+.2f}, {100 * c.ci_high:+.2f}], MDE {100 * mde:.2f}"
 
 
-def _said(c: Comparison) -> str:
+def said(c: Comparison) -> str:
     """``below†``, ``equivalent≈`` or ``undecided``: the comparison under the whole table's Holm."""
     return family_verdict(c) + family_mark(c) + equivalence_mark(c)
 
@@ -156,7 +173,7 @@ def _trained_cell(row: StartRow, head: str) -> str:
         return "-"
     text = f"{100 * result.mean:.2f} ± {100 * result.std:.2f}"
     c = result.comparison
-    return text if c is None else f"{text}: **{_said(c)}** ({_interval(c)})"
+    return text if c is None else f"{text}: **{said(c)}** ({interval(c)})"
 
 
 def _untrained_cell(row: StartRow, head: str) -> str:
@@ -191,7 +208,7 @@ def _moved_cell(row: StartRow, head: str) -> str:
         return "-"
     c = result.from_start
     word = MOVES[family_verdict(c)] + family_mark(c) + equivalence_mark(c)
-    return f"**{word}** {_interval(c)}; pairs seen {_pairs(result)}"
+    return f"**{word}** {interval(c)}; pairs seen {_pairs(result)}"
 
 
 def from_start_table(stored: StoredResults) -> str:
@@ -349,7 +366,7 @@ def verdict(stored: StoredResults, argument: str) -> str:
     c = _head(stored, argument, "pf-verdict").comparison
     if c is None:
         raise ValueError(f"value pf-verdict: {argument} has no test against cosine (cosine is the baseline)")
-    return f"{_said(c)} ({_interval(c)})"
+    return f"{said(c)} ({interval(c)})"
 
 
 def machine(stored: StoredResults, argument: str = "") -> str:

@@ -29,7 +29,7 @@ from clipmag.registry.evaluations import get_evaluation
 from clipmag.results.record import RESULTS_FILE
 from clipmag_experiments.report.collect import CellResult, find_cells
 
-__all__ = ["MAGNITUDE_HEADS", "Point", "sweep_points", "untuned_diagnostics", "diagnostics_records"]
+__all__ = ["MAGNITUDE_HEADS", "Point", "run_budget", "sweep_points", "untuned_diagnostics", "diagnostics_records"]
 
 METRIC = "NDCG@10"
 BASELINE = "cosine"
@@ -58,7 +58,7 @@ def _steps(cell: CellResult) -> int:
     return int(cell.results.get("run", {}).get("steps", -1))
 
 
-def _budget(cell: CellResult) -> int:
+def run_budget(cell: CellResult) -> int:
     """Pairs one run saw: steps x batch x ranks, from the config its results record."""
     config = (cell.results.get("provenance") or {}).get("config") or {}
     batch = int((config.get("data") or {}).get("batch_size", 0))
@@ -83,7 +83,7 @@ def sweep_points(sweep_dir: str | Path, cells: Sequence[CellResult] | None = Non
         if _steps(cell) <= 0 or cell.cell.get("variant") or not cell.cell.get("model"):
             continue
         group, start = str(cell.cell["group"]), str(cell.cell["model"])
-        budgets[(group, start)] = _budget(cell)
+        budgets[(group, start)] = run_budget(cell)
         for dataset, value in _retrieval_scores(cell).items():
             scores[(group, start, dataset)][cell.head][int(cell.cell["seed"])] = value
     points = []

@@ -5,8 +5,9 @@ A Contriever-style start is pretrained on two random crops of one document (``da
 come from a set a fight trains, selects or tests on. ``build_pretrain_corpus(root)``:
 
 1. reads the pins of ``pretrain_pins.json`` (the pin format of :mod:`pinned_wheels`) and refuses a
-   package that is also pinned for the PyPI pair set (``pypi_pins.json``, read at build time, so a
-   package added there later is caught), that minilm-dot was continued on (``STAGE1_PACKAGES``),
+   package that is also pinned for the PyPI pair set (``pypi_pins.json`` and the larger training
+   set's ``pypi_pins_more_train.json``, read at build time, so a package added there later is
+   caught), that minilm-dot was continued on (``STAGE1_PACKAGES``),
    or that is a code-search test tree (the standard library, scikit-learn);
 2. fetches each wheel (sha256 checked; nothing installed) and reads its text: the library's ``.py``
    files (tests, vendored code and non-packages left out, as the pair builders do) and its
@@ -51,7 +52,12 @@ from text_retrieval.data.bundled.build import STDLIB_EXCLUDED
 from text_retrieval.data.bundled.extract import EXCLUDED_DIRS, extract_file, extract_functions, iter_source_files
 from text_retrieval.data.bundled.package_pairs import built_with
 from text_retrieval.data.bundled.pinned_wheels import PINS_FILE, Pin, fetch_wheel, read_pins, unpack_sources
-from text_retrieval.data.bundled.pypi_pairs import STAGE1_PACKAGES, code_key, default_held_out_trees
+from text_retrieval.data.bundled.pypi_pairs import (
+    MORE_TRAIN_PINS_FILE,
+    STAGE1_PACKAGES,
+    code_key,
+    default_held_out_trees,
+)
 from text_retrieval.data.training.shards import write_text_shards
 
 logger = logging.getLogger("clipmag")
@@ -70,16 +76,22 @@ def _normalised(name: str) -> str:
     return _NOT_NAME.sub("-", name).lower()
 
 
-def fight_packages(pypi_pins: str | Path = PINS_FILE) -> set[str]:
+def fight_packages(
+    pypi_pins: str | Path = PINS_FILE, more_train_pins: str | Path | None = MORE_TRAIN_PINS_FILE
+) -> set[str]:
     """Every package a fight's data or a start's training comes from, normalised: the PyPI pair
-    set's pins, the stage-1 packages and the code-search test trees."""
-    names = {pin.name for pin in read_pins(pypi_pins)} | set(STAGE1_PACKAGES) | {"scikit-learn", "sklearn", "stdlib"}
+    set's pins (the larger training set's too: a budget of 102,400 pairs trains on them), the
+    stage-1 packages and the code-search test trees."""
+    pinned = [*read_pins(pypi_pins), *(read_pins(more_train_pins) if more_train_pins else [])]
+    names = {pin.name for pin in pinned} | set(STAGE1_PACKAGES) | {"scikit-learn", "sklearn", "stdlib"}
     return {_normalised(n) for n in names}
 
 
-def overlapping_pins(pins: Sequence[Pin], pypi_pins: str | Path = PINS_FILE) -> list[str]:
+def overlapping_pins(
+    pins: Sequence[Pin], pypi_pins: str | Path = PINS_FILE, more_train_pins: str | Path | None = MORE_TRAIN_PINS_FILE
+) -> list[str]:
     """The pretraining pins whose package a fight also reads (empty: disjoint)."""
-    taken = fight_packages(pypi_pins)
+    taken = fight_packages(pypi_pins, more_train_pins)
     return sorted(pin.name for pin in pins if _normalised(pin.name) in taken)
 
 
@@ -166,7 +178,8 @@ def build_pretrain_corpus(
     shared = overlapping_pins(pins, pypi_pins)
     if shared:
         raise UserError(
-            f"{pins_file}: {', '.join(shared)} is also read by a fight (pinned in {pypi_pins}, a stage-1 package or "
+            f"{pins_file}: {', '.join(shared)} is also read by a fight (pinned in {pypi_pins} or "
+            f"{MORE_TRAIN_PINS_FILE.name}, a stage-1 package or "
             "a code-search test tree); pretraining text must be disjoint: pin another package"
         )
     fight_pins = read_pins(pypi_pins)
