@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import logging
@@ -10,6 +11,7 @@ import pytest
 import toy_frontend
 import toy_prepare
 
+from clipmag.errors import ConfigError
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 from clipmag_experiments.sweep import run as sweep
 
@@ -99,3 +101,23 @@ def test_archive_copies_the_small_files_of_finished_cells_and_the_report_reads_t
     assert sorted(p.name for p in copied) == ["cell.json", "cell.json", "results.json", "results.json", "sweep.json"]
     assert archive_results(tmp_path / "runs", tmp_path / "kept") == []  # unchanged files are not copied again
     assert "best mean nDCG@10 is **cosine**" in build_report(tmp_path / "kept", allow_mixed=True).read_text()
+
+
+def test_a_start_rebuilt_otherwise_on_a_later_sitting_is_refused_before_any_cell(tmp_path, toy_kind):
+    target = tmp_path / "prepared" / "done.txt"
+    group = sweep.SweepGroup(name="plain", kind="toy", heads=["cosine"])
+    cfg = sweep.SweepConfig(
+        output_dir=str(tmp_path / "runs"), prepare=[_step(tmp_path, fingerprint=[str(target)])], groups=[group]
+    )
+    sweep.run_sweep(cfg)
+    target.unlink()  # a fresh machine: the step builds its start again, the same bytes
+    sweep.run_sweep(cfg)
+    starts = json.loads((tmp_path / "runs" / "sweep.json").read_text())["starts"]
+    digests = [start["prepared"]["make"][str(target)] for start in starts]
+    assert len(digests) == 2 and digests[0] == digests[1]
+    target.write_text("trained otherwise\n")  # a rebuild that came out other bytes
+    later = sweep.SweepGroup(name="later", kind="toy", heads=["cosine"])  # a cell not yet run
+    ran = len(toy_frontend.CALLS)
+    with pytest.raises(ConfigError, match=r"prepare step 'make' built .*done\.txt anew and it differs"):
+        sweep.run_sweep(dataclasses.replace(cfg, groups=[group, later]))
+    assert len(toy_frontend.CALLS) == ran

@@ -10,6 +10,11 @@ looking at folders, and the last top-level binding of ``main`` in it is a ``def`
 imported to check it, so a package's ``__init__.py`` does not run before a step is refused; a
 standard-library module (``math``), a folder without ``__init__.py`` and ``main = None`` are refused
 as such.
+
+A step that trains a start (a continued or pretrained encoder) names its weights in ``fingerprint``:
+a sweep run over sittings rebuilds such a step on a fresh machine, and the sha256 of each named file
+is recorded with every start so that cells trained from one rebuild are never mixed with cells
+trained from another (:func:`clipmag_experiments.design.protocol.record_prepared`).
 """
 
 from __future__ import annotations
@@ -23,20 +28,23 @@ from pathlib import Path
 
 from clipmag.errors import ConfigError
 from clipmag.runtime.logs import caller_logging_kept, logger
+from clipmag.storage.files import sha256_of
 
-__all__ = ["SweepStep", "check_prepare", "run_prepare", "missing_paths"]
+__all__ = ["SweepStep", "check_prepare", "fingerprints", "run_prepare", "missing_paths"]
 
 
 @dataclass
 class SweepStep:
     """A preparation step: ``module``'s ``main(args)`` (an importable module of this environment), run
-    unless ``creates`` exists; skipped with a line when a path in ``requires`` is absent."""
+    unless ``creates`` exists; skipped with a line when a path in ``requires`` is absent. The files
+    in ``fingerprint`` (a trained start's weights) must be byte for byte the same at every start."""
 
     name: str
     module: str
     args: list[str] = field(default_factory=list)
     creates: str | None = None
     requires: list[str] = field(default_factory=list)
+    fingerprint: list[str] = field(default_factory=list)
 
 
 def missing_paths(paths: Sequence[str]) -> list[str]:
@@ -130,3 +138,14 @@ def run_prepare(steps: Sequence[SweepStep]) -> None:
                 status = importlib.import_module(step.module).main(list(step.args))
             if isinstance(status, int) and status != 0:  # a main that returns an exit status
                 raise RuntimeError(f"prepare step {step.name!r} ({step.module}) failed with status {status}")
+
+
+def fingerprints(steps: Sequence[SweepStep]) -> dict[str, dict[str, str]]:
+    """Per step, the sha256 of each of its ``fingerprint`` files that exists (a step skipped for an
+    absent input has none)."""
+    found = {}
+    for step in steps:
+        digests = {path: sha256_of(path) for path in step.fingerprint if Path(path).is_file()}
+        if digests:
+            found[step.name] = digests
+    return found

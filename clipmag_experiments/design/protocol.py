@@ -19,13 +19,14 @@ from typing import Any
 
 from clipmag.config.build import to_dict
 from clipmag.config.spellings import current_spelling
+from clipmag.errors import ConfigError
 from clipmag.results.provenance import config_sha256, provenance
 from clipmag.runtime.logs import logger
 from clipmag.storage.files import write_text_atomic
 from clipmag_experiments.design.comparison import comparison_statement
 from clipmag_experiments.design.grid import SweepConfig
 
-__all__ = ["PROTOCOL_FILE", "record_start", "read_protocol"]
+__all__ = ["PROTOCOL_FILE", "record_prepared", "record_start", "read_protocol"]
 
 PROTOCOL_FILE = "sweep.json"
 
@@ -70,3 +71,25 @@ def record_start(cfg: SweepConfig) -> dict[str, Any]:
     folder.mkdir(parents=True, exist_ok=True)
     write_text_atomic(folder / PROTOCOL_FILE, json.dumps({"starts": [*starts, entry]}, indent=1, default=str) + "\n")
     return entry
+
+
+def record_prepared(folder: str | Path, prepared: dict[str, dict[str, str]]) -> None:
+    """Add the prepare steps' fingerprints (step -> file -> sha256) to this start's entry, refusing
+    a file that differs from the one an earlier start recorded: a start rebuilt on a fresh machine
+    that is not the earlier sittings' start would mix two starts in one table. Call it after
+    :func:`record_start`, before any cell runs."""
+    path = Path(folder) / PROTOCOL_FILE
+    starts = read_protocol(folder)
+    for earlier in starts[:-1]:
+        for step, digests in (earlier.get("prepared") or {}).items():
+            for file, digest in digests.items():
+                now = prepared.get(step, {}).get(file)
+                if now is not None and now != digest:
+                    raise ConfigError(
+                        f"{path}: prepare step {step!r} built {file} anew and it differs from the one the start of "
+                        f"{earlier.get('started')} recorded (sha256 {digest[:12]} then, {now[:12]} now), so cells "
+                        "stored from the earlier one would sit beside cells from this one; bring the earlier file "
+                        "back or run the sweep in a new folder"
+                    )
+    starts[-1]["prepared"] = prepared
+    write_text_atomic(path, json.dumps({"starts": starts}, indent=1, default=str) + "\n")

@@ -67,8 +67,8 @@ from clipmag_experiments.design.grid import (
     expand,
     split_model_entry,
 )
-from clipmag_experiments.design.prepare import SweepStep, check_prepare, missing_paths, run_prepare
-from clipmag_experiments.design.protocol import record_start
+from clipmag_experiments.design.prepare import SweepStep, check_prepare, fingerprints, missing_paths, run_prepare
+from clipmag_experiments.design.protocol import record_prepared, record_start
 from clipmag_experiments.slurm.jobs import SweepUnfinished, check_cluster
 from clipmag_experiments.slurm.launcher import run_on_slurm
 from clipmag_experiments.sweep.cell_log import failure_reason, run_logged
@@ -199,6 +199,7 @@ def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep")
         protocol = record_start(cfg)  # the protocol on disk before any result
         try:
             run_prepare(cfg.prepare)
+            record_prepared(cfg.output_dir, fingerprints(cfg.prepare))
         except BaseException:  # no cell ran: the folder is left as it was found
             lock.abandon(restore=True)
             raise
