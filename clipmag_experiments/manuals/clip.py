@@ -1,12 +1,14 @@
 """The CLIP sweeps' tables and marks of docs/clip.md and the README, rendered from their cells:
-``results/clip_losses`` (the digits, ``configs/sweeps/clip_losses.yaml``) and ``results/clip_emoji``
-(the emoji set, each head's scale chosen on dev). Each trains the four fixed heads under InfoNCE in
-both directions, in one direction, SigLIP and a locked image tower (LiT). The blocks
-``clip-losses`` and ``clip-emoji`` are the report's CLIP tables of those cells - I->T and T->I
-recall with the model's head and with cosine, zero-shot accuracy both ways, each head against
-cosine of its group with the query-level test (text -> image with the image as the unit, Holm
-over the row's heads and over the whole table) and the seed t-test - and the marks ``clip-*`` and
-``emoji-*`` read single values of them, so the pages show what the stored cells give, nothing typed.
+``results/clip_losses`` (the digits, ``configs/sweeps/clip_losses.yaml``) and
+``results/clip_emoji_first`` (the emoji set under its first, superseded protocol, each head's scale
+chosen on dev; the rebuilt protocol archives to ``results/clip_emoji``, so its cells never join the
+first protocol's table). Each trains the four fixed heads under InfoNCE in both directions, in one
+direction, SigLIP and a locked image tower (LiT). The blocks ``clip-losses`` and ``clip-emoji`` are
+the report's CLIP tables of those cells - I->T and T->I recall with the model's head and with
+cosine, zero-shot accuracy both ways, each head against cosine of its group with the query-level
+test (text -> image with the image as the unit, Holm over the row's heads and over the whole table)
+and the seed t-test - and the marks ``clip-*`` and ``emoji-*`` read single values of them, so the
+pages show what the stored cells give, nothing typed.
 """
 
 from __future__ import annotations
@@ -37,10 +39,10 @@ from clipmag_experiments.sweep.floors import read_floors
 __all__ = ["BLOCKS", "VALUES"]
 
 # the stored CLIP sweeps and the prefix of their marks in the manuals
-SWEEPS = {"clip": "clip_losses", "emoji": "clip_emoji"}
+SWEEPS = {"clip": "clip_losses", "emoji": "clip_emoji_first"}
 MAGNITUDE_HEADS = ("dot", "qnorm", "dnorm")
 # CLIP-benchmark's result file of every compared emoji run on the shifted domain, in
-# results/clip_emoji/shifted/; its metrics by the names the page prints
+# results/clip_emoji_first/shifted/; its metrics by the names the page prints
 SHIFTED = "shifted"
 SHIFTED_METRICS = {
     "acc1": "zero-shot top-1",
@@ -54,7 +56,7 @@ SHIFTED_RUNS = "runs/clip_emoji/{infonce-sym,infonce-i2t,siglip,lit}/default/*/s
 SHIFTED_COMMAND = " && ".join(
     "python scripts/eval_clip_benchmark.py eval --model_type clipmag --model emoji --pretrained "
     f"{SHIFTED_RUNS} --dataset wds/emoji_grey_{task} --dataset_root 'data/emoji/wds/{{dataset}}' {options} "
-    "--num_workers 0 --no_amp --head model --output 'results/clip_emoji/shifted/{dataset}_{pretrained}.json'"
+    "--num_workers 0 --no_amp --head model --output 'results/clip_emoji_first/shifted/{dataset}_{pretrained}.json'"
     for task, options in (("classification", ""), ("retrieval", "--task zeroshot_retrieval --recall_k 1 5"))
 )
 
