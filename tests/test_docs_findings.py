@@ -28,3 +28,15 @@ def test_a_sweep_stored_over_sittings_stays_pending_until_its_compared_group_has
     fight.mkdir(parents=True)
     (fight / "results.json").write_text("{}")
     assert pending.answered(stored)
+
+
+def test_each_pending_question_waits_for_a_compared_group_of_its_protocol():
+    """A sweep's earlier groups (its tower or rate choice) are stored before its compared ones: the
+    README row must wait for a group the protocol compares, or it would vanish half-run."""
+    from clipmag.registry.config_packages import config_path
+    from clipmag_experiments.manuals.findings import PENDING
+    from clipmag_experiments.sweep import run as sweep
+
+    for pending in PENDING:
+        cfg = sweep.load_sweep_config(config_path(pending.protocol))
+        assert pending.group in cfg.comparison.groups, pending.protocol

@@ -18,7 +18,7 @@ from clipmag.results.marks import family_tally
 from clipmag.results.record import RESULTS_FILE
 from clipmag.results.significance import Comparison
 from clipmag_experiments.design.protocol import read_protocol
-from clipmag_experiments.manuals import budget, fair_fight, ladder, positive_regime, powered_fight
+from clipmag_experiments.manuals import budget, emoji_towers, fair_fight, ladder, positive_regime, powered_fight
 from clipmag_experiments.report.starts import StartRow
 from clipmag_experiments.report.stored import StoredResults
 
@@ -46,14 +46,17 @@ def _labelled(rows: list[StartRow], heads: tuple[str, ...] | None = None) -> lis
 
 @dataclass(frozen=True)
 class Pending:
-    """A question whose protocol is committed but whose sweep has no stored results yet: its row
-    says so until the results folder holds a run of that protocol (one of its groups, by name)."""
+    """A question whose protocol is committed but whose compared group has no stored results yet: its
+    row says so (or what its earlier groups gave, ``status``) until the results folder holds a run of
+    that group."""
 
     asked: str
     protocol: str
     link: str
     folder: str
     group: str
+    # what the stored earlier groups say while the compared one waits (None: "not run yet")
+    status: Callable[[StoredResults], str | None] | None = None
 
     def answered(self, stored: StoredResults) -> bool:
         """Whether the results folder holds a finished cell of the protocol's compared group: a sweep
@@ -176,7 +179,8 @@ PENDING = (
         "configs/sweeps/clip_emoji.yaml",
         "docs/clip.md#the-emoji-sweep-the-rebuilt-protocol",
         "clip_emoji",
-        "towers",
+        "infonce-sym",
+        emoji_towers.status,
     ),
     LADDER,
 )
@@ -207,7 +211,8 @@ def findings_table(stored: StoredResults) -> str:
     for p in PENDING:
         if not p.answered(stored):
             protocol = f"protocol `{p.protocol}`, committed before its run"
-            lines.append(f"| {p.asked} | {protocol} | - | not run yet | [protocol]({p.link}) |")
+            said = (p.status(stored) if p.status else None) or "not run yet"
+            lines.append(f"| {p.asked} | {protocol} | - | {said} | [protocol]({p.link}) |")
     return "\n".join(lines)
 
 

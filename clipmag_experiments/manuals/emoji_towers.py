@@ -1,0 +1,116 @@
+"""The rebuilt emoji protocol's first step in the manuals: the towers chosen on validation, against
+the floors the images give without learning (``results/clip_emoji``, ``configs/sweeps/clip_emoji.yaml``).
+
+The protocol chooses the tower and its steps on validation zero-shot mean per-class recall with the
+head, and gates the compared groups on it: the chosen tower's cosine must clear the validation pixel
+nearest neighbour's mean per-class recall and top-1. Until a tower clears it the compared groups do
+not run, so this block is what the stored sweep answers so far, and the README's row says the same.
+
+- ``emoji-towers``: each tower cell's validation zero-shot (top-1 and mean per-class recall), its
+  mean R@1 and training time, the floors beneath, and the gate's verdict;
+- :func:`status` (the value ``emoji-status``): the README row's words while the compared groups wait.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from clipmag_experiments.report.collect import CellResult
+from clipmag_experiments.report.stored import StoredResults
+from clipmag_experiments.sweep.floors import read_floors
+
+__all__ = ["BLOCKS", "SWEEP", "VALUES", "cleared", "status", "towers_table"]
+
+SWEEP = "clip_emoji"  # the rebuilt protocol's archive
+GROUP = "towers"
+RECALL, TOP1 = "zeroshot_mean_per_class_recall_head", "zeroshot_acc1_head"
+FLOOR = "pixel_nearest_neighbour"  # the floor the gate names
+FLOOR_ROWS = {"chance": "chance (1/58)", "majority_class": "majority class", FLOOR: "pixel 1-nearest neighbour"}
+
+
+def _towers(stored: StoredResults) -> list[CellResult]:
+    """The stored tower cells, in the protocol's order of variants (none before the sweep ran)."""
+    if not (stored.root / SWEEP / GROUP).is_dir():
+        return []
+
+    def order(cell: CellResult) -> tuple[str, int]:  # t500 -> ("t", 500): by tower, then steps
+        tower = cell.config.rstrip("0123456789")
+        return tower, int(cell.config[len(tower) :] or 0)
+
+    return sorted(stored.sweep(SWEEP).group(GROUP), key=order)
+
+
+def _validation_floors(stored: StoredResults) -> dict[str, Any]:
+    floors = read_floors(stored.root / SWEEP)
+    if floors is None:
+        raise FileNotFoundError(f"{stored.root / SWEEP}: no baselines.json; the sweep's prepare step floors writes it")
+    return floors["val"]["zero_shot"]
+
+
+def cleared(cell: CellResult, floors: dict[str, Any]) -> bool:
+    """Whether a tower's validation zero-shot clears the gate: above the pixel nearest neighbour's
+    mean per-class recall and its top-1 alike."""
+    validation = cell.results["validation"]
+    return validation[RECALL] > floors[FLOOR]["mean_per_class_recall"] and validation[TOP1] > floors[FLOOR]["acc1"]
+
+
+def _best(cells: list[CellResult]) -> CellResult:
+    return max(cells, key=lambda c: c.results["validation"][RECALL])
+
+
+def towers_table(stored: StoredResults) -> str:
+    """Each tower's validation scores x100 above the floors, and whether any clears the gate."""
+    cells = _towers(stored)
+    if not cells:
+        return "_No run of the rebuilt protocol is stored yet._"
+    floors = _validation_floors(stored)
+    lines = [
+        "| tower (steps) | zero-shot mean per-class recall | zero-shot top-1 | mean R@1 | training s |",
+        "|---|---|---|---|---|",
+    ]
+    for cell in cells:
+        v = cell.results["validation"]
+        seconds = cell.results.get("timings", {}).get("train_seconds", 0.0)
+        lines.append(
+            f"| {cell.config} | {100 * v[RECALL]:.2f} | {100 * v[TOP1]:.2f} | {100 * v['mean_r1_head']:.2f} | "
+            f"{seconds:,.0f} |"
+        )
+    for key, label in FLOOR_ROWS.items():
+        floor = floors[key]
+        lines.append(f"| _{label}_ | {100 * floor['mean_per_class_recall']:.2f} | {100 * floor['acc1']:.2f} | | |")
+    passing = [c.config for c in cells if cleared(c, floors)]
+    verdict = (
+        f"Gate: {', '.join(passing)} clear{'s' if len(passing) == 1 else ''} the pixel nearest neighbour"
+        if passing
+        else f"Gate: none of the {len(cells)} towers clears the pixel nearest neighbour, so the compared groups "
+        "do not run until an amendment widens the tower grid"
+    )
+    return "\n".join(lines) + f"\n\n{verdict} (validation, {cells[0].cell.get('head')}, seed 0)."
+
+
+def status(stored: StoredResults) -> str | None:
+    """The README row's words while the compared groups wait: None before any tower is stored."""
+    cells = _towers(stored)
+    if not cells:
+        return None
+    floors = _validation_floors(stored)
+    best = _best(cells)
+    recall = 100 * best.results["validation"][RECALL]
+    floor = 100 * floors[FLOOR]["mean_per_class_recall"]
+    if any(cleared(c, floors) for c in cells):
+        chosen = f"{best.config}: {recall:.1f} validation zero-shot mean per-class recall"
+        return f"towers chosen ({chosen}); the compared runs come next"
+    return (
+        f"towers only: none of {len(cells)} clears the pixel floor (best {recall:.1f} validation zero-shot mean "
+        f"per-class recall against {floor:.1f}), so the compared runs wait for a wider tower grid"
+    )
+
+
+def status_value(stored: StoredResults, argument: str = "") -> str:
+    """:func:`status` as a value of the manuals ("not run yet" before any tower)."""
+    return status(stored) or "not run yet"
+
+
+BLOCKS: dict[str, Callable[[StoredResults], str]] = {"emoji-towers": towers_table}
+VALUES: dict[str, Callable[[StoredResults, str], str]] = {"emoji-status": status_value}

@@ -1,0 +1,58 @@
+"""The rebuilt emoji protocol's towers in the manuals: each tower's validation zero-shot above the
+floors, the gate read from the pixel nearest neighbour (mean per-class recall and top-1 alike), and
+the README row's words while the compared groups wait."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from clipmag.results.record import build_results, write_results
+from clipmag.scoring.head_record import HeadRecord
+from clipmag_experiments.manuals import emoji_towers, findings
+from clipmag_experiments.report.stored import StoredResults
+
+FLOORS = {
+    "chance": {"acc1": 1 / 58, "mean_per_class_recall": 1 / 58},
+    "majority_class": {"acc1": 0.13, "mean_per_class_recall": 0.02},
+    "pixel_nearest_neighbour": {"acc1": 0.46, "mean_per_class_recall": 0.35},
+}
+
+
+def _store(root: Path, towers: dict[str, tuple[float, float]]) -> StoredResults:
+    """A results root holding the emoji sweep's floors and one tower cell per (recall, top-1)."""
+    sweep = root / emoji_towers.SWEEP
+    sweep.mkdir(parents=True)
+    (sweep / "baselines.json").write_text(json.dumps({"val": {"zero_shot": FLOORS}}))
+    for variant, (recall, top1) in towers.items():
+        folder = sweep / emoji_towers.GROUP / "default" / f"cosine-{variant}" / "seed0"
+        folder.mkdir(parents=True)
+        cell = {"group": emoji_towers.GROUP, "kind": "clip", "head": "cosine", "variant": variant, "seed": 0}
+        (folder / "cell.json").write_text(json.dumps(cell))
+        validation = {emoji_towers.RECALL: recall, emoji_towers.TOP1: top1, "mean_r1_head": 0.1}
+        record = build_results({"seed": 0}, HeadRecord({"name": "cosine"}), {}, {}, validation, {"train_seconds": 90.0})
+        write_results(record, folder)
+    return StoredResults(root)
+
+
+def test_no_tower_above_the_pixel_floor_keeps_the_compared_groups_waiting(tmp_path):
+    stored = _store(tmp_path, {"t1000": (0.10, 0.09), "s500": (0.40, 0.20), "t500": (0.09, 0.08)})
+    table = emoji_towers.towers_table(stored)
+    assert [line.split(" | ")[0] for line in table.splitlines()[2:5]] == ["| s500", "| t500", "| t1000"]
+    assert "| _pixel 1-nearest neighbour_ | 35.00 | 46.00 |" in table
+    assert "none of the 3 towers clears" in table  # s500's recall is above, its top-1 is not
+    assert emoji_towers.status(stored).startswith("towers only: none of 3 clears the pixel floor (best 40.0")
+    pending = next(p for p in findings.PENDING if p.folder == emoji_towers.SWEEP)
+    assert pending.status is emoji_towers.status and not pending.answered(stored)  # the README row waits
+
+
+def test_a_tower_that_clears_both_floors_is_named(tmp_path):
+    stored = _store(tmp_path, {"s1000": (0.41, 0.52), "t500": (0.09, 0.08)})
+    assert "Gate: s1000 clears the pixel nearest neighbour" in emoji_towers.towers_table(stored)
+    assert emoji_towers.status(stored).startswith("towers chosen (s1000: 41.0")
+
+
+def test_before_any_tower_the_row_is_not_run_yet(tmp_path):
+    stored = StoredResults(tmp_path)
+    assert emoji_towers.status(stored) is None
+    assert emoji_towers.towers_table(stored).startswith("_No run of the rebuilt protocol")
