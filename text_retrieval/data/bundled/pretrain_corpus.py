@@ -76,19 +76,17 @@ def _normalised(name: str) -> str:
     return _NOT_NAME.sub("-", name).lower()
 
 
-def fight_packages(
-    pypi_pins: str | Path = PINS_FILE, more_train_pins: str | Path | None = MORE_TRAIN_PINS_FILE
-) -> set[str]:
+def fight_packages(pypi_pins: str | Path = PINS_FILE, more_train_pins: str | Path = MORE_TRAIN_PINS_FILE) -> set[str]:
     """Every package a fight's data or a start's training comes from, normalised: the PyPI pair
     set's pins (the larger training set's too: a budget of 102,400 pairs trains on them), the
     stage-1 packages and the code-search test trees."""
-    pinned = [*read_pins(pypi_pins), *(read_pins(more_train_pins) if more_train_pins else [])]
+    pinned = [*read_pins(pypi_pins), *read_pins(more_train_pins)]
     names = {pin.name for pin in pinned} | set(STAGE1_PACKAGES) | {"scikit-learn", "sklearn", "stdlib"}
     return {_normalised(n) for n in names}
 
 
 def overlapping_pins(
-    pins: Sequence[Pin], pypi_pins: str | Path = PINS_FILE, more_train_pins: str | Path | None = MORE_TRAIN_PINS_FILE
+    pins: Sequence[Pin], pypi_pins: str | Path = PINS_FILE, more_train_pins: str | Path = MORE_TRAIN_PINS_FILE
 ) -> list[str]:
     """The pretraining pins whose package a fight also reads (empty: disjoint)."""
     taken = fight_packages(pypi_pins, more_train_pins)
