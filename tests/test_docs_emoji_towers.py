@@ -24,6 +24,9 @@ def _store(root: Path, towers: dict[str, tuple[float, float]]) -> StoredResults:
     sweep = root / emoji_towers.SWEEP
     sweep.mkdir(parents=True)
     (sweep / "baselines.json").write_text(json.dumps({"val": {"zero_shot": FLOORS}}))
+    variants = [{"name": name} for name in ("t500", "t1000", "s500", "s1000")]  # the protocol's order
+    groups = [{"name": emoji_towers.GROUP, "variants": variants}]
+    (sweep / "sweep.json").write_text(json.dumps({"starts": [{"config": {"groups": groups}}]}))
     for variant, (recall, top1) in towers.items():
         folder = sweep / emoji_towers.GROUP / "default" / f"cosine-{variant}" / "seed0"
         folder.mkdir(parents=True)
@@ -38,18 +41,28 @@ def _store(root: Path, towers: dict[str, tuple[float, float]]) -> StoredResults:
 def test_no_tower_above_the_pixel_floor_keeps_the_compared_groups_waiting(tmp_path):
     stored = _store(tmp_path, {"t1000": (0.10, 0.09), "s500": (0.40, 0.20), "t500": (0.09, 0.08)})
     table = emoji_towers.towers_table(stored)
-    assert [line.split(" | ")[0] for line in table.splitlines()[2:5]] == ["| s500", "| t500", "| t1000"]
+    assert [line.split(" | ")[0] for line in table.splitlines()[2:5]] == ["| t500", "| t1000", "| s500"]
     assert "| _pixel 1-nearest neighbour_ | 35.00 | 46.00 |" in table
-    assert "none of the 3 towers clears" in table  # s500's recall is above, its top-1 is not
-    assert emoji_towers.status(stored).startswith("towers only: none of 3 clears the pixel floor (best 40.0")
+    # s500 is chosen (the highest recall); its recall is above the floor, its top-1 is not
+    assert "Gate: s500, the tower chosen (the highest validation zero-shot mean per-class recall), does not" in table
+    assert emoji_towers.status(stored).startswith("towers only: the chosen tower (s500, 40.0 validation")
     pending = next(p for p in findings.PENDING if p.folder == emoji_towers.SWEEP)
     assert pending.status is emoji_towers.status and not pending.answered(stored)  # the README row waits
 
 
-def test_a_tower_that_clears_both_floors_is_named(tmp_path):
+def test_a_chosen_tower_that_clears_both_floors_opens_the_gate(tmp_path):
     stored = _store(tmp_path, {"s1000": (0.41, 0.52), "t500": (0.09, 0.08)})
-    assert "Gate: s1000 clears the pixel nearest neighbour" in emoji_towers.towers_table(stored)
+    assert "Gate: s1000, the tower chosen" in emoji_towers.towers_table(stored)
+    assert "clears the pixel nearest neighbour; the compared groups run at it" in emoji_towers.towers_table(stored)
     assert emoji_towers.status(stored).startswith("towers chosen (s1000: 41.0")
+
+
+def test_the_gate_is_read_on_the_chosen_tower_alone(tmp_path):
+    """The protocol gates the tower it chooses (by recall): another tower that clears both floors
+    with less recall does not open the gate."""
+    stored = _store(tmp_path, {"s500": (0.45, 0.30), "t1000": (0.36, 0.50)})
+    assert "Gate: s500, the tower chosen" in emoji_towers.towers_table(stored)
+    assert emoji_towers.status(stored).startswith("towers only: the chosen tower (s500")
 
 
 def test_before_any_tower_the_row_is_not_run_yet(tmp_path):

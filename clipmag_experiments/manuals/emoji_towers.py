@@ -7,7 +7,7 @@ nearest neighbour's mean per-class recall and top-1. Until a tower clears it the
 not run, so this block is what the stored sweep answers so far, and the README's row says the same.
 
 - ``emoji-towers``: each tower cell's validation zero-shot (top-1 and mean per-class recall), its
-  mean R@1 and training time, the floors beneath, and the gate's verdict;
+  mean R@1 and training time, the floors beneath, and the gate's verdict on the chosen tower;
 - :func:`status` (the value ``emoji-status``): the README row's words while the compared groups wait.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from clipmag_experiments.design.protocol import read_protocol
 from clipmag_experiments.report.collect import CellResult
 from clipmag_experiments.report.stored import StoredResults
 from clipmag_experiments.sweep.floors import read_floors
@@ -30,15 +31,13 @@ FLOOR_ROWS = {"chance": "chance (1/58)", "majority_class": "majority class", FLO
 
 
 def _towers(stored: StoredResults) -> list[CellResult]:
-    """The stored tower cells, in the protocol's order of variants (none before the sweep ran)."""
+    """The stored tower cells in the order the protocol lists its variants (none before the sweep
+    ran), so a tie in the choice goes to the first listed, as the sweep's own choices do."""
     if not (stored.root / SWEEP / GROUP).is_dir():
         return []
-
-    def order(cell: CellResult) -> tuple[str, int]:  # t500 -> ("t", 500): by tower, then steps
-        tower = cell.config.rstrip("0123456789")
-        return tower, int(cell.config[len(tower) :] or 0)
-
-    return sorted(stored.sweep(SWEEP).group(GROUP), key=order)
+    groups = read_protocol(stored.root / SWEEP)[0]["config"]["groups"]
+    listed = [v["name"] for g in groups if g["name"] == GROUP for v in g["variants"]]
+    return sorted(stored.sweep(SWEEP).group(GROUP), key=lambda cell: listed.index(cell.cell["variant"]))
 
 
 def _validation_floors(stored: StoredResults) -> dict[str, Any]:
@@ -55,12 +54,14 @@ def cleared(cell: CellResult, floors: dict[str, Any]) -> bool:
     return validation[RECALL] > floors[FLOOR]["mean_per_class_recall"] and validation[TOP1] > floors[FLOOR]["acc1"]
 
 
-def _best(cells: list[CellResult]) -> CellResult:
+def _chosen(cells: list[CellResult]) -> CellResult:
+    """The protocol's choice: the highest validation zero-shot mean per-class recall (a tie: the
+    first listed). The gate is read on this tower alone."""
     return max(cells, key=lambda c: c.results["validation"][RECALL])
 
 
 def towers_table(stored: StoredResults) -> str:
-    """Each tower's validation scores x100 above the floors, and whether any clears the gate."""
+    """Each tower's validation scores x100 above the floors, and whether the chosen one clears the gate."""
     cells = _towers(stored)
     if not cells:
         return "_No run of the rebuilt protocol is stored yet._"
@@ -79,14 +80,15 @@ def towers_table(stored: StoredResults) -> str:
     for key, label in FLOOR_ROWS.items():
         floor = floors[key]
         lines.append(f"| _{label}_ | {100 * floor['mean_per_class_recall']:.2f} | {100 * floor['acc1']:.2f} | | |")
-    passing = [c.config for c in cells if cleared(c, floors)]
+    tower = _chosen(cells)
+    named = f"Gate: {tower.config}, the tower chosen (the highest validation zero-shot mean per-class recall),"
     verdict = (
-        f"Gate: {', '.join(passing)} clear{'s' if len(passing) == 1 else ''} the pixel nearest neighbour"
-        if passing
-        else f"Gate: none of the {len(cells)} towers clears the pixel nearest neighbour, so the compared groups "
-        "do not run until an amendment widens the tower grid"
+        f"{named} clears the pixel nearest neighbour; the compared groups run at it"
+        if cleared(tower, floors)
+        else f"{named} does not clear the pixel nearest neighbour, so the compared groups do not run until an "
+        "amendment widens the tower grid"
     )
-    return "\n".join(lines) + f"\n\n{verdict} (validation, {cells[0].cell.get('head')}, seed 0)."
+    return "\n".join(lines) + f"\n\n{verdict} (validation, {tower.cell.get('head')}, seed 0)."
 
 
 def status(stored: StoredResults) -> str | None:
@@ -95,15 +97,15 @@ def status(stored: StoredResults) -> str | None:
     if not cells:
         return None
     floors = _validation_floors(stored)
-    best = _best(cells)
-    recall = 100 * best.results["validation"][RECALL]
-    floor = 100 * floors[FLOOR]["mean_per_class_recall"]
-    if any(cleared(c, floors) for c in cells):
-        chosen = f"{best.config}: {recall:.1f} validation zero-shot mean per-class recall"
-        return f"towers chosen ({chosen}); the compared runs come next"
+    tower = _chosen(cells)
+    recall = f"{100 * tower.results['validation'][RECALL]:.1f} validation zero-shot mean per-class recall"
+    if cleared(tower, floors):
+        return f"towers chosen ({tower.config}: {recall}); the compared runs come next"
+    floor = floors[FLOOR]
     return (
-        f"towers only: none of {len(cells)} clears the pixel floor (best {recall:.1f} validation zero-shot mean "
-        f"per-class recall against {floor:.1f}), so the compared runs wait for a wider tower grid"
+        f"towers only: the chosen tower ({tower.config}, {recall}) does not clear the pixel floor "
+        f"({100 * floor['mean_per_class_recall']:.1f} recall, {100 * floor['acc1']:.1f} top-1), so the compared "
+        "runs wait for a wider tower grid"
     )
 
 
