@@ -16,6 +16,7 @@ from image_text.cli import parse_args
 COMPARED = {"infonce-sym": "infonce-scale", "infonce-i2t": "infonce-scale", "siglip": "siglip-scale"}
 COMPARED["lit"] = "infonce-scale"
 TOWER_CHOICE = ("towers", "zeroshot_mean_per_class_recall_head", "cosine")
+LONGEST_WORDPIECE_TEXT = 50  # all-MiniLM-L6-v2's tokens of the longest emoji text, [CLS] and [SEP] included
 
 
 def test_the_emoji_sweep_chooses_towers_then_scales_on_validation_and_compares_on_test():
@@ -42,7 +43,7 @@ def test_the_emoji_sweep_chooses_towers_then_scales_on_validation_and_compares_o
     final = [c for c in cells if c.group in COMPARED]
     assert len(final) == 4 * 4 * 5 and {c.seed for c in final} == {0, 1, 2, 3, 4}
     towers = {parse_args(c.argv).model.name for c in cells if c.group == "towers"}
-    assert towers == {"clipmag-emoji-t", "clipmag-emoji-s"}
+    assert towers == {"clipmag-emoji-t", "clipmag-emoji-s", "clipmag-emoji-sm"}  # sm: amendment 1
     for cell in cells:
         run = parse_args(cell.argv)
         assert run.model.query_side == "image" and run.train.precision == "fp32", cell.label
@@ -57,12 +58,15 @@ def test_the_emoji_sweep_chooses_towers_then_scales_on_validation_and_compares_o
 
 
 def test_every_tower_reads_each_training_text_whole():
-    """The context holds the longest training text (50 tokens with its start and end tokens)."""
+    """The context holds the longest training text (50 tokens with its start and end tokens, in CLIP's
+    BPE and in MiniLM's WordPiece alike)."""
     from image_text.model.architecture import build_open_clip
     from image_text.model.config import ClipModelConfig
 
     for name in ("clipmag-emoji-t", "clipmag-emoji-s"):
         assert build_open_clip(ClipModelConfig(name=name))[0].context_length >= 50
+    tokenizer = build_open_clip(ClipModelConfig(name="clipmag-emoji-sm"))[3]
+    assert tokenizer.context_length >= LONGEST_WORDPIECE_TEXT
 
 
 def _validated(cell, **validation: float) -> None:
@@ -77,7 +81,7 @@ def test_the_tower_and_steps_chosen_on_validation_reach_every_compared_cell(tmp_
     cfg = sweep.load_sweep_config(config_path("configs/sweeps/clip_emoji.yaml"))
     cfg.output_dir = str(tmp_path / "runs")
     cells = sweep.expand(cfg)
-    recall = {"t500": 0.10, "t1000": 0.12, "s500": 0.20, "s1000": 0.15}  # s at 500 steps clears the others
+    recall = {"t500": 0.10, "t1000": 0.12, "s500": 0.20, "s1000": 0.15, "sm500": 0.18, "sm1000": 0.19}
     for cell in (c for c in cells if c.group == "towers"):
         _validated(cell, zeroshot_mean_per_class_recall_head=recall[cell.variant])
     for cell in (c for c in cells if c.group in ("infonce-scale", "siglip-lr", "siglip-scale") and not c.extends):
@@ -89,3 +93,20 @@ def test_the_tower_and_steps_chosen_on_validation_reach_every_compared_cell(tmp_
         assert (run.model.name, run.train.steps, run.train.seed) == ("clipmag-emoji-s", 500, cell.seed), cell.label
         assert run.loss.scale == (10.0 if cell.group == "siglip" else 14.2857), cell.label
         assert run.optim.lr == 1e-3 or cell.group != "siglip", cell.label
+
+
+def test_a_chosen_minilm_tower_reaches_every_compared_cell_locked(tmp_path):
+    """Amendment 1's tower carries its lock and dropout setting with it: a compared cell trains the
+    sentence encoder frozen, as the tower chosen on validation did (LiT's image lock comes on top)."""
+    cfg = sweep.load_sweep_config(config_path("configs/sweeps/clip_emoji.yaml"))
+    cfg.output_dir = str(tmp_path / "runs")
+    cells = sweep.expand(cfg)
+    for cell in (c for c in cells if c.group == "towers"):
+        _validated(cell, zeroshot_mean_per_class_recall_head=0.4 if cell.variant == "sm1000" else 0.1)
+    for cell in (c for c in cells if c.group in ("infonce-scale", "siglip-lr", "siglip-scale") and not c.extends):
+        _validated(cell, mean_r1_head=0.3 if cell.variant in ("scale14", "lr1e-3", "scale10") else 0.1)
+    for cell in (c for c in cells if c.group in COMPARED or c.group == "lit-image-tower"):
+        run = parse_args(choose_variant(cell, cells).argv)
+        assert (run.model.name, run.train.steps) == ("clipmag-emoji-sm", 1000), cell.label
+        assert run.model.lock_text and run.model.dropout == 0, cell.label
+        assert run.model.lock_image == (cell.group == "lit"), cell.label

@@ -52,6 +52,14 @@ BLOCKS: dict[tuple[str, str], str] = {
         "docs/clip.md",
         "python scripts/train_clip.py --config configs/clip/sym_cosine.yaml --output runs/clip/cosine",
     ): "two CLIP trainings, minutes each on 2 cores; tests/test_clip_lit_runs.py locks a tower",
+    (
+        "docs/clip.md",
+        "python scripts/train_clip.py --config configs/clip/sym_cosine.yaml model.name=clipmag-emoji-sm --lock-text "
+        "model.dropout=0 --steps 20 --output runs/clip/minilm",
+    ): (
+        "a minute of a 23M-parameter CLIP on 2 cores; tests/test_clip_hf_text.py builds, locks, exports and "
+        "reloads the same towers"
+    ),
     ("docs/clip.md", "python scripts/sweep.py plan --config configs/sweeps/clip_losses.yaml"): QUICK,
     (
         "docs/clip.md",

@@ -19,14 +19,20 @@ FLOORS = {
 }
 
 
-def _store(root: Path, towers: dict[str, tuple[float, float]]) -> StoredResults:
-    """A results root holding the emoji sweep's floors and one tower cell per (recall, top-1)."""
+FIRST = ("t500", "t1000", "s500", "s1000")  # the protocol's order
+
+
+def _store(root: Path, towers: dict[str, tuple[float, float]], *amended: tuple[str, ...]) -> StoredResults:
+    """A results root holding the emoji sweep's floors and one tower cell per (recall, top-1); each
+    of ``amended`` is a later start's tower grid."""
     sweep = root / emoji_towers.SWEEP
     sweep.mkdir(parents=True)
     (sweep / "baselines.json").write_text(json.dumps({"val": {"zero_shot": FLOORS}}))
-    variants = [{"name": name} for name in ("t500", "t1000", "s500", "s1000")]  # the protocol's order
-    groups = [{"name": emoji_towers.GROUP, "variants": variants}]
-    (sweep / "sweep.json").write_text(json.dumps({"starts": [{"config": {"groups": groups}}]}))
+    starts = [
+        {"config": {"groups": [{"name": emoji_towers.GROUP, "variants": [{"name": n} for n in grid]}]}}
+        for grid in (FIRST, *amended)
+    ]
+    (sweep / "sweep.json").write_text(json.dumps({"starts": starts}))
     for variant, (recall, top1) in towers.items():
         folder = sweep / emoji_towers.GROUP / "default" / f"cosine-{variant}" / "seed0"
         folder.mkdir(parents=True)
@@ -69,3 +75,12 @@ def test_before_any_tower_the_row_is_not_run_yet(tmp_path):
     stored = StoredResults(tmp_path)
     assert emoji_towers.status(stored) is None
     assert emoji_towers.towers_table(stored).startswith("_No run of the rebuilt protocol")
+
+
+def test_an_amended_grid_lists_its_towers_in_the_last_start_order(tmp_path):
+    """Towers an amendment adds sit where the amended protocol lists them, and one that clears
+    opens the gate as any tower would."""
+    stored = _store(tmp_path, {"sm500": (0.50, 0.60), "s500": (0.12, 0.06)}, (*FIRST, "sm500", "sm1000"))
+    table = emoji_towers.towers_table(stored)
+    assert [line.split(" | ")[0] for line in table.splitlines()[2:4]] == ["| s500", "| sm500"]
+    assert "Gate: sm500, the tower chosen" in table

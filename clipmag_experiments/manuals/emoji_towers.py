@@ -35,7 +35,7 @@ def _towers(stored: StoredResults) -> list[CellResult]:
     ran), so a tie in the choice goes to the first listed, as the sweep's own choices do."""
     if not (stored.root / SWEEP / GROUP).is_dir():
         return []
-    groups = read_protocol(stored.root / SWEEP)[0]["config"]["groups"]
+    groups = read_protocol(stored.root / SWEEP)[-1]["config"]["groups"]  # as last amended
     listed = [v["name"] for g in groups if g["name"] == GROUP for v in g["variants"]]
     return sorted(stored.sweep(SWEEP).group(GROUP), key=lambda cell: listed.index(cell.cell["variant"]))
 

@@ -1,5 +1,6 @@
 """A trained CLIP model written as open_clip loads it: weights and config, with the head record and
-the model card beside them, so open_clip users get the towers and clipmag users the head too."""
+the model card beside them, so open_clip users get the towers and clipmag users the head too (and a
+Hugging Face text tower's config and tokenizer, so the export loads offline)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import open_clip
 
 from .card import CARD_FILE, clip_model_card
 from .clip_model import ClipMagModel
+from .hf_text import is_hf_text, save_hf_text_files
 from .weights import HEAD_PREFIX, write_weights
 
 OPEN_CLIP_CONFIG_FILE = "open_clip_config.json"
@@ -29,6 +31,8 @@ def export_open_clip(model: ClipMagModel, directory: str | Path) -> Path:
     model_cfg = dict(open_clip.get_model_config(name))
     if getattr(model.clip, "logit_bias", None) is not None:  # so that open_clip builds the parameter
         model_cfg["init_logit_bias"] = float(model.clip.logit_bias.detach().reshape(()))
+    if is_hf_text(model_cfg):
+        save_hf_text_files(model.clip, model_cfg, directory)
     cfg = {"model_cfg": model_cfg, "preprocess_cfg": preprocess}
     (directory / OPEN_CLIP_CONFIG_FILE).write_text(json.dumps(cfg, indent=2))
     model.head_record().write(directory)

@@ -4,6 +4,7 @@ folder, as tensors and plain data only (a file that needs pickle is refused)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,8 @@ from clipmag.scoring.losses import ContrastiveLoss, InfoNCE, SigLIP
 from .architecture import build_open_clip, resolve_model_name
 from .clip_model import ClipMagModel
 from .config import ClipModelConfig
+from .export import OPEN_CLIP_CONFIG_FILE
+from .hf_text import is_hf_text, local_text_cfg
 from .random_init_notice import weights_from_clipmag
 from .weights import WEIGHTS_FILE, export_weights_file, open_clip_state_dict, read_checkpoint, tested_model
 
@@ -54,11 +57,14 @@ def load_clipmag(path: str | Path, device: str | torch.device = "cpu") -> tuple[
         if weights is None:
             raise FileNotFoundError(f"{path}: no {WEIGHTS_FILE} beside its {HEAD_FILE}: not a complete CLIP export")
         state = open_clip_state_dict(weights)
+        model_cfg = json.loads((path / OPEN_CLIP_CONFIG_FILE).read_text())["model_cfg"]
+        text = {"text_cfg": local_text_cfg(model_cfg, pretrained=False, source=path)} if is_hf_text(model_cfg) else {}
         with weights_from_clipmag():
             clip, _, preprocess = open_clip.create_model_and_transforms(
                 f"local-dir:{path}",
                 load_weights=False,
                 pretrained_text=False,  # the weights are ours, read above
+                **text,  # a Hugging Face text tower: its shapes from the export's own config
             )
         clip.load_state_dict(state)
         tokenizer = open_clip.get_tokenizer(f"local-dir:{path}")

