@@ -43,7 +43,7 @@ def test_the_emoji_sweep_chooses_towers_then_scales_on_validation_and_compares_o
     final = [c for c in cells if c.group in COMPARED]
     assert len(final) == 4 * 4 * 5 and {c.seed for c in final} == {0, 1, 2, 3, 4}
     towers = {parse_args(c.argv).model.name for c in cells if c.group == "towers"}
-    assert towers == {"clipmag-emoji-t", "clipmag-emoji-s", "clipmag-emoji-sm"}  # sm: amendment 1
+    assert towers == {f"clipmag-emoji-{t}" for t in ("t", "s", "sm", "r", "rm")}  # sm: amendment 1; r, rm: 2
     for cell in cells:
         run = parse_args(cell.argv)
         assert run.model.query_side == "image" and run.train.precision == "fp32", cell.label
@@ -63,10 +63,10 @@ def test_every_tower_reads_each_training_text_whole():
     from image_text.model.architecture import build_open_clip
     from image_text.model.config import ClipModelConfig
 
-    for name in ("clipmag-emoji-t", "clipmag-emoji-s"):
+    for name in ("clipmag-emoji-t", "clipmag-emoji-s", "clipmag-emoji-r"):
         assert build_open_clip(ClipModelConfig(name=name))[0].context_length >= 50
-    tokenizer = build_open_clip(ClipModelConfig(name="clipmag-emoji-sm"))[3]
-    assert tokenizer.context_length >= LONGEST_WORDPIECE_TEXT
+    for name in ("clipmag-emoji-sm", "clipmag-emoji-rm"):
+        assert build_open_clip(ClipModelConfig(name=name))[3].context_length >= LONGEST_WORDPIECE_TEXT
 
 
 def _validated(cell, **validation: float) -> None:
@@ -82,6 +82,7 @@ def test_the_tower_and_steps_chosen_on_validation_reach_every_compared_cell(tmp_
     cfg.output_dir = str(tmp_path / "runs")
     cells = sweep.expand(cfg)
     recall = {"t500": 0.10, "t1000": 0.12, "s500": 0.20, "s1000": 0.15, "sm500": 0.18, "sm1000": 0.19}
+    recall |= {"r500": 0.17, "r1000": 0.16, "rm500": 0.19}
     for cell in (c for c in cells if c.group == "towers"):
         _validated(cell, zeroshot_mean_per_class_recall_head=recall[cell.variant])
     for cell in (c for c in cells if c.group in ("infonce-scale", "siglip-lr", "siglip-scale") and not c.extends):
@@ -109,4 +110,4 @@ def test_a_chosen_minilm_tower_reaches_every_compared_cell_locked(tmp_path):
         run = parse_args(choose_variant(cell, cells).argv)
         assert (run.model.name, run.train.steps) == ("clipmag-emoji-sm", 1000), cell.label
         assert run.model.lock_text and run.model.dropout == 0, cell.label
-        assert run.model.lock_image == (cell.group == "lit"), cell.label
+        assert run.model.lock_image == run.model.lock_image_freeze_bn_stats == (cell.group == "lit"), cell.label
