@@ -16,7 +16,7 @@ from clipmag.train.cost import CellCost, count_step, extra_forwards
 
 from .config import ClipConfig
 from .model.architecture import resolve_model_name
-from .model.hf_text import is_hf_text, local_text_cfg, text_context_length
+from .model.hf_text import hf_text_override, text_context_length
 
 __all__ = ["clip_cell_cost"]
 
@@ -27,7 +27,7 @@ def clip_cell_cost(cfg: ClipConfig, world_size: int) -> CellCost:
     model_cfg = open_clip.get_model_config(name) or {}
     # the tokenizer's padded length (a Hugging Face tower's own limit is longer), shapes only
     context = text_context_length(model_cfg)
-    text = {"text_cfg": local_text_cfg(model_cfg, pretrained=False)} if is_hf_text(model_cfg) else {}
+    text = hf_text_override(model_cfg, pretrained=False)
 
     def step(model: torch.nn.Module) -> torch.Tensor:
         size = model.visual.image_size

@@ -20,7 +20,7 @@ from clipmag.errors import ConfigError
 from clipmag.train.dropout import set_layer_dropout
 
 from .config import MODEL_CONFIG_DIR, RANDOM_INIT, ClipModelConfig
-from .hf_text import hf_tokenizer, is_hf_text, local_text_cfg
+from .hf_text import hf_text_override, hf_tokenizer
 from .towers import init_tower, lock_towers
 from .weights import WEIGHTS_FILE, export_weights_file, open_clip_state_dict
 
@@ -59,9 +59,7 @@ def build_open_clip(cfg: ClipModelConfig) -> tuple[nn.Module, Callable, Callable
     start = None if cfg.init == RANDOM_INIT else cfg.init
     local = start is not None and (Path(start).is_file() or Path(start).is_dir())
     tag = None if local else start
-    model_cfg = open_clip.get_model_config(name) or {}
-    hf_text = is_hf_text(model_cfg)
-    text = {"text_cfg": local_text_cfg(model_cfg, pretrained=not local)} if hf_text else {}
+    text = hf_text_override(open_clip.get_model_config(name) or {}, pretrained=not local)
     try:
         model, preprocess_train, preprocess_val = open_clip.create_model_and_transforms(name, pretrained=tag, **text)
     except RuntimeError as err:
@@ -81,5 +79,5 @@ def build_open_clip(cfg: ClipModelConfig) -> tuple[nn.Module, Callable, Callable
             init_tower(model, side, source, name)
     set_layer_dropout(model, cfg.dropout, name)
     lock_towers(model, cfg)
-    tokenizer = hf_tokenizer(text["text_cfg"]) if hf_text else open_clip.get_tokenizer(name)
+    tokenizer = hf_tokenizer(text["text_cfg"]) if text else open_clip.get_tokenizer(name)
     return model, preprocess_train, preprocess_val, tokenizer

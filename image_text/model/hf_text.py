@@ -19,7 +19,14 @@ from open_clip.tokenizer import DEFAULT_CONTEXT_LENGTH, HFTokenizer
 
 from clipmag.registry.packaged_models import packaged_folder
 
-__all__ = ["is_hf_text", "local_text_cfg", "hf_tokenizer", "save_hf_text_files", "text_context_length"]
+__all__ = [
+    "is_hf_text",
+    "local_text_cfg",
+    "hf_text_override",
+    "hf_tokenizer",
+    "save_hf_text_files",
+    "text_context_length",
+]
 
 
 def is_hf_text(model_cfg: dict[str, Any]) -> bool:
@@ -41,6 +48,12 @@ def local_text_cfg(model_cfg: dict[str, Any], pretrained: bool, source: str | Pa
     text_cfg["hf_tokenizer_name"] = str(source) if source is not None else packaged_folder(tokenizer_name)
     text_cfg["hf_model_pretrained"] = pretrained
     return text_cfg
+
+
+def hf_text_override(model_cfg: dict[str, Any], pretrained: bool, source: str | Path | None = None) -> dict[str, Any]:
+    """open_clip's ``create_model`` keyword that builds a Hugging Face text tower here (``text_cfg``,
+    see ``local_text_cfg``); empty for any other tower."""
+    return {"text_cfg": local_text_cfg(model_cfg, pretrained, source)} if is_hf_text(model_cfg) else {}
 
 
 def text_context_length(model_cfg: dict[str, Any]) -> int:

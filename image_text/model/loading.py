@@ -22,7 +22,7 @@ from .architecture import build_open_clip, resolve_model_name
 from .clip_model import ClipMagModel
 from .config import ClipModelConfig
 from .export import OPEN_CLIP_CONFIG_FILE
-from .hf_text import is_hf_text, local_text_cfg
+from .hf_text import hf_text_override
 from .random_init_notice import weights_from_clipmag
 from .weights import WEIGHTS_FILE, export_weights_file, open_clip_state_dict, read_checkpoint, tested_model
 
@@ -58,7 +58,7 @@ def load_clipmag(path: str | Path, device: str | torch.device = "cpu") -> tuple[
             raise FileNotFoundError(f"{path}: no {WEIGHTS_FILE} beside its {HEAD_FILE}: not a complete CLIP export")
         state = open_clip_state_dict(weights)
         model_cfg = json.loads((path / OPEN_CLIP_CONFIG_FILE).read_text())["model_cfg"]
-        text = {"text_cfg": local_text_cfg(model_cfg, pretrained=False, source=path)} if is_hf_text(model_cfg) else {}
+        text = hf_text_override(model_cfg, pretrained=False, source=path)
         with weights_from_clipmag():
             clip, _, preprocess = open_clip.create_model_and_transforms(
                 f"local-dir:{path}",
