@@ -84,3 +84,23 @@ def test_an_amended_grid_lists_its_towers_in_the_last_start_order(tmp_path):
     table = emoji_towers.towers_table(stored)
     assert [line.split(" | ")[0] for line in table.splitlines()[2:4]] == ["| s500", "| sm500"]
     assert "Gate: sm500, the tower chosen" in table
+
+
+def test_a_towers_own_nearest_neighbour_sits_beside_its_zero_shot(tmp_path):
+    """The feature-neighbour evaluation, where a tower cell holds it, fills its column and reads the
+    chosen tower's gap; a tower without it shows a dash, and the gate does not move."""
+    stored = _store(tmp_path, {"s500": (0.12, 0.06), "s1000": (0.16, 0.21)})
+    folder = tmp_path / emoji_towers.SWEEP / emoji_towers.GROUP / "default" / "cosine-s1000" / "seed0"
+    cell = json.loads((folder / "cell.json").read_text())
+    cell["evaluations"] = [{"kind": "feature-neighbour", "name": "image-neighbour", "args": []}]
+    (folder / "cell.json").write_text(json.dumps(cell))
+    neighbour = folder / "evaluations" / "image-neighbour"
+    neighbour.mkdir(parents=True)
+    scored = {"acc1": 0.45, "mean_per_class_recall": 0.33, "predicted": [1, 2], "labels": [1, 3]}
+    (neighbour / "results.json").write_text(json.dumps({"sets": {"val": scored}}))
+    table = emoji_towers.towers_table(stored)
+    assert "| s500 | 12.00 | 6.00 | - | 10.00 | 90 |" in table
+    assert "| s1000 | 16.00 | 21.00 | 33.00 / 45.00 | 10.00 | 90 |" in table
+    assert "Gate: s1000, the tower chosen" in table and "does not clear the pixel nearest neighbour" in table
+    assert "s1000's own image features reach 33.00 / 45.00 (mean per-class recall / top-1) by nearest" in table
+    assert "pixel nearest neighbour's 35.00 / 46.00; its zero-shot recall is 17.00 points below" in table

@@ -7,7 +7,9 @@ nearest neighbour's mean per-class recall and top-1. Until a tower clears it the
 not run, so this block is what the stored sweep answers so far, and the README's row says the same.
 
 - ``emoji-towers``: each tower cell's validation zero-shot (top-1 and mean per-class recall), its
-  mean R@1 and training time, the floors beneath, and the gate's verdict on the chosen tower;
+  image features' own nearest neighbour with the training labels (the evaluation
+  ``feature-neighbour``, a diagnostic beside the gate, not part of it), its mean R@1 and training
+  time, the floors beneath, and the gate's verdict on the chosen tower;
 - :func:`status` (the value ``emoji-status``): the README row's words while the compared groups wait.
 """
 
@@ -16,6 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from clipmag.registry.evaluations import get_evaluation
+from clipmag.results.record import RESULTS_FILE
+from clipmag_experiments.design.grid import EVALUATIONS_DIR
 from clipmag_experiments.design.protocol import read_protocol
 from clipmag_experiments.report.collect import CellResult
 from clipmag_experiments.report.stored import StoredResults
@@ -27,6 +32,7 @@ SWEEP = "clip_emoji"  # the rebuilt protocol's archive
 GROUP = "towers"
 RECALL, TOP1 = "zeroshot_mean_per_class_recall_head", "zeroshot_acc1_head"
 FLOOR = "pixel_nearest_neighbour"  # the floor the gate names
+NEIGHBOUR, NEIGHBOUR_SET = "feature-neighbour", "val"  # the evaluation kind, and the set it scores
 FLOOR_ROWS = {"chance": "chance (1/58)", "majority_class": "majority class", FLOOR: "pixel 1-nearest neighbour"}
 
 
@@ -54,6 +60,21 @@ def cleared(cell: CellResult, floors: dict[str, Any]) -> bool:
     return validation[RECALL] > floors[FLOOR]["mean_per_class_recall"] and validation[TOP1] > floors[FLOOR]["acc1"]
 
 
+def _neighbour(cell: CellResult) -> dict[str, float] | None:
+    """The tower's image-feature nearest neighbour on validation (its attached ``feature-neighbour``
+    evaluation): None where it has not run."""
+    for attached in cell.cell.get("evaluations", []):
+        folder = cell.directory / EVALUATIONS_DIR / attached["name"]
+        if attached["kind"] == NEIGHBOUR and (folder / RESULTS_FILE).is_file():
+            return get_evaluation(NEIGHBOUR).read(folder).metrics[NEIGHBOUR_SET]
+    return None
+
+
+def _pair(scores: dict[str, float] | None) -> str:
+    """Mean per-class recall / top-1 x100 (a dash before the evaluation ran)."""
+    return "-" if scores is None else f"{100 * scores['mean_per_class_recall']:.2f} / {100 * scores['acc1']:.2f}"
+
+
 def _chosen(cells: list[CellResult]) -> CellResult:
     """The protocol's choice: the highest validation zero-shot mean per-class recall (a tie: the
     first listed). The gate is read on this tower alone."""
@@ -67,19 +88,20 @@ def towers_table(stored: StoredResults) -> str:
         return "_No run of the rebuilt protocol is stored yet._"
     floors = _validation_floors(stored)
     lines = [
-        "| tower (steps) | zero-shot mean per-class recall | zero-shot top-1 | mean R@1 | training s |",
-        "|---|---|---|---|---|",
+        "| tower (steps) | zero-shot mean per-class recall | zero-shot top-1 "
+        "| image features' 1-NN, with labels: recall / top-1 | mean R@1 | training s |",
+        "|---|---|---|---|---|---|",
     ]
     for cell in cells:
         v = cell.results["validation"]
         seconds = cell.results.get("timings", {}).get("train_seconds", 0.0)
         lines.append(
-            f"| {cell.config} | {100 * v[RECALL]:.2f} | {100 * v[TOP1]:.2f} | {100 * v['mean_r1_head']:.2f} | "
-            f"{seconds:,.0f} |"
+            f"| {cell.config} | {100 * v[RECALL]:.2f} | {100 * v[TOP1]:.2f} | {_pair(_neighbour(cell))} | "
+            f"{100 * v['mean_r1_head']:.2f} | {seconds:,.0f} |"
         )
     for key, label in FLOOR_ROWS.items():
         floor = floors[key]
-        lines.append(f"| _{label}_ | {100 * floor['mean_per_class_recall']:.2f} | {100 * floor['acc1']:.2f} | | |")
+        lines.append(f"| _{label}_ | {100 * floor['mean_per_class_recall']:.2f} | {100 * floor['acc1']:.2f} | | | |")
     tower = _chosen(cells)
     named = f"Gate: {tower.config}, the tower chosen (the highest validation zero-shot mean per-class recall),"
     verdict = (
@@ -88,7 +110,21 @@ def towers_table(stored: StoredResults) -> str:
         else f"{named} does not clear the pixel nearest neighbour, so the compared groups do not run until an "
         "amendment widens the tower grid"
     )
-    return "\n".join(lines) + f"\n\n{verdict} (validation, {tower.cell.get('head')}, seed 0)."
+    return "\n".join(lines) + f"\n\n{verdict} (validation, {tower.cell.get('head')}, seed 0).{_reading(tower, floors)}"
+
+
+def _reading(tower: CellResult, floors: dict[str, Any]) -> str:
+    """What the chosen tower's own nearest neighbour says beside its zero-shot (empty before it ran)."""
+    neighbour = _neighbour(tower)
+    if neighbour is None:
+        return ""
+    pixel, zero_shot = floors[FLOOR], tower.results["validation"][RECALL]
+    gap = 100 * (neighbour["mean_per_class_recall"] - zero_shot)
+    return (
+        f" With the training labels, {tower.config}'s own image features reach {_pair(neighbour)} (mean per-class "
+        f"recall / top-1) by nearest neighbour, against the pixel nearest neighbour's {_pair(pixel)}; its zero-shot "
+        f"recall is {abs(gap):.2f} points {'below' if gap >= 0 else 'above'} what its image features separate."
+    )
 
 
 def status(stored: StoredResults) -> str | None:

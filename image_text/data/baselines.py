@@ -35,8 +35,9 @@ def _pixels(image: Image.Image | bytes | Path) -> np.ndarray:
     return np.asarray(thumb, dtype=np.float32).reshape(-1) / 255.0
 
 
-def _scored(predicted: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """Top-1 and mean per-class recall (over the classes ``labels`` holds)."""
+def classification_scores(predicted: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """Top-1 and mean per-class recall (over the classes ``labels`` holds): how every floor, and the
+    trained towers' own nearest neighbour (:mod:`image_text.evaluation.feature_neighbour`), is scored."""
     recalls = [float((predicted[labels == c] == c).mean()) for c in np.unique(labels)]
     return {"acc1": float((predicted == labels).mean()), "mean_per_class_recall": float(np.mean(recalls))}
 
@@ -75,8 +76,8 @@ def set_baselines(train: Sequence[Sample], evaluated: Sequence[Sample], n_classe
         "classes_held": int(len(np.unique(labels))),
         "zero_shot": {
             "chance": {"acc1": 1 / n_classes, "mean_per_class_recall": 1 / n_classes},
-            "majority_class": _scored(np.full(len(labels), majority), labels),
-            "pixel_nearest_neighbour": _scored(pixel_nearest_neighbour(train, evaluated), labels),
+            "majority_class": classification_scores(np.full(len(labels), majority), labels),
+            "pixel_nearest_neighbour": classification_scores(pixel_nearest_neighbour(train, evaluated), labels),
         },
         "retrieval_random_ranking": retrieval,
         "rules": {

@@ -212,3 +212,19 @@ def read_eval_set(spec: str, preprocess: Callable, tokenizer: Callable, what: st
         captions.append(sample.captions)
         labels.append(sample.label)
     return EvalSet.from_captions(dataset_name(spec), torch.stack(images), captions, torch.tensor(labels), tokenizer)
+
+
+def read_labelled_images(spec: str, preprocess: Callable, what: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The preprocessed images of the shards of ``spec``, in order, and their classes; a ``ShardError``
+    naming the first sample without a class (``cls``), since a classifier cannot read one."""
+    images, labels = [], []
+    for sample in _eval_samples(spec, what):
+        if sample.label < 0:
+            raise ShardError(
+                f"{what} {spec}: sample {sample.key!r} has no class ({sample.key}.cls); use labelled shards"
+            )
+        images.append(preprocess(sample.image))
+        labels.append(sample.label)
+    if not images:
+        raise ShardError(f"{what} {spec}: no sample to read")
+    return torch.stack(images), torch.tensor(labels)
