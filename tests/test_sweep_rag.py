@@ -87,7 +87,7 @@ def test_attached_evaluations_are_checked(tmp_path):
     with pytest.raises(ValueError, match="group 'pictures': a 'rag' evaluation needs a text group, not 'clip'"):
         sweep.expand(sweep.SweepConfig(groups=[clip]))
     unknown = sweep.SweepGroup(name="g", kind="text", evaluations=[sweep.SweepEvaluation(kind="squad")])
-    with pytest.raises(ValueError, match="unknown evaluation kind 'squad'; valid: rag"):
+    with pytest.raises(ValueError, match=r"unknown evaluation kind 'squad'; valid: .*\brag\b"):
         sweep.expand(sweep.SweepConfig(groups=[unknown]))
     twice = sweep.SweepGroup(name="g", kind="text", evaluations=[rag, sweep.SweepEvaluation(kind="rag")])
     with pytest.raises(ValueError, match="evaluation names repeat"):
