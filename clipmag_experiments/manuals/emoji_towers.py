@@ -92,11 +92,12 @@ def towers_table(stored: StoredResults) -> str:
         "| image features' 1-NN, with labels: recall / top-1 | mean R@1 | training s |",
         "|---|---|---|---|---|---|",
     ]
+    neighbours = {cell.config: _neighbour(cell) for cell in cells}  # each evaluation read once
     for cell in cells:
         v = cell.results["validation"]
         seconds = cell.results.get("timings", {}).get("train_seconds", 0.0)
         lines.append(
-            f"| {cell.config} | {100 * v[RECALL]:.2f} | {100 * v[TOP1]:.2f} | {_pair(_neighbour(cell))} | "
+            f"| {cell.config} | {100 * v[RECALL]:.2f} | {100 * v[TOP1]:.2f} | {_pair(neighbours[cell.config])} | "
             f"{100 * v['mean_r1_head']:.2f} | {seconds:,.0f} |"
         )
     for key, label in FLOOR_ROWS.items():
@@ -110,12 +111,12 @@ def towers_table(stored: StoredResults) -> str:
         else f"{named} does not clear the pixel nearest neighbour, so the compared groups do not run until an "
         "amendment widens the tower grid"
     )
-    return "\n".join(lines) + f"\n\n{verdict} (validation, {tower.cell.get('head')}, seed 0).{_reading(tower, floors)}"
+    reading = _reading(tower, neighbours[tower.config], floors)
+    return "\n".join(lines) + f"\n\n{verdict} (validation, {tower.cell.get('head')}, seed 0).{reading}"
 
 
-def _reading(tower: CellResult, floors: dict[str, Any]) -> str:
+def _reading(tower: CellResult, neighbour: dict[str, float] | None, floors: dict[str, Any]) -> str:
     """What the chosen tower's own nearest neighbour says beside its zero-shot (empty before it ran)."""
-    neighbour = _neighbour(tower)
     if neighbour is None:
         return ""
     pixel, zero_shot = floors[FLOOR], tower.results["validation"][RECALL]

@@ -79,13 +79,13 @@ def set_name(spec: str) -> str:
 
 
 def _directions(model: ClipMagModel, images: torch.Tensor, batch_size: int) -> torch.Tensor:
-    """Unit image features, in batches."""
+    """Unit image features, in batches, in fp32 (the retrieval evaluation's encoder)."""
     import torch
     import torch.nn.functional as F
 
-    with torch.no_grad():
-        parts = [model.encode_image(images[i : i + batch_size]).float() for i in range(0, len(images), batch_size)]
-    return F.normalize(torch.cat(parts), dim=-1)
+    from image_text.evaluation.retrieval import encode
+
+    return F.normalize(encode(model.encode_image, images, batch_size, torch.device("cpu"), "fp32"), dim=-1)
 
 
 def main(argv: Sequence[str]) -> dict[str, Any]:
