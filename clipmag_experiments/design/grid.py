@@ -282,65 +282,70 @@ def _check_folder_names(group: SweepGroup) -> None:
         check_folder_name(evaluation.folder_name, f"{where} evaluation")
 
 
+def _check_group(group: SweepGroup, cfg: SweepConfig) -> None:
+    """Refuse a group the sweep could not run: an unknown front end or evaluation, a folder name that
+    leaves the sweep, a choice or continuation of a later group, model_args for an absent model."""
+    if group.kind not in FRONT_ENDS:
+        raise ValueError(f"sweep group {group.name!r}: unknown kind {group.kind!r}; valid: {', '.join(FRONT_ENDS)}")
+    _check_folder_names(group)
+    _check_evaluations(group)
+    _check_order(group, cfg)
+    labels = {split_model_entry(m)[0] for m in group.models}
+    unknown = sorted(set(group.model_args) - labels)
+    if unknown:
+        raise ValueError(
+            f"sweep group {group.name!r}: model_args for {', '.join(unknown)}, which is not a model label "
+            f"of the group ({', '.join(sorted(labels)) or 'none'})"
+        )
+
+
+def _group_cells(group: SweepGroup, cfg: SweepConfig) -> list[Cell]:
+    """The group's cells, model by model, then head, variant (the grid's, then its extension's) and seed."""
+    variants = [(v, None) for v in group.variants or [SweepVariant(name="")]]
+    variants += _extension_variants(group)
+    cells = []
+    for entry in group.models or [None]:
+        label, model = split_model_entry(entry) if entry else (None, None)
+        model_folder = slug(Path(label.rstrip("/")).name or label) if label else UNLABELLED
+        for head in group.heads or [None]:
+            for variant, extends in variants:
+                name = "-".join(x for x in (head, variant.name) if x) or "default"
+                for seed in group.seeds:
+                    directory = Path(cfg.output_dir) / group.name / model_folder / name / f"seed{seed}"
+                    argv = ["--config", group.config] if group.config else []
+                    argv += [*group.args, *group.model_args.get(label or "", [])]
+                    variant_at = len(argv)
+                    argv += [*variant.args, *cfg.args]
+                    argv += ["--norm", head] if head else []
+                    argv += ["--model", model] if model else []
+                    argv += ["--seed", str(seed), "--output", str(directory), "--resume", "latest"]
+                    cells.append(
+                        Cell(
+                            group.name,
+                            group.kind,
+                            label,
+                            head,
+                            variant.name or None,
+                            seed,
+                            directory,
+                            argv,
+                            list(group.evaluations),
+                            list(variant.args),
+                            variant_at,
+                            group.choose_variant,
+                            continue_from=group.continue_from,
+                            extends=extends,
+                        )
+                    )
+    return cells
+
+
 def expand(cfg: SweepConfig) -> list[Cell]:
     """Every cell of every group, in a stable order; no two in one folder, none outside ``output_dir``."""
-    cells: list[Cell] = []
-    root = Path(cfg.output_dir)
     check_comparison(cfg.comparison, cfg.groups)
+    cells: list[Cell] = []
     for group in cfg.groups:
-        if group.kind not in FRONT_ENDS:
-            raise ValueError(f"sweep group {group.name!r}: unknown kind {group.kind!r}; valid: {', '.join(FRONT_ENDS)}")
-        _check_folder_names(group)
-        _check_evaluations(group)
-        variants = [(v, None) for v in group.variants or [SweepVariant(name="")]]
-        variants += _extension_variants(group)
-        heads = group.heads or [None]
-        models = group.models or [None]
-        _check_order(group, cfg)
-        labels = {split_model_entry(m)[0] for m in group.models}
-        unknown = sorted(set(group.model_args) - labels)
-        if unknown:
-            raise ValueError(
-                f"sweep group {group.name!r}: model_args for {', '.join(unknown)}, which is not a model label "
-                f"of the group ({', '.join(sorted(labels)) or 'none'})"
-            )
-        for entry in models:
-            label, model = split_model_entry(entry) if entry else (None, None)
-            for head in heads:
-                for variant, extends in variants:
-                    for seed in group.seeds:
-                        name = "-".join(x for x in (head, variant.name) if x) or "default"
-                        directory = (
-                            root
-                            / group.name
-                            / (slug(Path(label.rstrip("/")).name or label) if label else UNLABELLED)
-                            / name
-                            / f"seed{seed}"
-                        )
-                        argv = ["--config", group.config] if group.config else []
-                        argv += [*group.args, *group.model_args.get(label or "", [])]
-                        variant_at = len(argv)
-                        argv += [*variant.args, *cfg.args]
-                        argv += ["--norm", head] if head else []
-                        argv += ["--model", model] if model else []
-                        argv += ["--seed", str(seed), "--output", str(directory), "--resume", "latest"]
-                        cells.append(
-                            Cell(
-                                group.name,
-                                group.kind,
-                                label,
-                                head,
-                                variant.name or None,
-                                seed,
-                                directory,
-                                argv,
-                                list(group.evaluations),
-                                list(variant.args),
-                                variant_at,
-                                group.choose_variant,
-                                continue_from=group.continue_from,
-                                extends=extends,
-                            )
-                        )
+        _check_group(group, cfg)
+        cells += _group_cells(group, cfg)
     check_distinct_folders([(f"sweep cell {cell.label}", cell.directory) for cell in cells])
     return cells
