@@ -215,6 +215,11 @@ def test_before_the_compared_runs_the_blocks_say_what_is_stored(tmp_path):
     assert "_Stored so far: 4 of 4 step-0 cells, 0 of 24 tuning runs and 0 of 12 compared runs" in table
     assert pf.tally(stored) == "not run yet" and pf.choices_table(stored).startswith("_Not chosen yet")
     assert not findings.POWERED.answered(stored)
+    assert pf.status(stored) == (
+        "running over sittings, nothing compared yet: 4 of 4 step-0 cells, 0 of 24 tuning runs and 0 of 12 "
+        "compared runs stored"
+    )
+    assert pf.status(StoredResults(tmp_path / "elsewhere")) is None  # no cell: the row says not run yet
 
 
 def test_a_value_for_a_row_the_table_lacks_is_refused(stored):

@@ -108,6 +108,7 @@ POWERED = Pending(
     "docs/experiments.md#the-powered-fight",
     powered_fight.SWEEP,
     "fight",
+    powered_fight.status,
 )
 
 LADDER = Pending(

@@ -51,6 +51,7 @@ __all__ = [
     "interval",
     "progress",
     "said",
+    "status",
     "table_rows",
 ]
 
@@ -140,6 +141,15 @@ def progress(stored: StoredResults) -> str | None:
     parts = [f"{done[g]} of {planned[g]} {words.get(g, g)}" for g in planned]
     text = ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else parts[0]
     return text + (f" (and {extensions} grid extensions)" if extensions else "")
+
+
+def status(stored: StoredResults) -> str | None:
+    """The README row's words while no compared run is stored: how much of the protocol is, so a
+    sweep half-way through its tuning does not read as one not started (None before any cell)."""
+    if not any((stored.root / SWEEP).glob(f"*/*/*/*/{RESULTS_FILE}")):
+        return None
+    left = progress(stored)
+    return f"running over sittings, nothing compared yet: {left} stored" if left else None
 
 
 def _stored_note(stored: StoredResults) -> list[str]:
