@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from clipmag.results.record import numerics
 from clipmag.runtime.machine import BF16_UNITS, cpu_name, cpuinfo
-from clipmag_experiments.report.build import numerics_line
 from clipmag_experiments.report.collect import CellResult
+from clipmag_experiments.report.numerics import MixedNumerics, check_one_numerics, numerics_line
 
 
 def test_the_record_names_the_cpu_and_the_bf16_units_it_has():
@@ -32,3 +34,19 @@ def test_the_report_names_each_cpu_counts_a_shared_run_once_and_keeps_older_reco
         "Numerics: cpu (Intel Xeon, AVX512_BF16, AMX_BF16), autocast bfloat16, kernels AVX512, 2 threads (1 runs); "
         "cpu, autocast fp32, kernels AVX2, 2 threads (1 runs)."
     )
+
+
+def test_a_start_whose_runs_computed_differently_is_refused_unless_allowed():
+    bf16 = {"torch_threads": 2, "autocast": "bfloat16", "cpu_capability": "AVX512"}
+    fp32 = {"torch_threads": 2, "autocast": "fp32", "cpu_capability": "AVX2"}
+    cells = [
+        CellResult(Path("start/splade/cosine/seed0"), {"group": "start", "model": "splade"}, {"numerics": bf16}),
+        CellResult(Path("tune/splade/dnorm/seed0"), {"group": "tune", "model": "splade"}, {"numerics": fp32}),
+        CellResult(Path("tune/minilm/dnorm/seed0"), {"group": "tune", "model": "minilm"}, {"numerics": fp32}),
+    ]
+    check_one_numerics(cells[1:])  # two starts, each computed alike
+    with pytest.raises(
+        MixedNumerics, match=r"start 'splade' mixes numerics \(.*AVX2 kernels: tune/splade.*--allow-mixed"
+    ):
+        check_one_numerics(cells)
+    check_one_numerics(cells, allow_mixed=True)

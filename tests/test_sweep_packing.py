@@ -1,6 +1,8 @@
 """Packed cells: a sweep with ``pack: 2`` runs two tiny cells at once in their own processes, each
 on its share of the threads, records that count, gives what an unpacked run at the same count
-gives, resumes like any sweep, and refuses to add cells of another thread count to a group."""
+gives, resumes like any sweep, and refuses to add cells of another thread count to a group, or
+cells that would compute in another precision than the ones its archive restores (a sweep resumed
+on another class of CPU)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,10 @@ import pytest
 from text_fixtures import minilm_path, tiny_train_args, write_code_search_set, write_tiny_bert
 
 from clipmag.errors import ConfigError
-from clipmag_experiments.cells.thread_counts import mixed_thread_counts
+from clipmag_experiments.cells.numerics import mixed_numerics, numerics_key
 from clipmag_experiments.design.grid import GridExtension, SweepConfig, SweepGroup, SweepVariant, expand
 from clipmag_experiments.sweep import run as sweep
+from clipmag_experiments.sweep.archive import archive_results
 from clipmag_experiments.sweep.packing import cell_threads, packed_stages
 from clipmag_experiments.sweep.rerun_comparison import numbers
 
@@ -60,7 +63,7 @@ def test_packed_cells_run_at_once_record_their_threads_and_match_an_unpacked_run
 
     packed.pack, packed.args = 1, [f"train.threads={threads + 1}"]
     packed.groups[0].heads.append("dot")  # a cell added later, run at another count than its group's
-    with pytest.raises(ConfigError, match="group 'g' mixes thread counts"):
+    with pytest.raises(ConfigError, match="group 'g' mixes numerics"):
         sweep.run_sweep(packed)
 
 
@@ -91,8 +94,40 @@ def test_pack_is_refused_for_slurm(tmp_path):
     assert not (tmp_path / "sweep.json").exists()
 
 
-def test_only_a_group_of_several_thread_counts_is_named():
-    assert mixed_thread_counts([("g", "g/a", 2), ("g", "g/b", 2), ("h", "h/c", 1)]) is None  # one count a group
-    mixed = mixed_thread_counts([("g", "g/a", 2), ("g", "g/b", 1), ("g", "g/c", 1)])
+def test_a_sweep_resumed_where_its_precision_would_differ_is_refused_before_it_writes(tiny_args, tmp_path):
+    first = SweepConfig(output_dir=str(tmp_path / "first"), groups=[SweepGroup(name="g", heads=["cosine"])])
+    first.groups[0].args = list(tiny_args)
+    sweep.run_sweep(first)
+    archive_results(tmp_path / "first", tmp_path / "archive")
+    record = tmp_path / "archive" / "g" / "default" / "cosine" / "seed0" / "results.json"
+    ran = json.loads(record.read_text())
+    ran["numerics"]["autocast"] = "float16"  # as if precision auto had resolved otherwise on its machine
+    record.write_text(json.dumps(ran))
+
+    later = SweepConfig(
+        output_dir=str(tmp_path / "later"),
+        restore_from=str(tmp_path / "archive"),
+        groups=[SweepGroup(name="g", heads=["cosine", "qnorm"])],
+    )
+    later.groups[0].args = list(tiny_args)
+    with pytest.raises(
+        ConfigError, match=r"group 'g' mixes numerics \(.*float16.*: g/cosine/seed0 ran;.*: g/qnorm/seed0 would run"
+    ):
+        sweep.run_sweep(later)
+    assert not (tmp_path / "later").exists()  # refused before the protocol record or a restored cell
+
+
+def test_only_a_table_of_several_numerics_is_named():
+    two, one = (
+        numerics_key({"torch_threads": 2, "autocast": "bfloat16", "cpu_capability": "AVX512"}),
+        numerics_key({"torch_threads": 1, "autocast": "bfloat16", "cpu_capability": "AVX512"}),
+    )
+    assert two == "2 threads, bfloat16, AVX512 kernels"
+    assert mixed_numerics([("group 'g'", "g/a", two), ("group 'g'", "g/b", two), ("group 'h'", "h/c", one)]) is None
+    mixed = mixed_numerics([("group 'g'", "g/a", two), ("group 'g'", "g/b", one), ("group 'g'", "g/c", one)])
     assert mixed is not None
-    assert mixed.startswith("group 'g' mixes thread counts (1 threads: g/b, g/c; 2 threads: g/a)")
+    assert mixed.startswith(f"group 'g' mixes numerics ({one}: g/b, g/c; {two}: g/a)")
+    fp32 = numerics_key({"torch_threads": 2, "autocast": "fp32", "cpu_capability": "AVX2"})
+    assert "start 'splade' mixes numerics" in mixed_numerics(
+        [("start 'splade'", "a", two), ("start 'splade'", "b", fp32)]
+    )

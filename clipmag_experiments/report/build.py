@@ -29,6 +29,7 @@ from clipmag_experiments.report.collect import (
 from clipmag_experiments.report.comparison import comparison_section
 from clipmag_experiments.report.curves import learning_curves
 from clipmag_experiments.report.floors import floors_table
+from clipmag_experiments.report.numerics import check_one_numerics, numerics_line
 from clipmag_experiments.report.provenance import check_one_code_state, code_line
 from clipmag_experiments.report.starts import start_rows, write_start_rows
 from clipmag_experiments.report.starts_section import starting_points_section
@@ -186,24 +187,6 @@ def regime_section(retrieval: list[TableRow]) -> list[str]:
     return lines + [""]
 
 
-def numerics_line(cells: list[CellResult]) -> str:
-    """How the runs computed: precision, CPU kernel level and threads, with how many runs used each (a
-    shared run counted once). The last digits of every figure depend on these (another CPU class gives
-    other digits)."""
-    counts: dict[str, int] = {}
-    for c in cells:
-        if c.shared_run:
-            continue
-        n = c.results.get("numerics") or {}
-        cpu = ", ".join(filter(None, [n.get("cpu"), *(u.upper() for u in n.get("cpu_bf16") or [])]))
-        key = (
-            f"{n.get('device', '?')}{f' ({cpu})' if cpu else ''}, autocast {n.get('autocast') or 'none (fp32)'}, "
-            f"kernels {n.get('cpu_capability', '?')}, {n.get('torch_threads', '?')} threads"
-        )
-        counts[key] = counts.get(key, 0) + 1
-    return "Numerics: " + "; ".join(f"{key} ({n} runs)" for key, n in counts.items()) + "."
-
-
 def _table_code(cells: list[CellResult], groups: set[str]) -> str:
     return code_line([c for c in cells if c.cell["group"] in groups])
 
@@ -211,10 +194,11 @@ def _table_code(cells: list[CellResult], groups: set[str]) -> str:
 def build_report(runs_dir: str | Path, title: str = "clipmag sweep report", allow_mixed: bool = False) -> Path:
     """Write tables (``table_*.md``/``.csv``), figures and ``report.md`` into ``runs_dir``.
 
-    Refuses cells from more than one code state (commits, a dirty tree, none recorded) unless
-    ``allow_mixed``; the report names the code behind each table either way. Two reports written
-    into one folder at once would interleave their files: the second is refused (a lock of its own,
-    so a report of a sweep still running is not)."""
+    Refuses cells from more than one code state (commits, a dirty tree, none recorded), or a start
+    whose cells computed differently (threads, precision, kernels), unless ``allow_mixed``; the
+    report names the code behind each table either way. Two reports written into one folder at once
+    would interleave their files: the second is refused (a lock of its own, so a report of a sweep
+    still running is not)."""
     runs_dir = Path(runs_dir)
     with FolderLock(runs_dir, "report", REPORT_LOCK):
         return _write_report(runs_dir, title, allow_mixed)
@@ -226,6 +210,7 @@ def _write_report(runs_dir: Path, title: str, allow_mixed: bool) -> Path:
         raise FileNotFoundError(f"{runs_dir}: no finished sweep cells (folders with cell.json and results.json)")
     started = [(start.get("code") or {}).get("commit") or "" for start in read_protocol(runs_dir)]
     check_one_code_state(cells, allow_mixed, started)
+    check_one_numerics(cells, allow_mixed)
     rows = tidy_rows(cells)
     suites = bright_suites(cells)  # BRIGHT tasks are averaged apart: its own score is the mean over its tasks
     tasks = [r for r in rows if r.dataset in suites]

@@ -18,6 +18,7 @@ from typing import Any
 from clipmag.results.provenance import describe_code
 from clipmag_experiments.design.protocol import PROTOCOL_FILE, read_protocol
 from clipmag_experiments.report.collect import CellResult, find_cells
+from clipmag_experiments.report.numerics import check_one_numerics
 from clipmag_experiments.report.starts import StartRow, start_rows
 
 __all__ = ["StoredResults", "StoredSweep", "cited_code", "runs_value", "time_value"]
@@ -56,6 +57,7 @@ class StoredSweep:
         cells = find_cells(self.folder)
         if not cells:
             raise FileNotFoundError(f"{self.folder}: no finished cells (cell.json with results.json)")
+        check_one_numerics(cells)  # the manuals compare a start's runs: they computed alike
         return cells
 
     @cached_property

@@ -6,8 +6,8 @@ in its own process with ``train.threads`` = the threads torch would use / N (at 
 to the cell's arguments so it wins over a group's own. The thread count is then part of the cell's
 config and of its ``results.json`` (``numerics.torch_threads``): the last bits of a float result
 shift with it (the order of a reduction), so a packed cell is not the same run as an unpacked one,
-and a group whose finished cells ran with another thread count is refused
-(:func:`check_thread_counts`): a table never compares cells that differ in it.
+and a table whose finished cells ran with another thread count is refused
+(:mod:`clipmag_experiments.sweep.numerics_check`): a table never compares cells that differ in it.
 
 Cells wait for what they read: a group starts once every earlier group is done (a choice, a
 continuation or a shared run reads an earlier group's results), and a grid extension's cells run
@@ -25,15 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from clipmag.errors import ConfigError
-from clipmag.registry.front_ends import get_front_end
-from clipmag.results.record import RESULTS_FILE, read_results
-from clipmag.train.diverged_record import read_divergence
-from clipmag_experiments.cells.finished import unfinished_reason
-from clipmag_experiments.cells.thread_counts import mixed_thread_counts
 from clipmag_experiments.design.grid import Cell
 
-__all__ = ["cell_threads", "check_thread_counts", "packed_stages", "run_packed", "with_threads"]
+__all__ = ["cell_threads", "packed_stages", "run_packed", "with_threads"]
 
 
 def cell_threads(pack: int, available: int | None = None) -> int:
@@ -44,38 +38,6 @@ def cell_threads(pack: int, available: int | None = None) -> int:
 def with_threads(cells: Sequence[Cell], threads: int) -> list[Cell]:
     """``cells`` with ``train.threads=threads`` last in their arguments (after a group's own)."""
     return [dataclasses.replace(c, argv=[*c.argv, f"train.threads={threads}"]) for c in cells]
-
-
-def planned_threads(cell: Cell) -> int:
-    """The thread count ``cell`` will run with: its resolved ``train.threads``, else torch's count."""
-    resolved = get_front_end(cell.kind).check(cell.argv)
-    pinned = getattr(getattr(resolved, "train", None), "threads", 0)
-    return int(pinned) or torch.get_num_threads()
-
-
-def recorded_threads(cell: Cell) -> int | None:
-    """The thread count a finished cell's ``results.json`` records (None: written before it was)."""
-    threads = (read_results(cell.directory / RESULTS_FILE).get("numerics") or {}).get("torch_threads")
-    return int(threads) if threads is not None else None
-
-
-def check_thread_counts(cells: Sequence[Cell], source: str) -> None:
-    """Refuse a sweep that would put cells of different thread counts into one group's table: the
-    finished cells' recorded counts and the unfinished cells' planned ones must agree per group."""
-    runs = []
-    for cell in cells:
-        if read_divergence(cell.directory) is not None:  # an outcome: it runs no more
-            continue
-        if unfinished_reason(cell) is not None:
-            runs.append((cell.group, f"{cell.label} would run", planned_threads(cell)))
-        elif (threads := recorded_threads(cell)) is not None:
-            runs.append((cell.group, f"{cell.label} ran", threads))
-    mixed = mixed_thread_counts(runs)
-    if mixed:
-        raise ConfigError(
-            f"{source}: {mixed}. Run with the count its finished cells ran with (the sweep's pack, or "
-            "train.threads), or into another output_dir"
-        )
 
 
 def packed_stages(cells: Sequence[Cell]) -> list[list[Cell]]:

@@ -72,7 +72,8 @@ from clipmag_experiments.design.protocol import record_prepared, record_start
 from clipmag_experiments.slurm.jobs import SweepUnfinished, check_cluster
 from clipmag_experiments.slurm.launcher import run_on_slurm
 from clipmag_experiments.sweep.cell_log import failure_reason, run_logged
-from clipmag_experiments.sweep.packing import cell_threads, check_thread_counts, run_packed, with_threads
+from clipmag_experiments.sweep.numerics_check import check_numerics
+from clipmag_experiments.sweep.packing import cell_threads, run_packed, with_threads
 from clipmag_experiments.sweep.restore import restore_cells, restore_protocol
 
 __all__ = [
@@ -191,7 +192,8 @@ def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep")
         check_cluster()
     threads = cell_threads(cfg.pack * cfg.nproc_per_node) if cfg.pack > 1 else 0
     if threads or cfg.launcher == "inprocess":  # torchrun picks an unpinned cell's threads itself
-        check_thread_counts(with_threads(cells, threads) if threads else cells, source)
+        archive = Path(cfg.restore_from) if cfg.restore_from else None
+        check_numerics(with_threads(cells, threads) if threads else cells, source, archive, Path(cfg.output_dir))
     with FolderLock(cfg.output_dir, "sweep") as lock:  # a second sweep on this folder stops here, before preparing
         release_held_log()  # out.log, held back by a caller's setup_logging(hold=True), now the folder is ours
         if cfg.restore_from:
