@@ -79,6 +79,16 @@ def test_repeated_forward_passes_are_counted(tiny):
     assert both.flops_per_step == pytest.approx(plain + 2 * (cached - plain))
 
 
+def test_a_step_count_is_kept_per_shape_and_every_rate_and_step_count_of_it_reads_it(tiny):
+    short = "model.query_max_length=12"
+    first = cell_cost(_args(tiny, "optim.lr=1e-3", short), world_size=1)
+    again = cell_cost(_args(tiny, "optim.lr=3e-5", "train.steps=40", short), world_size=1)
+    assert (again.flops_per_step, again.parameters, again.steps) == (first.flops_per_step, first.parameters, 40)
+    assert cell_cost(_args(tiny, "model.query_max_length=20"), world_size=1).flops_per_step > first.flops_per_step
+    learnable = cell_cost(_args(tiny, "--norm", "learnable", short), world_size=1)
+    assert learnable.parameters > first.parameters  # its gammas: a head of its own shape
+
+
 def test_plan_on_the_command_line(tiny, tmp_path, capsys):
     spec = {
         "output_dir": str(tmp_path / "runs"),

@@ -8,6 +8,12 @@ named model are read. On the meta device attention runs as matmuls and is counte
 attention kernel is not, which is why a count there comes out lower). The loss and the head add a
 batch x candidates product, negligible next to the encoders, and are left out. Gradient caching
 (``train.chunk_size``) and activation checkpointing each add one more forward pass.
+
+A count takes a second or two (the FLOP counter dispatches every op of a forward and backward in
+Python), and a sweep's plan asks for one per configuration, of which a learning-rate grid has many
+of one shape; so a step's count is kept for the process, keyed by what decides it (the model, its
+pooling and lengths, the texts per side, the head's name, since a learnable head adds parameters,
+and the repeated forwards), and every rate, seed and step count of that shape reads it.
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ from text_retrieval.model.encoder import TextEncoder
 from text_retrieval.model.pooling import VOCABULARY_POOLINGS, pool, splade_pool
 
 __all__ = ["text_cell_cost"]
+
+# (parameters, FLOPs) of one micro-batch step, by its shape (the module docstring says why)
+_STEP_COUNTS: dict[tuple, tuple[int, float]] = {}
 
 
 def text_cell_cost(cfg: TextConfig, world_size: int) -> CellCost:
@@ -56,6 +65,10 @@ def text_cell_cost(cfg: TextConfig, world_size: int) -> CellCost:
             total = total + pooled.float().sum()
         return total
 
-    parameters, flops = count_step(build, step, extra_forwards(cfg.train))
+    extra = extra_forwards(cfg.train)
+    shape = (m.name, m.pooling, m.query_max_length, m.document_max_length, tuple(sides.items()), cfg.head.name, extra)
+    if shape not in _STEP_COUNTS:
+        _STEP_COUNTS[shape] = count_step(build, step, extra)
+    parameters, flops = _STEP_COUNTS[shape]
     micro_batches = world_size * cfg.train.grad_accum
     return CellCost(cfg.train.steps, d.batch_size * micro_batches, parameters, flops * micro_batches)
