@@ -14,7 +14,7 @@ from conftest import REPO, script_env
 
 from clipmag.config.build import load_yaml
 from clipmag.runtime.logs import caller_logging_kept, logger, setup_logging
-from clipmag_experiments.design.grid import expand
+from clipmag_experiments.design.expansion import expand
 from clipmag_experiments.design.prepare import SweepStep, run_prepare
 from clipmag_experiments.dry_run.plan import PARTS, RAG_CONFIGS, SHORT_ARGS, coverage, coverage_table, plan
 from clipmag_experiments.dry_run.standin_coco import KARPATHY_COUNTS, write_karpathy_coco

@@ -10,14 +10,8 @@ from pathlib import Path
 import pytest
 
 from clipmag.storage.naming import check_folder_name, distinct_labels, folder_part, slug
-from clipmag_experiments.design.grid import (
-    GridExtension,
-    SweepConfig,
-    SweepEvaluation,
-    SweepGroup,
-    SweepVariant,
-    expand,
-)
+from clipmag_experiments.design.expansion import expand
+from clipmag_experiments.design.grid import GridExtension, SweepConfig, SweepEvaluation, SweepGroup, SweepVariant
 
 BAD_NAMES = ["..", "../../escaped-group", "a/b", "/tmp/abs", "", ".", ".hidden", "a\\b", "x" * 101]
 

@@ -14,7 +14,8 @@ from text_fixtures import minilm_path, tiny_train_args, write_code_search_set, w
 
 from clipmag.errors import ConfigError
 from clipmag_experiments.cells.numerics import mixed_numerics, numerics_key
-from clipmag_experiments.design.grid import GridExtension, SweepConfig, SweepGroup, SweepVariant, expand
+from clipmag_experiments.design.expansion import expand
+from clipmag_experiments.design.grid import GridExtension, SweepConfig, SweepGroup, SweepVariant
 from clipmag_experiments.sweep import run as sweep
 from clipmag_experiments.sweep.archive import archive_results
 from clipmag_experiments.sweep.packing import cell_threads, packed_stages

@@ -1,9 +1,11 @@
-"""Whether runs that one table would compare computed alike: the same thread count, autocast
-precision and CPU kernel level. The last bits of a float result shift with the thread count (the
-order of a reduction) and the kernels (AVX2 or AVX-512), and bf16 rounding moves the digits of a
-short run's metric by far more. Where a config says ``precision: auto`` the machine decides the
-precision - bf16 on AVX-512 BF16 or AMX, fp32 on AVX2 - so a sweep resumed on another class of CPU
-would put both into one table without a word in its config.
+"""Whether runs that one table would compare computed alike: the same thread count and autocast
+precision, the two a run's settings decide. The last bits of a float result shift with the thread
+count (the order of a reduction), and bf16 rounding moves the digits of a short run's metric by far
+more. Where a config says ``precision: auto`` the machine decides the precision - bf16 on AVX-512
+BF16 or AMX, fp32 on AVX2 - so a sweep resumed on another class of CPU would put both into one table
+without a word in its config. The CPU's own kernels (AVX2 or AVX-512, AMX tiles or not) also move
+last bits, as running anywhere does; no setting chooses them, so they are recorded and printed
+beside every table (:func:`clipmag_experiments.report.numerics.numerics_line`), not refused.
 
 The table is a start's (its model: the step-0 row, the tuning runs that choose its settings and
 the compared runs are read against one another), or the group's where a cell names no model.
@@ -21,10 +23,9 @@ __all__ = ["mixed_numerics", "numerics_key", "table_of"]
 
 
 def numerics_key(numerics: Mapping[str, Any]) -> str:
-    """``2 threads, bfloat16, AVX512 kernels``: what of a run's ``numerics`` record
+    """``2 threads, bfloat16``: what of a run's ``numerics`` record
     (:func:`clipmag.results.record.numerics`) one table holds fixed."""
-    threads, kernels = numerics.get("torch_threads", "?"), numerics.get("cpu_capability", "?")
-    return f"{threads} threads, {numerics.get('autocast') or 'fp32'}, {kernels} kernels"
+    return f"{numerics.get('torch_threads', '?')} threads, {numerics.get('autocast') or 'fp32'}"
 
 
 def table_of(model: str | None, group: str) -> str:
@@ -42,7 +43,7 @@ def mixed_numerics(runs: Iterable[tuple[str, str, str]]) -> str | None:
         if len(keys) > 1:
             seen = "; ".join(f"{key}: {', '.join(labels[:2])}" for key, labels in sorted(keys.items()))
             return (
-                f"{table} mixes numerics ({seen}); a result's last bits depend on the threads and kernels and its "
+                f"{table} mixes numerics ({seen}); a result's last bits depend on the thread count and its "
                 "digits on bf16 rounding, so one table holds one setting"
             )
     return None

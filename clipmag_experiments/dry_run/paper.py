@@ -34,7 +34,7 @@ from clipmag.config.command_line import parse_cli
 from clipmag.config.entry import run_entry_point
 from clipmag.runtime.logs import caller_logging_kept, setup_logging
 from clipmag_experiments.cli import report_main
-from clipmag_experiments.design.grid import expand
+from clipmag_experiments.design.expansion import expand
 from clipmag_experiments.dry_run.data import prepare, standin_model
 from clipmag_experiments.dry_run.plan import (
     EVAL_RUNS,

@@ -195,7 +195,7 @@ def build_report(runs_dir: str | Path, title: str = "clipmag sweep report", allo
     """Write tables (``table_*.md``/``.csv``), figures and ``report.md`` into ``runs_dir``.
 
     Refuses cells from more than one code state (commits, a dirty tree, none recorded), or a start
-    whose cells computed differently (threads, precision, kernels), unless ``allow_mixed``; the
+    whose cells computed differently (threads, precision), unless ``allow_mixed``; the
     report names the code behind each table either way. Two reports written into one folder at once
     would interleave their files: the second is refused (a lock of its own, so a report of a sweep
     still running is not)."""

@@ -3,7 +3,7 @@
 Every cell's ``results.json`` names its numerics (:func:`clipmag.results.record.numerics`): the
 threads, the autocast precision, the CPU and its kernels. The report prints them beside the tables
 (:func:`numerics_line`), so a figure's machine is read, not recalled; and a start whose runs differ
-in threads, precision or kernels (:mod:`clipmag_experiments.cells.numerics`: a sweep resumed on
+in threads or precision (:mod:`clipmag_experiments.cells.numerics`: a sweep resumed on
 another class of CPU by a sweep without its guard) is refused unless asked (``allow_mixed``), as
 mixed code states are, since its step-0 row, tuning runs and compared runs are read against one
 another.
@@ -21,7 +21,7 @@ __all__ = ["MixedNumerics", "check_one_numerics", "numerics_line"]
 
 
 class MixedNumerics(ConfigError):
-    """A start's cells did not all compute alike (threads, precision, kernels)."""
+    """A start's cells did not all compute alike (threads, precision)."""
 
 
 def check_one_numerics(cells: Sequence[CellResult], allow_mixed: bool = False) -> None:

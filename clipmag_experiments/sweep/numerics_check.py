@@ -1,7 +1,7 @@
 """The sweep's refusal to put runs that computed differently into one table
 (:mod:`clipmag_experiments.cells.numerics`): before any cell runs, the numerics every finished cell
-recorded and those every unfinished cell would run with here - its thread count, the autocast its
-``train.precision`` resolves to on this machine, the CPU's kernel level - must agree per table.
+recorded and those every unfinished cell would run with here - its thread count and the autocast
+its ``train.precision`` resolves to on this machine - must agree per table.
 
 A sweep resumed on another class of CPU is the case it exists for: ``precision: auto`` trains in
 bf16 on AVX-512 BF16 or AMX and in fp32 on AVX2, so the rest of a start's runs would silently differ
@@ -32,7 +32,7 @@ __all__ = ["check_numerics", "planned_numerics"]
 
 def planned_numerics(cell: Cell) -> dict[str, Any]:
     """The numerics ``cell`` would record if it ran here now: its resolved ``train.threads`` (else
-    torch's count) and ``train.precision`` on the device ``train.device`` picks, and this CPU's kernels."""
+    torch's count) and ``train.precision`` on the device ``train.device`` picks."""
     train = getattr(get_front_end(cell.kind).check(cell.argv), "train", None)
     cuda = getattr(train, "device", "auto") == "cuda" or (
         getattr(train, "device", "auto") == "auto" and torch.cuda.is_available()
@@ -41,7 +41,6 @@ def planned_numerics(cell: Cell) -> dict[str, Any]:
     return {
         "torch_threads": int(getattr(train, "threads", 0)) or torch.get_num_threads(),
         "autocast": str(dtype).replace("torch.", "") if dtype is not None else "fp32",
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
     }
 
 

@@ -40,7 +40,8 @@ from clipmag.registry.front_ends import get_front_end
 from clipmag.runtime.devices import Device
 from clipmag.train.cost import BYTES_PER_PARAMETER, CellCost
 from clipmag_experiments.cells.continuation import continued_cell
-from clipmag_experiments.design.grid import UNLABELLED, Cell, SweepConfig, expand
+from clipmag_experiments.design.expansion import expand
+from clipmag_experiments.design.grid import UNLABELLED, Cell, SweepConfig
 from clipmag_experiments.design.slurm_settings import resources_for
 
 __all__ = ["CpuPlan", "cell_counter", "cell_world_size", "cpu_plan", "plan_sweep"]

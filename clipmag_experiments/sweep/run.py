@@ -56,6 +56,7 @@ from clipmag_experiments.cells.choice import choose_variant, extension_needed
 from clipmag_experiments.cells.continuation import continue_cell
 from clipmag_experiments.cells.finished import unfinished_reason
 from clipmag_experiments.cells.same_run import finished_twin, share_results
+from clipmag_experiments.design.expansion import expand, split_model_entry
 from clipmag_experiments.design.grid import (
     CELL_FILE,
     EVALUATIONS_DIR,
@@ -64,8 +65,6 @@ from clipmag_experiments.design.grid import (
     SweepEvaluation,
     SweepGroup,
     SweepVariant,
-    expand,
-    split_model_entry,
 )
 from clipmag_experiments.design.prepare import SweepStep, check_prepare, fingerprints, missing_paths, run_prepare
 from clipmag_experiments.design.protocol import record_prepared, record_start

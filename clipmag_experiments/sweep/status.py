@@ -14,7 +14,8 @@ from pathlib import Path
 
 from clipmag.results.record import RESULTS_FILE
 from clipmag_experiments.cells.finished import unfinished_reason
-from clipmag_experiments.design.grid import Cell, SweepConfig, expand
+from clipmag_experiments.design.expansion import expand
+from clipmag_experiments.design.grid import Cell, SweepConfig
 from clipmag_experiments.slurm.jobs import LOG_DIR, JobsRecord, job_states
 
 __all__ = ["sweep_status"]
