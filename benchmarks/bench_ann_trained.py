@@ -26,7 +26,7 @@ all-MiniLM-L6-v2 by ``scripts/train_text.py``), the corpus size and the search-t
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -36,7 +36,7 @@ import numpy as np
 import torch
 import yaml
 from bench_ann_scale import LAYOUTS, K, corpus_and_queries, encode_both, exact_top, fingerprint, recall, stored
-from harness import ROOT, code_at_start, load_average, print_header, write_record
+from harness import ROOT, code_at_start, load_average, measured_part, print_header, write_record
 from store_indexes import StoreIndex, build_index
 
 from clipmag.scoring.head_record import HEAD_FILE
@@ -136,24 +136,26 @@ def models(config: dict[str, Any], runs: Path) -> list[tuple[str, str, bool]]:
     return found
 
 
+def _encode_and_measure(
+    label: str, encoder: TextEncoder, trained: bool, sides: tuple, stores: dict[str, Any]
+) -> dict[str, Any]:
+    """One model's part: its corpus and queries encoded (``sides``: texts, queries, cache, batch
+    size; the corpus through the cache), then :func:`measure_model`."""
+    docs, queries = encode_both(encoder, *sides)
+    return {"head": encoder.head.to_dict(), "rows": measure_model(label, encoder, trained, docs, queries, stores)}
+
+
 def measure(config: dict[str, Any], runs: Path, args: argparse.Namespace) -> None:
     functions, query_texts = corpus_and_queries(config["documents"], config["queries"])
     texts = [fn.code for fn in functions]
     corpus = {"documents": len(texts), "queries": len(query_texts), "fingerprint": fingerprint(texts)}
-    parts, rows, described = runs / "parts", [], []
-    parts.mkdir(parents=True, exist_ok=True)
+    rows, described = [], []
     for label, path, trained in models(config, runs):
         encoder = TextEncoder.from_pretrained(path, max_length=config["max_length"])
         identity = {"corpus": corpus, "weights": encoder.weights_fingerprint(), "stores": config["stores"]}
-        part = parts / f"{label}.json"
-        done = json.loads(part.read_text(encoding="utf-8")) if part.is_file() else {}
-        if done.get("identity") == identity:
-            print(f"  {label}: measured already ({part})", flush=True)
-        else:
-            docs, queries = encode_both(encoder, texts, query_texts, runs / "cache", args.batch_size)
-            found = measure_model(label, encoder, trained, docs, queries, config["stores"])
-            done = {"identity": identity, "head": encoder.head.to_dict(), "rows": found}
-            part.write_text(json.dumps(done, indent=1) + "\n", encoding="utf-8")
+        sides = (texts, query_texts, runs / "cache", args.batch_size)
+        measure_now = functools.partial(_encode_and_measure, label, encoder, trained, sides, config["stores"])
+        done = measured_part(runs / "parts" / f"{label}.json", identity, measure_now)
         rows += done["rows"]
         described.append({"label": label, "trained": trained, "head": done["head"], "weights": identity["weights"]})
     print(f"\n  load average at end (1 / 5 / 15 min): {load_average()}")

@@ -19,7 +19,13 @@ one batched call (queries per second) and ``--latency-queries`` of them one at a
 latency); the medians over rounds are reported with each head's ratio to the peer, the median of
 the per-round ratios (QPS above 1: the head is faster; p99 above 1: slower).
 
-    python benchmarks/bench_serving.py --output results/deploy/serving_speed.json   # alone, tens of minutes
+At 100,000 documents on 2 cores the whole run takes hours (encoding the corpus in fp32 alone takes
+over an hour, and Qdrant's local mode scans every point in Python for each query), so each store's
+rows are kept under ``--parts`` as it finishes, with what they depend on (corpus, weights, rounds,
+threads, CPU and code state): run again, it measures only the stores missing, and the record joins
+parts of one machine and commit alone.
+
+    python benchmarks/bench_serving.py --output results/deploy/serving_speed.json   # alone, hours; resumable
     python benchmarks/bench_serving.py --docs 2000 --queries 50 --rounds 1 --output runs/bench_serving/check.json
     python scripts/report.py docs          # renders results/deploy/serving_speed.json into docs/deploy.md
 """
@@ -27,6 +33,7 @@ the per-round ratios (QPS above 1: the head is faster; p99 above 1: slower).
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -34,9 +41,10 @@ from typing import Any
 
 import numpy as np
 from bench_ann_scale import add_scale_arguments, corpus_and_queries, encode_both, fingerprint, scale_encoder
-from harness import ROOT, load_average, print_header, ratio, rounds, spread, write_record
+from harness import ROOT, code_at_start, load_average, measured_part, print_header, ratio, rounds, spread, write_record
 from store_indexes import StoreIndex, build_index
 
+from clipmag.runtime.machine import bf16_units, cpu_name
 from clipmag.scoring.heads import SimilarityHead, every_head
 from clipmag.storage.naming import model_label
 from text_retrieval.retrieval.index import head_transform
@@ -76,8 +84,9 @@ def side_timer(
 
 def measure_store(
     spec: str, docs: np.ndarray, queries: np.ndarray, heads: dict[str, SimilarityHead], args: argparse.Namespace
-) -> list[dict[str, Any]]:
-    """Every head's index of one store and kind beside the store's cosine index, timed in rounds."""
+) -> dict[str, Any]:
+    """Every head's index of one store and kind beside the store's cosine index, timed in rounds:
+    ``{"rows": [...]}``, one part of the record (``--parts``)."""
     store, kind = spec.split(":")
     single = queries[: args.latency_queries]
     built: dict[float, StoreIndex] = {}
@@ -112,7 +121,7 @@ def measure_store(
     for row in rows[1:]:
         versus = f"QPS x{row['qps_vs_peer']:.2f}  p99 x{row['p99_vs_peer']:.2f}"
         print(f"    {row['side']:<10} {versus}  build {row['build_s']:.1f} s")
-    return rows
+    return {"rows": rows}
 
 
 def main() -> None:
@@ -120,6 +129,9 @@ def main() -> None:
     add_scale_arguments(parser, "runs/bench_serving")
     parser.add_argument("--latency-queries", type=int, default=200, help="queries timed one at a time per round")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--parts", default="runs/bench_serving/parts", help="each store's rows as it finishes (a rerun skips them)"
+    )
     parser.add_argument("--indexes", nargs="+", default=list(INDEXES), help="STORE:KIND (store_indexes.py)")
     args = parser.parse_args()
     encoder = scale_encoder(parser, args)
@@ -131,7 +143,19 @@ def main() -> None:
     docs, queries = encode_both(encoder, texts, query_texts, ROOT / args.cache_dir, args.batch_size)
     heads = every_head(encoder.head)
     print(f"  {len(texts)} documents, {len(queries)} queries; heads {', '.join(heads)}", flush=True)
-    rows = [row for spec in args.indexes for row in measure_store(spec, docs, queries, heads, args)]
+    corpus = {"documents": len(texts), "queries": len(queries), "fingerprint": fingerprint(texts)}
+    identity = {
+        "corpus": corpus,
+        "weights": encoder.weights_fingerprint(),
+        "settings": {key: getattr(args, key) for key in ("rounds", "latency_queries", "threads")},
+        "cpu": [cpu_name(), *bf16_units()],  # a model name alone spans CPU classes (EPYCs with and without AVX-512)
+        "code": code_at_start(),
+    }
+    rows = []
+    for spec in args.indexes:
+        measure_now = functools.partial(measure_store, spec, docs, queries, heads, args)
+        part = ROOT / args.parts / f"{spec.replace(':', '-')}.json"
+        rows += measured_part(part, identity | {"index": spec}, measure_now)["rows"]
     print(f"\n  load average at end (1 / 5 / 15 min): {load_average()}")
     print(f"  {'store, index':<22}{'side':<14}{'QPS':>22}{'p99 ms':>10}{'QPS / peer':>12}")
     for row in rows:
@@ -139,10 +163,9 @@ def main() -> None:
         qps = spread([r["qps"] for r in row["rounds"]], 1)
         print(f"  {row['store'] + ', ' + row['index']:<22}{row['side']:<14}{qps:>22}{row['p99_ms']:>10.2f}{versus:>12}")
     label = model_label(args.export) if args.export else "all-MiniLM-L6-v2"
-    corpus = {"documents": len(texts), "queries": len(queries), "fingerprint": fingerprint(texts)}
     heads_described = {name: head.to_dict() | dict(zip(("gq", "gd"), head.gammas())) for name, head in heads.items()}
     figures = {"model": label, "corpus": corpus, "k": K, "heads": heads_described, "rows": rows}
-    write_record(ROOT / args.output, "serving_speed", args, figures, leave_out=("cache_dir", "export"))
+    write_record(ROOT / args.output, "serving_speed", args, figures, leave_out=("cache_dir", "export", "parts"))
 
 
 if __name__ == "__main__":

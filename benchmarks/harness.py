@@ -191,6 +191,20 @@ def code_at_start() -> dict[str, Any]:
     return read_code_state(PACKAGE_DIR, ignored=("results",))
 
 
+def measured_part(part: Path, identity: dict[str, Any], measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """One part of a long benchmark (a model, a store): read back from ``part`` when it was measured
+    with this ``identity`` (what its figures depend on), else measured now and written there, so a run
+    stopped halfway measures only what is missing when run again."""
+    done = json.loads(part.read_text(encoding="utf-8")) if part.is_file() else {}
+    if done.get("identity") == identity:
+        print(f"  measured already: {part}", flush=True)
+        return done
+    done = {"identity": identity, **measure()}
+    part.parent.mkdir(parents=True, exist_ok=True)
+    part.write_text(json.dumps(done, indent=1) + "\n", encoding="utf-8")
+    return done
+
+
 def write_record(
     path: Path, benchmark: str, args: argparse.Namespace, figures: dict[str, Any], leave_out: Sequence[str] = ()
 ) -> None:

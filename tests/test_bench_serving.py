@@ -1,8 +1,8 @@
 """The serving benchmarks on a small corpus: ``bench_ann_trained.py measure`` over exports of a tiny
 random BERT (a qnorm one and a learnable one with gammas away from the corners) writes a record
 of every head, store, index and knob, resumes from its parts, and renders into docs/deploy.md;
-``bench_serving.py`` times every head beside each store's cosine index. Their numbers on 300
-documents mean nothing; the checks are of what they must satisfy."""
+``bench_serving.py`` times every head beside each store's cosine index and resumes from its parts.
+Their numbers on 300 documents mean nothing; the checks are of what they must satisfy."""
 
 from __future__ import annotations
 
@@ -75,7 +75,8 @@ def test_serving_speed_times_every_head_beside_the_stores_cosine_index(runs, tmp
     output = tmp_path / "speed.json"
     argv = ["--docs", "300", "--queries", "20", "--latency-queries", "5", "--rounds", "2", "--max-length", "32"]
     argv += ["--export", str(runs / "learnable" / "export"), "--cache-dir", str(tmp_path / "cache")]
-    _run("bench_serving.py", *argv, "--indexes", "faiss:flat", "qdrant-local:exact", "--output", str(output))
+    argv += ["--parts", str(tmp_path / "parts"), "--indexes", "faiss:flat", "qdrant-local:exact"]
+    _run("bench_serving.py", *argv, "--output", str(output))
     record = json.loads(output.read_text(encoding="utf-8"))
     sides = [(r["store"], r["side"]) for r in record["rows"]]
     heads = ["cosine index", "cosine", "dot", "qnorm", "dnorm", "learnable"]
@@ -85,3 +86,6 @@ def test_serving_speed_times_every_head_beside_the_stores_cosine_index(runs, tmp
         assert ("qps_vs_peer" in row) == (row["side"] != "cosine index")
     assert record["heads"]["learnable"]["gd"] == pytest.approx(0.7)
     assert "| qdrant-local | exact | learnable |" in serving_speed_table(record)
+    again = _run("bench_serving.py", *argv, "--output", str(output))
+    assert again.count("measured already") == 2  # each store's part, kept as it finished
+    assert json.loads(output.read_text(encoding="utf-8"))["rows"] == record["rows"]
