@@ -5,6 +5,7 @@ before any work starts. :mod:`clipmag.config.build` builds configs with them."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import types
@@ -162,9 +163,14 @@ def coerce(value: Any, tp: Any, key: str, source: str, construct: bool = True) -
     return value
 
 
-def config_fields(cls: type) -> dict[str, Any]:
+@functools.cache
+def config_fields(cls: type) -> Mapping[str, Any]:
+    """Each field of a config section with its resolved type, read-only. Kept per class: resolving a
+    section's string annotations evaluates every one of them, and each command line and config file
+    builds its sections key by key, so a sweep checking its cells would resolve them hundreds of
+    thousands of times (most of a check's time); a class's fields never change while it runs."""
     hints = typing.get_type_hints(cls, include_extras=True)
-    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+    return types.MappingProxyType({f.name: hints[f.name] for f in dataclasses.fields(cls)})
 
 
 def alternatives(tp: Any) -> tuple[Any, ...]:
