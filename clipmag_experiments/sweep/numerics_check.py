@@ -10,7 +10,6 @@ from its first ones. It asks again after restoring an archive's cells, which the
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,8 +23,8 @@ from clipmag.runtime.precision import autocast_dtype
 from clipmag.train.diverged_record import read_divergence
 from clipmag_experiments.cells.finished import unfinished_reason
 from clipmag_experiments.cells.numerics import mixed_numerics, numerics_key, table_of
-from clipmag_experiments.design.grid import CELL_FILE, Cell
-from clipmag_experiments.sweep.restore import ran_otherwise
+from clipmag_experiments.design.grid import Cell
+from clipmag_experiments.sweep.restore import archived_run
 
 __all__ = ["check_numerics", "planned_numerics"]
 
@@ -45,14 +44,11 @@ def planned_numerics(cell: Cell) -> dict[str, Any]:
 
 
 def _archived_numerics(cell: Cell, archive: Path | None, output_dir: Path | None) -> dict[str, Any] | None:
-    """The numerics of ``cell``'s archived run, where the sweep would restore it (it ran with this
-    cell's arguments); None otherwise."""
+    """The numerics of ``cell``'s archived run, where the sweep would restore it; None otherwise."""
     if archive is None or output_dir is None:
         return None
-    source = archive / cell.directory.relative_to(output_dir)
-    if not (source / RESULTS_FILE).is_file() or not (source / CELL_FILE).is_file():
-        return None
-    if ran_otherwise(cell, json.loads((source / CELL_FILE).read_text(encoding="utf-8"))) is not None:
+    source, _ = archived_run(cell, archive, output_dir)
+    if source is None:
         return None
     return read_results(source / RESULTS_FILE).get("numerics") or None
 

@@ -35,7 +35,7 @@ from clipmag_experiments.design.grid import CELL_FILE, Cell
 from clipmag_experiments.design.protocol import PROTOCOL_FILE
 from clipmag_experiments.sweep.archive import CELL_FILES
 
-__all__ = ["ran_otherwise", "restore_cells", "restore_protocol"]
+__all__ = ["archived_run", "ran_otherwise", "restore_cells", "restore_protocol"]
 
 
 def restore_protocol(archive: Path, output_dir: Path) -> None:
@@ -73,6 +73,18 @@ def ran_otherwise(cell: Cell, archived: dict) -> str | None:
     return "the same arguments in another order"
 
 
+def archived_run(cell: Cell, archive: Path, output_dir: Path) -> tuple[Path | None, str | None]:
+    """Where ``archive`` holds ``cell``'s finished run (its folder under ``output_dir`` mirrored
+    there, with results and the cell's description, run with this cell's arguments), else None; and
+    how an archived run with other arguments differs (:func:`ran_otherwise`), else None. Restoring a
+    cell and counting its archived numerics before a sweep starts both ask this one question."""
+    source = archive / cell.directory.relative_to(output_dir)
+    if not (source / RESULTS_FILE).is_file() or not (source / CELL_FILE).is_file():
+        return None, None  # nothing archived, or results without the cell's description: not a sweep cell
+    why = ran_otherwise(cell, json.loads((source / CELL_FILE).read_text(encoding="utf-8")))
+    return (source if why is None else None), why
+
+
 def restore_cells(cells: Sequence[Cell], archive: Path, output_dir: Path) -> list[Cell]:
     """Copy every archived finished cell that ``output_dir`` lacks back in; the cells restored. No
     archive yet (the first sitting) is one line: every cell runs here."""
@@ -81,15 +93,14 @@ def restore_cells(cells: Sequence[Cell], archive: Path, output_dir: Path) -> lis
         return []
     restored = []
     for cell in cells:
-        source = archive / cell.directory.relative_to(output_dir)
-        if (cell.directory / RESULTS_FILE).exists() or not (source / RESULTS_FILE).is_file():
+        if (cell.directory / RESULTS_FILE).exists():
             continue
-        if not (source / CELL_FILE).is_file():
-            continue  # results without the cell's description: not a finished sweep cell
-        if (why := ran_otherwise(cell, json.loads((source / CELL_FILE).read_text(encoding="utf-8")))) is not None:
+        source, why = archived_run(cell, archive, output_dir)
+        if why is not None:
             logger.warning(
                 "restore_from %s: %s ran otherwise (%s), so it is not restored: it runs here", archive, cell.label, why
             )
+        if source is None:
             continue
         cell.directory.mkdir(parents=True, exist_ok=True)
         for name in CELL_FILES:
