@@ -188,8 +188,12 @@ def _speed_record() -> dict:
     rows = [{"store": "faiss", "index": "hnsw", "side": "cosine index", "qps": 900.0, "p50_ms": 1.0, "p99_ms": 2.0}]
     rows.append({"store": "faiss", "index": "hnsw", "side": "qnorm", "qps": 450.0, "p50_ms": 2.0, "p99_ms": 5.0})
     rows[-1].update(qps_vs_peer=0.5, p99_vs_peer=2.5)
+    rows.append({"store": "faiss", "index": "hnsw", "side": "cosine", "qps": 880.0, "p50_ms": 1.0, "p99_ms": 2.1})
+    rows[-1].update(qps_vs_peer=0.98, p99_vs_peer=1.05)
+    per_round = {"cosine index": [900, 1000], "qnorm": [450, 850], "cosine": [880, 900]}
     for row in rows:
         row["build_s"] = 12.0
+        row["rounds"] = [{"qps": q, "p99_ms": row["p99_ms"]} for q in per_round[row["side"]]]
     settings = {"docs": 100_000, "queries": 1_000, "latency_queries": 200, "rounds": 3}
     code = {"commit": "0123456789abcdef0123", "dirty": False}
     record = {"benchmark": "serving_speed", "cpu": "AMD EPYC", "threads": 2, "settings": settings, "code": code}
@@ -226,6 +230,18 @@ def test_serving_speed_renders_each_side_with_its_ratio_to_the_cosine_index(tmp_
     assert "| faiss | hnsw | qnorm | 12.0 | 450 | 2.00 | 5.00 | 0.50 | 2.50 |" in table
     assert "| faiss | hnsw | cosine index | 12.0 | 900 | 1.00 | 2.00 | - | - |" in table
     assert "`python benchmarks/bench_serving.py --docs 100000 --queries 1000`" in table
+
+
+def test_serving_speed_is_read_against_the_cosine_head_as_control(tmp_path):
+    stored = _benchmark_store(tmp_path, _speed_record())
+    reading = SERVING_BLOCKS["deploy-serving-reading"](stored)
+    # qnorm's per-round QPS ratios 0.50 and 0.85 both lie below the control's 0.90 and 0.98
+    assert "* faiss hnsw: control QPS 0.90-0.98, p99 1.05-1.05; qnorm QPS 0.50-0.85, below the control's" in reading
+    assert "p99 2.50-2.50, above the control's." in reading
+    record = _speed_record()
+    record["rows"][1]["rounds"][1]["qps"] = 950  # its second round overlaps the control's range
+    reading = SERVING_BLOCKS["deploy-serving-reading"](_benchmark_store(tmp_path, record))
+    assert "qnorm QPS 0.50-0.95, within the control's, p99 2.50-2.50, above the control's." in reading
 
 
 def test_serving_blocks_say_how_to_measure_before_their_records_exist(tmp_path):
