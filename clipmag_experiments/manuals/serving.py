@@ -29,7 +29,9 @@ def _not_measured(what: str, command: str) -> str:
 
 
 def _machine(record: dict[str, Any]) -> str:
-    return f"{describe_code(record['code'])}; {record['cpu']}, {record['threads']} threads"
+    """The code and the CPU of a record, its bf16 units named (a model name spans CPU classes)."""
+    units = ", ".join(u.upper() for u in record.get("cpu_bf16") or []) or "no bf16 units"
+    return f"{describe_code(record['code'])}; {record['cpu']} ({units}), {record['threads']} threads"
 
 
 def _setting(row: dict[str, Any]) -> str:
