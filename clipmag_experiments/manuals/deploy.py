@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from clipmag.results.provenance import describe_code
@@ -47,8 +48,16 @@ def _measurement(stored: StoredResults, table: str) -> dict[str, Any]:
 def _source(record: dict[str, Any]) -> str:
     """Which commit and command measured the rows, and on what."""
     prov, numerics = record["provenance"], record.get("numerics", {})
-    command = " ".join(["python", *prov["command"]["argv"]])
+    argv = list(prov["command"]["argv"])
+    if "--output" in argv[:-1] and Path(argv[argv.index("--output") + 1]).is_absolute():
+        # written outside the checkout (a clean tree stays clean) and committed here, where the command
+        # without --output writes it: the page shows that command, the record keeps the one that ran
+        at = argv.index("--output")
+        argv = argv[:at] + argv[at + 2 :]
+    command = " ".join(["python", *argv])
     where = numerics.get("cpu") or numerics.get("device", "?")  # records before the CPU's name give the device
+    if "cpu_bf16" in numerics:
+        where += f" ({', '.join(u.upper() for u in numerics['cpu_bf16']) or 'no bf16 units'})"
     machine = f"{where}, {numerics.get('torch_threads', '?')} threads, {numerics.get('autocast')}"
     return f"Measured with `{command}` ({describe_code(prov['code'])}, {prov['recorded']}; {machine})."
 
