@@ -67,6 +67,22 @@ def test_ignored_folders_do_not_count_but_code_beside_them_does(repo):
     assert read_code_state(repo, ignored=("results",))["dirty"] is True
 
 
+def test_a_tracked_record_rewritten_in_an_ignored_subfolder_does_not_count(repo):
+    """The deploy tables: the first measurement rewrites its committed record under results/deploy
+    before the second starts in the same checkout, which still runs the commit's code."""
+    (repo / "results" / "deploy").mkdir(parents=True)
+    (repo / "results" / "deploy" / "compression.json").write_text("{}")
+    (repo / "results" / "kept.json").write_text("{}")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "records")
+    (repo / "results" / "deploy" / "compression.json").write_text('{"rows": []}')
+    clean = read_code_state(repo, ignored=("results/deploy",))
+    assert clean == {"commit": _head(repo), "dirty": False, "diff_sha256": None, "reason": None}
+    assert provenance(code=clean)["code"] == clean  # the record names the state it is given
+    (repo / "results" / "kept.json").write_text("[]")  # beside the ignored folder: counts
+    assert read_code_state(repo, ignored=("results/deploy",))["dirty"] is True
+
+
 def test_outside_a_checkout_the_reason_is_recorded(tmp_path):
     state = read_code_state(tmp_path)
     assert state["commit"] is None and state["dirty"] is None and state["reason"].startswith("not a git checkout")

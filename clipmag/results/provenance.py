@@ -102,13 +102,14 @@ def config_sha256(config: Mapping[str, Any] | None) -> str | None:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def provenance(config: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The block a results file records: code state, command line, resolved config and its hash."""
+def provenance(config: Mapping[str, Any] | None = None, code: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The block a results file records: code state (``code``, else :func:`code_state`), command
+    line, resolved config and its hash."""
     command: dict[str, Any] = {"argv": list(sys.argv), "cwd": os.getcwd()}
     if "WORLD_SIZE" in os.environ:
         command["world_size"] = int(os.environ["WORLD_SIZE"])
     return {
-        "code": dict(code_state()),
+        "code": dict(code if code is not None else code_state()),
         "command": command,
         "config": dict(config) if config is not None else None,
         "config_sha256": config_sha256(config),

@@ -10,6 +10,7 @@ the numerics, as every results file of the project does.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 
 import torch
 
-from clipmag.results.provenance import provenance
+from clipmag.results.provenance import PACKAGE_DIR, provenance, read_code_state
 from clipmag.results.record import encoding_numerics, package_versions
 from clipmag.scoring.heads import SimilarityHead
 from text_retrieval.data.loaders import EvalSettings, RetrievalDataset, load_beir
@@ -79,6 +80,14 @@ def evaluate(
     )
 
 
+@functools.cache
+def code_at_start() -> dict[str, Any]:
+    """The code a measurement runs, read once when it starts. The records of this folder do not
+    count: the two tables are measured one after the other in one checkout (one encoding), and the
+    first's fresh record must not make the second's tree read as dirty."""
+    return read_code_state(PACKAGE_DIR, ignored=("results/deploy",))
+
+
 def write_rows(
     path: str, table: str, config: dict[str, Any], rows: list[dict[str, Any]], encoders: dict[str, TextEncoder]
 ) -> Path:
@@ -90,7 +99,7 @@ def write_rows(
     last = list(encoders.values())[-1]
     record = {
         "table": table,
-        "provenance": provenance(config),
+        "provenance": provenance(config, code_at_start()),
         "versions": package_versions(PACKAGES),
         "numerics": encoding_numerics(last.precision, last.device),
         "weights": {name: encoder.weights_fingerprint() for name, encoder in encoders.items()},

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import argparse
 
-from common import add_common_arguments, beir_sets, evaluate, label, load_encoder, models, write_rows
+from common import add_common_arguments, beir_sets, code_at_start, evaluate, label, load_encoder, models, write_rows
 
-from clipmag.results.provenance import code_state
 from clipmag.scoring.heads import every_head
 from text_retrieval.retrieval.index import RetrievalSettings
 
@@ -30,7 +29,7 @@ def main() -> None:
     add_common_arguments(parser, "results/deploy/compression.json")
     parser.add_argument("--levels", nargs="+", default=list(LEVELS), help="compression levels (each also +norm)")
     args = parser.parse_args()
-    code_state()  # read now: the results name the code this process started with
+    code_at_start()  # read now: the results name the code this process started with
     specs = ["none", *(f"{level}{variant}" for level in args.levels for variant in ("", "+norm"))]
     datasets, rows, encoders = beir_sets(args.docs, args.queries), [], {}
     for model in models(args.export):

@@ -15,9 +15,18 @@ from __future__ import annotations
 import argparse
 from collections import defaultdict
 
-from common import SHARED, add_common_arguments, beir_sets, evaluate, label, load_encoder, models, write_rows
+from common import (
+    SHARED,
+    add_common_arguments,
+    beir_sets,
+    code_at_start,
+    evaluate,
+    label,
+    load_encoder,
+    models,
+    write_rows,
+)
 
-from clipmag.results.provenance import code_state
 from clipmag.scoring.head_config import HEAD_NAMES
 from clipmag.scoring.heads import every_head
 from text_retrieval.evaluation.metrics import evaluate_run
@@ -84,7 +93,7 @@ def main() -> None:
     add_common_arguments(parser, "results/deploy/hybrid.json")
     parser.add_argument("--rag-root", default="runs/data/rag-bundled", help="the bundled RAG set (built if absent)")
     args = parser.parse_args()
-    code_state()  # read now: the results name the code this process started with
+    code_at_start()  # read now: the results name the code this process started with
     rows, encoders = bm25_rows(args) + rag_rows(args, None, None), {}
     for model in models(args.export):
         encoder = encoders[label(model)] = load_encoder(model)
