@@ -45,6 +45,12 @@ def _measurement(stored: StoredResults, table: str) -> dict[str, Any]:
     return record
 
 
+def cpu_with_units(cpu: str, units: list[str]) -> str:
+    """``AMD EPYC (no bf16 units)``, ``Intel Xeon (AVX512_BF16, AMX_BF16)``: a record's CPU with the
+    bf16 units it found, since one model name spans CPU classes that compute differently."""
+    return f"{cpu} ({', '.join(u.upper() for u in units) or 'no bf16 units'})"
+
+
 def _source(record: dict[str, Any]) -> str:
     """Which commit and command measured the rows, and on what."""
     prov, numerics = record["provenance"], record.get("numerics", {})
@@ -57,7 +63,7 @@ def _source(record: dict[str, Any]) -> str:
     command = " ".join(["python", *argv])
     where = numerics.get("cpu") or numerics.get("device", "?")  # records before the CPU's name give the device
     if "cpu_bf16" in numerics:
-        where += f" ({', '.join(u.upper() for u in numerics['cpu_bf16']) or 'no bf16 units'})"
+        where = cpu_with_units(where, numerics["cpu_bf16"])
     machine = f"{where}, {numerics.get('torch_threads', '?')} threads, {numerics.get('autocast')}"
     return f"Measured with `{command}` ({describe_code(prov['code'])}, {prov['recorded']}; {machine})."
 
