@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from clipmag.results.provenance import describe_code
-from clipmag_experiments.manuals.deploy import benchmark_record, smallest_setting
+from clipmag_experiments.manuals.deploy import benchmark_record, cpu_with_units, smallest_setting
 from clipmag_experiments.report.stored import StoredResults
 
 __all__ = ["BLOCKS", "VALUES", "ann_trained_table", "serving_speed_reading", "serving_speed_table"]
@@ -29,9 +29,9 @@ def _not_measured(what: str, command: str) -> str:
 
 
 def _machine(record: dict[str, Any]) -> str:
-    """The code and the CPU of a record, its bf16 units named (a model name spans CPU classes)."""
-    units = ", ".join(u.upper() for u in record.get("cpu_bf16") or []) or "no bf16 units"
-    return f"{describe_code(record['code'])}; {record['cpu']} ({units}), {record['threads']} threads"
+    """The code and the CPU of a record (its bf16 units named) and its threads."""
+    cpu = cpu_with_units(record["cpu"], record.get("cpu_bf16") or [])
+    return f"{describe_code(record['code'])}; {cpu}, {record['threads']} threads"
 
 
 def _setting(row: dict[str, Any]) -> str:
@@ -147,10 +147,11 @@ def serving_speed_table(record: dict[str, Any] | None) -> str:
 CONTROL = "cosine"  # the cosine head searches the cosine index's own vectors through clipmag's transform
 
 
-def _per_round(rows: list[dict[str, Any]], side: str, key: str) -> list[float]:
-    """``side``'s per-round ``key`` over the peer's, in the rounds both ran."""
+def _over_peer(rows: list[dict[str, Any]], key: str) -> dict[str, list[float]]:
+    """Each side's per-round ``key`` over the cosine index's, in the rounds both ran."""
     by_side = {r["side"]: [m[key] for m in r["rounds"]] for r in rows}
-    return [a / b for a, b in zip(by_side[side], by_side["cosine index"])]
+    peer = by_side.pop("cosine index")
+    return {side: [a / b for a, b in zip(values, peer)] for side, values in by_side.items()}
 
 
 def _verdict(head: list[float], control: list[float]) -> str:
@@ -179,10 +180,11 @@ def serving_speed_reading(record: dict[str, Any] | None) -> str:
         groups.setdefault((row["store"], row["index"]), []).append(row)
     lines = []
     for (store, index), rows in groups.items():
-        qps_control, p99_control = _per_round(rows, CONTROL, "qps"), _per_round(rows, CONTROL, "p99_ms")
+        qps_of, p99_of = _over_peer(rows, "qps"), _over_peer(rows, "p99_ms")
+        qps_control, p99_control = qps_of.pop(CONTROL), p99_of.pop(CONTROL)
         read = [f"control QPS {_span(qps_control)}, p99 {_span(p99_control)}"]
-        for side in (r["side"] for r in rows if r["side"] not in ("cosine index", CONTROL)):
-            qps, p99 = _per_round(rows, side, "qps"), _per_round(rows, side, "p99_ms")
+        for side, qps in qps_of.items():
+            p99 = p99_of[side]
             read.append(
                 f"{side} QPS {_span(qps)}, {_verdict(qps, qps_control)}, p99 {_span(p99)}, {_verdict(p99, p99_control)}"
             )
