@@ -10,7 +10,6 @@ prints the load average, which says how loaded the machine was while it ran.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import statistics
@@ -181,14 +180,13 @@ def print_comparison(
     return measured
 
 
-@functools.cache
 def code_at_start() -> dict[str, Any]:
     """The code state (commit, dirty tree) when first asked: call it before measuring. The records
     under ``results/`` are not code: a benchmark run after another that wrote one still ran the
     commit's code."""
-    from clipmag.results.provenance import PACKAGE_DIR, read_code_state
+    from clipmag.results.provenance import code_state
 
-    return read_code_state(PACKAGE_DIR, ignored=("results",))
+    return code_state(("results",))
 
 
 def measured_part(part: Path, identity: dict[str, Any], measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:

@@ -73,9 +73,10 @@ def read_code_state(directory: Path, ignored: Sequence[str] = ()) -> dict[str, A
 
 
 @functools.cache
-def code_state() -> dict[str, Any]:
-    """:func:`read_code_state` of the running ``clipmag`` package, read once per process."""
-    return read_code_state(PACKAGE_DIR)
+def code_state(ignored: tuple[str, ...] = ()) -> dict[str, Any]:
+    """:func:`read_code_state` of the running ``clipmag`` package, read once per process (per
+    ``ignored``: folders of records a measurement writes, which are not code)."""
+    return read_code_state(PACKAGE_DIR, ignored)
 
 
 def same_code(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:

@@ -10,7 +10,6 @@ the numerics, as every results file of the project does.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 
 import torch
 
-from clipmag.results.provenance import PACKAGE_DIR, provenance, read_code_state
+from clipmag.results.provenance import code_state, provenance
 from clipmag.results.record import encoding_numerics, package_versions
 from clipmag.scoring.heads import SimilarityHead
 from text_retrieval.data.loaders import EvalSettings, RetrievalDataset, load_beir
@@ -80,12 +79,11 @@ def evaluate(
     )
 
 
-@functools.cache
 def code_at_start() -> dict[str, Any]:
     """The code a measurement runs, read once when it starts. The records of this folder do not
     count: the two tables are measured one after the other in one checkout (one encoding), and the
     first's fresh record must not make the second's tree read as dirty."""
-    return read_code_state(PACKAGE_DIR, ignored=("results/deploy",))
+    return code_state(("results/deploy",))
 
 
 def write_rows(
