@@ -191,8 +191,11 @@ def code_at_start() -> dict[str, Any]:
 
 def measured_part(part: Path, identity: dict[str, Any], measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """One part of a long benchmark (a model, a store): read back from ``part`` when it was measured
-    with this ``identity`` (what its figures depend on), else measured now and written there, so a run
-    stopped halfway measures only what is missing when run again."""
+    with this ``identity`` (what its figures depend on) by the same code on the same CPU, else measured
+    now and written there, so a run stopped halfway measures only what is missing when run again, and
+    a record never joins parts that two commits or two machines measured under the one code state and
+    CPU it names."""
+    identity = {**identity, "code": code_at_start(), "cpu": cpu_name(), "cpu_bf16": bf16_units()}
     done = json.loads(part.read_text(encoding="utf-8")) if part.is_file() else {}
     if done.get("identity") == identity:
         print(f"  measured already: {part}", flush=True)
