@@ -126,20 +126,28 @@ def test_a_record_names_the_machine_settings_and_code_beside_the_figures(tmp_pat
 def test_the_suite_times_are_the_records_wall_clocks(tmp_path):
     speed = tmp_path / "speed"
     speed.mkdir()
-    record = {
+    older = {
         "wall_seconds": {"test": 598.2, "test-slow": 1314.9},
         "code": {"commit": "ad6773b" + "0" * 33, "dirty": False},
         "cpu": "AMD EPYC",
         "cores": 2,
     }
-    (speed / "tests.json").write_text(json.dumps(record), encoding="utf-8")
+    avx2 = {
+        "wall_seconds": {"test": 900.0},
+        "code": {"commit": "1234567" + "0" * 33, "dirty": False},
+        "cpu": "AMD EPYC",
+        "cpu_bf16": [],
+        "cores": 2,
+    }
+    (speed / "tests.json").write_text(json.dumps({"runs": [older, avx2]}), encoding="utf-8")
     text = (
         "took <!-- value:suite-minutes:test -->?<!-- /value --> "
         "and <!-- value:suite-minutes:test-slow -->?<!-- /value -->"
     )
     rendered = render_text(text, "README.md", StoredResults(tmp_path))
-    assert "10.0 minutes at commit `ad6773b` on AMD EPYC, 2 cores" in rendered
-    assert "21.9 minutes at commit `ad6773b`" in rendered
+    both = "10.0 minutes at commit `ad6773b` on AMD EPYC, 2 cores; 15.0 minutes at commit `1234567` on AMD EPYC"
+    assert both + " (no bf16 units), 2 cores<" in rendered
+    assert ">21.9 minutes at commit `ad6773b` on AMD EPYC, 2 cores<" in rendered  # make test-slow: one class
 
 
 def _write(root: Path, name: str, record: dict) -> None:

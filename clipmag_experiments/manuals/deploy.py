@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from clipmag.results.provenance import describe_code
-from clipmag_experiments.report.stored import StoredResults
+from clipmag_experiments.report.stored import StoredResults, cpu_with_units
 
 __all__ = [
     "BLOCKS",
@@ -43,12 +43,6 @@ def _measurement(stored: StoredResults, table: str) -> dict[str, Any]:
     if record.get("table") != table:
         raise ValueError(f"{path}: holds the {record.get('table')!r} table, not {table!r}")
     return record
-
-
-def cpu_with_units(cpu: str, units: list[str]) -> str:
-    """``AMD EPYC (no bf16 units)``, ``Intel Xeon (AVX512_BF16, AMX_BF16)``: a record's CPU with the
-    bf16 units it found, since one model name spans CPU classes that compute differently."""
-    return f"{cpu} ({', '.join(u.upper() for u in units) or 'no bf16 units'})"
 
 
 def _source(record: dict[str, Any]) -> str:

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from clipmag.results.provenance import describe_code
-from clipmag_experiments.manuals.deploy import benchmark_record, cpu_with_units, smallest_setting
-from clipmag_experiments.report.stored import StoredResults
+from clipmag_experiments.manuals.deploy import benchmark_record, smallest_setting
+from clipmag_experiments.report.stored import StoredResults, cpu_with_units
 
 __all__ = ["BLOCKS", "VALUES", "ann_trained_table", "serving_speed_reading", "serving_speed_table"]
 

@@ -8,7 +8,8 @@ ours with a speed-up switched off, in one run; ``bench_train_clip.py``, ``bench_
 ``bench_rag.py`` the RAG reader against theirs. Each record names
 the CPU and the code state it was measured at, and the tables print both, so a figure never loses
 the machine it belongs to. ``tests.json`` holds the wall clocks of ``make test`` and ``make
-test-slow`` measured on a fresh clone, which the README quotes.
+test-slow`` measured on a fresh clone by ``benchmarks/bench_suite.py``, one entry per CPU class,
+which the README quotes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from clipmag.results.provenance import describe_code
-from clipmag_experiments.report.stored import StoredResults, cited_code
+from clipmag_experiments.report.stored import StoredResults, cited_code, cpu_with_units
 
 __all__ = ["BLOCKS", "VALUES"]
 
@@ -233,12 +234,16 @@ def rag_table(stored: StoredResults) -> str:
 
 
 def suite_minutes(stored: StoredResults, target: str) -> str:
-    """How long ``make <target>`` took from a fresh clone, set-up included, and where: read from
-    ``tests.json``, the wall clocks ``/usr/bin/time`` wrote for each target of one measured clone."""
-    record = _record(stored, "tests.json")
-    return (
-        f"{record['wall_seconds'][target] / 60:.1f} minutes at {cited_code(record['code'])} "
-        f"on {record['cpu']}, {record['cores']} cores"
+    """How long ``make <target>`` took from a fresh clone, set-up included, on each CPU class measured:
+    read from ``tests.json`` (``benchmarks/bench_suite.py``), one entry per class. An entry written
+    before the record named the bf16 units gives the CPU's model name alone."""
+    runs = [run for run in _record(stored, "tests.json")["runs"] if target in run["wall_seconds"]]
+    if not runs:
+        raise KeyError(f"suite-minutes:{target}: no run of make {target} in {FOLDER}/tests.json")
+    return "; ".join(
+        f"{run['wall_seconds'][target] / 60:.1f} minutes at {cited_code(run['code'])} on "
+        f"{cpu_with_units(run['cpu'], run['cpu_bf16']) if 'cpu_bf16' in run else run['cpu']}, {run['cores']} cores"
+        for run in runs
     )
 
 

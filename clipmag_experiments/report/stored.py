@@ -21,7 +21,7 @@ from clipmag_experiments.report.collect import CellResult, find_cells
 from clipmag_experiments.report.numerics import check_one_numerics
 from clipmag_experiments.report.starts import StartRow, start_rows
 
-__all__ = ["StoredResults", "StoredSweep", "cited_code", "runs_value", "time_value"]
+__all__ = ["StoredResults", "StoredSweep", "cited_code", "cpu_with_units", "runs_value", "time_value"]
 
 
 def _once(cache: dict[Hashable, Any], key: Hashable, compute: Callable[[], Any]) -> Any:
@@ -37,6 +37,12 @@ def cited_code(code: dict[str, Any] | None) -> str:
     if code and code.get("commit") and code.get("dirty") is False:
         return f"commit `{code['commit'][:7]}`"
     return describe_code(code)
+
+
+def cpu_with_units(cpu: str, units: list[str]) -> str:
+    """``AMD EPYC (no bf16 units)``, ``Intel Xeon (AVX512_BF16, AMX_BF16)``: a record's CPU with the
+    bf16 units it found, since one model name spans CPU classes that compute differently."""
+    return f"{cpu} ({', '.join(u.upper() for u in units) or 'no bf16 units'})"
 
 
 class StoredSweep:
