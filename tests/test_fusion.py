@@ -32,6 +32,7 @@ def _random_runs(seed: int) -> list[dict[str, dict[str, float]]]:
     return runs
 
 
+@pytest.mark.slow  # ranx compiles its numba kernels beside the installed package: about a minute per fresh .venv
 @pytest.mark.parametrize("method", FUSIONS)
 def test_fusions_equal_ranx(method):
     ranx = pytest.importorskip("ranx")
