@@ -167,7 +167,8 @@ def _lance_search(built: StoreIndex, queries: np.ndarray, k: int, value: Any) ->
             query = query.bypass_vector_index()
         elif value is not None:
             query = query.ef(int(value)) if built.knob == "ef" else query.nprobes(int(value))
-        found = query.limit(k).select(["position"]).to_arrow().to_pydict()
+        # _distance named: lance includes it today and warns on every search that leaves it out
+        found = query.limit(k).select(["position", "_distance"]).to_arrow().to_pydict()
         rows = found.get("query_index", [0] * len(found["position"]))
         filled = dict.fromkeys(range(len(block)), 0)
         for row, position in zip(rows, found["position"]):
