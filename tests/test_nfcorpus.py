@@ -7,7 +7,6 @@ import math
 
 import pytest
 import torch
-from conftest import REPO
 from text_fixtures import SHARED_DATA, require
 
 from clipmag.config.build import build_config
@@ -51,10 +50,11 @@ def test_graded_ndcg_counts_a_grade_2_document_above_a_grade_1():
     assert mean["NDCG@10"] < 1.0  # the last order ranks the grade-2 documents below the grade-1 ones
 
 
-def test_a_run_names_it_as_a_test_set_with_its_official_dev_split_for_validation(monkeypatch):
-    """The spelling a sweep uses, relative to the repository: test split tested, dev split validated."""
-    require(REPO / "data" / "beir" / "nfcorpus")
-    monkeypatch.chdir(REPO)
+def test_a_run_names_it_as_a_test_set_with_its_official_dev_split_for_validation(monkeypatch, tmp_path):
+    """The spelling a sweep uses, relative to the checkout's ``data`` link to the shared data: test split
+    tested, dev split validated. The link is made in a scratch folder, as a fresh clone has none."""
+    (tmp_path / "data").symlink_to(require(NFCORPUS).parents[1], target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
     spec = "data/beir/nfcorpus"
     cfg = build_config(
         TextConfig, None, [f"data.test=[{spec}]", f"data.validation=[{spec}]", "data.validation_split=dev"]
