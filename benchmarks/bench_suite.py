@@ -27,6 +27,7 @@ from typing import Any
 
 from harness import ROOT, load_average
 
+from clipmag.results.provenance import read_code_state
 from clipmag.runtime.machine import bf16_units, cpu_name
 
 OUTPUT = "results/speed/tests.json"
@@ -37,13 +38,14 @@ def _git(*argv: str, cwd: Path) -> str:
     return subprocess.run(["git", *argv], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 
-def fresh_clone(repository: Path, commit: str, into: Path) -> str:
-    """``repository`` cloned into ``into`` at ``commit``; returns the full commit."""
+def fresh_clone(repository: Path, commit: str, into: Path) -> dict[str, Any]:
+    """``repository`` cloned into ``into`` at ``commit``; returns the clone's code state, read before
+    any target writes its logs and ``.venv`` there."""
     if into.exists():
         raise SystemExit(f"error: {into} exists; remove it or pass --into a new folder")
     subprocess.run(["git", "clone", "--quiet", str(repository), str(into)], check=True)
     _git("checkout", "--quiet", "--detach", commit, cwd=into)
-    return _git("rev-parse", "HEAD", cwd=into)
+    return read_code_state(into)
 
 
 def timed_target(clone: Path, target: str) -> tuple[float, str]:
@@ -87,8 +89,9 @@ def main() -> None:
     repository = Path(args.repository).resolve()
     commit = _git("rev-parse", args.commit, cwd=repository)
     into = Path(args.into) if args.into else ROOT.parent / f"clipmag-suite-{commit[:12]}"
-    print(f"  {cpu_name()}, bf16 units {bf16_units() or 'none'}, {os.cpu_count()} cores; load {load_average()}")
-    fresh_clone(repository, commit, into)
+    cpu, units, load_at_start = cpu_name(), bf16_units(), load_average()
+    print(f"  {cpu}, bf16 units {units or 'none'}, {os.cpu_count()} cores; load {load_at_start}")
+    code = fresh_clone(repository, commit, into)
     wall, passed = {}, {}
     for target in args.targets:
         wall[target], passed[target] = timed_target(into, target)
@@ -96,11 +99,12 @@ def main() -> None:
     entry = {
         "wall_seconds": {target: round(seconds, 2) for target, seconds in wall.items()},
         "passed": passed,
-        "code": {"commit": commit, "dirty": False},
-        "cpu": cpu_name(),
-        "cpu_bf16": bf16_units(),
+        "code": code,
+        "cpu": cpu,
+        "cpu_bf16": units,
         "cores": os.cpu_count(),
-        "measured": f"fresh clone, alone on the machine: make {', then make '.join(args.targets)}",
+        "measured": f"fresh clone: make {', then make '.join(args.targets)}",
+        "load_average_at_start": load_at_start,
         "load_average_at_end": load_average(),
         "recorded": datetime.datetime.now().isoformat(timespec="seconds"),
     }

@@ -42,7 +42,7 @@ def test_a_measured_class_replaces_its_own_entry_only(tmp_path):
     assert len(runs) == 2 and runs[0] == other
     ours = runs[1]
     head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    assert ours["code"] == {"commit": head.strip(), "dirty": False}
+    assert ours["code"] == {"commit": head.strip(), "dirty": False, "diff_sha256": None, "reason": None}
     assert ours["passed"] == {"test": "3 passed, 1 skipped in 0.10s"} and ours["wall_seconds"]["test"] >= 0
 
 
