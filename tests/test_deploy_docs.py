@@ -223,6 +223,7 @@ def test_trained_recall_and_its_advice_render_from_the_record(tmp_path):
     assert SERVING_VALUES["ann-trained-knob"](stored, "hnsw/ip") == "efSearch 128"  # the control's rows do not count
     assert SERVING_VALUES["ann-trained-knob"](stored, "hnsw/cosine") == "efSearch 128"
     assert SERVING_VALUES["ann-ivf-default"](stored, "ip") == "nprobe 158: qnorm 0.850"
+    assert SERVING_VALUES["ann-trained-pq"](stored, "") == "qnorm 0.790 (its cosine 0.790)"  # not the control's
 
 
 def test_serving_speed_renders_each_side_with_its_ratio_to_the_cosine_index(tmp_path):

@@ -2,7 +2,7 @@
 
 ``benchmarks/bench_ann_trained.py measure --output results/deploy/ann_trained.json`` writes recall@10
 at 100,000 documents per model, head, store, index, layout and knob (``deploy-ann-trained``, with the
-``ann-trained-knob`` and ``ann-ivf-default`` values of the advice beside it);
+``ann-trained-knob``, ``ann-ivf-default`` and ``ann-trained-pq`` values of the advice beside it);
 ``benchmarks/bench_serving.py --output results/deploy/serving_speed.json`` writes build time, queries
 per second and latency per head and store beside the store's cosine index (``deploy-serving-speed``,
 read against a control in ``deploy-serving-reading``).
@@ -18,7 +18,7 @@ from clipmag.results.provenance import describe_code
 from clipmag_experiments.manuals.deploy import benchmark_record, smallest_setting
 from clipmag_experiments.report.stored import StoredResults, cpu_with_units
 
-__all__ = ["BLOCKS", "VALUES", "ann_trained_table", "serving_speed_reading", "serving_speed_table"]
+__all__ = ["BLOCKS", "VALUES", "ann_trained_table", "lance_pq_default", "serving_speed_reading", "serving_speed_table"]
 
 ANN_TRAINED_COMMAND = "python benchmarks/bench_ann_trained.py measure --output results/deploy/ann_trained.json"
 SPEED_COMMAND = "python benchmarks/bench_serving.py --output results/deploy/serving_speed.json"
@@ -117,6 +117,25 @@ def ann_ivf_default(stored: StoredResults, argument: str) -> str:
     return f"nprobe {own[0]['value']}: " + ", ".join(f"{r['model']} {r['recall']:.3f}" for r in own)
 
 
+def lance_pq_default(stored: StoredResults, argument: str = "") -> str:
+    """Recall@10 of LanceDB's default index (``IVF_PQ`` at its own ``nprobes``) per trained export under
+    its own head, its cosine head beside it, as ``qnorm 0.374 (its cosine 0.443)``."""
+    rows = _trained_rows(stored)
+    if rows is None:
+        return "(not measured yet)"
+    found: dict[str, dict[str, float]] = {}
+    for r in rows:
+        if r["store"] == "lancedb" and r["index"] == "IVF_PQ" and r["default"]:
+            found.setdefault(r["model"], {})["cosine" if r["head"] == "cosine" else "own"] = r["recall"]
+    if not found:
+        raise KeyError("ann-trained-pq: no trained LanceDB IVF_PQ rows at the store's default nprobes")
+    parts = [
+        f"{model} {by['own']:.3f}" + (f" (its cosine {by['cosine']:.3f})" if "cosine" in by else "")
+        for model, by in found.items()
+    ]
+    return ", ".join(parts)
+
+
 def serving_speed_table(record: dict[str, Any] | None) -> str:
     """Build time, queries per second, p50 / p99 latency per store, index and side, with the ratios."""
     if record is None:
@@ -208,4 +227,5 @@ BLOCKS: dict[str, Callable[[StoredResults], str]] = {
 VALUES: dict[str, Callable[[StoredResults, str], str]] = {
     "ann-trained-knob": ann_trained_knob,
     "ann-ivf-default": ann_ivf_default,
+    "ann-trained-pq": lance_pq_default,
 }
