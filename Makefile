@@ -23,7 +23,7 @@ lint: venv
 # `make test`: every test but the slow ones (multi-process, fault-injection and end-to-end runs of
 # seconds to minutes each, marked `slow`); `make test-slow` runs those, `make test-all` both. CI runs both.
 test: lint
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" --durations=25
 
 test-slow: venv
 	$(BIN)/python -m pytest -q -m slow

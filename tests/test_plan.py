@@ -17,6 +17,7 @@ from clipmag_experiments.cli import sweep_main
 from clipmag_experiments.dry_run.standin_models import write_tiny_encoder
 from clipmag_experiments.sweep.plan import plan_sweep
 from clipmag_experiments.sweep.run import load_sweep_config
+from text_retrieval import cost as text_cost
 from text_retrieval.cli import cell_cost, parse_args
 from text_retrieval.model.encoder import TextEncoder
 
@@ -79,14 +80,19 @@ def test_repeated_forward_passes_are_counted(tiny):
     assert both.flops_per_step == pytest.approx(plain + 2 * (cached - plain))
 
 
-def test_a_step_count_is_kept_per_shape_and_every_rate_and_step_count_of_it_reads_it(tiny):
+def test_one_text_per_side_is_counted_and_every_batch_head_rate_and_step_count_reads_it(tiny):
     short = "model.query_max_length=12"
     first = cell_cost(_args(tiny, "optim.lr=1e-3", short), world_size=1)
+    counted = len(text_cost._TEXT_COUNTS)
     again = cell_cost(_args(tiny, "optim.lr=3e-5", "train.steps=40", short), world_size=1)
     assert (again.flops_per_step, again.parameters, again.steps) == (first.flops_per_step, first.parameters, 40)
-    assert cell_cost(_args(tiny, "model.query_max_length=20"), world_size=1).flops_per_step > first.flops_per_step
+    doubled = cell_cost(_args(tiny, short, "data.batch_size=8"), world_size=1)
+    assert doubled.flops_per_step == 2 * first.flops_per_step  # every op acts on each text alone
     learnable = cell_cost(_args(tiny, "--norm", "learnable", short), world_size=1)
-    assert learnable.parameters > first.parameters  # its gammas: a head of its own shape
+    assert len(text_cost._TEXT_COUNTS) == counted  # nothing counted again
+    built = TextEncoder.from_pretrained(tiny, norm="learnable", precision="fp32")
+    assert learnable.parameters == first.parameters + 2 == sum(p.numel() for p in built.parameters())
+    assert cell_cost(_args(tiny, "model.query_max_length=20"), world_size=1).flops_per_step > first.flops_per_step
 
 
 def test_plan_on_the_command_line(tiny, tmp_path, capsys):
