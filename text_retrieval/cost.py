@@ -76,7 +76,7 @@ def text_cell_cost(cfg: TextConfig, world_size: int) -> CellCost:
         texts["document"] = d.batch_size * (1 + d.hard_negatives)
     extra = extra_forwards(cfg.train)
     counts = {side: _one_text(m, side, extra) for side in texts}
-    encoder_parameters = next(iter(counts.values()))[0]
+    encoder_parameters = counts["query"][0]  # every side's count builds the same encoder
     head_parameters = sum(p.numel() for p in build_head(cfg.head).parameters())  # the run's own head
     flops = sum(rows * counts[side][1] for side, rows in texts.items())
     micro_batches = world_size * cfg.train.grad_accum
