@@ -23,6 +23,7 @@ from clipmag.registry.evaluations import get_evaluation
 from clipmag.results.record import RESULTS_FILE
 from clipmag.runtime.logs import setup_logging
 from clipmag_experiments.design.grid import SweepConfig
+from clipmag_experiments.design.selection import check_only
 
 DEMO_SWEEP = "configs/sweeps/demo.yaml"
 DEMO_PREDICTOR_MODEL = "all-MiniLM-L6-v2"  # the demo's start, judged before fine-tuning
@@ -30,7 +31,8 @@ DEMO_PREDICTOR_MODEL = "all-MiniLM-L6-v2"  # the demo's start, judged before fin
 
 @dataclass
 class SweepCommand(SweepConfig):
-    """A sweep (its YAML is ``--config``) and ``only``: the groups to run (empty: all)."""
+    """A sweep (its YAML is ``--config``) and ``only``: the groups to run, or one model's cells of a
+    group as ``group/model`` (empty: all)."""
 
     only: list[str] = field(default_factory=list)
 
@@ -72,6 +74,7 @@ def sweep_main(argv: Sequence[str]) -> None:
         cmd, _ = parse_cli_and_file(SweepCommand, argv[1:], SWEEP_FLAGS, description=sweep_main.__doc__)
         from clipmag_experiments.sweep.status import sweep_status
 
+        check_only(cmd, cmd.only, source="command line")
         print(sweep_status(cmd, cmd.only))
         return
     if argv and argv[0] == "plan":
@@ -80,6 +83,7 @@ def sweep_main(argv: Sequence[str]) -> None:
         from clipmag.runtime.devices import device_named
         from clipmag_experiments.sweep.plan import plan_sweep
 
+        check_only(plan, plan.only, source="command line")
         print(plan_sweep(plan, device_named(plan.device), plan.utilisation, plan.only))
         return
     cmd, source = parse_cli_and_file(SweepCommand, argv, SWEEP_FLAGS, description=sweep_main.__doc__)

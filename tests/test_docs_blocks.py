@@ -126,6 +126,10 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("docs/experiments.md", "python scripts/sweep.py plan --config configs/sweeps/powered_fight.yaml"): QUICK,
     (
         "docs/experiments.md",
+        "python scripts/sweep.py status --config configs/sweeps/powered_fight.yaml --only tune/splade fight/splade",
+    ): QUICK,
+    (
+        "docs/experiments.md",
         "python scripts/sweep.py --config configs/sweeps/powered_fight.yaml",
     ): "the powered fight itself: downloads the pinned wheels, then about 15 CPU-hours alone over sittings",
     ("docs/experiments.md", "python scripts/sweep.py plan --config configs/sweeps/ladder.yaml"): QUICK,

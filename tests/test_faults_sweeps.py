@@ -14,6 +14,8 @@ from clipmag.config.entry import run_entry_point
 from clipmag.errors import ConfigError
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 from clipmag_experiments.cli import sweep_main
+from clipmag_experiments.design.expansion import expand
+from clipmag_experiments.design.selection import check_only, selected
 from clipmag_experiments.sweep import run as sweep
 
 
@@ -50,6 +52,26 @@ def test_only_must_name_groups_of_the_sweep(tmp_path):
     cfg = sweep.load_sweep_config(_sweep_file(tmp_path, "cosine"))
     with pytest.raises(ConfigError, match=r"--only names txt, which is not a group \(groups: code\)"):
         sweep.run_sweep(cfg, ["txt"], source="heads.yaml")
+    with pytest.raises(
+        ConfigError, match=r"--only names code/minilm, but group 'code' has no model 'minilm' \(models: none"
+    ):
+        sweep.run_sweep(cfg, ["code/minilm"], source="heads.yaml")
+
+
+def test_only_picks_one_models_cells_of_a_group():
+    """``group/model`` selects that start's cells and nothing else (the powered fight runs its
+    fp32 starts on any CPU and SPLADE's bf16 cells only where the CPU has bf16 units)."""
+    cfg = sweep.load_sweep_config(str(Path(TESTS).parent / "configs/sweeps/powered_fight.yaml"))
+    picked = [c for c in expand(cfg) if selected(c, ["start/minilm", "tune/splade"])]
+    assert {(c.group, c.model) for c in picked} == {("start", "minilm"), ("tune", "splade")}
+    assert sum(c.group == "start" for c in picked) == 4  # one step-0 cell per head
+    assert [c for c in expand(cfg) if selected(c, ["tune"])] == [c for c in expand(cfg) if c.group == "tune"]
+    assert not [c for c in expand(cfg) if selected(c, ["tune/minilm"]) if c.model == "minilm-dot"]  # not a prefix
+    with pytest.raises(
+        ConfigError,
+        match=r"--only names tune/bert, but group 'tune' has no model 'bert' \(models: splade, minilm-dot, minilm\)",
+    ):
+        check_only(cfg, ["tune/bert"], "powered_fight.yaml")
 
 
 def test_a_sweep_without_groups_asks_for_its_file():

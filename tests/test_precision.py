@@ -6,14 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from text_fixtures import minilm_encoder
+from text_fixtures import minilm_encoder, minilm_path
 
+from clipmag.config.build import build_config
 from clipmag.runtime import precision
+from clipmag.runtime.distributed import DistributedContext
 from clipmag.scoring.heads import build_head
 from clipmag.scoring.losses import InfoNCE
 from clipmag.train.checkpoint.files import load_checkpoint
 from image_text.evaluation.retrieval import encode as clip_encode
+from text_retrieval.config import TextConfig
 from text_retrieval.model.encoder import TextEncoder
+from text_retrieval.task import TextRetrievalTask
 
 CPU = torch.device("cpu")
 TEXTS = ["Aspirin reduces the risk of heart attack.", "x", "The mitochondria is the powerhouse of the cell."]
@@ -118,3 +122,16 @@ def test_bf16_training_keeps_fp32_weights_and_optimizer_state(tmp_path):
     assert {t.dtype for t in ckpt["state_dict"].values() if t.is_floating_point()} == {torch.float32}
     states = [v for s in ckpt["optimizer"]["state"].values() for k, v in s.items() if k != "step"]
     assert states and {t.dtype for t in states} == {torch.float32}
+
+
+@pytest.mark.parametrize("chosen", ["fp32", "bf16"])
+def test_a_text_run_validates_and_tests_in_its_train_precision(chosen, tmp_path):
+    """Pinned to a precision that ``auto`` would not pick here (fp32 where the CPU has bf16 units,
+    bf16 where it has none), a run's validation encoder and the export its test loads encode in it,
+    as its record's numerics say."""
+    args = [f"model.name={minilm_path()}", "data.validation=[]", f"train.precision={chosen}"]
+    task = TextRetrievalTask(build_config(TextConfig, None, args), DistributedContext(0, 1, 0, CPU, None))
+    encoder = task.build_encoder()
+    assert encoder.precision == chosen
+    encoder.save_pretrained(tmp_path)
+    assert task.load_export(tmp_path).precision == chosen

@@ -190,6 +190,7 @@ class TextRetrievalTask:
             query_max_length=m.query_max_length,
             document_max_length=m.document_max_length,
             dropout=m.dropout,
+            precision=self.cfg.train.precision,  # validation encodes as the run trains
         )
         check_dropout_off(encoder.model, m.dropout, m.name)
         pooler = getattr(encoder.model, "pooler", None)
@@ -270,8 +271,11 @@ class TextRetrievalTask:
         model.encoder.save_pretrained(directory, record=record)
 
     def load_export(self, directory: Path) -> TextEncoder:
-        """The export as a user loads it: the head and settings come from its ``clipmag_head.json``."""
-        return TextEncoder.from_pretrained(directory)
+        """The export as a user loads it (the head and settings come from its ``clipmag_head.json``),
+        encoding in the run's ``train.precision``: the test computes as the run trained and as its
+        record's ``numerics`` say, not in what ``auto`` picks where the two differ (a run pinned to
+        fp32 on a CPU with bf16 units)."""
+        return TextEncoder.from_pretrained(directory, precision=self.cfg.train.precision)
 
     def exported_part(self, model: BiEncoder) -> TextEncoder:
         """The encoder (with its head), which the export holds and the test scores."""

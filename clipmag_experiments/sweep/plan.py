@@ -42,6 +42,7 @@ from clipmag.train.cost import BYTES_PER_PARAMETER, CellCost
 from clipmag_experiments.cells.continuation import continued_cell
 from clipmag_experiments.design.expansion import expand
 from clipmag_experiments.design.grid import UNLABELLED, Cell, SweepConfig
+from clipmag_experiments.design.selection import selected
 from clipmag_experiments.design.slurm_settings import resources_for
 
 __all__ = ["CpuPlan", "cell_counter", "cell_world_size", "cpu_plan", "plan_sweep"]
@@ -177,7 +178,7 @@ def cpu_plan(
     cells = expand(cfg)
     for cell in cells:
         label = cell.model or UNLABELLED  # a group without ``models`` names its architecture in its arguments
-        if (only and cell.group not in only) or label not in rates or shares_a_run(cell, cells):
+        if not selected(cell, only) or label not in rates or shares_a_run(cell, cells):
             continue
         cost = count(cell)
         if cost is None:
@@ -206,7 +207,7 @@ def plan_sweep(cfg: SweepConfig, device: Device, utilisation: float, only: Seque
     cells = expand(cfg)
     count = cell_counter(cfg)
     for cell in cells:
-        if only and cell.group not in only:
+        if not selected(cell, only):
             continue
         world = cell_world_size(cell, cfg)
         cost = count(cell)

@@ -68,6 +68,7 @@ from clipmag_experiments.design.grid import (
 )
 from clipmag_experiments.design.prepare import SweepStep, check_prepare, fingerprints, missing_paths, run_prepare
 from clipmag_experiments.design.protocol import record_prepared, record_start
+from clipmag_experiments.design.selection import check_only, selected
 from clipmag_experiments.slurm.jobs import SweepUnfinished, check_cluster
 from clipmag_experiments.slurm.launcher import run_on_slurm
 from clipmag_experiments.sweep.cell_log import failure_reason, run_logged
@@ -174,15 +175,12 @@ def check_cells(cells: Sequence[Cell], source: str) -> None:
 
 def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep") -> list[Cell]:
     """Check every cell (and for ``launcher: slurm`` that the cluster answers), prepare, then run
-    every unfinished cell and evaluation (optionally only the groups in ``only``). A refused sweep
+    every unfinished cell and evaluation (optionally only the groups or group/model cells in ``only``). A refused sweep
     writes nothing. ``source`` names the sweep in error messages (its file)."""
-    unknown = sorted(set(only) - {g.name for g in cfg.groups})
-    if unknown:
-        valid = ", ".join(g.name for g in cfg.groups)
-        raise ConfigError(f"{source}: --only names {', '.join(unknown)}, which is not a group (groups: {valid})")
+    check_only(cfg, only, source)
     if cfg.pack > 1 and cfg.launcher == "slurm":
         raise ConfigError(f"{source}: pack runs local cells at once; a SLURM job's resources are its slurm section's")
-    cells = [c for c in expand(cfg) if not only or c.group in only]
+    cells = [c for c in expand(cfg) if selected(c, only)]
     check_cells(cells, source)
     check_prepare(cfg.prepare, source)
     if cfg.restore_from and Path(cfg.restore_from).exists() and not Path(cfg.restore_from).is_dir():
@@ -212,7 +210,7 @@ def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep")
             logger.info("pack %d: up to %d cells at once, each with train.threads=%d", cfg.pack, cfg.pack, threads)
         if cfg.restore_from:  # after the thread counts: a cell is restored only if it ran with this one's
             restore_cells(every_cell, Path(cfg.restore_from), Path(cfg.output_dir))
-        cells = [c for c in every_cell if not only or c.group in only]
+        cells = [c for c in every_cell if selected(c, only)]
         if cfg.launcher == "slurm":
             run_on_slurm(cells, every_cell, cfg)
         else:

@@ -16,6 +16,7 @@ from clipmag.results.record import RESULTS_FILE
 from clipmag_experiments.cells.finished import unfinished_reason
 from clipmag_experiments.design.expansion import expand
 from clipmag_experiments.design.grid import Cell, SweepConfig
+from clipmag_experiments.design.selection import selected
 from clipmag_experiments.slurm.jobs import LOG_DIR, JobsRecord, job_states
 
 __all__ = ["sweep_status"]
@@ -49,7 +50,7 @@ def sweep_status(cfg: SweepConfig, only: Sequence[str] = ()) -> str:
     then the count of each state."""
     folder = Path(cfg.output_dir)
     record = JobsRecord(folder)
-    rows = _rows([c for c in expand(cfg) if not only or c.group in only], record)
+    rows = _rows([c for c in expand(cfg) if selected(c, only)], record)
     states = job_states([job for _, _, job in rows if job])
     lines, counts = [], {}
     for label, done, job in rows:
