@@ -29,7 +29,7 @@ UNTRAINED = {"cosine": -0.05, "dot": -0.08, "qnorm": -0.08, "dnorm": -0.05}
 DEV = {"lr2e-5": -0.01, "lr6e-5": 0.0, "lr2e-4": -0.03}
 DEV_DNORM = {"lr2e-5": -0.03, "lr6e-5": -0.01, "lr2e-4": 0.0}
 TEST_SETS = {"pypi-test": (300, 0.02, 1.0), "cranfield": (30, 0.1, 0.0)}  # queries, noise, effect scale
-NUMERICS = {"cpu": "AMD EPYC", "cpu_bf16": ["avx512_bf16"]}
+NUMERICS = {"cpu": "AMD EPYC", "cpu_bf16": ["avx512_bf16"], "autocast": "bfloat16"}
 
 
 def _noise(*key: object, size: int, sd: float) -> np.ndarray:
@@ -199,7 +199,8 @@ def test_each_choice_reads_its_margin_over_the_runner_up_with_the_paired_se(stor
 
 
 def test_the_words_name_the_machine_the_runs_and_a_complete_store(stored):
-    assert pf.machine(stored) == "AMD EPYC, AVX-512 BF16 without AMX (32 runs)"  # shared runs once
+    # shared runs once, by start, with the precision its table has
+    assert pf.machine(stored) == "splade: AMD EPYC, AVX-512 BF16 without AMX, bf16 autocast (32 runs)"
     assert pf.VALUES["pf-runs"](stored, "").startswith("32 runs at ")
     assert pf.stored_so_far(stored) == "every planned cell"
     assert findings.POWERED.answered(stored)

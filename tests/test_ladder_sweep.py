@@ -13,8 +13,10 @@ import pytest
 
 from clipmag.registry.config_packages import config_path
 from clipmag.registry.evaluations import get_evaluation
+from clipmag_experiments.cells.evaluation_args import evaluation_argv
 from clipmag_experiments.sweep import run as sweep
 from text_retrieval.cli import parse_args as parse_train_args
+from text_retrieval.evaluation.sweep_evaluation import parse_args as parse_rescoring_args
 from text_retrieval.predict.start_diagnostics import parse_args as parse_diagnostics_args
 
 FIGHT_GROUPS = ("start", "tune", "fight")  # the powered fight's groups, which the ladder's new starts repeat
@@ -99,3 +101,19 @@ def test_five_starts_a_fixed_random_one_and_no_budget_repeats_a_pair():
         else:
             assert run.train.steps * run.data.batch_size <= floors[run.data.train], cell.directory
             assert run.train.steps == (1600 if cell.group.endswith("102400") else 400)
+
+
+def test_every_minilm_start_trains_tests_and_is_diagnosed_in_fp32_and_splade_as_the_cpu_has_it():
+    """The amendment: the MiniLM-architecture starts pinned to fp32 (their cells, the two pretraining
+    steps and the diagnostics of their norms), SPLADE's diagnostics at ``auto`` like its fight rows."""
+    precisions = {}
+    for cell, args in _resolved():
+        precisions.setdefault(cell.model, set()).add(args.train.precision)
+        for evaluation in cell.evaluations:  # the diagnostics, and the tuning cells' dev re-scoring
+            parse = {"start-diagnostics": parse_diagnostics_args, "retrieval": parse_rescoring_args}[evaluation.kind]
+            settings = parse([*evaluation_argv(cell, evaluation), "--model", "export", "--output", "out"])
+            assert settings.precision == ("auto" if cell.model == "splade" else "fp32")
+    assert precisions == {"splade": {"auto"}, **{start: {"fp32"} for start in precisions if start != "splade"}}
+    for step in ("stage1", "contriever-style"):
+        (prepared,) = [s for s in _config().prepare if s.name == step]
+        assert parse_train_args(prepared.args).train.precision == "fp32"

@@ -7,9 +7,11 @@ from __future__ import annotations
 from functools import cache
 
 from clipmag.registry.config_packages import config_path
+from clipmag_experiments.cells.evaluation_args import evaluation_argv
 from clipmag_experiments.sweep import run as sweep
 from clipmag_experiments.sweep.plan import cpu_plan, shares_a_run
 from text_retrieval.cli import parse_args as parse_train_args
+from text_retrieval.evaluation.sweep_evaluation import parse_args as parse_rescoring_args
 
 STARTS = ["splade", "minilm-dot", "minilm"]
 HEADS = ["cosine", "dot", "qnorm", "dnorm"]
@@ -61,6 +63,25 @@ def test_compared_seeds_0_and_1_are_the_tuning_runs_and_the_plan_prices_only_see
     rates = plan.rates
     seed_two = sum(400 * 64 / rates[start] / 3600 for start in STARTS for _ in HEADS)
     assert abs(plan.hours["fight"] - seed_two) < 1e-9
+
+
+def test_the_minilm_starts_train_test_and_rescore_dev_in_fp32_and_splade_as_the_cpu_has_it():
+    """The amendment: a start's cells share one precision; the MiniLM starts (and the stage-1 run
+    that builds minilm-dot, whose weights are fingerprinted) are pinned to fp32, SPLADE stays
+    ``auto``, and each tuning cell's dev re-scoring encodes in its cell's precision."""
+    precisions = {}
+    for cell, args in _resolved():
+        precisions.setdefault(cell.model, set()).add(args.train.precision)
+        for evaluation in cell.evaluations:
+            wanted = [] if cell.model == "splade" else ["precision=fp32"]
+            argv = evaluation_argv(cell, evaluation)
+            assert argv == [*evaluation.argv(), *wanted]
+            settings = parse_rescoring_args([*argv, "--model", "export", "--output", "out"])
+            assert settings.precision == ("auto" if cell.model == "splade" else "fp32")
+    assert precisions == {"splade": {"auto"}, "minilm-dot": {"fp32"}, "minilm": {"fp32"}}
+    (stage1,) = [step for step in _config().prepare if step.name == "stage1"]
+    assert parse_train_args(stage1.args).train.precision == "fp32"
+    assert stage1.fingerprint == ["runs/positive_regime/stage1/export/model.safetensors"]
 
 
 def test_the_headers_data_sentence_is_the_pin_file_and_the_builders_defaults():

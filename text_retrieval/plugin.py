@@ -20,8 +20,16 @@ def register() -> None:
     register_evaluation("rag", "text_retrieval.rag.cli", front_ends=("text",), metrics=RAG_METRICS)
     register_evaluation("predict", "text_retrieval.predict.evaluation", front_ends=("text",), metrics=PREDICTOR_METRICS)
     register_evaluation(
-        "retrieval", "text_retrieval.evaluation.sweep_evaluation", front_ends=("text",), metrics=RETRIEVAL_METRICS
+        "retrieval",
+        "text_retrieval.evaluation.sweep_evaluation",
+        front_ends=("text",),
+        metrics=RETRIEVAL_METRICS,
+        precision_key="precision",
     )
     register_evaluation(
-        "start-diagnostics", "text_retrieval.predict.start_diagnostics", front_ends=("text",), metrics=START_METRICS
+        "start-diagnostics",
+        "text_retrieval.predict.start_diagnostics",
+        front_ends=("text",),
+        metrics=START_METRICS,
+        precision_key="precision",
     )

@@ -38,12 +38,16 @@ class EvaluationResult:
 
 @dataclass(frozen=True)
 class Evaluation:
-    """An evaluation kind: its module, the front ends whose exports it can load, the metrics to report."""
+    """An evaluation kind: its module, the front ends whose exports it can load, the metrics to report,
+    and ``precision_key``: the argument (``KEY=VALUE``) that sets what it encodes in, through which a
+    sweep passes a cell's pinned ``train.precision``, so the cell's evaluation computes as the cell
+    did (None: it has none)."""
 
     name: str
     module: str
     front_ends: tuple[str, ...]
     metrics: tuple[str, ...]
+    precision_key: str | None = None
 
     def run(self, model: Path, output: Path, argv: Sequence[str] = ()) -> None:
         with caller_logging_kept():
@@ -61,8 +65,10 @@ class Evaluation:
 EVALUATIONS: dict[str, Evaluation] = {}
 
 
-def register_evaluation(name: str, module: str, front_ends: Sequence[str], metrics: Sequence[str]) -> Evaluation:
-    EVALUATIONS[name] = Evaluation(name, module, tuple(front_ends), tuple(metrics))
+def register_evaluation(
+    name: str, module: str, front_ends: Sequence[str], metrics: Sequence[str], precision_key: str | None = None
+) -> Evaluation:
+    EVALUATIONS[name] = Evaluation(name, module, tuple(front_ends), tuple(metrics), precision_key)
     return EVALUATIONS[name]
 
 

@@ -380,9 +380,11 @@ def verdict(stored: StoredResults, argument: str) -> str:
 
 
 def machine(stored: StoredResults, argument: str = "") -> str:
-    """The CPUs the trained cells' records name, with their bf16 units (``AMD EPYC, AVX-512 BF16
-    without AMX (40 runs)``): what the speeds and the hours were measured on."""
-    found: Counter = Counter()
+    """Per start, the CPUs its trained cells' records name, with their bf16 units and the precision
+    the cells computed in (``splade: AMD EPYC, AVX-512 BF16 without AMX, bf16 autocast (40 runs)``):
+    what the speeds and the hours were measured on, and each start's table's one precision (the
+    sweep refuses a start that mixes two; the amended protocol runs the MiniLM starts in fp32)."""
+    found: dict[str, Counter] = {}
     for c in stored.sweep(SWEEP).trained:
         numerics = c.results.get("numerics") or {}
         units = numerics.get("cpu_bf16") or []
@@ -393,8 +395,13 @@ def machine(stored: StoredResults, argument: str = "") -> str:
             if "avx512_bf16" in units
             else "no bf16 units"
         )
-        found[f"{numerics.get('cpu', 'an unnamed CPU')}, {bf16}"] += 1
-    return "; ".join(f"{name} ({runs} runs)" for name, runs in found.most_common())
+        precision = "bf16 autocast" if numerics.get("autocast") == "bfloat16" else numerics.get("autocast", "fp32")
+        cpu = numerics.get("cpu", "an unnamed CPU")
+        found.setdefault(c.cell["model"], Counter())[f"{cpu}, {bf16}, {precision}"] += 1
+    return "; ".join(
+        f"{start}: " + " and ".join(f"{name} ({runs} runs)" for name, runs in found[start].most_common())
+        for start in sorted(found, key=lambda start: order(start, STARTS))
+    )
 
 
 def stored_so_far(stored: StoredResults, argument: str = "") -> str:

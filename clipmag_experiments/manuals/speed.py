@@ -5,7 +5,8 @@
 ours with a speed-up switched off, in one run; ``bench_train_clip.py``, ``bench_encode.py`` and
 ``bench_chunked.py`` write ours against their peers the same way (``--output``), and
 ``bench_compile.py`` torch.compile against eager, ``bench_search.py`` exact search and
-``bench_rag.py`` the RAG reader against theirs. Each record names
+``bench_rag.py`` the RAG reader against theirs, ``bench_packed_cells.py`` packed sweep cells against
+one cell with every thread. Each record names
 the CPU and the code state it was measured at, and the tables print both, so a figure never loses
 the machine it belongs to. ``tests.json`` holds the wall clocks of ``make test`` and ``make
 test-slow`` measured on a fresh clone by ``benchmarks/bench_suite.py``, one entry per CPU class,
@@ -233,6 +234,38 @@ def rag_table(stored: StoredResults) -> str:
     return "\n".join(lines) + f"\n\n{shape}. " + _measured_on(record)
 
 
+def packed_table(stored: StoredResults) -> str:
+    """Per model: one training run with every thread against ``pack`` runs sharing them
+    (``bench_packed_cells.py``): training samples per second of all the side's runs together (the
+    step alone) and whole runs per hour (start, load and steps), medians over the rounds (range),
+    and packed / single of both. The step column is what a sweep of long cells gains."""
+    record = _record(stored, "packed_cells.json")
+    single, packed = record["sides"]["single"], record["sides"]["packed"]
+    lines = [
+        f"| model | samples/s, {single} | samples/s, {packed} | {packed} / {single} | "
+        f"runs/h, {single} | runs/h, {packed} | {packed} / {single} |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for model, found in record["models"].items():
+        cells = []
+        for key in ("samples_per_s", "runs_per_hour"):
+            single_rates, packed_rates = ([run[key] for run in found["sides"][side]] for side in ("single", "packed"))
+            cells += [_median_range(single_rates, 1), _median_range(packed_rates, 1)]
+            cells.append(_median_range(found["ratios"][key], 2))
+        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    settings = record["settings"]
+    precision = "bf16 autocast" if record.get("cpu_bf16") else "fp32"
+    shape = (
+        f"Each run {settings['steps']} steps of the sweeps' step (batch 64, lengths 32/64, `precision=auto`: "
+        f"{precision} here), "
+        f"the step rate after {settings['warmup']} warm-up steps; {settings['rounds']} rounds with the side that "
+        "goes first alternating"
+    )
+    machine = cpu_with_units(record["cpu"], record.get("cpu_bf16", []))
+    measured = f"Measured on {machine}, {record['threads']} threads, at {describe_code(record['code'])}."
+    return "\n".join(lines) + f"\n\n{shape}. {measured}"
+
+
 def suite_minutes(stored: StoredResults, target: str) -> str:
     """How long ``make <target>`` took from a fresh clone, set-up included, on each CPU class measured:
     read from ``tests.json`` (``benchmarks/bench_suite.py``), one entry per class. An entry written
@@ -268,4 +301,5 @@ BLOCKS = {
     "speed-compile": compile_table,
     "speed-search": search_table,
     "speed-rag": rag_table,
+    "speed-packed": packed_table,
 }

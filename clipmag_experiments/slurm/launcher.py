@@ -41,6 +41,7 @@ from clipmag.train.diverged_record import read_divergence
 from clipmag.train.run import EXPORT_DIR
 from clipmag.train.stop_signals import RunStopped
 from clipmag_experiments.cells.choice import choose_variant
+from clipmag_experiments.cells.evaluation_args import evaluation_argv
 from clipmag_experiments.cells.finished import unfinished_reason
 from clipmag_experiments.cells.same_run import finished_twin, share_results
 from clipmag_experiments.design.grid import Cell, SweepConfig, SweepEvaluation
@@ -199,7 +200,9 @@ def _start_cell(scheduler: _Scheduler, cell: Cell, every_cell: Sequence[Cell]) -
 
 def _start_evaluation(scheduler: _Scheduler, cell: Cell, evaluation: SweepEvaluation) -> None:
     folder = cell.evaluation_folder(evaluation)
-    job = EvaluationJob(evaluation.kind, str(cell.directory / EXPORT_DIR), str(folder), evaluation.argv())
+    job = EvaluationJob(
+        evaluation.kind, str(cell.directory / EXPORT_DIR), str(folder), evaluation_argv(cell, evaluation)
+    )
     scheduler.submit(_evaluation_label(cell, evaluation), job, scheduler.resources[cell.group])
 
 

@@ -54,6 +54,7 @@ from clipmag.train.diverged_record import DIVERGED_FILE, read_divergence
 from clipmag.train.run import EXPORT_DIR
 from clipmag_experiments.cells.choice import choose_variant, extension_needed
 from clipmag_experiments.cells.continuation import continue_cell
+from clipmag_experiments.cells.evaluation_args import evaluation_argv
 from clipmag_experiments.cells.finished import unfinished_reason
 from clipmag_experiments.cells.same_run import finished_twin, share_results
 from clipmag_experiments.design.expansion import expand, split_model_entry
@@ -132,7 +133,7 @@ def run_evaluations(cell: Cell) -> None:
                 "which the run did not write (train.export_final is off?)"
             )
         logger.info("%s: evaluation %s", cell.label, evaluation.folder_name)
-        get_evaluation(evaluation.kind).run(export, folder, evaluation.argv())
+        get_evaluation(evaluation.kind).run(export, folder, evaluation_argv(cell, evaluation))
 
 
 def runnable_groups(cfg: SweepConfig) -> SweepConfig:
@@ -167,7 +168,9 @@ def check_cells(cells: Sequence[Cell], source: str) -> None:
                 get_front_end(cell.kind).check(argv)
             for evaluation in cell.evaluations:
                 folder = cell.evaluation_folder(evaluation)
-                get_evaluation(evaluation.kind).check(cell.directory / EXPORT_DIR, folder, evaluation.argv())
+                get_evaluation(evaluation.kind).check(
+                    cell.directory / EXPORT_DIR, folder, evaluation_argv(cell, evaluation)
+                )
         except (ValueError, FileNotFoundError) as err:  # ConfigError is a ValueError
             message = str(err).removeprefix("command line: ")
             raise ConfigError(f"{source}: group {cell.group!r}, cell {cell.label}: {message}") from None

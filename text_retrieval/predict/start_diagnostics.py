@@ -39,13 +39,14 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from clipmag.config.checks import PositiveInt
 from clipmag.config.command_line import parse_cli
 from clipmag.config.entry import run_entry_point
 from clipmag.registry.evaluations import EvaluationResult
 from clipmag.results.record import RESULTS_FILE
+from clipmag.runtime.precision_setting import PRECISIONS
 from text_retrieval.config import BundledDataConfig, TextModelConfig
 
 if TYPE_CHECKING:  # torch and transformers: only once a start is diagnosed, never for --help
@@ -61,7 +62,9 @@ class StartDiagnosticsConfig:
     ``split``: their qrels split; ``n_pairs``: judged pairs the Fisher predictor reads per set;
     ``nonrelevant_sample``: never-relevant documents Cohen's d compares with; ``output``: a folder.
     ``bundled``: the trainer's ``data.bundled`` (root, sizes, pinned versions), so ``bundled:indomain``
-    is the same set the runs it is read beside were tested on (a sweep's 1,000-query trees)."""
+    is the same set the runs it is read beside were tested on (a sweep's 1,000-query trees).
+    ``precision``: what the norms are encoded in, as for the trainer (a sweep passes a cell's pinned
+    ``train.precision``, so a start pinned to fp32 is diagnosed in fp32 on every CPU)."""
 
     model: TextModelConfig = field(default_factory=TextModelConfig)
     start: str = ""
@@ -73,6 +76,7 @@ class StartDiagnosticsConfig:
     fisher_batch_size: PositiveInt = 32
     batch_size: PositiveInt = 64
     seed: int = 0
+    precision: Literal[PRECISIONS] = "auto"  # type: ignore[valid-type]
     output: str = ""
 
 
@@ -83,6 +87,7 @@ SHORTHANDS = {
     "split": "split",
     "n_pairs": "n_pairs",
     "seed": "seed",
+    "precision": "precision",
     "output": "output",
 }
 
@@ -156,7 +161,7 @@ def main(argv: Sequence[str]) -> dict[str, Any]:
     text = TextConfig(
         model=cfg.model, data=TextDataConfig(test=list(cfg.data), test_split=cfg.split, bundled=cfg.bundled)
     )
-    text = dataclasses.replace(text, train=dataclasses.replace(text.train, seed=cfg.seed))
+    text = dataclasses.replace(text, train=dataclasses.replace(text.train, seed=cfg.seed, precision=cfg.precision))
     task = TextRetrievalTask(text, DistributedContext(0, 1, 0, torch.device("cpu"), None))  # reads every set first
     encoder = task.build_encoder()
     sets = {}
