@@ -12,6 +12,7 @@ from conftest import TESTS
 
 from clipmag.config.entry import run_entry_point
 from clipmag.errors import ConfigError
+from clipmag.registry.config_packages import config_path
 from clipmag.registry.front_ends import FRONT_ENDS, FrontEnd
 from clipmag_experiments.cli import sweep_main
 from clipmag_experiments.design.expansion import expand
@@ -61,7 +62,7 @@ def test_only_must_name_groups_of_the_sweep(tmp_path):
 def test_only_picks_one_models_cells_of_a_group():
     """``group/model`` selects that start's cells and nothing else (the powered fight runs its
     fp32 starts on any CPU and SPLADE's bf16 cells only where the CPU has bf16 units)."""
-    cfg = sweep.load_sweep_config(str(Path(TESTS).parent / "configs/sweeps/powered_fight.yaml"))
+    cfg = sweep.load_sweep_config(config_path("configs/sweeps/powered_fight.yaml"))
     picked = [c for c in expand(cfg) if selected(c, ["start/minilm", "tune/splade"])]
     assert {(c.group, c.model) for c in picked} == {("start", "minilm"), ("tune", "splade")}
     assert sum(c.group == "start" for c in picked) == 4  # one step-0 cell per head

@@ -178,8 +178,9 @@ def check_cells(cells: Sequence[Cell], source: str) -> None:
 
 def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep") -> list[Cell]:
     """Check every cell (and for ``launcher: slurm`` that the cluster answers), prepare, then run
-    every unfinished cell and evaluation (optionally only the groups or group/model cells in ``only``). A refused sweep
-    writes nothing. ``source`` names the sweep in error messages (its file)."""
+    every unfinished cell and evaluation (optionally only the groups, or a group's cells of one model
+    as ``group/model``, in ``only``). A refused sweep writes nothing. ``source`` names the sweep in
+    error messages (its file)."""
     check_only(cfg, only, source)
     if cfg.pack > 1 and cfg.launcher == "slurm":
         raise ConfigError(f"{source}: pack runs local cells at once; a SLURM job's resources are its slurm section's")
