@@ -121,3 +121,32 @@ def test_a_start_rebuilt_otherwise_on_a_later_sitting_is_refused_before_any_cell
     with pytest.raises(ConfigError, match=r"prepare step 'make' built .*done\.txt anew and it differs"):
         sweep.run_sweep(dataclasses.replace(cfg, groups=[group, later]))
     assert len(toy_frontend.CALLS) == ran
+
+
+def test_a_sitting_on_some_starts_prepares_only_what_their_cells_read(tmp_path, toy_kind):
+    """A start built by a prepare step (here from data an earlier step makes, named in its config
+    file) is not rebuilt, nor fingerprinted anew, by a sitting that runs only another start's cells."""
+    data, start = tmp_path / "data" / "done.txt", tmp_path / "start" / "done.txt"
+    config = tmp_path / "start.yaml"
+    config.write_text(f"data:\n  train: {tmp_path / 'data' / 'shards'}\n")
+    steps = [
+        sweep.SweepStep(name="data", module="toy_prepare", args=[str(data)], creates=str(data)),
+        sweep.SweepStep(
+            name="start",
+            module="toy_prepare",
+            args=[str(start), "--config", str(config)],
+            creates=str(start),
+            fingerprint=[str(start)],
+        ),
+    ]
+    group = sweep.SweepGroup(
+        name="fight", kind="toy", heads=["cosine"], models=[f"built={tmp_path / 'start'}", "shipped=hub/base"]
+    )
+    cfg = sweep.SweepConfig(output_dir=str(tmp_path / "runs"), prepare=steps, groups=[group])
+    sweep.run_sweep(cfg, only=["fight/shipped"])
+    assert toy_prepare.CALLS == [] and len(toy_frontend.CALLS) == 1
+    assert not json.loads((tmp_path / "runs" / "sweep.json").read_text())["starts"][-1].get("prepared")
+    sweep.run_sweep(cfg, only=["fight/built"])
+    assert toy_prepare.CALLS == [[str(data)], [str(start), "--config", str(config)]]
+    sweep.run_sweep(cfg)  # every cell: both steps' outputs exist, nothing is built again
+    assert len(toy_prepare.CALLS) == 2

@@ -15,12 +15,17 @@ A step that trains a start (a continued or pretrained encoder) names its weights
 a sweep run over sittings rebuilds such a step on a fresh machine, and the sha256 of each named file
 is recorded with every start so that cells trained from one rebuild are never mixed with cells
 trained from another (:func:`clipmag_experiments.design.protocol.record_prepared`).
+
+A sitting that runs only some of a sweep's cells (``--only``) prepares only what those cells read
+(:func:`steps_read_by`): a start rebuilt on another class of CPU need not be rebuilt, and fingerprinted
+anew, by a sitting that trains none of its cells.
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,7 +35,7 @@ from clipmag.errors import ConfigError
 from clipmag.runtime.logs import caller_logging_kept, logger
 from clipmag.storage.files import sha256_of
 
-__all__ = ["SweepStep", "check_prepare", "fingerprints", "run_prepare", "missing_paths"]
+__all__ = ["SweepStep", "check_prepare", "fingerprints", "run_prepare", "missing_paths", "steps_read_by"]
 
 
 @dataclass
@@ -138,6 +143,35 @@ def run_prepare(steps: Sequence[SweepStep]) -> None:
                 status = importlib.import_module(step.module).main(list(step.args))
             if isinstance(status, int) and status != 0:  # a main that returns an exit status
                 raise RuntimeError(f"prepare step {step.name!r} ({step.module}) failed with status {status}")
+
+
+def _names_path(word: str, folder: str) -> bool:
+    """Whether a command-line word names ``folder`` or a path inside it (``data.test=[a/b, c]`` names
+    ``a/b`` and ``a``; ``a/bc`` names neither ``a/b`` nor ``a/bc/..``'s sibling ``a/b``)."""
+    return re.search(rf"(?<![\w./-]){re.escape(folder)}(?![\w.-])", word) is not None
+
+
+def _with_config_text(words: Sequence[str]) -> list[str]:
+    """``words`` and the text of each YAML config file among them: a run reads the paths its
+    ``--config`` names as surely as those on its command line."""
+    configs = [Path(word) for word in words if word.endswith((".yaml", ".yml")) and Path(word).is_file()]
+    return [*words, *(path.read_text(encoding="utf-8") for path in configs)]
+
+
+def steps_read_by(steps: Sequence[SweepStep], words: Sequence[str]) -> list[SweepStep]:
+    """The steps whose output some command-line word in ``words`` names (a cell's arguments and its
+    evaluations'), with the earlier steps those steps read in turn, in the sweep's order. A step's
+    output is the folder holding the file it ``creates``; a step without ``creates`` is always kept,
+    as nothing says what it makes. The YAML configs the words name are read as words too."""
+    read = _with_config_text(words)
+    kept = set()
+    for index in reversed(range(len(steps))):  # a step reads only what an earlier step made
+        step = steps[index]
+        folder = Path(step.creates).parent.as_posix() if step.creates else None
+        if folder is None or any(_names_path(word, folder) for word in read):
+            kept.add(index)
+            read += _with_config_text(step.args)
+    return [step for index, step in enumerate(steps) if index in kept]
 
 
 def fingerprints(steps: Sequence[SweepStep]) -> dict[str, dict[str, str]]:

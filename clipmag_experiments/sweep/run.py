@@ -67,7 +67,14 @@ from clipmag_experiments.design.grid import (
     SweepGroup,
     SweepVariant,
 )
-from clipmag_experiments.design.prepare import SweepStep, check_prepare, fingerprints, missing_paths, run_prepare
+from clipmag_experiments.design.prepare import (
+    SweepStep,
+    check_prepare,
+    fingerprints,
+    missing_paths,
+    run_prepare,
+    steps_read_by,
+)
 from clipmag_experiments.design.protocol import record_prepared, record_start
 from clipmag_experiments.design.selection import check_only, selected
 from clipmag_experiments.slurm.jobs import SweepUnfinished, check_cluster
@@ -176,6 +183,11 @@ def check_cells(cells: Sequence[Cell], source: str) -> None:
             raise ConfigError(f"{source}: group {cell.group!r}, cell {cell.label}: {message}") from None
 
 
+def cell_words(cells: Sequence[Cell]) -> list[str]:
+    """Every command-line word the ``cells`` run with: their models, arguments and evaluations'."""
+    return [word for c in cells for word in [c.model or "", *c.argv, *(w for e in c.evaluations for w in e.argv())]]
+
+
 def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep") -> list[Cell]:
     """Check every cell (and for ``launcher: slurm`` that the cluster answers), prepare, then run
     every unfinished cell and evaluation (optionally only the groups, or a group's cells of one model
@@ -201,8 +213,9 @@ def run_sweep(cfg: SweepConfig, only: Sequence[str] = (), source: str = "sweep")
             restore_protocol(Path(cfg.restore_from), Path(cfg.output_dir))
         protocol = record_start(cfg)  # the protocol on disk before any result
         try:
-            run_prepare(cfg.prepare)
-            record_prepared(cfg.output_dir, fingerprints(cfg.prepare))
+            steps = steps_read_by(cfg.prepare, cell_words(cells)) if only else cfg.prepare
+            run_prepare(steps)
+            record_prepared(cfg.output_dir, fingerprints(steps))
         except BaseException:  # no cell ran: the folder is left as it was found
             lock.abandon(restore=True)
             raise
