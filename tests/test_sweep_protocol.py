@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -105,3 +106,15 @@ def test_a_comparison_of_a_group_with_several_settings_per_head_is_refused(cfg):
     with pytest.raises(ConfigError, match="comparison.groups: 'nothing' is not a group of the sweep"):
         sweep.run_sweep(cfg)
     assert not toy_frontend.CALLS  # refused before any cell ran
+
+
+def test_a_sitting_on_some_cells_records_them_beside_an_unchanged_protocol(cfg, caplog):
+    from clipmag_experiments.cli import SweepCommand
+
+    sweep.run_sweep(cfg)
+    sitting = SweepCommand(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}, only=["toy"])
+    with caplog.at_level(logging.WARNING, logger="clipmag"):
+        sweep.run_sweep(sitting, sitting.only)
+    first, second = read_protocol(cfg.output_dir)
+    assert second["config_sha256"] == first["config_sha256"] and "only" not in second["config"]
+    assert second["only"] == ["toy"] and "sweep config changed" not in caplog.text

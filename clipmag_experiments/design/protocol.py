@@ -47,7 +47,8 @@ def _differences(first: dict[str, Any], entry: dict[str, Any]) -> list[str]:
     stored as ``embedded:indomain`` or ``data.embedded.root=x`` and a start given ``bundled:indomain`` or
     ``data.bundled.root=x`` are one protocol)."""
     out = []
-    if config_sha256(current_spelling(first["config"])) != config_sha256(current_spelling(entry["config"])):
+    before_config, now_config = (current_spelling(_protocol_part(e["config"])) for e in (first, entry))
+    if config_sha256(before_config) != config_sha256(now_config):
         out.append(f"the sweep config changed (sha256 {first['config_sha256'][:12]} -> {entry['config_sha256'][:12]})")
     before, now = first["code"], entry["code"]
     if before.get("commit") != now.get("commit"):
@@ -60,11 +61,21 @@ def _differences(first: dict[str, Any], entry: dict[str, Any]) -> list[str]:
     return out
 
 
+def _protocol_part(config: dict[str, Any]) -> dict[str, Any]:
+    """A start's config without ``only`` (which cells one sitting runs is not the protocol; starts
+    recorded before it was kept apart carry it in their config)."""
+    return {key: value for key, value in config.items() if key != "only"}
+
+
 def record_start(cfg: SweepConfig) -> dict[str, Any]:
-    """Append this start to ``sweep.json`` (creating it) and warn where it differs from the first."""
+    """Append this start to ``sweep.json`` (creating it) and warn where it differs from the first.
+    The config and its hash are the protocol's; the cells a sitting picked (``only``) stand beside."""
     folder = Path(cfg.output_dir)
     starts = read_protocol(folder)
-    entry = {**provenance(to_dict(cfg)), "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    config = to_dict(cfg)
+    only = config.pop("only", None)
+    entry = {**provenance(config), "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    entry |= {"only": only} if only else {}
     entry["comparison"] = comparison_statement(cfg.comparison, cfg.groups)
     for line in _differences(starts[0], entry) if starts else []:
         logger.warning("%s: since this sweep first started, %s", folder / PROTOCOL_FILE, line)
