@@ -22,8 +22,10 @@ lint: venv
 
 # `make test`: every test but the slow ones (multi-process, fault-injection and end-to-end runs of
 # seconds to minutes each, marked `slow`); `make test-slow` runs those, `make test-all` both. CI runs both.
+# make test runs a worker per core (TEST_WORKERS=1: one process), each test file whole on one worker.
+TEST_WORKERS ?= auto
 test: lint
-	$(BIN)/python -m pytest -q -m "not slow" --durations=25
+	$(BIN)/python -m pytest -q -m "not slow" -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 test-slow: venv
 	$(BIN)/python -m pytest -q -m slow

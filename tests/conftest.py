@@ -21,6 +21,19 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 
+def _share_the_cores() -> None:
+    """Under pytest-xdist, give each worker's torch its share of the cores: two workers on two cores
+    each running two threads would spin against each other in every matrix product."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
+_share_the_cores()
+
+
 def shared_data_dir() -> Path:
     return Path(os.environ.get("CLIPMAG_SHARED_DATA", REPO.parent / "shared" / "data"))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import platform
 import sysconfig
 from importlib import metadata
@@ -170,3 +171,18 @@ def test_docstring_summary_and_extraction(tmp_path):
     (fn,) = extract_file(src, tmp_path)
     assert (fn.module, fn.qualname, fn.summary) == ("mod", "A.area", "Compute the area of a rectangle quickly.")
     assert fn.code == "def area(self, w, h):\n    s = w * h\n    return s"
+
+
+def test_two_builds_of_one_set_at_once_build_it_once_and_both_read_it_whole(sources, tmp_path, caplog):
+    """Two runs started together on a fresh checkout: the second waits for the first's build and
+    reuses it, instead of deleting the shards the first is already reading."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    stdlib, ood = sources
+    with caplog.at_level(logging.INFO, logger="clipmag"), ThreadPoolExecutor(2) as pool:
+        futures = [
+            pool.submit(build_bundled, tmp_path / "shared", stdlib_dir=stdlib, ood_dir=ood, **SMALL) for _ in range(2)
+        ]
+        first, second = (f.result(timeout=300) for f in futures)
+    assert first == second and json.loads(first["manifest"].read_text())["counts"]["train_pairs"] > 0
+    assert caplog.text.count("building the bundled data set") == 1

@@ -57,6 +57,7 @@ from typing import Any
 from clipmag.errors import UserError
 from clipmag.results.record import installed_versions
 from clipmag.storage.files import write_text_atomic
+from clipmag.storage.folder_lock import FolderLock
 from text_retrieval.data.bundled.extract import CodeFunction, extract_functions, installed_package_dir
 from text_retrieval.data.training.pairs import pairs_from_jsonl
 from text_retrieval.data.training.shards import write_text_shards
@@ -244,15 +245,46 @@ def build_bundled(
         },
     }
     paths = _paths(root, samples_per_shard is not None)
+    if not force and _built_with(paths["manifest"], key):
+        logger.info("bundled data set up to date in %s", root)
+        return paths
+    lock = FolderLock(root, "bundled data build").acquire(wait=True)  # one builder; the others wait, then reuse
+    try:
+        if not force and _built_with(paths["manifest"], key):  # built by the process this one waited for
+            logger.info("bundled data set up to date in %s", root)
+            return paths
+        _build(paths, key, stdlib_root, ood_root, seed, n_train, n_test, n_dev, corpus_size, max_module_queries)
+    finally:
+        lock.release()
+    return paths
+
+
+def _built_with(manifest_path: Path, key: dict[str, Any]) -> bool:
+    """Whether the set's manifest records a build with ``key`` (an unreadable one is no build)."""
+    try:
+        return json.loads(manifest_path.read_text(encoding="utf-8")).get("key") == key
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
+def _build(
+    paths: dict[str, Path],
+    key: dict[str, Any],
+    stdlib_root: Path,
+    ood_root: Path,
+    seed: int,
+    n_train: int,
+    n_test: int,
+    n_dev: int,
+    corpus_size: int,
+    max_module_queries: int,
+) -> None:
+    """Write the set under ``paths`` (its manifest last), holding the folder's lock."""
+    samples_per_shard = key["params"]["samples_per_shard"]
     manifest_path = paths["manifest"]
-    if not force and manifest_path.is_file():
-        try:
-            if json.loads(manifest_path.read_text(encoding="utf-8")).get("key") == key:
-                logger.info("bundled data set up to date in %s", root)
-                return paths
-        except json.JSONDecodeError:
-            pass
-    logger.info("building the bundled data set in %s (stdlib %s, out of domain %s)", root, stdlib_root, ood_root)
+    logger.info(
+        "building the bundled data set in %s (stdlib %s, out of domain %s)", manifest_path.parent, stdlib_root, ood_root
+    )
     manifest_path.unlink(missing_ok=True)  # absent until the build completes
 
     functions = extract_functions(stdlib_root, STDLIB_EXCLUDED)
@@ -290,7 +322,6 @@ def build_bundled(
     }
     write_text_atomic(manifest_path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     logger.info("bundled data set: %s", ", ".join(f"{k} {v}" for k, v in counts.items()))
-    return paths
 
 
 def pairs_from_bundled(root: str | Path) -> list[dict[str, Any]]:
