@@ -150,3 +150,28 @@ def test_a_sitting_on_some_starts_prepares_only_what_their_cells_read(tmp_path, 
     assert toy_prepare.CALLS == [[str(data)], [str(start), "--config", str(config)]]
     sweep.run_sweep(cfg)  # every cell: both steps' outputs exist, nothing is built again
     assert len(toy_prepare.CALLS) == 2
+
+
+@pytest.mark.parametrize(
+    ("config", "only", "steps"),
+    [
+        ("powered_fight", ["tune/splade", "fight/splade"], ["pypi-pairs"]),
+        ("powered_fight", ["start/minilm-dot"], ["pypi-pairs", "package-pairs", "stage1"]),
+        ("ladder", ["tune/random"], ["pypi-pairs"]),
+        ("ladder", ["start/contriever-style"], ["pypi-pairs", "pretrain-corpus", "contriever-style"]),
+        ("ladder", ["fight-102400/minilm-dot"], ["pypi-pairs", "pypi-pairs-more", "package-pairs", "stage1"]),
+    ],
+)
+def test_each_start_of_the_sweeps_prepares_what_its_cells_read(config, only, steps, monkeypatch):
+    """The pretraining corpus is named only in the Contriever-style step's YAML config, and stage 1's
+    pairs only in stage 1's arguments: both are found, and SPLADE's sitting builds only its data."""
+    from conftest import REPO
+
+    from clipmag_experiments.design.expansion import expand
+    from clipmag_experiments.design.prepare import steps_read_by
+    from clipmag_experiments.design.selection import selected
+
+    monkeypatch.chdir(REPO)  # a sweep runs from the checkout, its configs named relative to it
+    cfg = sweep.load_sweep_config(f"configs/sweeps/{config}.yaml")
+    cells = [c for c in expand(cfg) if selected(c, only)]
+    assert [s.name for s in steps_read_by(cfg.prepare, sweep.cell_words(cells))] == steps
