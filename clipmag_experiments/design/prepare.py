@@ -152,10 +152,12 @@ def _names_path(word: str, folder: str) -> bool:
 
 
 def _with_config_text(words: Sequence[str]) -> list[str]:
-    """``words`` and the text of each YAML config file among them: a run reads the paths its
-    ``--config`` names as surely as those on its command line."""
-    configs = [Path(word) for word in words if word.endswith((".yaml", ".yml")) and Path(word).is_file()]
-    return [*words, *(path.read_text(encoding="utf-8") for path in configs)]
+    """``words``, each once, and the text of each YAML config file among them: a run reads the paths
+    its ``--config`` names as surely as those on its command line (every cell of a sweep names the
+    same few, so each is read once)."""
+    unique = list(dict.fromkeys(words))
+    configs = [Path(word) for word in unique if word.endswith((".yaml", ".yml")) and Path(word).is_file()]
+    return [*unique, *(path.read_text(encoding="utf-8") for path in configs)]
 
 
 def steps_read_by(steps: Sequence[SweepStep], words: Sequence[str]) -> list[SweepStep]:

@@ -253,7 +253,7 @@ def build_bundled(
         if not force and _built_with(paths["manifest"], key):  # built by the process this one waited for
             logger.info("bundled data set up to date in %s", root)
             return paths
-        _build(paths, key, stdlib_root, ood_root, seed, n_train, n_test, n_dev, corpus_size, max_module_queries)
+        _build(paths, key, stdlib_root, ood_root)
     finally:
         lock.release()
     return paths
@@ -267,20 +267,13 @@ def _built_with(manifest_path: Path, key: dict[str, Any]) -> bool:
         return False
 
 
-def _build(
-    paths: dict[str, Path],
-    key: dict[str, Any],
-    stdlib_root: Path,
-    ood_root: Path,
-    seed: int,
-    n_train: int,
-    n_test: int,
-    n_dev: int,
-    corpus_size: int,
-    max_module_queries: int,
-) -> None:
-    """Write the set under ``paths`` (its manifest last), holding the folder's lock."""
-    samples_per_shard = key["params"]["samples_per_shard"]
+def _build(paths: dict[str, Path], key: dict[str, Any], stdlib_root: Path, ood_root: Path) -> None:
+    """Write the set under ``paths`` (its manifest last) with the sizes and seed ``key`` records,
+    holding the folder's lock."""
+    params = key["params"]
+    seed, n_train, n_test, n_dev = params["seed"], params["n_train"], params["n_test"], params["n_dev"]
+    corpus_size, samples_per_shard = params["corpus_size"], params["samples_per_shard"]
+    max_module_queries = params["max_module_queries"]
     manifest_path = paths["manifest"]
     logger.info(
         "building the bundled data set in %s (stdlib %s, out of domain %s)", manifest_path.parent, stdlib_root, ood_root
