@@ -31,8 +31,8 @@ DEMO_PREDICTOR_MODEL = "all-MiniLM-L6-v2"  # the demo's start, judged before fin
 
 @dataclass
 class SweepCommand(SweepConfig):
-    """A sweep (its YAML is ``--config``) and ``only``: the groups to run, or one model's cells of a
-    group as ``group/model`` (empty: all)."""
+    """A sweep (its YAML is ``--config``) and ``only``: the groups to run, one model's cells of a
+    group as ``group/model`` or one head's as ``group/model/head`` (empty: all)."""
 
     only: list[str] = field(default_factory=list)
 

@@ -75,6 +75,19 @@ def test_only_picks_one_models_cells_of_a_group():
         check_only(cfg, ["tune/bert"], "powered_fight.yaml")
 
 
+def test_only_picks_one_heads_cells_of_a_model():
+    """``group/model/head`` selects that head's cells of one start, every rate and seed (so a sitting
+    can run the heads a cut order keeps before the one it drops first), and a head the group lacks,
+    or a fourth part, is refused with the forms it accepts."""
+    cfg = sweep.load_sweep_config(config_path("configs/sweeps/powered_fight.yaml"))
+    picked = [c for c in expand(cfg) if selected(c, ["tune/minilm/qnorm"])]
+    assert {(c.group, c.model, c.head) for c in picked} == {("tune", "minilm", "qnorm")}
+    assert {c.variant for c in picked} >= {"lr2e-5", "lr6e-5", "lr2e-4"} and {c.seed for c in picked} == {0, 1}
+    for entry in ("tune/minilm/cosin", "tune/minilm/qnorm/seed0"):
+        with pytest.raises(ConfigError, match=r"write group, group/model or group/model/head \(heads of 'tune': cos"):
+            check_only(cfg, [entry], "powered_fight.yaml")
+
+
 def test_a_sweep_without_groups_asks_for_its_file():
     with pytest.raises(ConfigError, match="the sweep has no groups; give its YAML with --config"):
         sweep_main([])

@@ -31,8 +31,8 @@ def test_the_report_names_each_cpu_counts_a_shared_run_once_and_keeps_older_reco
         CellResult(Path("c"), {"same_run_as": "lr-grid"}, {"numerics": {**old, "torch_threads": 2}}),
     ]
     assert numerics_line(cells) == (
-        "Numerics: cpu (Intel Xeon, AVX512_BF16, AMX_BF16), autocast bfloat16, kernels AVX512, 2 threads (1 runs); "
-        "cpu, autocast fp32, kernels AVX2, 2 threads (1 runs)."
+        "Numerics: cpu (Intel Xeon, AVX512_BF16, AMX_BF16), autocast bfloat16, kernels AVX512, 2 threads (1 run); "
+        "cpu, autocast fp32, kernels AVX2, 2 threads (1 run)."
     )
 
 

@@ -118,3 +118,30 @@ def test_an_archived_cell_that_ran_with_other_arguments_is_not_restored(toy_swee
         sweep.run_sweep(amended)
     assert sorted(c[c.index("--norm") + 1] for c in toy_frontend.CALLS) == ["cosine", "qnorm"]
     assert "toy/cosine/seed0 ran otherwise (there nothing more, here loss.scale=5.0)" in caplog.text
+
+
+def test_a_cell_sharing_a_restored_cells_run_is_finished_without_its_checkpoint(toy_sweep):
+    """A compared cell that took a tuning cell's results names that cell's checkpoint; where the tuning
+    cell was restored from an archive (its checkpoint stayed on the machine that trained it), the
+    sharer is finished too, and is not reported as running again. Where the twin was not restored,
+    a missing checkpoint still means not finished."""
+    import dataclasses
+
+    from clipmag_experiments.cells.finished import unfinished_reason
+    from clipmag_experiments.cells.restored import RESTORED_FILE
+    from clipmag_experiments.cells.same_run import share_results
+    from clipmag_experiments.design.expansion import expand
+
+    cfg, cells = toy_sweep
+    twin = next(c for c in expand(cfg) if c.head == "cosine")
+    path = twin.directory / "results.json"
+    record = json.loads(path.read_text())
+    record["checkpoint"]["path"] = str(twin.directory / "export")  # stayed on another machine
+    path.write_text(json.dumps(record))
+    (twin.directory / RESTORED_FILE).write_text(json.dumps({"from": "archive/toy/default/cosine/seed0"}))
+    shared_dir = cells.parent.parent / "final" / "default" / "cosine" / "seed0"
+    sharer = dataclasses.replace(twin, group="final", directory=shared_dir)
+    share_results(sharer, twin)
+    assert unfinished_reason(twin) is None and unfinished_reason(sharer) is None
+    (twin.directory / RESTORED_FILE).unlink()
+    assert "which is not there" in unfinished_reason(sharer)

@@ -2,7 +2,9 @@
 it tested, not merely a file called ``results.json``.
 
 A cell restored from an earlier sitting's archive (:mod:`clipmag_experiments.sweep.restore`) is
-finished without the checkpoint its results name: that stayed on the machine that trained it.
+finished without the checkpoint its results name: that stayed on the machine that trained it. So is
+a cell that took such a cell's results (``same_run_as``): the checkpoint its results name is the
+restored cell's.
 
 A truncated or foreign ``results.json`` (a killed copy, another run's file) taken as "finished"
 would put a broken or wrong cell into the report; the sweep asks this module instead and re-runs
@@ -11,11 +13,12 @@ the cell (its trainer resumes a partial run) when the answer is no, saying why.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from clipmag.results.record import RESULTS_FILE, read_results
 from clipmag_experiments.cells.restored import restored_from
-from clipmag_experiments.design.grid import Cell
+from clipmag_experiments.design.grid import CELL_FILE, Cell
 
 __all__ = ["unfinished_reason"]
 
@@ -36,6 +39,16 @@ def unfinished_reason(cell: Cell) -> str | None:
     if seed is not None and int(seed) != cell.seed:
         return f"its results.json is of seed {seed}, not the cell's {cell.seed}"
     tested = (record.get("checkpoint") or {}).get("path")
-    if tested and not Path(tested).exists() and restored_from(cell.directory) is None:
+    if tested and not Path(tested).exists() and restored_from(_trained_in(cell.directory)) is None:
         return f"its results.json names {tested}, which is not there"
     return None
+
+
+def _trained_in(cell_dir: Path) -> Path:
+    """The folder of the run whose results ``cell_dir`` holds: the cell its ``cell.json`` says it
+    shares a run with, else its own."""
+    try:
+        shared = json.loads((cell_dir / CELL_FILE).read_text(encoding="utf-8")).get("same_run_as")
+    except (OSError, ValueError, AttributeError):
+        return cell_dir
+    return Path(shared) if isinstance(shared, str) and shared else cell_dir

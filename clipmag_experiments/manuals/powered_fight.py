@@ -36,7 +36,7 @@ from clipmag.results.significance import Comparison
 from clipmag_experiments.design.grid import EVALUATIONS_DIR
 from clipmag_experiments.design.protocol import read_protocol
 from clipmag_experiments.manuals.positive_regime import order
-from clipmag_experiments.report.collect import CellResult
+from clipmag_experiments.report.collect import CellResult, runs_count
 from clipmag_experiments.report.comparison import holm_over_table, protocol_comparison
 from clipmag_experiments.report.starts import HeadResult, StartRow
 from clipmag_experiments.report.stored import StoredResults, StoredSweep, runs_value, time_value
@@ -399,7 +399,7 @@ def machine(stored: StoredResults, argument: str = "") -> str:
         cpu = numerics.get("cpu", "an unnamed CPU")
         found.setdefault(c.cell["model"], Counter())[f"{cpu}, {bf16}, {precision}"] += 1
     return "; ".join(
-        f"{start}: " + " and ".join(f"{name} ({runs} runs)" for name, runs in found[start].most_common())
+        f"{start}: " + " and ".join(f"{name} ({runs_count(runs)})" for name, runs in found[start].most_common())
         for start in sorted(found, key=lambda start: order(start, STARTS))
     )
 

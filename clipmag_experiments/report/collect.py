@@ -84,6 +84,11 @@ class CellResult:
         return bool(self.cell.get("same_run_as"))
 
 
+def runs_count(n: int) -> str:
+    """``1 run`` / ``3 runs``: the count every report sentence puts beside a code state or setting."""
+    return f"{n} run" if n == 1 else f"{n} runs"
+
+
 def find_cells(runs_dir: str | Path) -> list[CellResult]:
     """Every finished cell under ``runs_dir`` (unfinished ones have no results yet)."""
     found = []

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from clipmag.errors import ConfigError
 from clipmag_experiments.cells.numerics import mixed_numerics, numerics_key, table_of
-from clipmag_experiments.report.collect import CellResult
+from clipmag_experiments.report.collect import CellResult, runs_count
 
 __all__ = ["MixedNumerics", "check_one_numerics", "numerics_line"]
 
@@ -56,4 +56,4 @@ def numerics_line(cells: list[CellResult]) -> str:
             f"kernels {n.get('cpu_capability', '?')}, {n.get('torch_threads', '?')} threads"
         )
         counts[key] = counts.get(key, 0) + 1
-    return "Numerics: " + "; ".join(f"{key} ({n} runs)" for key, n in counts.items()) + "."
+    return "Numerics: " + "; ".join(f"{key} ({runs_count(n)})" for key, n in counts.items()) + "."

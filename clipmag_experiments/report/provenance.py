@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from clipmag.errors import ConfigError
 from clipmag.results.provenance import describe_code
-from clipmag_experiments.report.collect import CellResult
+from clipmag_experiments.report.collect import CellResult, runs_count
 
 __all__ = ["MixedCode", "code_label", "check_one_code_state", "code_line"]
 
@@ -47,12 +47,12 @@ def _describe(groups: dict[str, list[CellResult]]) -> str:
     """Each code state with its count; every state but the most common one also names its cells."""
     if len(groups) == 1:
         label, members = next(iter(groups.items()))
-        return f"{label} ({len(members)} runs, every cell)"
+        return f"{label} ({runs_count(len(members))}, every cell)"
     common = max(groups, key=lambda label: len(groups[label]))
     return "; ".join(
-        f"{label} ({len(members)} runs)"
+        f"{label} ({runs_count(len(members))})"
         if label == common
-        else f"{label} ({len(members)} runs: {', '.join(_cell_name(c) for c in members)})"
+        else f"{label} ({runs_count(len(members))}: {', '.join(_cell_name(c) for c in members)})"
         for label, members in groups.items()
     )
 
@@ -78,5 +78,5 @@ def code_line(cells: Iterable[CellResult]) -> str:
     groups = _by_label(cells)
     if len(groups) == 1:
         label, members = next(iter(groups.items()))
-        return f"Code: {label} ({len(members)} runs)."
+        return f"Code: {label} ({runs_count(len(members))})."
     return f"Code: **mixed** - {_describe(groups)}."

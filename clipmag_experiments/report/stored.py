@@ -17,7 +17,7 @@ from typing import Any
 
 from clipmag.results.provenance import describe_code
 from clipmag_experiments.design.protocol import PROTOCOL_FILE, read_protocol
-from clipmag_experiments.report.collect import CellResult, find_cells
+from clipmag_experiments.report.collect import CellResult, find_cells, runs_count
 from clipmag_experiments.report.numerics import check_one_numerics
 from clipmag_experiments.report.starts import StartRow, start_rows
 
@@ -93,11 +93,11 @@ class StoredSweep:
         for code, runs in codes:
             if not (code and code.get("dirty") is False and code.get("commit") in started):
                 raise ValueError(
-                    f"{self.folder}: cells from {len(codes)} code states, and {describe_code(code)} ({runs} runs) is "
-                    f"not a clean commit recorded as a start in its {PROTOCOL_FILE}; the manuals cite several states "
-                    "only where the protocol record shows each"
+                    f"{self.folder}: cells from {len(codes)} code states, and {describe_code(code)} "
+                    f"({runs_count(runs)}) is not a clean commit recorded as a start in its {PROTOCOL_FILE}; "
+                    "the manuals cite several states only where the protocol record shows each"
                 )
-        return " and ".join(f"{cited_code(code)} ({runs} runs)" for code, runs in codes)
+        return " and ".join(f"{cited_code(code)} ({runs_count(runs)})" for code, runs in codes)
 
     def compared(self) -> list[CellResult]:
         """The cells of the groups the protocol compares (``comparison.groups`` of the first start in
