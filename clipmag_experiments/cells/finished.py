@@ -13,12 +13,11 @@ the cell (its trainer resumes a partial run) when the answer is no, saying why.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from clipmag.results.record import RESULTS_FILE, read_results
 from clipmag_experiments.cells.restored import restored_from
-from clipmag_experiments.design.grid import CELL_FILE, Cell
+from clipmag_experiments.design.grid import Cell, recorded_description
 
 __all__ = ["unfinished_reason"]
 
@@ -47,8 +46,5 @@ def unfinished_reason(cell: Cell) -> str | None:
 def _trained_in(cell_dir: Path) -> Path:
     """The folder of the run whose results ``cell_dir`` holds: the cell its ``cell.json`` says it
     shares a run with, else its own."""
-    try:
-        shared = json.loads((cell_dir / CELL_FILE).read_text(encoding="utf-8")).get("same_run_as")
-    except (OSError, ValueError, AttributeError):
-        return cell_dir
+    shared = recorded_description(cell_dir).get("same_run_as")
     return Path(shared) if isinstance(shared, str) and shared else cell_dir

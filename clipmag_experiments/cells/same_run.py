@@ -22,7 +22,6 @@ evaluations always trains (they need an export in its own folder).
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -32,7 +31,7 @@ from clipmag.results.provenance import config_sha256
 from clipmag.results.record import RESULTS_FILE
 from clipmag.storage.files import write_text_atomic
 from clipmag_experiments.cells.finished import unfinished_reason
-from clipmag_experiments.design.grid import CELL_FILE, Cell
+from clipmag_experiments.design.grid import Cell, recorded_description
 
 __all__ = ["run_identity", "finished_twin", "share_results"]
 
@@ -54,10 +53,7 @@ def _as_run(candidate: Cell) -> Cell | None:
     rate another grid chose) ran the argument list its ``cell.json`` recorded; None without one."""
     if candidate.choice is None:
         return candidate
-    try:
-        argv = json.loads((candidate.directory / CELL_FILE).read_text(encoding="utf-8")).get("argv")
-    except (OSError, ValueError):
-        return None
+    argv = recorded_description(candidate.directory).get("argv")
     return dataclasses.replace(candidate, argv=[str(a) for a in argv]) if isinstance(argv, list) else None
 
 

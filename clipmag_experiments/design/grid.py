@@ -193,3 +193,14 @@ class Cell:
 
     def evaluation_folder(self, evaluation: SweepEvaluation) -> Path:
         return self.directory / EVALUATIONS_DIR / evaluation.folder_name
+
+
+def recorded_description(directory: Path) -> dict[str, Any]:
+    """The ``cell.json`` a cell folder holds (what :meth:`Cell.write_description` wrote when it ran),
+    or ``{}`` where there is none or it does not parse: each reader then falls back as if it named
+    nothing."""
+    try:
+        description = json.loads((Path(directory) / CELL_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return description if isinstance(description, dict) else {}
